@@ -1,0 +1,59 @@
+"""Log context that follows one task across the web and worker processes.
+
+``log_context(task_id=..., tenant=..., subject=..., trace_id=...)`` binds values for the
+current thread or coroutine; ``ContextFilter`` puts them on every record, so that a grep
+for a task id finds its lines in both processes.
+"""
+
+import contextvars
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_FIELDS = ("task_id", "tenant", "subject", "trace_id")
+_EMPTY: dict[str, str] = {}
+# The dict is never mutated in place: every change sets a new one.
+_context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar(
+    "countersign_log", default=_EMPTY
+)  # noqa: B039
+
+
+@contextmanager
+def log_context(**values: object) -> Iterator[None]:
+    merged = {**_context.get(), **{k: str(v) for k, v in values.items() if v is not None}}
+    token = _context.set(merged)
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def bind(**values: object) -> None:
+    """Add values to the current context until it ends (for request-scoped code)."""
+    _context.set({**_context.get(), **{k: str(v) for k, v in values.items() if v is not None}})
+
+
+class ContextFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        ctx = _context.get()
+        for field in _FIELDS:
+            if not hasattr(record, field):
+                setattr(record, field, ctx.get(field, "-"))
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+        }
+        for field in _FIELDS:
+            payload[field] = getattr(record, field, "-")
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload)

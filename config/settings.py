@@ -1,0 +1,297 @@
+"""Countersign settings.
+
+With no environment at all this runs the embedded default: SQLite (WAL) and Celery's
+filesystem transport under ``var/``, debug on, and a generated development secret.
+Every deployment knob comes from the environment; ``.env.example`` lists them.
+"""
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", True)
+
+
+def _secret_key() -> str:
+    key = env_secret("SECRET_KEY")
+    if key:
+        return key
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required when DEBUG is off.")
+    # A development secret generated once and kept under var/, so sessions survive restarts.
+    path = VAR_DIR / "dev-secret-key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"] if DEBUG else []
+)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+# The public base URL (scheme://host[:port]) used in agent cards and e-mails when the
+# request itself cannot tell (behind a proxy that rewrites Host).
+PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "drf_spectacular",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.mfa",
+    "tenants",
+    "runtime",
+    "a2a_endpoint",
+    "approvals",
+    "connections",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tenants.middleware.CurrentTenantMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "tenants.context_processors.current_tenant",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------------------
+DATABASE_URL = env_secret("DATABASE_URL")
+if DATABASE_URL:
+    _db = dj_database_url.parse(DATABASE_URL)
+    if _db["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
+        # psycopg 3's pool: connections are reused across requests and threads.
+        _db["CONN_MAX_AGE"] = 0
+        _db.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
+            "timeout": env_int("DATABASE_POOL_TIMEOUT", 30),
+        }
+    else:
+        _db["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60)
+        _db["CONN_HEALTH_CHECKS"] = True
+else:
+    _db = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": VAR_DIR / "db.sqlite3",
+        "OPTIONS": {
+            # WAL lets the web process read while a worker writes; IMMEDIATE takes the write
+            # lock at BEGIN so that two writers queue instead of failing mid-transaction.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
+    }
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "tenants.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "account_login"
+LOGIN_REDIRECT_URL = "home"
+
+# --- django-allauth: e-mail and password, no open sign-up, TOTP available ------------------
+ACCOUNT_ADAPTER = "tenants.adapters.AccountAdapter"
+SOCIALACCOUNT_ADAPTER = "tenants.adapters.SocialAccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
+ACCOUNT_USER_MODEL_USERNAME_FIELD = None
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_LOGIN_ON_PASSWORD_RESET = False
+ACCOUNT_RATE_LIMITS = {"login_failed": "10/m/ip,5/5m/key"}
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = "Countersign"
+SOCIALACCOUNT_ONLY = False
+
+# --- E-mail -------------------------------------------------------------------------------
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Countersign <countersign@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
+# --- Internationalisation -----------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files (whitenoise) ------------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production serves hashed, compressed files after `collectstatic`; development and
+    # tests serve the source files as they are.
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+# In development (make run) serve straight from the source folders, no collectstatic needed.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- Security (production values when DEBUG is off) ---------------------------------------
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The A2A endpoint is called by programs over plain HTTP in development; the SSL redirect
+# must never turn a POST into a GET, so these paths are exempt (TLS is the proxy's job).
+SECURE_REDIRECT_EXEMPT = [r"^a2a/", r"^healthz$"]
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
+
+# --- REST framework -----------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # Bearer first, so that a refused or missing token answers 401 with WWW-Authenticate.
+        "tenants.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Countersign operator API",
+    "DESCRIPTION": "Decision surfaces for Countersign's interactions.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Celery -------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_secret("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    _queue_dir = VAR_DIR / "celery" / "queue"
+    _processed_dir = VAR_DIR / "celery" / "processed"
+    _queue_dir.mkdir(parents=True, exist_ok=True)
+    _processed_dir.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir),
+        "data_folder_out": str(_queue_dir),
+        "processed_folder": str(_processed_dir),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+# Turns are safe to run twice: acknowledge only when done, and give the message back when
+# a worker dies mid-task, so that nothing is lost.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Countersign --------------------------------------------------------------------------
+# How long a blocking SendMessage waits for a terminal or interrupted state (profile v2).
+A2A_WAIT_MS = env_int("A2A_WAIT_MS", 300_000)
+# The documented default demo password; seed_demo refuses it when DEBUG is off.
+DEMO_OPERATOR_PASSWORD_DEFAULT = "countersign-demo"
+DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD", DEMO_OPERATOR_PASSWORD_DEFAULT)
+
+# --- Logging: every line names the task, tenant and subject it is about -------------------
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOG_FORMAT = env_str("LOG_FORMAT", "text")  # "text" (key=value) or "json"
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"context": {"()": "config.logging.ContextFilter"}},
+    "formatters": {
+        "text": {
+            "format": "%(asctime)s %(levelname)s %(name)s [%(process)d] "
+            "task=%(task_id)s tenant=%(tenant)s subject=%(subject)s trace=%(trace_id)s %(message)s",
+        },
+        "json": {"()": "config.logging.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["context"],
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
+        },
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "celery": {"level": LOG_LEVEL},
+    },
+}

@@ -1,0 +1,20 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from tenants import views as tenant_views
+
+admin.site.site_header = "Countersign administration"
+admin.site.site_title = "Countersign admin"
+
+urlpatterns = [
+    path("", tenant_views.home, name="home"),
+    path("healthz", tenant_views.healthz, name="healthz"),
+    path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
+    path("", include("approvals.urls")),
+    path("connections/", include("connections.urls")),
+    path("accounts/", include("allauth.urls")),
+    path("admin/", admin.site.urls),
+    path("api/v1/whoami", tenant_views.whoami, name="api_whoami"),
+    path("api/schema", SpectacularAPIView.as_view(), name="api_schema"),
+]

@@ -1,0 +1,26 @@
+"""Access helpers for operator pages: who may see and who may decide in a tenant."""
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import render
+
+
+def member_required(view):
+    """Log-in required, and a membership in an active tenant; the view gets request.membership."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.membership:
+            return render(request, "tenants/no_tenant.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def require_decider(membership) -> None:
+    """Viewers see but cannot decide."""
+    if not membership.can_decide:
+        raise PermissionDenied("Viewers can see but not decide.")

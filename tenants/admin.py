@@ -1,0 +1,189 @@
+from allauth.account.forms import ResetPasswordForm
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.template.response import TemplateResponse
+
+from tenants.models import ApiToken, Membership, Tenant, User
+from tenants.tokens import api_token_revoke, token_issue
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+class UserMembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    fields = ["tenant", "role"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "active", "created_at"]
+    list_filter = ["active"]
+    search_fields = ["slug", "name"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [MembershipInline]
+
+
+class EmailUserCreationForm(AdminUserCreationForm):
+    class Meta:
+        model = User
+        fields = ["email"]
+
+
+class EmailUserChangeForm(UserChangeForm):
+    class Meta:
+        model = User
+        fields = "__all__"
+
+
+@admin.register(User)
+class UserAdmin(BaseUserAdmin):
+    form = EmailUserChangeForm
+    add_form = EmailUserCreationForm
+    ordering = ["email"]
+    list_display = ["email", "first_name", "last_name", "is_staff", "is_active", "last_login"]
+    search_fields = ["email", "first_name", "last_name"]
+    fieldsets = [
+        (None, {"fields": ["email", "password"]}),
+        ("Personal info", {"fields": ["first_name", "last_name"]}),
+        (
+            "Permissions",
+            {"fields": ["is_active", "is_staff", "is_superuser", "groups", "user_permissions"]},
+        ),
+        ("Important dates", {"fields": ["last_login", "date_joined"]}),
+    ]
+    add_fieldsets = [
+        (
+            None,
+            {"classes": ["wide"], "fields": ["email", "usable_password", "password1", "password2"]},
+        ),
+    ]
+    inlines = [UserMembershipInline]
+    actions = ["send_invitation"]
+
+    @admin.action(description="Send an invitation (a link to set their password) by e-mail")
+    def send_invitation(self, request, queryset):
+        sent = 0
+        for user in queryset.filter(is_active=True):
+            form = ResetPasswordForm(data={"email": user.email})
+            if form.is_valid():
+                form.save(request)
+                sent += 1
+        self.message_user(request, f"Sent {sent} invitation(s).", messages.SUCCESS)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__email", "tenant__slug"]
+    autocomplete_fields = ["user", "tenant"]
+    list_select_related = ["user", "tenant"]
+
+
+class ApiTokenForm(forms.ModelForm):
+    agent_slugs = forms.JSONField(
+        required=False,
+        initial=list,
+        help_text='When "all agents" is off: a JSON list of agent slugs, e.g. ["support", "deployer"].',
+    )
+
+    class Meta:
+        model = ApiToken
+        fields = ["tenant", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
+
+    def clean_agent_slugs(self):
+        value = self.cleaned_data.get("agent_slugs") or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise forms.ValidationError("Give a JSON list of agent slugs.")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("all_agents") and not data.get("agent_slugs"):
+            self.add_error("agent_slugs", "Name at least one agent, or allow all agents.")
+        return data
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    form = ApiTokenForm
+    list_display = [
+        "name",
+        "subject",
+        "tenant",
+        "masked",
+        "scope",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
+    list_filter = ["tenant", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "subject", "prefix"]
+    list_select_related = ["tenant"]
+    readonly_fields = ["masked", "created_by", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    @admin.display(description="token")
+    def masked(self, obj: ApiToken) -> str:
+        # The prefix identifies the token in logs and support tickets; the secret is never kept.
+        return f"cs_{obj.prefix}_…" if obj.prefix else "—"
+
+    @admin.display(description="may call")
+    def scope(self, obj: ApiToken) -> str:
+        return "all agents" if obj.all_agents else ", ".join(obj.agent_slugs or []) or "no agent"
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["tenant", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
+        return [
+            "masked",
+            "tenant",
+            "subject",
+            "name",
+            "all_agents",
+            "agent_slugs",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "created_by",
+            "created_at",
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        # A token's tenant and subject are its identity; mint a new token to change them.
+        return [*self.readonly_fields, "tenant", "subject"]
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+            request._countersign_plaintext = token_issue(obj)
+        obj.save()
+
+    def response_add(self, request, obj, post_url_continue=None):
+        plaintext = getattr(request, "_countersign_plaintext", None)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Token created",
+            "token": obj,
+            "plaintext": plaintext,
+            "opts": self.model._meta,
+        }
+        # Rendered straight from the POST: the plaintext is in no session, log or URL, and no
+        # later page can show it again.
+        response = TemplateResponse(request, "tenants/admin/token_created.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        revoked = sum(api_token_revoke(token=token) for token in queryset)
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

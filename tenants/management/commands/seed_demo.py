@@ -1,0 +1,105 @@
+import json
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from tenants.models import Membership, Tenant, User
+from tenants.tokens import api_token_create
+
+DEMO_OPERATOR = "operator@demo.test"
+DEMO_ADMIN = "admin@demo.test"
+OTHER_OPERATOR = "operator@other.test"
+DEMO_SUBJECT = "partner:demo-client"
+
+
+def _member(
+    *, email: str, password: str, tenant: Tenant | None, role: str | None, staff: bool = False
+) -> User:
+    user = User.objects.filter(email=email).first()
+    if user is None:
+        user = User.objects.create_user(
+            email=email, password=password, is_staff=staff, is_superuser=staff
+        )
+    else:
+        # Re-running resets the demo logins to the documented password.
+        user.set_password(password)
+        user.is_active = True
+        user.is_staff = user.is_superuser = staff
+        user.save(update_fields=["password", "is_active", "is_staff", "is_superuser"])
+    if tenant is not None and role is not None:
+        Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
+    return user
+
+
+class Command(BaseCommand):
+    help = (
+        "Create (or refresh) the demo tenants, logins and agents, and mint a fresh partner token."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--json", action="store_true", help="Print one JSON object for scripts."
+        )
+
+    def handle(self, *args, **options):
+        password = settings.DEMO_OPERATOR_PASSWORD
+        if not settings.DEBUG and password == settings.DEMO_OPERATOR_PASSWORD_DEFAULT:
+            raise CommandError(
+                "DEMO_OPERATOR_PASSWORD is the documented default; set another one to seed demo "
+                "logins when DEBUG is off."
+            )
+        with transaction.atomic():
+            demo, _ = Tenant.objects.update_or_create(
+                slug="demo", defaults={"name": "Demo Co", "active": True}
+            )
+            other, _ = Tenant.objects.update_or_create(
+                slug="other", defaults={"name": "Other Inc", "active": True}
+            )
+            _member(
+                email=DEMO_OPERATOR, password=password, tenant=demo, role=Membership.Role.OPERATOR
+            )
+            admin = _member(
+                email=DEMO_ADMIN,
+                password=password,
+                tenant=demo,
+                role=Membership.Role.ADMIN,
+                staff=True,
+            )
+            _member(
+                email=OTHER_OPERATOR, password=password, tenant=other, role=Membership.Role.OPERATOR
+            )
+            agents = self.seed_agents(demo)
+            _, token = api_token_create(
+                tenant=demo, subject=DEMO_SUBJECT, name="demo client (seed_demo)", created_by=admin
+            )
+
+        summary = {
+            "tenant": demo.slug,
+            "token": token,
+            "subject": DEMO_SUBJECT,
+            "agents": {slug: f"/a2a/{demo.slug}/{slug}" for slug in agents},
+            "logins": {
+                "operator": {"email": DEMO_OPERATOR, "password": password},
+                "admin": {"email": DEMO_ADMIN, "password": password},
+                "other_operator": {"email": OTHER_OPERATOR, "password": password},
+            },
+        }
+        if options["json"]:
+            self.stdout.write(json.dumps(summary))
+            return
+        self.stdout.write(self.style.SUCCESS("Demo tenant 'demo' (Demo Co) is ready."))
+        self.stdout.write(f"  operator login: {DEMO_OPERATOR} / {password}")
+        self.stdout.write(f"  admin login:    {DEMO_ADMIN} / {password} (staff, Django admin)")
+        self.stdout.write(f"  other tenant:   {OTHER_OPERATOR} / {password}")
+        for slug, path in summary["agents"].items():
+            self.stdout.write(f"  agent {slug}: {path}")
+        self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
+
+    def seed_agents(self, tenant: Tenant) -> list[str]:
+        """The demo agents; returns their slugs."""
+        try:
+            from runtime.demo import seed_demo_agents
+        except ImportError:
+            return []
+        return seed_demo_agents(tenant=tenant)

@@ -1,0 +1,143 @@
+import uuid
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser, BaseUserManager
+from django.db import models
+from django.utils import timezone
+
+
+class UserManager(BaseUserManager):
+    use_in_migrations = True
+
+    def _create_user(self, email: str, password: str | None, **extra):
+        if not email:
+            raise ValueError("An e-mail address is required.")
+        user = self.model(email=self.normalize_email(email).lower(), **extra)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_user(self, email: str, password: str | None = None, **extra):
+        extra.setdefault("is_staff", False)
+        extra.setdefault("is_superuser", False)
+        return self._create_user(email, password, **extra)
+
+    def create_superuser(self, email: str, password: str | None = None, **extra):
+        extra.setdefault("is_staff", True)
+        extra.setdefault("is_superuser", True)
+        return self._create_user(email, password, **extra)
+
+
+class User(AbstractUser):
+    """A person who logs in with an e-mail address: operators, tenant admins, staff."""
+
+    username = None
+    email = models.EmailField("e-mail address", unique=True)
+
+    USERNAME_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    objects = UserManager()
+
+    class Meta:
+        ordering = ["email"]
+
+    def __str__(self) -> str:
+        return self.email
+
+    @property
+    def subject(self) -> str:
+        """The subject recorded on an operator's decisions."""
+        return f"user:{self.email}"
+
+
+class Tenant(models.Model):
+    """An organisation; every other row belongs to exactly one tenant."""
+
+    slug = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        OPERATOR = "operator", "Operator"
+        VIEWER = "viewer", "Viewer"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.OPERATOR)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_per_tenant")
+        ]
+        ordering = ["tenant__slug", "user__email"]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.get_role_display()}) in {self.tenant.slug}"
+
+    @property
+    def can_decide(self) -> bool:
+        return self.role in (self.Role.ADMIN, self.Role.OPERATOR)
+
+
+class ApiToken(models.Model):
+    """A bearer token for partner agents and programs.
+
+    The plaintext (``cs_<prefix>_<secret>``) is shown once, at creation; the row keeps the
+    public lookup prefix and the SHA-256 of the whole token. The token carries 256 bits of
+    randomness, so a fast hash is enough (as for GitHub's tokens): nothing to brute-force.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_tokens")
+    subject = models.CharField(
+        max_length=200,
+        help_text="Who callers with this token act for, e.g. partner:globex or user:alice@acme.test.",
+    )
+    name = models.CharField(
+        max_length=200, help_text="What the token is for; shown to admins only."
+    )
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    token_hash = models.CharField(max_length=64, editable=False)
+    all_agents = models.BooleanField(default=True, help_text="May call every agent of the tenant.")
+    agent_slugs = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="When not all agents: the slugs of the agents it may call.",
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.subject})"
+
+    def may_call(self, agent_slug: str) -> bool:
+        return self.all_agents or agent_slug in (self.agent_slugs or [])
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def is_expired(self, now=None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())

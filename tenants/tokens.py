@@ -1,0 +1,156 @@
+"""API tokens: minting, revoking, and turning an ``Authorization`` header into an identity.
+
+One function, ``authenticate_bearer``, serves the A2A endpoint and the REST API alike.
+"""
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from tenants.models import ApiToken, Tenant
+
+TOKEN_RE = re.compile(r"^cs_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})$")
+# last_used_at is a hint for admins, not an audit trail: write it at most once a minute so
+# that the hot path of a busy caller does not write a row on every request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenError(Exception):
+    """Why a request's credentials were refused; ``reason`` is one of REASONS."""
+
+    REASONS = {
+        "missing": "No Authorization header; send 'Authorization: Bearer <token>'.",
+        "malformed": "The Authorization header is not 'Bearer <token>' with a Countersign token.",
+        "unknown": "The token is not known.",
+        "revoked": "The token has been revoked.",
+        "expired": "The token has expired.",
+        "inactive": "The token's tenant is not active.",
+    }
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(self.REASONS[reason])
+
+
+@dataclass(frozen=True)
+class BearerIdentity:
+    tenant: Tenant
+    subject: str
+    token: ApiToken
+
+
+def _hash(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def _new_plaintext() -> tuple[str, str]:
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    prefix = "".join(secrets.choice(alphabet) for _ in range(12))
+    return prefix, f"cs_{prefix}_{secrets.token_urlsafe(32)}"
+
+
+def api_token_create(
+    *,
+    tenant: Tenant,
+    subject: str,
+    name: str,
+    all_agents: bool = True,
+    agent_slugs: list[str] | None = None,
+    expires_at: datetime | None = None,
+    created_by=None,
+) -> tuple[ApiToken, str]:
+    """Mint a token; return the row and the plaintext, which is never stored or shown again."""
+    token = ApiToken(
+        tenant=tenant,
+        subject=subject,
+        name=name,
+        all_agents=all_agents,
+        agent_slugs=list(agent_slugs or []),
+        expires_at=expires_at,
+        created_by=created_by,
+    )
+    plaintext = token_issue(token)
+    token.full_clean()
+    token.save()
+    return token, plaintext
+
+
+def token_issue(token: ApiToken) -> str:
+    """Give an unsaved token its prefix and hash; return the plaintext (shown once)."""
+    prefix, plaintext = _new_plaintext()
+    token.prefix = prefix
+    token.token_hash = _hash(plaintext)
+    return plaintext
+
+
+def api_token_revoke(*, token: ApiToken) -> bool:
+    """Revoke a token; return False when it was already revoked (idempotent)."""
+    with transaction.atomic():
+        updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    token.refresh_from_db(fields=["revoked_at"])
+    return updated == 1
+
+
+def parse_bearer(header: str | None) -> tuple[str, str]:
+    """Split a header into (prefix, plaintext) or raise TokenError('missing'|'malformed')."""
+    if header is None or header.strip() == "":
+        raise TokenError("missing")
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        raise TokenError("malformed")
+    plaintext = credentials.strip()
+    match = TOKEN_RE.match(plaintext)
+    if not match:
+        raise TokenError("malformed")
+    return match.group(1), plaintext
+
+
+def check_token(token: ApiToken | None, plaintext: str, now: datetime) -> BearerIdentity:
+    # compare_digest on the hash even when the prefix matched, so that timing does not tell
+    # a caller how much of a guessed token was right.
+    if token is None or not hmac.compare_digest(token.token_hash, _hash(plaintext)):
+        raise TokenError("unknown")
+    if token.revoked_at is not None:
+        raise TokenError("revoked")
+    if token.is_expired(now):
+        raise TokenError("expired")
+    if not token.tenant.active:
+        raise TokenError("inactive")
+    return BearerIdentity(tenant=token.tenant, subject=token.subject, token=token)
+
+
+def _touch(token: ApiToken, now: datetime) -> None:
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+def authenticate_bearer(header: str | None) -> BearerIdentity:
+    """Turn ``Authorization: Bearer ...`` into (tenant, subject, token), or raise TokenError."""
+    prefix, plaintext = parse_bearer(header)
+    token = ApiToken.objects.select_related("tenant").filter(prefix=prefix).first()
+    now = timezone.now()
+    identity = check_token(token, plaintext, now)
+    _touch(identity.token, now)
+    return identity
+
+
+async def aauthenticate_bearer(header: str | None) -> BearerIdentity:
+    """The async twin of authenticate_bearer, for the ASGI A2A view."""
+    prefix, plaintext = parse_bearer(header)
+    token = await ApiToken.objects.select_related("tenant").filter(prefix=prefix).afirst()
+    now = timezone.now()
+    identity = check_token(token, plaintext, now)
+    if (
+        identity.token.last_used_at is None
+        or now - identity.token.last_used_at >= LAST_USED_RESOLUTION
+    ):
+        await ApiToken.objects.filter(pk=identity.token.pk).aupdate(last_used_at=now)
+    return identity

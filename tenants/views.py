@@ -1,0 +1,73 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+from tenants.middleware import SESSION_KEY
+from tenants.selectors import memberships_for_user
+
+
+@require_GET
+def home(request):
+    if not request.user.is_authenticated:
+        return redirect("account_login")
+    return redirect("approvals:inbox")
+
+
+@require_GET
+def healthz(request):
+    return HttpResponse("ok", content_type="text/plain")
+
+
+@login_required
+@require_POST
+def tenant_switch(request):
+    slug = request.POST.get("tenant", "")
+    membership = next(
+        (m for m in memberships_for_user(user=request.user) if m.tenant.slug == slug), None
+    )
+    if membership is None:
+        # Same answer for a tenant that does not exist and one the person is not in.
+        raise Http404("No such tenant.")
+    request.session[SESSION_KEY] = membership.tenant.slug
+    messages.success(request, f"Now working in {membership.tenant.name}.")
+    target = request.POST.get("next") or request.META.get("HTTP_REFERER") or "/"
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = "/"
+    return redirect(target)
+
+
+@extend_schema(
+    responses=inline_serializer(
+        "WhoAmI",
+        {
+            "tenant": serializers.CharField(allow_null=True),
+            "subject": serializers.CharField(),
+            "role": serializers.CharField(required=False, allow_null=True),
+            "kind": serializers.ChoiceField(choices=["token", "session"]),
+        },
+    )
+)
+@api_view(["GET"])
+def whoami(request):
+    """Who the presented credentials act for: the tenant and subject."""
+    user = request.user
+    if hasattr(user, "identity"):
+        return Response({"tenant": user.tenant.slug, "subject": user.subject, "kind": "token"})
+    membership = request.membership
+    return Response(
+        {
+            "tenant": membership.tenant.slug if membership else None,
+            "subject": user.subject,
+            "role": membership.role if membership else None,
+            "kind": "session",
+        }
+    )

@@ -1,0 +1,104 @@
+from http import HTTPStatus
+
+import pytest
+from django.test import Client
+
+from tenants.models import ApiToken, User
+from tenants.tokens import authenticate_bearer
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    user = User.objects.create_superuser(email="staff@countersign.test", password="x")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_creating_a_token_shows_the_plaintext_once_and_never_again(world, staff):
+    response = staff.post(
+        "/admin/tenants/apitoken/add/",
+        {
+            "tenant": world.a.tenant.pk,
+            "subject": "partner:initech",
+            "name": "initech",
+            "all_agents": "on",
+            "agent_slugs": "[]",
+        },
+    )
+    assert response.status_code == HTTPStatus.OK
+    assert "no-store" in response["Cache-Control"]
+    token = ApiToken.objects.get(subject="partner:initech")
+    html = response.content.decode()
+    start = html.index(f"cs_{token.prefix}_")
+    plaintext = html[start : start + len(f"cs_{token.prefix}_") + 43]
+    assert authenticate_bearer(f"Bearer {plaintext}").subject == "partner:initech"
+
+    secret = plaintext.split("_", 2)[2]
+    for url in (
+        "/admin/tenants/apitoken/",
+        f"/admin/tenants/apitoken/{token.pk}/change/",
+        f"/admin/tenants/apitoken/{token.pk}/history/",
+    ):
+        page = staff.get(url)
+        assert page.status_code == HTTPStatus.OK
+        assert secret not in page.content.decode()
+        assert token.token_hash not in page.content.decode()
+
+
+def test_token_form_errors_change_nothing(world, staff):
+    response = staff.post(
+        "/admin/tenants/apitoken/add/",
+        {"tenant": world.a.tenant.pk, "subject": "", "name": "x", "agent_slugs": "not json"},
+    )
+    assert response.status_code == HTTPStatus.OK
+    assert b"errorlist" in response.content
+    assert not ApiToken.objects.filter(name="x").exists()
+
+
+def test_revoke_action(world, staff):
+    token = ApiToken.objects.get(tenant=world.a.tenant)
+    response = staff.post(
+        "/admin/tenants/apitoken/",
+        {"action": "revoke", "_selected_action": [token.pk]},
+        follow=True,
+    )
+    assert response.status_code == HTTPStatus.OK
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_staff_see_every_tenant(world, staff):
+    page = staff.get("/admin/tenants/tenant/").content.decode()
+    assert "acme" in page and "globex" in page
+
+
+def test_tenant_page_has_memberships_inline(world, staff):
+    page = staff.get(f"/admin/tenants/tenant/{world.a.tenant.pk}/change/").content.decode()
+    assert "operator@acme.test" in page or "memberships" in page
+
+
+def test_staff_can_add_a_member_by_email(staff):
+    response = staff.post(
+        "/admin/tenants/user/add/",
+        {
+            "email": "new@acme.test",
+            "usable_password": "true",
+            "password1": "A-long-passphrase-1",
+            "password2": "A-long-passphrase-1",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == HTTPStatus.FOUND, response.content[:2000]
+    assert User.objects.filter(email="new@acme.test").exists()
+
+
+def test_invitation_action_sends_a_set_password_link(world, staff, mailoutbox):
+    staff.post(
+        "/admin/tenants/user/",
+        {"action": "send_invitation", "_selected_action": [world.a.viewer.pk]},
+    )
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["viewer@acme.test"]

@@ -295,3 +295,19 @@ LOGGING = {
         "celery": {"level": LOG_LEVEL},
     },
 }
+
+# --- The turn runtime ---------------------------------------------------------------------
+# A turn's lease: a worker renews it at every step; when it runs out (the worker died) the
+# sweep gives the turn to another worker, which continues from the stored transcript.
+TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60)
+TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
+INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
+# The largest JSON-RPC request body the A2A endpoint reads.
+A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
+CELERY_BEAT_SCHEDULE = {
+    "sweep-turns": {"task": "runtime.tasks.sweep_turns", "schedule": float(TURN_SWEEP_SECONDS)},
+    "expire-interactions": {
+        "task": "runtime.tasks.expire_interactions",
+        "schedule": float(INTERACTION_EXPIRY_SWEEP_SECONDS),
+    },
+}

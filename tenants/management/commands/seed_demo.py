@@ -97,9 +97,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
 
     def seed_agents(self, tenant: Tenant) -> list[str]:
-        """The demo agents; returns their slugs."""
-        try:
-            from runtime.demo import seed_demo_agents
-        except ImportError:
-            return []
+        """The demo agents (runtime/agents/*.md); returns their slugs."""
+        from runtime.demo import seed_demo_agents
+
         return seed_demo_agents(tenant=tenant)

@@ -1,0 +1,71 @@
+"""Agent cards (A2A §4.4, §8), built from the agent and checked against the SDK's AgentCard."""
+
+import hashlib
+import json
+
+from a2a import types as a2a
+from django.conf import settings
+from google.protobuf import json_format
+
+from runtime import extensions as ext
+from runtime.models import Agent
+
+
+def endpoint_url(request, agent: Agent) -> str:
+    base = settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}"
+    return f"{base}/a2a/{agent.tenant.slug}/{agent.slug}"
+
+
+def agent_card(request, agent: Agent) -> dict:
+    base = settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}"
+    card = {
+        "name": agent.name,
+        "description": agent.description,
+        "version": agent.version,
+        "provider": {"organization": agent.tenant.name, "url": base},
+        "supportedInterfaces": [
+            {
+                "url": endpoint_url(request, agent),
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
+        ],
+        "capabilities": {
+            # Profile v2: no streaming; push arrives with the push notifications work.
+            "streaming": False,
+            "pushNotifications": False,
+            "extendedAgentCard": False,
+            "extensions": [
+                {"uri": uri, "description": ext.DESCRIPTIONS[uri], "required": False}
+                for uri in ext.IMPLEMENTED
+            ],
+        },
+        "securitySchemes": {
+            "bearer": {
+                "httpAuthSecurityScheme": {
+                    "scheme": "Bearer",
+                    "description": "A Countersign API token issued by the tenant's admin.",
+                }
+            }
+        },
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [
+            {
+                k: v
+                for k, v in skill.items()
+                if k in ("id", "name", "description", "tags", "examples") and v is not None
+            }
+            for skill in agent.skills
+        ],
+    }
+    if not agent.public:
+        card["securityRequirements"] = [{"schemes": {"bearer": {"list": []}}}]
+    # Checked against the SDK's type (a card it cannot read is our bug), but served as built:
+    # ProtoJSON would drop `required: false`, which the profile asks to be explicit.
+    json_format.ParseDict(card, a2a.AgentCard())
+    return card
+
+
+def card_etag(card: dict) -> str:
+    return '"' + hashlib.sha256(json.dumps(card, sort_keys=True).encode()).hexdigest()[:32] + '"'

@@ -1,0 +1,130 @@
+"""JSON-RPC and A2A errors, each with the google.rpc.ErrorInfo detail (A2A §3.3.2, §9.5)."""
+
+from runtime import errors as domain
+
+DOMAIN = "a2a-protocol.org"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+
+
+class RpcError(Exception):
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        reason: str,
+        *,
+        metadata=None,
+        violations=None,
+        http_status: int = 200,
+    ):
+        super().__init__(message)
+        self.code, self.message, self.reason = code, message, reason
+        self.metadata = {k: str(v) for k, v in (metadata or {}).items()}
+        self.violations = violations or []
+        self.http_status = http_status
+
+    def body(self, request_id=None) -> dict:
+        data = [
+            {
+                "@type": ERROR_INFO,
+                "reason": self.reason,
+                "domain": DOMAIN,
+                "metadata": self.metadata,
+            }
+        ]
+        if self.violations:
+            data.append(
+                {
+                    "@type": BAD_REQUEST,
+                    "fieldViolations": [{"field": f, "description": d} for f, d in self.violations],
+                }
+            )
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": self.code, "message": self.message, "data": data},
+        }
+
+
+def parse_error(detail: str) -> RpcError:
+    return RpcError(-32700, f"Parse error: {detail}", "PARSE_ERROR")
+
+
+def invalid_request(detail: str, http_status: int = 200) -> RpcError:
+    return RpcError(
+        -32600, f"Invalid request: {detail}", "INVALID_REQUEST", http_status=http_status
+    )
+
+
+def method_not_found(method: str) -> RpcError:
+    return RpcError(
+        -32601, f"Method not found: {method}", "METHOD_NOT_FOUND", metadata={"method": method}
+    )
+
+
+def invalid_params(field: str, description: str, **metadata) -> RpcError:
+    return RpcError(
+        -32602,
+        f"Invalid parameters: {field}: {description}",
+        "INVALID_PARAMS",
+        metadata=metadata,
+        violations=[(field, description)],
+    )
+
+
+def unsupported(message: str, reason: str = "UNSUPPORTED_OPERATION", **metadata) -> RpcError:
+    return RpcError(-32004, message, reason, metadata=metadata)
+
+
+def push_not_supported() -> RpcError:
+    return RpcError(
+        -32003,
+        "Push notifications are not supported by this agent.",
+        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    )
+
+
+def content_type_not_supported(content_type: str) -> RpcError:
+    return RpcError(
+        -32005,
+        f"Content type {content_type or '(none)'} is not supported; send application/json.",
+        "CONTENT_TYPE_NOT_SUPPORTED",
+        http_status=415,
+    )
+
+
+def version_not_supported(version: str) -> RpcError:
+    return RpcError(
+        -32009,
+        f"A2A version {version or '0.3 (no A2A-Version header)'} is not supported; this endpoint serves A2A 1.0 "
+        "(send the header A2A-Version: 1.0).",
+        "VERSION_NOT_SUPPORTED",
+        metadata={"supported": "1.0"},
+    )
+
+
+def unauthenticated(description: str, reason: str) -> RpcError:
+    return RpcError(
+        -32000, description, "UNAUTHENTICATED", metadata={"reason": reason}, http_status=401
+    )
+
+
+def agent_not_found() -> RpcError:
+    # The same answer for an agent that does not exist, one in another tenant and one the
+    # token may not call: nothing tells a caller which agents exist elsewhere.
+    return RpcError(-32000, "No such agent.", "AGENT_NOT_FOUND", http_status=404)
+
+
+def from_domain(exc: domain.RuntimeFault) -> RpcError:
+    if isinstance(exc, domain.TaskNotFound):
+        return RpcError(-32001, exc.message, "TASK_NOT_FOUND", metadata=exc.metadata)
+    if isinstance(exc, domain.TaskNotCancelable):
+        return RpcError(-32002, exc.message, "TASK_NOT_CANCELABLE", metadata=exc.metadata)
+    if isinstance(exc, domain.InvalidParams):
+        return invalid_params(exc.field, exc.description, **exc.metadata)
+    if isinstance(exc, domain.UnsupportedOperation):
+        return unsupported(exc.message, exc.reason, **exc.metadata)
+    if isinstance(exc, domain.AlreadyDecided):
+        return unsupported(exc.message, "ALREADY_DECIDED", **exc.metadata)
+    return RpcError(-32603, "Internal error", "INTERNAL")

@@ -1,0 +1,129 @@
+"""Reading and writing A2A 1.0 ProtoJSON with the a2a-sdk's generated types.
+
+Requests are parsed into the SDK's protobuf messages (both camelCase and proto field names
+are accepted, unknown fields ignored, as A2A §5.7 asks); their JSON values (metadata, data
+parts) are taken from the request as sent, so that 42 stays 42 and does not become 42.0.
+"""
+
+from typing import Any
+
+from a2a import types as a2a
+from google.protobuf import json_format
+from google.protobuf.message import Message as ProtoMessage
+
+from a2a_endpoint.errors import invalid_params
+from runtime.models import Task
+from runtime.services import now_iso
+
+MAX_HISTORY = 10_000
+
+
+def parse(params: Any, proto_class: type[ProtoMessage]) -> ProtoMessage:
+    if not isinstance(params, dict):
+        raise invalid_params("params", "must be an object")
+    try:
+        return json_format.ParseDict(params, proto_class(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise invalid_params("params", str(exc).splitlines()[0]) from None
+    except (TypeError, ValueError) as exc:
+        raise invalid_params("params", str(exc)) from None
+
+
+def message_in(raw_params: dict, request: a2a.SendMessageRequest) -> dict:
+    """The incoming message as canonical ProtoJSON, validated; raises invalid_params."""
+    if not request.HasField("message"):
+        raise invalid_params("message", "is required")
+    message = request.message
+    if not message.message_id:
+        raise invalid_params("message.messageId", "is required")
+    if message.role != a2a.Role.ROLE_USER:
+        raise invalid_params("message.role", "must be ROLE_USER")
+    if len(message.parts) == 0:
+        raise invalid_params("message.parts", "at least one part is required")
+    raw_message = raw_params.get("message") or {}
+    raw_parts = raw_message.get("parts") or []
+    out = json_format.MessageToDict(message)
+    for i, part in enumerate(message.parts):
+        if part.WhichOneof("content") is None:
+            raise invalid_params(f"message.parts[{i}]", "needs one of text, raw, url or data")
+        if (
+            part.WhichOneof("content") == "data"
+            and i < len(raw_parts)
+            and isinstance(raw_parts[i], dict)
+        ):
+            out["parts"][i]["data"] = raw_parts[i].get("data")
+        if (
+            i < len(raw_parts)
+            and isinstance(raw_parts[i], dict)
+            and isinstance(raw_parts[i].get("metadata"), dict)
+        ):
+            out["parts"][i]["metadata"] = raw_parts[i]["metadata"]
+    if isinstance(raw_message.get("metadata"), dict):
+        out["metadata"] = raw_message["metadata"]
+    return out
+
+
+def _with_extensions(obj: dict, ext_data: dict, activated: frozenset) -> dict:
+    chosen = {uri: data for uri, data in (ext_data or {}).items() if uri in activated}
+    if not chosen:
+        return obj
+    return {
+        **obj,
+        "extensions": sorted({*obj.get("extensions", []), *chosen}),
+        "metadata": {**(obj.get("metadata") or {}), **chosen},
+    }
+
+
+def status_wire(task: Task, activated: frozenset) -> dict:
+    status: dict[str, Any] = {"state": task.state, "timestamp": now_iso(task.status_timestamp)}
+    if task.status_message:
+        status["message"] = _with_extensions(task.status_message, task.status_ext, activated)
+    return status
+
+
+def artifact_wire(artifact: dict, task: Task, activated: frozenset) -> dict:
+    return _with_extensions(artifact, task.artifact_ext.get(artifact["artifactId"], {}), activated)
+
+
+def task_wire(
+    task: Task,
+    *,
+    activated: frozenset = frozenset(),
+    history_length: int | None = None,
+    include_artifacts: bool = True,
+) -> dict:
+    out: dict[str, Any] = {
+        "id": task.public_id,
+        "contextId": task.wire_context_id,
+        "status": status_wire(task, activated),
+    }
+    if include_artifacts and task.artifacts:
+        out["artifacts"] = [artifact_wire(a, task, activated) for a in task.artifacts]
+    history = task.history
+    if history_length is not None:
+        history = history[-history_length:] if history_length > 0 else []
+    if history:
+        out["history"] = history
+    return out
+
+
+def event_wire(payload: dict, activated: frozenset) -> dict:
+    """A stored TaskEvent payload as a StreamResponse for a receiver with ``activated``."""
+    ext_data = payload.get("_ext", {})
+    body = {k: v for k, v in payload.items() if k != "_ext"}
+    if "statusUpdate" in body and body["statusUpdate"]["status"].get("message"):
+        update = body["statusUpdate"]
+        status = {
+            **update["status"],
+            "message": _with_extensions(update["status"]["message"], ext_data, activated),
+        }
+        return {"statusUpdate": {**update, "status": status}}
+    if "artifactUpdate" in body:
+        update = body["artifactUpdate"]
+        return {
+            "artifactUpdate": {
+                **update,
+                "artifact": _with_extensions(update["artifact"], ext_data, activated),
+            }
+        }
+    return body

@@ -1,0 +1,53 @@
+"""Domain errors of the core; the A2A view maps each to one JSON-RPC error, in one place."""
+
+
+class RuntimeFault(Exception):
+    reason = "INTERNAL"
+
+    def __init__(self, message: str, **metadata: str):
+        super().__init__(message)
+        self.message = message
+        self.metadata = {k: str(v) for k, v in metadata.items()}
+
+
+class TaskNotFound(RuntimeFault):
+    reason = "TASK_NOT_FOUND"
+
+
+class TaskNotCancelable(RuntimeFault):
+    reason = "TASK_NOT_CANCELABLE"
+
+
+class UnsupportedOperation(RuntimeFault):
+    reason = "UNSUPPORTED_OPERATION"
+
+    def __init__(self, message: str, reason: str = "UNSUPPORTED_OPERATION", **metadata: str):
+        super().__init__(message, **metadata)
+        self.reason = reason
+
+
+class InvalidParams(RuntimeFault):
+    reason = "INVALID_PARAMS"
+
+    def __init__(self, field: str, description: str, **metadata: str):
+        super().__init__(f"{field}: {description}", **metadata)
+        self.field = field
+        self.description = description
+
+
+class AlreadyDecided(RuntimeFault):
+    """Another decider won the race for this interaction."""
+
+    reason = "ALREADY_DECIDED"
+
+    def __init__(self, interaction):
+        by = interaction.answered_by or "someone"
+        super().__init__(
+            f"This interaction was already {interaction.state} by {by}.",
+            interactionId=interaction.public_id,
+        )
+        self.interaction = interaction
+
+
+class NotAllowed(RuntimeFault):
+    reason = "NOT_ALLOWED"

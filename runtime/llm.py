@@ -1,0 +1,100 @@
+"""The model interface the turn loop talks to.
+
+A model looks at the turn so far and says what to do next; it keeps no state of its own, so
+a turn resumed on another worker asks it again and gets the same answer. The scripted model
+(runtime.scripted) is one provider; a hosted model's adapter implements the same protocol.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Finish the turn with this text; ``direct`` answers with a Message instead of a task."""
+
+    text: str
+    direct: bool = False
+
+
+@dataclass(frozen=True)
+class Ask:
+    question_id: str
+    prompt: str
+    choices: tuple[str, ...] = ()
+    allow_custom: bool = True
+
+
+@dataclass(frozen=True)
+class EmitArtifact:
+    artifact_id: str
+    name: str
+    parts: tuple[dict, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CallTool:
+    server: str
+    tool: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class SetPlan:
+    steps: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class Wait:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Fail:
+    text: str
+    reject: bool = False
+
+
+Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | Wait | Fail
+
+
+@dataclass
+class TurnView:
+    """What a model may see of a turn: the caller's message and what happened since."""
+
+    text: str
+    message_id: str
+    data: list[Any] = field(default_factory=list)
+    skill_id: str = ""
+    transcript: list[dict] = field(default_factory=list)
+
+    @property
+    def answers(self) -> dict[str, Any]:
+        return {
+            e["questionId"]: e["value"]
+            for e in self.transcript
+            if e["type"] == "answer" and e.get("questionId")
+        }
+
+    @property
+    def actions_taken(self) -> int:
+        return sum(1 for e in self.transcript if e["type"] == "action")
+
+    @property
+    def last_result(self) -> dict | None:
+        results = [e for e in self.transcript if e["type"] == "tool_result"]
+        return results[-1] if results else None
+
+
+class ModelProvider(Protocol):
+    def next_action(self, view: TurnView) -> Action: ...
+
+
+def model_for(agent) -> ModelProvider:
+    provider = (agent.model or {}).get("provider", "scripted")
+    if provider == "scripted":
+        from runtime.scripted import ScriptedModel
+
+        return ScriptedModel(agent.model.get("script", []))
+    raise ValueError(f"Unknown model provider {provider!r}")

@@ -1,0 +1,338 @@
+"""The core's state: agents, contexts, tasks (one per turn), interactions, effects, events.
+
+A task row carries its own wire history, status message and artifacts as ProtoJSON, so that
+GetTask is one indexed query. Everything a paused turn needs to resume (its transcript) is in
+the row too, and never leaves the server.
+"""
+
+import secrets
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from tenants.models import Tenant
+
+
+def new_key(prefix: str = "", nbytes: int = 12) -> str:
+    return f"{prefix}{secrets.token_urlsafe(nbytes)}"
+
+
+def new_trace_id() -> str:
+    return uuid.uuid4().hex
+
+
+class TaskState(models.TextChoices):
+    SUBMITTED = "TASK_STATE_SUBMITTED", "submitted"
+    WORKING = "TASK_STATE_WORKING", "working"
+    INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED", "input required"
+    AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED", "auth required"
+    COMPLETED = "TASK_STATE_COMPLETED", "completed"
+    FAILED = "TASK_STATE_FAILED", "failed"
+    CANCELED = "TASK_STATE_CANCELED", "canceled"
+    REJECTED = "TASK_STATE_REJECTED", "rejected"
+
+
+TERMINAL_STATES = frozenset(
+    {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
+)
+INTERRUPTED_STATES = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+# A blocking SendMessage returns once its task is in one of these (A2A §3.2.2).
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+
+class Agent(models.Model):
+    """A tenant's configured agent, usually loaded from an AGENT.md file."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
+    slug = models.SlugField(max_length=63)
+    name = models.CharField(max_length=200)
+    description = models.TextField()
+    version = models.CharField(max_length=50, default="1.0.0")
+    skills = models.JSONField(
+        default=list, blank=True, help_text="[{id, name, description, tags, examples}]"
+    )
+    instructions = models.TextField(blank=True)
+    model = models.JSONField(
+        default=dict, help_text='e.g. {"provider": "scripted", "script": [...]}'
+    )
+    tools = models.JSONField(
+        default=list, blank=True, help_text="[{server, tool, description, schema, idempotent}]"
+    )
+    tool_policy = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"server/tool" or "server": "allow"|"approve"|"deny" or {action, deciders}}',
+    )
+    connections_enabled = models.BooleanField(
+        default=False, help_text="loop.connections: the request_connection tool"
+    )
+    public = models.BooleanField(
+        default=False, help_text="Anonymous callers allowed (subject 'anonymous')."
+    )
+    interaction_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
+    source_path = models.CharField(
+        max_length=500, blank=True, help_text="The AGENT.md it was loaded from."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique_per_tenant")
+        ]
+        ordering = ["tenant__slug", "slug"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+
+class Context(models.Model):
+    """A conversation of one subject with one agent; its turns run one at a time, in order."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="contexts")
+    subject = models.CharField(max_length=200)
+    context_id = models.CharField(max_length=128)
+    # Part of every task id of this context; random, so task ids reveal nothing.
+    key = models.CharField(max_length=32, unique=True, default=new_key)
+    turns = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "agent", "subject", "context_id"],
+                name="context_unique_per_caller",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.context_id
+
+
+class Task(models.Model):
+    """One turn of a context, as the caller sees it (an A2A Task) and as the worker runs it."""
+
+    public_id = models.CharField(max_length=80, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tasks")
+    context = models.ForeignKey(Context, on_delete=models.CASCADE, related_name="tasks")
+    # The caller-visible contextId (``context_id`` is the foreign key's column).
+    wire_context_id = models.CharField(max_length=128)
+    turn = models.PositiveIntegerField()
+    subject = models.CharField(max_length=200)
+    skill_id = models.CharField(max_length=100, blank=True)
+
+    state = models.CharField(max_length=32, choices=TaskState.choices, default=TaskState.SUBMITTED)
+    status_message = models.JSONField(null=True, blank=True)  # ProtoJSON Message
+    status_timestamp = models.DateTimeField(default=timezone.now)
+    history = models.JSONField(default=list)  # ProtoJSON Messages, oldest first
+    artifacts = models.JSONField(default=list)  # ProtoJSON Artifacts
+    metadata = models.JSONField(default=dict, blank=True)
+    # Set when the turn's answer is a direct Message rather than a task result (A2A §3.1.1).
+    reply_message = models.JSONField(null=True, blank=True)
+    # Extension data for the status message, keyed by extension URI; added to the wire only
+    # for callers that activated the extension.
+    status_ext = models.JSONField(default=dict, blank=True)
+    # Extension data per artifactId (files/v1), likewise.
+    artifact_ext = models.JSONField(default=dict, blank=True)
+
+    # --- the turn runtime (never on the wire) ---
+    transcript = models.JSONField(default=list)
+    run_id = models.CharField(max_length=40, blank=True)
+    runs = models.JSONField(default=list)  # [{runId, resumedFrom, interactionId, startedAt}]
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    trace_id = models.CharField(max_length=32, default=new_trace_id)
+    plan = models.JSONField(default=list, blank=True)
+    steps = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    event_seq = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["context", "turn"], name="task_turn_unique_per_context")
+        ]
+        indexes = [
+            # ListTasks: a subject's tasks on one agent, latest status change first (keyset).
+            models.Index(
+                fields=["tenant", "agent", "subject", "-status_timestamp", "-id"],
+                name="task_list_keyset",
+            ),
+            # The sweep looks for turns whose lease ran out.
+            models.Index(fields=["state", "lease_expires_at"], name="task_lease_sweep"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+class TaskEvent(models.Model):
+    """An append-only record of each status change and artifact of a task, in order.
+
+    Written in the same transaction as the change: the task page's history and push delivery
+    read from here (an outbox, so no event is lost between a change and its delivery).
+    """
+
+    class Kind(models.TextChoices):
+        STATUS = "status", "status update"
+        ARTIFACT = "artifact", "artifact update"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=32, choices=TaskState.choices)
+    payload = models.JSONField()  # StreamResponse ProtoJSON, extension data included
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="taskevent_seq_unique")]
+        ordering = ["task", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.seq} {self.kind}"
+
+
+class Interaction(models.Model):
+    """An open pause of a turn: an approval, a question or a connection (interactions/v1)."""
+
+    class Kind(models.TextChoices):
+        APPROVAL = "approval", "approval"
+        QUESTION = "question", "question"
+        CONNECTION = "connection", "connection"
+
+    class State(models.TextChoices):
+        OPEN = "open", "open"
+        ANSWERED = "answered", "answered"
+        EXPIRED = "expired", "expired"
+        CANCELED = "canceled", "canceled"
+
+    class Deciders(models.TextChoices):
+        EITHER = "either", "the caller or an operator"
+        OPERATORS = "operators", "operators only"
+
+    public_id = models.CharField(max_length=64, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="interactions")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    prompt = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)  # on the wire: never a call's arguments
+    request = models.JSONField(
+        default=dict, blank=True
+    )  # server side: choices, allowCustom, question id
+    subject = models.CharField(max_length=200, help_text="The caller who may answer in-band.")
+    deciders = models.CharField(max_length=16, choices=Deciders.choices, default=Deciders.EITHER)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    answer = models.JSONField(null=True, blank=True)
+    answered_by = models.CharField(max_length=200, blank=True)
+    answered_via = models.CharField(
+        max_length=16, blank=True
+    )  # inband, page, rest, expiry, connection, cancel
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answer_message_id = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "state", "-created_at"], name="interaction_inbox"),
+            models.Index(fields=["state", "expires_at"], name="interaction_expiry"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task"], condition=Q(state="open"), name="interaction_one_open_per_task"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class Effect(models.Model):
+    """One tool call's journal entry: written and committed before the call is sent."""
+
+    class State(models.TextChoices):
+        HELD = "held", "held for a decision"
+        APPROVED = "approved", "approved, not yet sent"
+        DENIED = "denied", "denied"
+        SENDING = "sending", "sent, outcome pending"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        UNCERTAIN = "uncertain", "outcome lost"
+
+    public_id = models.CharField(max_length=64, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="effects")
+    step = models.PositiveIntegerField(help_text="The transcript position of the call.")
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict)
+    arguments_hash = models.CharField(max_length=64)
+    idempotent = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=State.choices)
+    outcome = models.JSONField(null=True, blank=True)
+    approved_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "step"], name="effect_one_per_step")]
+        indexes = [models.Index(fields=["tenant", "state"], name="effect_state")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.server} / {self.tool}"
+
+
+class DemoRecord(models.Model):
+    """What the offline demo tool servers did: a deployment, a pull request (runtime.tools)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    server = models.CharField(max_length=100)
+    kind = models.CharField(max_length=50)
+    effect_id = models.CharField(max_length=64, unique=True)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.server} {self.kind} {self.effect_id}"
+
+
+class AuditEvent(models.Model):
+    """One decision or state change a person (or the system) made, written in the same
+    transaction as the change it records."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    actor = models.CharField(max_length=200)  # a subject: user:<email>, partner:..., system:expiry
+    action = models.CharField(max_length=50)  # approved, denied, answered, connected, expired, ...
+    via = models.CharField(max_length=16, blank=True)  # inband, page, rest, expiry, connection
+    interaction = models.ForeignKey(
+        Interaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="audit_by_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action}"

@@ -100,7 +100,17 @@ TEMPLATES = [
 
 # --- Database -----------------------------------------------------------------------------
 DATABASE_URL = env_secret("DATABASE_URL")
-if DATABASE_URL:
+SQLITE_OPTIONS = {
+    # WAL lets the web process read while a worker writes; IMMEDIATE takes the write lock at
+    # BEGIN so that two writers queue instead of failing mid-transaction.
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+if DATABASE_URL.startswith("sqlite"):
+    _db = dj_database_url.parse(DATABASE_URL)
+    _db["OPTIONS"] = dict(SQLITE_OPTIONS)
+elif DATABASE_URL:
     _db = dj_database_url.parse(DATABASE_URL)
     if _db["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
         # psycopg 3's pool: connections are reused across requests and threads.
@@ -117,13 +127,7 @@ else:
     _db = {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / "db.sqlite3",
-        "OPTIONS": {
-            # WAL lets the web process read while a worker writes; IMMEDIATE takes the write
-            # lock at BEGIN so that two writers queue instead of failing mid-transaction.
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;",
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
-        },
+        "OPTIONS": dict(SQLITE_OPTIONS),
     }
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

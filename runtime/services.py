@@ -20,6 +20,7 @@ from runtime import extensions as ext
 from runtime.errors import (
     AlreadyDecided,
     InvalidParams,
+    NotAllowed,
     TaskNotCancelable,
     TaskNotFound,
     UnsupportedOperation,

@@ -22,8 +22,9 @@ run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	PORT=$(PORT) $(BIN)/python scripts/run.py
 
+# Tests keep their files (SQLite test database, filesystem queue) apart from `make run`'s.
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	VAR_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -129,6 +129,9 @@ else:
         "NAME": VAR_DIR / "db.sqlite3",
         "OPTIONS": dict(SQLITE_OPTIONS),
     }
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory, so that the live-server tests' web and worker processes share it.
+    _db["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

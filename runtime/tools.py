@@ -5,6 +5,7 @@ local and offline but behave like real ones: they validate, they can fail, and w
 is recorded. HTTP and MCP servers will implement the same ``ToolServer`` protocol.
 """
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -81,6 +82,11 @@ class DeployServer:
     def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
         if tool != "deploy_build":
             raise ToolError(f"deploy has no tool {tool!r}")
+        # A real deployment takes a while; the demo can be told how long (reliability tests
+        # kill a worker in the middle of one).
+        duration = float(arguments.get("durationSeconds", 0) or 0)
+        if duration > 0:
+            time.sleep(min(duration, 60))
         record, _ = DemoRecord.objects.get_or_create(
             effect_id=ctx.effect_id,
             defaults={

@@ -96,7 +96,7 @@ class ApiTokenForm(forms.ModelForm):
 
     class Meta:
         model = ApiToken
-        fields = ["tenant", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
+        fields = ["tenant", "kind", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
 
     def clean_agent_slugs(self):
         value = self.cleaned_data.get("agent_slugs") or []
@@ -116,6 +116,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     form = ApiTokenForm
     list_display = [
         "name",
+        "kind",
         "subject",
         "tenant",
         "masked",
@@ -124,7 +125,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "revoked_at",
         "last_used_at",
     ]
-    list_filter = ["tenant", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = ["tenant", "kind", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "subject", "prefix"]
     list_select_related = ["tenant"]
     readonly_fields = ["masked", "created_by", "created_at", "last_used_at", "revoked_at"]
@@ -141,10 +142,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["tenant", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
+            return ["tenant", "kind", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
         return [
             "masked",
             "tenant",
+            "kind",
             "subject",
             "name",
             "all_agents",
@@ -160,7 +162,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if obj is None:
             return []
         # A token's tenant and subject are its identity; mint a new token to change them.
-        return [*self.readonly_fields, "tenant", "subject"]
+        return [*self.readonly_fields, "tenant", "kind", "subject"]
 
     def save_model(self, request, obj, form, change):
         if not change:

@@ -101,8 +101,13 @@ class ApiToken(models.Model):
     randomness, so a fast hash is enough (as for GitHub's tokens): nothing to brute-force.
     """
 
+    class Kind(models.TextChoices):
+        PARTNER = "partner", "Partner agent (calls the A2A endpoint)"
+        OPERATOR = "operator", "Operator program (decides through the REST API)"
+
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_tokens")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PARTNER)
     subject = models.CharField(
         max_length=200,
         help_text="Who callers with this token act for, e.g. partner:globex or user:alice@acme.test.",

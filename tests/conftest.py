@@ -63,3 +63,27 @@ def user_factory(db):
         return User.objects.create_user(email=email, password=password, **extra)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    """uvicorn + a Celery worker on the test database (session-wide; see tests/live.py)."""
+    from tests.live import LiveStack
+
+    with django_db_blocker.unblock():
+        stack = LiveStack(tmp_path_factory.mktemp("live")).start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def demo(transactional_db):
+    """The demo tenant as seed_demo makes it (agents, logins, a partner token)."""
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("seed_demo", "--json", stdout=out)
+    return json.loads(out.getvalue())

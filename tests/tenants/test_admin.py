@@ -22,6 +22,7 @@ def test_creating_a_token_shows_the_plaintext_once_and_never_again(world, staff)
         "/admin/tenants/apitoken/add/",
         {
             "tenant": world.a.tenant.pk,
+            "kind": "partner",
             "subject": "partner:initech",
             "name": "initech",
             "all_agents": "on",

@@ -17,6 +17,7 @@ import httpx
 from allauth.socialaccount.models import SocialApp
 
 from connections.models import App
+from connections.services import MAX_EXPIRES_IN
 
 HTTP_TIMEOUT = httpx.Timeout(10.0)
 
@@ -43,7 +44,8 @@ def _http_url(url: object) -> str | None:
 
 def oauth_endpoints(*, social_app: SocialApp) -> OAuthEndpoints:
     """The provider's endpoints, from the SocialApp's settings, discovery, or allauth's class."""
-    config = social_app.settings or {}
+    # settings is admin-edited JSON: anything but an object is treated as empty.
+    config = social_app.settings if isinstance(social_app.settings, dict) else {}
     basic = config.get("token_auth_method") == "client_secret_basic"
     authorize, token = (
         _http_url(config.get("authorize_url")),
@@ -98,8 +100,10 @@ def oauth_authorize_url(
     *, app: App, endpoints: OAuthEndpoints, redirect_uri: str, state: str, code_challenge: str
 ) -> str:
     social_app = app.social_app
+    config = social_app.settings if isinstance(social_app.settings, dict) else {}
+    extra = config.get("auth_params")
     params = {
-        **{str(k): str(v) for k, v in (social_app.settings.get("auth_params") or {}).items()},
+        **{str(k): str(v) for k, v in (extra if isinstance(extra, dict) else {}).items()},
         "response_type": "code",
         "client_id": social_app.client_id,
         "redirect_uri": redirect_uri,
@@ -165,7 +169,8 @@ def oauth_token_exchange(
     return OAuthTokens(
         access_token=access_token,
         refresh_token=refresh_token if isinstance(refresh_token, str) else "",
-        expires_in=expires_in if expires_in and expires_in > 0 else None,
+        # Clamped: a provider's absurd lifetime must not overflow the datetime arithmetic.
+        expires_in=min(expires_in, MAX_EXPIRES_IN) if expires_in and expires_in > 0 else None,
         scope=scope if isinstance(scope, str) else "",
     )
 

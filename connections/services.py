@@ -16,6 +16,8 @@ logger = logging.getLogger(__name__)
 
 # Longer than any real API token or OAuth2 access token we know of; refuses pasted essays.
 TOKEN_MAX_LENGTH = 4096
+# Ten years: a longer OAuth2 lifetime is as good as none, and would overflow datetime maths.
+MAX_EXPIRES_IN = 10 * 365 * 24 * 3600
 
 
 class ConnectError(Exception):
@@ -153,7 +155,11 @@ def connection_connect_oauth(
     _app_check(app=app, method=App.Method.OAUTH2)
     if not access_token:
         raise ConnectError(f"{app.name} sent no access token.")
-    expires_at = timezone.now() + timedelta(seconds=expires_in) if expires_in else None
+    expires_at = (
+        timezone.now() + timedelta(seconds=min(expires_in, MAX_EXPIRES_IN))
+        if expires_in and expires_in > 0
+        else None
+    )
     with transaction.atomic():
         connection = _connection_locked(tenant=tenant, app=app)
         return _connected(

@@ -46,6 +46,7 @@ class StubProvider:
         self.token_requests: list[dict] = []
         self.issued_tokens: list[str] = []
         self.refuse_tokens = False
+        self.expires_in: object = 3600
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -121,7 +122,7 @@ class StubProvider:
                         "access_token": access_token,
                         "refresh_token": f"stub-refresh-{secrets.token_urlsafe(12)}",
                         "token_type": "Bearer",
-                        "expires_in": 3600,
+                        "expires_in": stub.expires_in,
                         "scope": asked.get("scope", ""),
                     },
                 )

@@ -176,3 +176,25 @@ def test_connection_social_apps_are_not_login_options(client, stub_app):
     html = client.get("/accounts/login/").content.decode()
     assert "Stub ID" not in html
     assert client.get("/accounts/oidc/stub/login/").status_code == HTTPStatus.NOT_FOUND
+
+
+@pytest.mark.parametrize("expires_in", [10**20, "soon", None, -5])
+def test_odd_token_lifetimes_are_handled(world, stub_app, stub_provider, expires_in):
+    stub_provider.expires_in = expires_in
+    client = world.a.client_for(world.a.operator)
+    assert client.get(CALLBACK, authorize(client, stub_provider)).status_code == HTTPStatus.FOUND
+    connection = Connection.objects.get()
+    assert connection.is_connected
+    if expires_in == 10**20:
+        assert connection.expires_at.year < 2100
+    else:
+        assert connection.expires_at is None
+
+
+@pytest.mark.parametrize("odd_settings", [[], "server_url", {"server_url": 42}])
+def test_malformed_social_app_settings_are_an_error_message(world, stub_app, odd_settings):
+    stub_app.social_app.settings = odd_settings
+    stub_app.social_app.save()
+    response = world.a.client_for(world.a.operator).post(START, follow=True)
+    assert response.status_code == HTTPStatus.OK
+    assert "names no endpoints" in response.content.decode()

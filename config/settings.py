@@ -58,6 +58,9 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.mfa",
+    # The generic OpenID Connect provider, so that admins can create social applications for
+    # OAuth2 connection apps (its server_url gives the endpoints by discovery).
+    "allauth.socialaccount.providers.openid_connect",
     "tenants",
     "runtime",
     "a2a_endpoint",
@@ -151,7 +154,8 @@ LOGIN_REDIRECT_URL = "home"
 
 # --- django-allauth: e-mail and password, no open sign-up, TOTP available ------------------
 ACCOUNT_ADAPTER = "tenants.adapters.AccountAdapter"
-SOCIALACCOUNT_ADAPTER = "tenants.adapters.SocialAccountAdapter"
+# Keeps the social applications of connection apps off the login page (connections.adapters).
+SOCIALACCOUNT_ADAPTER = "connections.adapters.SocialAccountAdapter"
 ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
 ACCOUNT_USER_MODEL_USERNAME_FIELD = None
@@ -274,6 +278,13 @@ A2A_WAIT_MS = env_int("A2A_WAIT_MS", 300_000)
 # The documented default demo password; seed_demo refuses it when DEBUG is off.
 DEMO_OPERATOR_PASSWORD_DEFAULT = "countersign-demo"
 DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD", DEMO_OPERATOR_PASSWORD_DEFAULT)
+
+# The key that encrypts connection secrets at rest (Fernet, key derived by HKDF). Any long
+# random string; defaults to SECRET_KEY, so changing SECRET_KEY then makes stored connections
+# unreadable (they must be connected again). Set it on its own in production.
+CONNECTIONS_ENCRYPTION_KEY = env_secret("CONNECTIONS_ENCRYPTION_KEY") or SECRET_KEY
+# How long an operator has to finish an OAuth2 connect at the provider, in seconds.
+CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 
 # --- Logging: every line names the task, tenant and subject it is about -------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -1,0 +1,183 @@
+"""The OAuth2 authorization-code flow (with PKCE) for connection apps.
+
+Our own small flow rather than allauth's "connect" process: allauth connects a provider
+account to the *person* logged in and then fetches their profile, while a connection belongs
+to the *tenant* and only needs the tokens. allauth still keeps the client credentials: each
+OAuth2 App links a SocialApp, configured in Django admin, whose settings name the endpoints.
+"""
+
+import base64
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import httpx
+from allauth.socialaccount.models import SocialApp
+
+from connections.models import App
+from connections.services import MAX_EXPIRES_IN
+
+HTTP_TIMEOUT = httpx.Timeout(10.0)
+
+
+class OAuthError(Exception):
+    """Why the OAuth2 flow failed; the message is safe to show to the operator."""
+
+
+@dataclass(frozen=True)
+class OAuthEndpoints:
+    authorize_url: str
+    token_url: str
+    # client_secret_basic (HTTP Basic) or client_secret_post (in the form body); RFC 6749
+    # section 2.3.1 forbids sending both.
+    basic_auth: bool = False
+
+
+def _http_url(url: object) -> str | None:
+    if not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    return url if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+def oauth_endpoints(*, social_app: SocialApp) -> OAuthEndpoints:
+    """The provider's endpoints, from the SocialApp's settings, discovery, or allauth's class."""
+    # settings is admin-edited JSON: anything but an object is treated as empty.
+    config = social_app.settings if isinstance(social_app.settings, dict) else {}
+    basic = config.get("token_auth_method") == "client_secret_basic"
+    authorize, token = (
+        _http_url(config.get("authorize_url")),
+        _http_url(config.get("access_token_url")),
+    )
+    if authorize and token:
+        return OAuthEndpoints(authorize_url=authorize, token_url=token, basic_auth=basic)
+    server_url = _http_url(config.get("server_url"))
+    if server_url:
+        # The same setting allauth's openid_connect provider uses, read the same way.
+        if "/.well-known/" not in server_url:
+            server_url = server_url.rstrip("/") + "/.well-known/openid-configuration"
+        try:
+            response = httpx.get(server_url, timeout=HTTP_TIMEOUT)
+            response.raise_for_status()
+            discovered = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise OAuthError(f"The provider's discovery document could not be read: {exc}") from exc
+        if not isinstance(discovered, dict):
+            raise OAuthError("The provider's discovery document is not a JSON object.")
+        authorize = _http_url(discovered.get("authorization_endpoint"))
+        token = _http_url(discovered.get("token_endpoint"))
+        if authorize and token:
+            if "token_auth_method" not in config:
+                methods = discovered.get("token_endpoint_auth_methods_supported") or []
+                basic = "client_secret_post" not in methods and "client_secret_basic" in methods
+            return OAuthEndpoints(authorize_url=authorize, token_url=token, basic_auth=basic)
+    # A provider allauth knows (github, google, ...) when its app is installed: its adapter
+    # class carries the endpoints as plain attributes.
+    from allauth.socialaccount.providers import registry
+
+    provider_class = registry.get_class(social_app.provider)
+    adapter_class = getattr(provider_class, "oauth2_adapter_class", None)
+    authorize = _http_url(getattr(adapter_class, "authorize_url", None))
+    token = _http_url(getattr(adapter_class, "access_token_url", None))
+    if authorize and token:
+        return OAuthEndpoints(authorize_url=authorize, token_url=token, basic_auth=basic)
+    raise OAuthError(
+        "The social application names no endpoints: set authorize_url and access_token_url, "
+        "or server_url, in its settings."
+    )
+
+
+def pkce_pair() -> tuple[str, str]:
+    """(verifier, S256 challenge), RFC 7636."""
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def oauth_authorize_url(
+    *, app: App, endpoints: OAuthEndpoints, redirect_uri: str, state: str, code_challenge: str
+) -> str:
+    social_app = app.social_app
+    config = social_app.settings if isinstance(social_app.settings, dict) else {}
+    extra = config.get("auth_params")
+    params = {
+        **{str(k): str(v) for k, v in (extra if isinstance(extra, dict) else {}).items()},
+        "response_type": "code",
+        "client_id": social_app.client_id,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "code_challenge": code_challenge,
+        "code_challenge_method": "S256",
+    }
+    if app.scopes.strip():
+        params["scope"] = " ".join(app.scopes.split())
+    separator = "&" if urlsplit(endpoints.authorize_url).query else "?"
+    return f"{endpoints.authorize_url}{separator}{urlencode(params)}"
+
+
+@dataclass(frozen=True)
+class OAuthTokens:
+    access_token: str
+    refresh_token: str
+    expires_in: int | None
+    scope: str
+
+
+def oauth_token_exchange(
+    *, app: App, endpoints: OAuthEndpoints, code: str, redirect_uri: str, code_verifier: str
+) -> OAuthTokens:
+    """Trade the authorization code for tokens at the provider's token endpoint."""
+    social_app = app.social_app
+    data = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": redirect_uri,
+        "code_verifier": code_verifier,
+    }
+    auth = None
+    if endpoints.basic_auth:
+        auth = (social_app.client_id, social_app.secret)
+    else:
+        data |= {"client_id": social_app.client_id, "client_secret": social_app.secret}
+    try:
+        # Accept JSON: GitHub, for one, answers form-encoded unless asked.
+        response = httpx.post(
+            endpoints.token_url,
+            data=data,
+            auth=auth,
+            headers={"Accept": "application/json"},
+            timeout=HTTP_TIMEOUT,
+        )
+    except httpx.HTTPError as exc:
+        raise OAuthError(f"{app.name} could not be reached: {exc}") from exc
+    body = _token_body(response)
+    if response.status_code != 200 or "error" in body:
+        reason = body.get("error_description") or body.get("error") or response.status_code
+        raise OAuthError(f"{app.name} refused the authorization code ({reason}).")
+    access_token = body.get("access_token")
+    if not isinstance(access_token, str) or not access_token:
+        raise OAuthError(f"{app.name} answered without an access token.")
+    expires_in = body.get("expires_in")
+    try:
+        expires_in = int(expires_in) if expires_in not in (None, "") else None
+    except (TypeError, ValueError):
+        expires_in = None
+    refresh_token = body.get("refresh_token")
+    scope = body.get("scope")
+    return OAuthTokens(
+        access_token=access_token,
+        refresh_token=refresh_token if isinstance(refresh_token, str) else "",
+        # Clamped: a provider's absurd lifetime must not overflow the datetime arithmetic.
+        expires_in=min(expires_in, MAX_EXPIRES_IN) if expires_in and expires_in > 0 else None,
+        scope=scope if isinstance(scope, str) else "",
+    )
+
+
+def _token_body(response: httpx.Response) -> dict:
+    try:
+        body = response.json()
+    except (ValueError, json.JSONDecodeError):
+        body = dict(parse_qsl(response.text))
+    return body if isinstance(body, dict) else {}

@@ -54,17 +54,10 @@ def _connection_locked(*, tenant: Tenant, app: App) -> Connection:
 
 
 def _runtime_connect_app(*, tenant: Tenant, app_slug: str, by: str) -> None:
-    try:
-        from runtime.services import interactions_connect_app
-    except ImportError:
-        # TODO(lead): runtime.services.interactions_connect_app lands with the runtime
-        logger.warning(
-            "runtime.services.interactions_connect_app is missing; open connection "
-            "interactions for %s in %s were not answered",
-            app_slug,
-            tenant.slug,
-        )
-        return
+    # Answers the tenant's open connection interactions for this app; their tasks resume.
+    # Imported here so that tests of this app can stand in for the core's hook.
+    from runtime.services import interactions_connect_app
+
     interactions_connect_app(tenant=tenant, app=app_slug, by=by)
 
 

@@ -4,9 +4,7 @@ import base64
 import hashlib
 import json
 import secrets
-import sys
 import threading
-import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -19,14 +17,12 @@ from connections.models import App
 
 @pytest.fixture(autouse=True)
 def runtime_hook(monkeypatch):
-    """Stand-in for runtime.services.interactions_connect_app, present or not yet written."""
+    """Stands in for the core's runtime.services.interactions_connect_app, so that these tests
+    see exactly when and how it is called; its effect is tested in tests/runtime."""
+    import runtime.services as module
+
     hook = mock.Mock(name="interactions_connect_app")
-    try:
-        import runtime.services as module
-    except ImportError:
-        module = types.ModuleType("runtime.services")
-        monkeypatch.setitem(sys.modules, "runtime.services", module)
-    monkeypatch.setattr(module, "interactions_connect_app", hook, raising=False)
+    monkeypatch.setattr(module, "interactions_connect_app", hook)
     return hook
 
 

@@ -70,6 +70,7 @@ class Command(BaseCommand):
                 email=OTHER_OPERATOR, password=password, tenant=other, role=Membership.Role.OPERATOR
             )
             agents = self.seed_agents(demo)
+            self.seed_apps()
             _, token = api_token_create(
                 tenant=demo, subject=DEMO_SUBJECT, name="demo client (seed_demo)", created_by=admin
             )
@@ -95,6 +96,12 @@ class Command(BaseCommand):
         for slug, path in summary["agents"].items():
             self.stdout.write(f"  agent {slug}: {path}")
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
+
+    def seed_apps(self) -> list[str]:
+        """The demo app catalog: github (pasted token) and one OAuth2 app."""
+        from connections.demo import seed_demo_apps
+
+        return seed_demo_apps()
 
     def seed_agents(self, tenant: Tenant) -> list[str]:
         """The demo agents (runtime/agents/*.md); returns their slugs."""

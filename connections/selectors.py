@@ -74,3 +74,17 @@ def connection_events_for_tenant(*, tenant: Tenant, limit: int = 20) -> list[Con
 def app_for_member(*, slug: str) -> App | None:
     """An active catalog app by slug (the catalog is global; connections are per tenant)."""
     return App.objects.filter(slug=slug, active=True).select_related("social_app").first()
+
+
+def connected_app_slugs(*, tenant: Tenant) -> list[str]:
+    """The slugs of the apps the tenant has connected (and not expired): what agents may use."""
+    from django.db.models import Q
+    from django.utils import timezone
+
+    return list(
+        Connection.objects.filter(
+            tenant=tenant, status=Connection.Status.CONNECTED, app__active=True
+        )
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+        .values_list("app__slug", flat=True)
+    )

@@ -15,6 +15,7 @@ class Reply:
 
     text: str
     direct: bool = False
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Ask:
     prompt: str
     choices: tuple[str, ...] = ()
     allow_custom: bool = True
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class EmitArtifact:
     name: str
     parts: tuple[dict, ...]
     description: str = ""
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 @dataclass(frozen=True)
@@ -38,22 +41,26 @@ class CallTool:
     server: str
     tool: str
     arguments: dict
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 @dataclass(frozen=True)
 class SetPlan:
     steps: tuple[dict, ...]
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 @dataclass(frozen=True)
 class Wait:
     seconds: float
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 @dataclass(frozen=True)
 class Fail:
     text: str
     reject: bool = False
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
 Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | Wait | Fail
@@ -68,6 +75,7 @@ class TurnView:
     data: list[Any] = field(default_factory=list)
     skill_id: str = ""
     transcript: list[dict] = field(default_factory=list)
+    connected_apps: frozenset[str] = frozenset()
 
     @property
     def answers(self) -> dict[str, Any]:
@@ -80,6 +88,11 @@ class TurnView:
     @property
     def actions_taken(self) -> int:
         return sum(1 for e in self.transcript if e["type"] == "action")
+
+    @property
+    def last_cursor(self) -> int | None:
+        cursors = [e.get("cursor") for e in self.transcript if e["type"] == "action"]
+        return cursors[-1] if cursors else None
 
     @property
     def last_result(self) -> dict | None:

@@ -13,11 +13,14 @@
             - reply: "Reviewed against {{ answers.base }}."
 
 The first rule whose ``when`` matches the turn's message runs its steps in order. A step may
-carry ``if: {answer: <id>, matches: <regex>}`` (or ``text:`` / ``result:``) and is skipped
-when that does not hold. The position is worked out from the transcript each time, so the
-model keeps no state between calls.
+carry ``if: {answer: <id>, matches: <regex>}`` (or ``text:``, ``result: ok|error``,
+``connected: <app>``, ``notConnected: <app>``) and is skipped when that does not hold when
+its turn comes. Each action carries the index of its step (the cursor), which the turn loop
+keeps in the transcript, so the model keeps no state between calls and a skipped step
+stays skipped even if its condition would hold later.
 """
 
+import dataclasses
 import re
 from typing import Any
 
@@ -168,16 +171,12 @@ class ScriptedModel:
                 "ok": last.get("ok"),
             },
         }
-        taken = view.actions_taken
-        seen = 0
-        for step in rule["steps"]:
-            if not self._holds(step.get("if"), view, scope):
-                continue
-            if seen < taken:
-                seen += 1
-                continue
-            return self._action(step, scope, len(view.transcript))
-        # Every step ran and none ended the turn: finish with what was said last.
+        start = 0 if view.last_cursor is None else view.last_cursor + 1
+        for index in range(start, len(rule["steps"])):
+            step = rule["steps"][index]
+            if self._holds(step.get("if"), view, scope):
+                return dataclasses.replace(self._action(step, scope, index), cursor=index)
+        # Every step ran and none ended the turn.
         return Reply("Done.")
 
     @staticmethod
@@ -199,6 +198,10 @@ class ScriptedModel:
         if "result" in condition:
             want = condition["result"]  # "ok" or "error"
             return bool(scope["last"]["ok"]) == (want == "ok")
+        if "connected" in condition:
+            return condition["connected"] in view.connected_apps
+        if "notConnected" in condition:
+            return condition["notConnected"] not in view.connected_apps
         return True
 
     @staticmethod

@@ -192,6 +192,7 @@ class TurnRunner:
                 data=task.transcript[0].get("data", []),
                 skill_id=task.skill_id,
                 transcript=task.transcript,
+                connected_apps=self.connected_apps(task),
             )
             # Asking the model is outside any lock: a hosted model's call is network I/O.
             action = self.model.next_action(view)
@@ -200,9 +201,17 @@ class TurnRunner:
             logger.info("turn stopped: lease lost or task no longer working")
             return False
 
-    def record(self, task: Task, action: dict) -> int:
+    @staticmethod
+    def connected_apps(task: Task) -> frozenset[str]:
+        from connections.selectors import connected_app_slugs
+
+        return frozenset(connected_app_slugs(tenant=task.tenant))
+
+    def record(self, task: Task, action: dict, cursor: int | None = None) -> int:
         position = len(task.transcript)
-        task.transcript.append({"type": "action", "step": position, "action": action})
+        task.transcript.append(
+            {"type": "action", "step": position, "action": action, "cursor": cursor}
+        )
         task.steps += 1
         return position
 
@@ -215,7 +224,11 @@ class TurnRunner:
             if len(task.transcript) != expected:
                 return True  # something else advanced the turn; look again
             if isinstance(action, Reply):
-                self.record(task, {"kind": "reply", "text": action.text, "direct": action.direct})
+                self.record(
+                    task,
+                    {"kind": "reply", "text": action.text, "direct": action.direct},
+                    action.cursor,
+                )
                 message = agent_message(task, action.text, with_task=not action.direct)
                 if action.direct:
                     task.reply_message = message
@@ -223,7 +236,9 @@ class TurnRunner:
                 return False
             if isinstance(action, Fail):
                 self.record(
-                    task, {"kind": "reject" if action.reject else "fail", "text": action.text}
+                    task,
+                    {"kind": "reject" if action.reject else "fail", "text": action.text},
+                    action.cursor,
                 )
                 self.finish(
                     task, TaskState.REJECTED if action.reject else TaskState.FAILED, action.text
@@ -231,7 +246,9 @@ class TurnRunner:
                 return False
             if isinstance(action, Ask):
                 position = self.record(
-                    task, {"kind": "ask", "questionId": action.question_id, "prompt": action.prompt}
+                    task,
+                    {"kind": "ask", "questionId": action.question_id, "prompt": action.prompt},
+                    action.cursor,
                 )
                 detail = {}
                 if action.choices:
@@ -247,12 +264,14 @@ class TurnRunner:
                 )
                 return False
             if isinstance(action, EmitArtifact):
-                self.record(task, {"kind": "artifact", "artifactId": action.artifact_id})
+                self.record(
+                    task, {"kind": "artifact", "artifactId": action.artifact_id}, action.cursor
+                )
                 self.add_artifact(task, action)
                 self.save(task)
                 return True
             if isinstance(action, SetPlan):
-                self.record(task, {"kind": "plan"})
+                self.record(task, {"kind": "plan"}, action.cursor)
                 task.plan = [
                     {
                         "label": str(s.get("label", ""))[:200],
@@ -267,7 +286,7 @@ class TurnRunner:
                 self.save(task)
                 return True
             if isinstance(action, Wait):
-                self.record(task, {"kind": "wait", "seconds": action.seconds})
+                self.record(task, {"kind": "wait", "seconds": action.seconds}, action.cursor)
                 self.save(task)
                 return True
             if isinstance(action, CallTool):
@@ -410,7 +429,7 @@ class TurnRunner:
             "tool": action.tool,
             "arguments": action.arguments,
         }
-        step = self.record(task, call)
+        step = self.record(task, call, action.cursor)
         if (
             action.server == BUILTIN_SERVER
             and action.tool == REQUEST_CONNECTION

@@ -1,0 +1,49 @@
+from http import HTTPStatus
+
+import pytest
+from django.test import Client
+
+from runtime.models import Agent
+from tenants.models import User
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff() -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser(email="staff@countersign.test", password="x"))
+    return client
+
+
+def test_staff_edit_an_agent_in_admin(demo, staff):
+    agent = Agent.objects.get(tenant__slug="demo", slug="support")
+    page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
+    assert page.status_code == HTTPStatus.OK
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields}
+    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data.update({"description": "Now with a new description.", "public": ""})
+    response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    assert response.status_code == HTTPStatus.FOUND, response.content[:3000]
+    agent.refresh_from_db()
+    assert agent.description == "Now with a new description."
+
+
+def test_a_broken_script_is_a_form_error_and_changes_nothing(demo, staff):
+    agent = Agent.objects.get(tenant__slug="demo", slug="support")
+    page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields}
+    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data["model"] = '{"provider": "scripted", "script": [{"steps": [{"nonsense": 1}]}]}'
+    response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    assert response.status_code == HTTPStatus.OK
+    assert b"script" in response.content and b"errorlist" in response.content
+    agent.refresh_from_db()
+    assert agent.model["script"][0]["steps"][0] != {"nonsense": 1}
+
+
+def test_runtime_records_are_read_only_in_admin(demo, staff):
+    assert staff.get("/admin/runtime/task/").status_code == HTTPStatus.OK
+    assert staff.get("/admin/runtime/task/add/").status_code == HTTPStatus.FORBIDDEN

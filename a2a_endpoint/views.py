@@ -79,9 +79,7 @@ async def _identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, 
     if header is None:
         if agent is not None and agent.public:
             return agent, "anonymous"
-        if agent is None:
-            # Without credentials we cannot tell a caller anything about which agents exist.
-            raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
+        # Without credentials a caller learns nothing, not even whether the agent exists.
         raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
     try:
         identity = await aauthenticate_bearer(header)

@@ -203,7 +203,12 @@ def message_send(
         "turn %s queued=%s",
         public_id,
         busy,
-        extra={"task_id": public_id, "subject": subject, "tenant": tenant.slug},
+        extra={
+            "task_id": public_id,
+            "subject": subject,
+            "tenant": tenant.slug,
+            "trace_id": task.trace_id,
+        },
     )
     return SendResult(task=task, created=True, queued=busy)
 

@@ -7,6 +7,7 @@ from django.test import Client
 
 from a2a_endpoint import push
 from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
+from runtime import extensions as ext
 from runtime.models import Agent, Interaction, Task, TaskEvent
 from runtime.outbound import OutboundRefused, fetch_url
 from runtime.services import interaction_answer
@@ -471,3 +472,44 @@ def test_after_rotation_receivers_with_the_old_or_the_new_secret_both_verify(pus
     finally:
         with_old.stop()
         with_new.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_and_telemetry_reach_only_callers_that_activated_them(push_world, receiver):
+    a = push_world.a
+    asked = f"{ext.PROGRESS}, {ext.TELEMETRY}"
+    task_id = send(a, "deployer", "deploy", push_url=receiver.url, ext_header=asked)
+    plain = send(a, "deployer", "deploy")
+    for t in (task_id, plain):
+        run(t)
+    interaction = Interaction.objects.get(task__public_id=task_id)
+    interaction_answer(
+        tenant=a.tenant,
+        interaction_id=interaction.public_id,
+        answer={"approved": True},
+        by=a.operator.subject,
+        via="page",
+    )
+    run(task_id)
+    drain()
+    plans = [
+        (
+            e["statusUpdate"].get("metadata")
+            or e["statusUpdate"]["status"].get("message", {}).get("metadata")
+            or {}
+        ).get(ext.PROGRESS)
+        for e in receiver.events
+        if "statusUpdate" in e
+    ]
+    steps = [p["steps"] for p in plans if p]
+    assert steps[0][0]["state"] == "active"
+    assert steps[-1][0] == {"label": "Get approval", "state": "completed", "note": "approved"}
+    final = receiver.events[-1]["statusUpdate"]["status"]["message"]["metadata"][ext.TELEMETRY]
+    assert final["traceId"] == Task.objects.get(public_id=task_id).trace_id
+    response = rpc(a, "deployer", "GetTask", {"id": task_id}, asked)
+    assert set(response["A2A-Extensions"].split(", ")) == {ext.PROGRESS, ext.TELEMETRY}
+    assert ext.TELEMETRY in response.json()["result"]["status"]["message"]["metadata"]
+    bare = rpc(a, "deployer", "GetTask", {"id": task_id}).json()["result"]
+    assert "metadata" not in bare["status"]["message"] and "A2A-Extensions" not in rpc(
+        a, "deployer", "GetTask", {"id": task_id}
+    )

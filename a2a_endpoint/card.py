@@ -31,9 +31,9 @@ def agent_card(request, agent: Agent) -> dict:
             }
         ],
         "capabilities": {
-            # Profile v2: no streaming; push arrives with the push notifications work.
+            # Profile v2: no streaming; updates reach callers by push (a2a_endpoint.push).
             "streaming": False,
-            "pushNotifications": False,
+            "pushNotifications": True,
             "extendedAgentCard": False,
             "extensions": [
                 {"uri": uri, "description": ext.DESCRIPTIONS[uri], "required": False}

@@ -23,7 +23,7 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from a2a_endpoint import errors, wire
+from a2a_endpoint import errors, push, wire
 from a2a_endpoint.card import agent_card, card_etag
 from config.logging import bind
 from runtime import extensions as ext
@@ -38,12 +38,6 @@ logger = logging.getLogger(__name__)
 
 JSON_TYPES = {"application/json", "application/a2a+json"}
 STREAMING_METHODS = {"SendStreamingMessage", "SubscribeToTask"}
-PUSH_METHODS = {
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-}
 
 
 class Caller:
@@ -208,13 +202,11 @@ async def endpoint(request, tenant: str, agent: str):
 
 
 async def _dispatch(caller: Caller, method: str, params):
-    # Capabilities are checked before parameters (A2A §3.3.4): streaming and push are off.
+    # Capabilities are checked before parameters (A2A §3.3.4): streaming is off.
     if method in STREAMING_METHODS:
         raise errors.unsupported(
             "Streaming is not supported by this agent (its card says streaming: false)."
         )
-    if method in PUSH_METHODS:
-        raise errors.push_not_supported()
     if method == "GetExtendedAgentCard":
         raise errors.unsupported(
             "This agent has no extended agent card (extendedAgentCard: false)."
@@ -241,8 +233,9 @@ async def send_message(caller: Caller, params: dict):
     request = wire.parse(params, a2a.SendMessageRequest)
     message = wire.message_in(params, request)
     configuration = request.configuration if request.HasField("configuration") else None
+    push_config = None
     if configuration is not None and configuration.HasField("task_push_notification_config"):
-        raise errors.push_not_supported()
+        push_config = _config_input(configuration.task_push_notification_config)
     history_length = _history_length(configuration)
     metadata = message.get("metadata") or {}
     skill_id = metadata.get("skillId") if isinstance(metadata, dict) else None
@@ -260,6 +253,19 @@ async def send_message(caller: Caller, params: dict):
     )
     task = result.task
     bind(task_id=task.public_id, trace_id=task.trace_id)
+    if push_config is not None:
+        # Registered before we wait, and with every event the task already has, so that the
+        # receiver sees the task from its first status on (the config came with the message).
+        await _db(
+            push.push_config_create,
+            tenant=caller.tenant,
+            agent=caller.agent,
+            subject=caller.subject,
+            task_id=task.public_id,
+            config=push_config,
+            activated=caller.activated,
+            from_start=True,
+        )
     blocking = not (configuration is not None and configuration.return_immediately)
     if blocking and not result.queued and task.state not in SETTLED_STATES:
         task = await _wait(task)
@@ -377,8 +383,115 @@ async def list_tasks(caller: Caller, params: dict):
     }
 
 
+# --- push notification configs (A2A §3.1.7-10) ----------------------------------------------
+
+
+def _config_input(config: a2a.TaskPushNotificationConfig) -> push.ConfigInput:
+    if not config.url:
+        raise errors.invalid_params("url", "is required")
+    auth = config.authentication if config.HasField("authentication") else None
+    if auth is not None and not auth.scheme:
+        raise errors.invalid_params("authentication.scheme", "is required")
+    return push.ConfigInput(
+        id=config.id,
+        url=config.url,
+        token=config.token,
+        scheme=auth.scheme if auth else "",
+        credentials=auth.credentials if auth else "",
+    )
+
+
+def _config_wire(config) -> dict:
+    out = {"id": config.public_id, "taskId": config.task.public_id, "url": config.url}
+    if config.token:
+        out["token"] = config.token
+    if config.auth_scheme:
+        # Credentials are write-only: they are stored encrypted and never read back out.
+        out["authentication"] = {"scheme": config.auth_scheme}
+    return out
+
+
+def _require_task_id(task_id: str) -> str:
+    if not task_id:
+        raise errors.invalid_params("taskId", "is required")
+    return task_id
+
+
+async def create_push_config(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.TaskPushNotificationConfig)
+    config = await _db(
+        push.push_config_create,
+        tenant=caller.tenant,
+        agent=caller.agent,
+        subject=caller.subject,
+        task_id=_require_task_id(request.task_id),
+        config=_config_input(request),
+        activated=caller.activated,
+    )
+    return await _db(_config_wire, config)
+
+
+async def get_push_config(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.GetTaskPushNotificationConfigRequest)
+    if not request.id:
+        raise errors.invalid_params("id", "is required")
+    config = await _db(
+        push.push_config_get,
+        tenant=caller.tenant,
+        agent=caller.agent,
+        subject=caller.subject,
+        task_id=_require_task_id(request.task_id),
+        config_id=request.id,
+    )
+    return await _db(_config_wire, config)
+
+
+async def list_push_configs(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.ListTaskPushNotificationConfigsRequest)
+    page_size = request.page_size or push.PAGE_SIZE_MAX
+    if not 1 <= page_size <= push.PAGE_SIZE_MAX:
+        raise errors.invalid_params("pageSize", f"must be between 1 and {push.PAGE_SIZE_MAX}")
+    after = None
+    if request.page_token:
+        if not request.page_token.isdigit():
+            raise errors.invalid_params("pageToken", "is not a token this server issued")
+        after = int(request.page_token)
+    configs, more = await _db(
+        push.push_configs_page,
+        tenant=caller.tenant,
+        agent=caller.agent,
+        subject=caller.subject,
+        task_id=_require_task_id(request.task_id),
+        page_size=page_size,
+        after=after,
+    )
+    return {
+        "configs": [await _db(_config_wire, c) for c in configs],
+        "nextPageToken": str(configs[-1].pk) if more else "",
+    }
+
+
+async def delete_push_config(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.DeleteTaskPushNotificationConfigRequest)
+    if not request.id:
+        raise errors.invalid_params("id", "is required")
+    await _db(
+        push.push_config_delete,
+        tenant=caller.tenant,
+        agent=caller.agent,
+        subject=caller.subject,
+        task_id=_require_task_id(request.task_id),
+        config_id=request.id,
+    )
+    return {}
+
+
 HANDLERS = {
     "SendMessage": send_message,
+    "CreateTaskPushNotificationConfig": create_push_config,
+    "GetTaskPushNotificationConfig": get_push_config,
+    "ListTaskPushNotificationConfigs": list_push_configs,
+    "DeleteTaskPushNotificationConfig": delete_push_config,
     "GetTask": get_task,
     "CancelTask": cancel_task,
     "ListTasks": list_tasks,

@@ -63,8 +63,12 @@ def message_in(raw_params: dict, request: a2a.SendMessageRequest) -> dict:
     return out
 
 
+def _chosen(ext_data: dict, activated: frozenset) -> dict:
+    return {uri: data for uri, data in (ext_data or {}).items() if uri in activated}
+
+
 def _with_extensions(obj: dict, ext_data: dict, activated: frozenset) -> dict:
-    chosen = {uri: data for uri, data in (ext_data or {}).items() if uri in activated}
+    chosen = _chosen(ext_data, activated)
     if not chosen:
         return obj
     return {
@@ -97,6 +101,13 @@ def task_wire(
         "contextId": task.wire_context_id,
         "status": status_wire(task, activated),
     }
+    if not task.status_message:
+        # A status without a message (a plan step advanced) still carries its extension data
+        # for callers that activated it: on the Task's metadata here, and on the
+        # TaskStatusUpdateEvent's metadata in push (event_wire).
+        chosen = _chosen(task.status_ext, activated)
+        if chosen:
+            out["metadata"] = chosen
     if include_artifacts and task.artifacts:
         out["artifacts"] = [artifact_wire(a, task, activated) for a in task.artifacts]
     history = task.history
@@ -118,6 +129,8 @@ def event_wire(payload: dict, activated: frozenset) -> dict:
             "message": _with_extensions(update["status"]["message"], ext_data, activated),
         }
         return {"statusUpdate": {**update, "status": status}}
+    if "statusUpdate" in body and _chosen(ext_data, activated):
+        return {"statusUpdate": {**body["statusUpdate"], "metadata": _chosen(ext_data, activated)}}
     if "artifactUpdate" in body:
         update = body["artifactUpdate"]
         return {

@@ -329,3 +329,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(INTERACTION_EXPIRY_SWEEP_SECONDS),
     },
 }
+
+# Push notifications and outbound fetches (a2a_endpoint.push, runtime.outbound).
+# Loopback and private addresses are refused unless this is on (local development, the TCK).
+PUSH_ALLOW_PRIVATE_HOSTS = env_bool("PUSH_ALLOW_PRIVATE_HOSTS", False)
+PUSH_TIMEOUT_SECONDS = env_int("PUSH_TIMEOUT_SECONDS", 10)
+PUSH_RETRY_HOURS = env_int("PUSH_RETRY_HOURS", 24)
+PUSH_MAX_CONCURRENCY_PER_RECEIVER = env_int("PUSH_MAX_CONCURRENCY_PER_RECEIVER", 4)
+PUSH_SECRET_GRACE_HOURS = env_int("PUSH_SECRET_GRACE_HOURS", 24)
+PUSH_SWEEP_SECONDS = env_int("PUSH_SWEEP_SECONDS", 30)
+CELERY_BEAT_SCHEDULE["sweep-push"] = {
+    "task": "a2a_endpoint.tasks.sweep_push",
+    "schedule": float(PUSH_SWEEP_SECONDS),
+}
+# files/v1: signed download links, incoming url parts, raw part size.
+FILES_URL_TTL_SECONDS = env_int("FILES_URL_TTL_SECONDS", 3600)
+FILES_FETCH_MAX_BYTES = env_int("FILES_FETCH_MAX_BYTES", 10 * 1024 * 1024)
+FILES_FETCH_TIMEOUT_SECONDS = env_int("FILES_FETCH_TIMEOUT_SECONDS", 15)
+FILES_FETCH_ALLOWED_HOSTS = env_list("FILES_FETCH_ALLOWED_HOSTS", ["*"])
+A2A_MAX_RAW_PART_BYTES = env_int("A2A_MAX_RAW_PART_BYTES", 1024 * 1024)
+PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))

@@ -51,6 +51,16 @@ class SetPlan:
 
 
 @dataclass(frozen=True)
+class AdvancePlan:
+    """Change one plan step's state and note (progress/v1)."""
+
+    step: int
+    state: str
+    note: str = ""
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
+
+
+@dataclass(frozen=True)
 class Wait:
     seconds: float
     cursor: int | None = None  # the model's own bookmark, kept in the transcript
@@ -63,7 +73,7 @@ class Fail:
     cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
-Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | Wait | Fail
+Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | AdvancePlan | Wait | Fail
 
 
 @dataclass

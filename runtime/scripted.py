@@ -24,7 +24,17 @@ import dataclasses
 import re
 from typing import Any
 
-from runtime.llm import Ask, CallTool, EmitArtifact, Fail, Reply, SetPlan, TurnView, Wait
+from runtime.llm import (
+    AdvancePlan,
+    Ask,
+    CallTool,
+    EmitArtifact,
+    Fail,
+    Reply,
+    SetPlan,
+    TurnView,
+    Wait,
+)
 
 ACTIONS = {
     "reply",
@@ -34,10 +44,12 @@ ACTIONS = {
     "call",
     "connect",
     "plan",
+    "progress",
     "wait",
     "fail",
     "reject",
 }
+PLAN_STATES = {"pending", "active", "completed", "failed", "skipped"}
 WHEN_KEYS = {"text", "messageIdPrefix", "skill"}
 TEMPLATE_RE = re.compile(r"\{\{\s*([\w.-]+)\s*\}\}")
 
@@ -98,6 +110,15 @@ def validate_script(script: Any) -> None:
                     )
             if action == "plan" and not isinstance(value, list):
                 raise ScriptError([r, "steps", s, "plan"], "must be a list of {label, state, note}")
+            if action == "progress" and (
+                not isinstance(value, dict)
+                or not isinstance(value.get("step"), int)
+                or value.get("state") not in PLAN_STATES
+            ):
+                raise ScriptError(
+                    [r, "steps", s, "progress"],
+                    f"needs a step (its index in the plan) and a state, one of {sorted(PLAN_STATES)}",
+                )
             if action == "wait" and not isinstance(value, int | float):
                 raise ScriptError([r, "steps", s, "wait"], "must be a number of seconds")
 
@@ -249,6 +270,11 @@ class ScriptedModel:
             )
         if "plan" in step:
             return SetPlan(steps=tuple(render(step["plan"], scope)))
+        if "progress" in step:
+            spec = render(step["progress"], scope)
+            return AdvancePlan(
+                step=int(spec["step"]), state=str(spec["state"]), note=str(spec.get("note", ""))
+            )
         if "wait" in step:
             return Wait(seconds=float(step["wait"]))
         if "fail" in step:

@@ -38,6 +38,7 @@ from runtime.models import (
     new_key,
 )
 from runtime.notify import task_changed
+from runtime.signals import task_event_written
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def agent_message(task: Task, text: str, *, with_task: bool = True) -> dict:
 
 def _emit(task: Task, kind: str, payload: dict, extension_data: dict | None = None) -> TaskEvent:
     task.event_seq += 1
-    return TaskEvent.objects.create(
+    event = TaskEvent.objects.create(
         tenant_id=task.tenant_id,
         task=task,
         seq=task.event_seq,
@@ -74,6 +75,9 @@ def _emit(task: Task, kind: str, payload: dict, extension_data: dict | None = No
         state=task.state,
         payload={**payload, "_ext": extension_data or {}},
     )
+    # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
+    task_event_written.send(sender=TaskEvent, task=task, event=event)
+    return event
 
 
 def status_payload(task: Task) -> dict:
@@ -199,7 +203,12 @@ def message_send(
         "turn %s queued=%s",
         public_id,
         busy,
-        extra={"task_id": public_id, "subject": subject, "tenant": tenant.slug},
+        extra={
+            "task_id": public_id,
+            "subject": subject,
+            "tenant": tenant.slug,
+            "trace_id": task.trace_id,
+        },
     )
     return SendResult(task=task, created=True, queued=busy)
 

@@ -20,7 +20,18 @@ from django.utils import timezone
 
 from config.logging import log_context
 from runtime import extensions as ext
-from runtime.llm import Ask, CallTool, EmitArtifact, Fail, Reply, SetPlan, TurnView, Wait, model_for
+from runtime.llm import (
+    AdvancePlan,
+    Ask,
+    CallTool,
+    EmitArtifact,
+    Fail,
+    Reply,
+    SetPlan,
+    TurnView,
+    Wait,
+    model_for,
+)
 from runtime.models import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -81,6 +92,13 @@ def arguments_hash(arguments: dict) -> str:
     return hashlib.sha256(
         json.dumps(arguments, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
+
+
+def with_plan(task: Task, status_ext: dict) -> dict:
+    """Every status update of a turn with a plan carries it (progress/v1)."""
+    if not task.plan:
+        return status_ext
+    return {**status_ext, ext.PROGRESS: {"steps": task.plan}}
 
 
 class LeaseLost(Exception):
@@ -285,6 +303,23 @@ class TurnRunner:
                 )
                 self.save(task)
                 return True
+            if isinstance(action, AdvancePlan):
+                self.record(
+                    task,
+                    {"kind": "progress", "step": action.step, "state": action.state},
+                    action.cursor,
+                )
+                if 0 <= action.step < len(task.plan):
+                    task.plan[action.step] = {
+                        **task.plan[action.step],
+                        "state": action.state,
+                        "note": action.note[:500],
+                    }
+                    _set_status(
+                        task, TaskState.WORKING, status_ext={ext.PROGRESS: {"steps": task.plan}}
+                    )
+                self.save(task)
+                return True
             if isinstance(action, Wait):
                 self.record(task, {"kind": "wait", "seconds": action.seconds}, action.cursor)
                 self.save(task)
@@ -318,7 +353,7 @@ class TurnRunner:
         }
         task.lease_owner = ""
         task.lease_expires_at = None
-        _set_status(task, state, message, status_ext=status_ext)
+        _set_status(task, state, message, status_ext=with_plan(task, status_ext))
         self.save(task)
         _start_next_in_context(task)
         logger.info("turn finished: %s", state)
@@ -348,7 +383,7 @@ class TurnRunner:
         }
         task.lease_owner = ""
         task.lease_expires_at = None
-        _set_status(task, state, agent_message(task, prompt), status_ext=extension)
+        _set_status(task, state, agent_message(task, prompt), status_ext=with_plan(task, extension))
         self.save(task)
         logger.info("turn paused: %s %s", kind, public_id)
         return interaction
@@ -637,7 +672,7 @@ class TurnRunner:
                     task,
                     f"The outcome of {effect.server} / {effect.tool} was lost; an operator is checking.",
                 ),
-                status_ext={ext.EFFECTS: {"uncertain": effect.public_id}},
+                status_ext=with_plan(task, {ext.EFFECTS: {"uncertain": effect.public_id}}),
             )
             self.save(task)
         logger.warning("effect %s is uncertain", effect.public_id)

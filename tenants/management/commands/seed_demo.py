@@ -71,6 +71,7 @@ class Command(BaseCommand):
             )
             agents = self.seed_agents(demo)
             self.seed_apps()
+            self.seed_push(demo)
             _, token = api_token_create(
                 tenant=demo, subject=DEMO_SUBJECT, name="demo client (seed_demo)", created_by=admin
             )
@@ -102,6 +103,15 @@ class Command(BaseCommand):
         from connections.demo import seed_demo_apps
 
         return seed_demo_apps()
+
+    def seed_push(self, tenant: Tenant) -> None:
+        """Push to any public host, and to localhost (the conformance kit's webhook); loopback
+        is still refused unless PUSH_ALLOW_PRIVATE_HOSTS is on."""
+        from a2a_endpoint.models import PushSettings
+
+        found, _ = PushSettings.objects.get_or_create(tenant=tenant)
+        found.allowed_hosts = "*"
+        found.save(update_fields=["allowed_hosts"])
 
     def seed_agents(self, tenant: Tenant) -> list[str]:
         """The demo agents (runtime/agents/*.md); returns their slugs."""

@@ -1,0 +1,433 @@
+"""Push notification configs and their delivery (A2A §4.3; profile v2; reference §8).
+
+Delivery, in short:
+- Each TaskEvent becomes one PushDelivery per active config of its task, in the event's own
+  transaction (``queue_deliveries``, a receiver of runtime.signals.task_event_written), and
+  a Celery task is asked to deliver that config after the commit.
+- One worker at a time delivers a config (a lease on the config row), oldest event first,
+  and does not move past an event until it was delivered or given up: events arrive in
+  order per task, at least once.
+- A receiver (host:port) has PUSH_MAX_CONCURRENCY_PER_RECEIVER slots (PushReceiverSlot). A
+  worker that finds them all taken does not wait: it schedules the config again, so a slow
+  receiver ties up at most that many worker processes and delays only its own deliveries.
+- Network errors, timeouts, 429 and 5xx are retried with exponential backoff and full
+  jitter, honouring Retry-After, for PUSH_RETRY_HOURS; 410 disables the config; other
+  answers give the delivery up. Every attempt is a PushAttempt row.
+- Requests are signed with Standard Webhooks (webhook-id, webhook-timestamp,
+  webhook-signature) using the tenant's push secret, and during a rotation's grace period
+  with the previous secret too (Standard Webhooks allows several signatures).
+- Requests go out only through runtime.outbound (allowed hosts, no private addresses).
+"""
+
+import json
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from a2a_endpoint.models import (
+    PushAttempt,
+    PushConfig,
+    PushDelivery,
+    PushReceiverSlot,
+    PushSettings,
+)
+from a2a_endpoint.wire import event_wire
+from config.logging import log_context
+from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
+from runtime.errors import InvalidParams, TaskNotFound
+from runtime.models import Task, TaskEvent
+from runtime.outbound import OutboundRefused, check_url, guarded_client
+
+logger = logging.getLogger(__name__)
+
+LEASE_SECONDS = 120
+PAGE_SIZE_MAX = 100
+
+
+# --- settings and secrets -----------------------------------------------------------------
+
+
+def push_settings_for(tenant) -> PushSettings:
+    found, _ = PushSettings.objects.get_or_create(tenant=tenant)
+    return found
+
+
+def push_secret_rotate(*, tenant) -> PushSettings:
+    """Start signing with a new secret; the old one stays valid for PUSH_SECRET_GRACE_HOURS."""
+    with transaction.atomic():
+        found = PushSettings.objects.select_for_update().get(pk=push_settings_for(tenant).pk)
+        found.rotate(timedelta(hours=settings.PUSH_SECRET_GRACE_HOURS))
+        found.save(
+            update_fields=["secret", "previous_secret", "previous_valid_until", "rotated_at"]
+        )
+    return found
+
+
+# --- configs ------------------------------------------------------------------------------
+
+
+@dataclass
+class ConfigInput:
+    id: str
+    url: str
+    token: str = ""
+    scheme: str = ""
+    credentials: str = ""
+
+
+def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = False) -> Task:
+    tasks = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, public_id=task_id)
+    task = (tasks.select_for_update() if lock else tasks).first()
+    if task is None:
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    return task
+
+
+def push_config_create(
+    *,
+    tenant,
+    agent,
+    subject: str,
+    task_id: str,
+    config: ConfigInput,
+    activated: frozenset = frozenset(),
+    from_start: bool = False,
+) -> PushConfig:
+    """Create (or replace, same id) a task's push config; ``from_start`` also queues every
+    event the task already has (a config sent inline with the message that made the task)."""
+    if not config.url:
+        raise InvalidParams("url", "is required")
+    if len(config.id) > 200:
+        raise InvalidParams("id", "must be at most 200 characters")
+    with transaction.atomic():
+        # The task row lock orders this against the worker's event writes (which hold the
+        # same lock): every event is either already here (from_start queues it) or is
+        # written after the config exists (queue_deliveries finds the config).
+        task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
+        try:
+            check_url(config.url, push_settings_for(tenant).host_patterns)
+        except OutboundRefused as exc:
+            raise InvalidParams("url", str(exc)) from None
+        parts = urlsplit(config.url)
+        receiver = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        values = {
+            "tenant": tenant,
+            "subject": subject,
+            "url": config.url,
+            "receiver": receiver,
+            "token": config.token,
+            "auth_scheme": config.scheme,
+            "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",
+            "activated": sorted(activated),
+            "disabled_at": None,
+            "disabled_reason": "",
+        }
+        found, _ = PushConfig.objects.update_or_create(
+            task=task, public_id=config.id or str(uuid.uuid4()), defaults=values
+        )
+        if from_start:
+            events = TaskEvent.objects.filter(task=task).order_by("seq")
+            PushDelivery.objects.bulk_create(
+                [_delivery(found, e) for e in events], ignore_conflicts=True
+            )
+            _schedule(found.pk)
+    return found
+
+
+def push_config_get(*, tenant, agent, subject: str, task_id: str, config_id: str) -> PushConfig:
+    task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
+    found = PushConfig.objects.filter(
+        tenant=tenant, task=task, subject=subject, public_id=config_id
+    ).first()
+    if found is None:
+        # TaskNotFound as the a2a SDK answers: a config is part of its task.
+        raise TaskNotFound(
+            f"Push notification config {config_id} of task {task_id} was not found.",
+            taskId=task_id,
+        )
+    return found
+
+
+def push_configs_page(
+    *, tenant, agent, subject: str, task_id: str, page_size: int, after: int | None
+) -> tuple[list[PushConfig], bool]:
+    task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
+    configs = PushConfig.objects.filter(tenant=tenant, task=task, subject=subject).order_by("pk")
+    if after is not None:
+        configs = configs.filter(pk__gt=after)
+    rows = list(configs[: page_size + 1])
+    return rows[:page_size], len(rows) > page_size
+
+
+def push_config_delete(*, tenant, agent, subject: str, task_id: str, config_id: str) -> None:
+    """Delete a config; deleting one that is gone is not an error (A2A: idempotent)."""
+    with transaction.atomic():
+        task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
+        PushConfig.objects.filter(
+            tenant=tenant, task=task, subject=subject, public_id=config_id
+        ).delete()
+
+
+# --- queueing -----------------------------------------------------------------------------
+
+
+def _delivery(config: PushConfig, event: TaskEvent) -> PushDelivery:
+    return PushDelivery(
+        tenant_id=config.tenant_id,
+        config=config,
+        event=event,
+        seq=event.seq,
+        webhook_id=f"msg_{uuid.uuid4().hex}",
+    )
+
+
+def _schedule(config_pk: int) -> None:
+    from a2a_endpoint.tasks import deliver_push
+
+    transaction.on_commit(lambda: deliver_push.delay(config_pk))
+
+
+def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
+    """One delivery per active config of the event's task, in the event's transaction."""
+    configs = list(PushConfig.objects.filter(task_id=task.pk, disabled_at__isnull=True))
+    if not configs:
+        return
+    PushDelivery.objects.bulk_create([_delivery(c, event) for c in configs])
+    for config in configs:
+        _schedule(config.pk)
+
+
+# --- delivery -----------------------------------------------------------------------------
+
+
+def _claim_config(config_pk: int, worker_id: str) -> bool:
+    now = timezone.now()
+    return (
+        PushConfig.objects.filter(pk=config_pk)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now) | Q(lease_owner=worker_id))
+        .update(lease_owner=worker_id, lease_until=now + timedelta(seconds=LEASE_SECONDS))
+        == 1
+    )
+
+
+def _release_config(config_pk: int, worker_id: str) -> None:
+    PushConfig.objects.filter(pk=config_pk, lease_owner=worker_id).update(
+        lease_owner="", lease_until=None
+    )
+
+
+def _claim_slot(receiver: str, worker_id: str) -> PushReceiverSlot | None:
+    now = timezone.now()
+    for number in range(max(1, settings.PUSH_MAX_CONCURRENCY_PER_RECEIVER)):
+        PushReceiverSlot.objects.get_or_create(receiver=receiver, slot=number)
+        claimed = (
+            PushReceiverSlot.objects.filter(receiver=receiver, slot=number)
+            .filter(Q(until__isnull=True) | Q(until__lt=now))
+            .update(holder=worker_id, until=now + timedelta(seconds=LEASE_SECONDS))
+        )
+        if claimed == 1:
+            return PushReceiverSlot.objects.get(receiver=receiver, slot=number)
+    return None
+
+
+def _release_slot(slot: PushReceiverSlot, worker_id: str) -> None:
+    PushReceiverSlot.objects.filter(pk=slot.pk, holder=worker_id).update(holder="", until=None)
+
+
+def _next_pending(config_pk: int) -> PushDelivery | None:
+    return (
+        PushDelivery.objects.select_related("event")
+        .filter(config_id=config_pk, state=PushDelivery.State.PENDING)
+        .order_by("seq")
+        .first()
+    )
+
+
+def _has_due(config_pk: int) -> bool:
+    return PushDelivery.objects.filter(
+        config_id=config_pk, state=PushDelivery.State.PENDING, next_attempt_at__lte=timezone.now()
+    ).exists()
+
+
+def push_deliver(*, config_pk: int, worker_id: str) -> float | None:
+    """Deliver a config's due deliveries in order. Return the seconds after which it should
+    run again (a retry is due, or the receiver was busy), or None when nothing is due."""
+    while True:
+        if not _claim_config(config_pk, worker_id):
+            return None  # another worker is delivering it; it looks again when it is done
+        try:
+            config = PushConfig.objects.select_related("tenant", "task").get(pk=config_pk)
+            if config.disabled_at is not None:
+                return None
+            slot = _claim_slot(config.receiver, worker_id)
+            if slot is None:
+                return 0.5 + random.random()  # receiver at its limit: try again shortly
+            try:
+                with log_context(
+                    task_id=config.task.public_id,
+                    tenant=config.tenant.slug,
+                    trace_id=config.task.trace_id,
+                ):
+                    retry = _deliver_due(config, worker_id)
+            finally:
+                _release_slot(slot, worker_id)
+        finally:
+            _release_config(config_pk, worker_id)
+        if retry is not None:
+            return retry
+        # A delivery queued while we held the lease found the config taken and left it to
+        # us: look once more after letting go.
+        if not _has_due(config_pk):
+            return None
+
+
+def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
+    client = guarded_client(timeout=settings.PUSH_TIMEOUT_SECONDS, max_connections=1)
+    try:
+        while True:
+            delivery = _next_pending(config.pk)
+            if delivery is None:
+                return None
+            wait = (delivery.next_attempt_at - timezone.now()).total_seconds()
+            if wait > 0:
+                return wait
+            _claim_config(config.pk, worker_id)  # renew the lease between deliveries
+            retry = _attempt(client, config, delivery)
+            if retry is not None:
+                return retry
+            config.refresh_from_db(fields=["disabled_at"])
+            if config.disabled_at is not None:
+                return None
+    finally:
+        client.close()
+
+
+def _headers(config: PushConfig, delivery: PushDelivery, body: str) -> dict:
+    push = push_settings_for(config.tenant)
+    now = timezone.now()
+    signatures = [
+        Webhook(secret).sign(msg_id=delivery.webhook_id, timestamp=now, data=body)
+        for secret in push.signing_secrets(now)
+    ]
+    headers = {
+        "Content-Type": "application/a2a+json",
+        "webhook-id": delivery.webhook_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": " ".join(signatures),
+        "User-Agent": "Countersign-Push/1",
+    }
+    if config.auth_scheme:
+        try:
+            credentials = secret_decrypt(config.auth_credentials) if config.auth_credentials else ""
+        except InvalidToken:
+            credentials = ""
+            logger.error("push config %s: credentials cannot be decrypted", config.public_id)
+        headers["Authorization"] = f"{config.auth_scheme} {credentials}".strip()
+    if config.token:
+        headers["X-A2A-Notification-Token"] = config.token
+    return headers
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        return max(0.0, (parsedate_to_datetime(value) - timezone.now()).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Exponential backoff with full jitter, capped at an hour."""
+    ceiling = min(3600.0, settings.PUSH_RETRY_BASE_SECONDS * (2 ** min(attempts, 20)))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def _attempt(client: httpx.Client, config: PushConfig, delivery: PushDelivery) -> float | None:
+    """POST one delivery; record the attempt; return seconds to wait before retrying it."""
+    body = json.dumps(event_wire(delivery.event.payload, frozenset(config.activated)))
+    now = timezone.now()
+    status_code, error, retry_in, give_up = None, "", None, False
+    started = time.monotonic()
+    try:
+        check_url(config.url, push_settings_for(config.tenant).host_patterns)
+        response = client.post(config.url, content=body, headers=_headers(config, delivery, body))
+        status_code = response.status_code
+        if 200 <= status_code < 300:
+            pass
+        elif status_code == 410:
+            error = "410 Gone: the receiver asked to stop; config disabled"
+        elif status_code == 429 or status_code >= 500:
+            error = f"HTTP {status_code}"
+            retry_in = max(_retry_after(response) or 0.0, backoff_seconds(delivery.attempts))
+        else:
+            error, give_up = f"HTTP {status_code}: not retried", True
+    except OutboundRefused as exc:
+        error, give_up = f"refused: {exc}", True
+    except httpx.TimeoutException:
+        error, retry_in = "timed out", backoff_seconds(delivery.attempts)
+    except httpx.HTTPError as exc:
+        error, retry_in = f"network error: {exc}"[:500], backoff_seconds(delivery.attempts)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    first = delivery.first_attempt_at or now
+    if retry_in is not None and now + timedelta(seconds=retry_in) > first + timedelta(
+        hours=settings.PUSH_RETRY_HOURS
+    ):
+        retry_in, give_up = None, True
+        error = f"{error}; gave up after {settings.PUSH_RETRY_HOURS} hours"
+    with transaction.atomic():
+        PushAttempt.objects.create(
+            delivery=delivery,
+            status_code=status_code,
+            error=error[:500],
+            duration_ms=duration_ms,
+            at=now,
+        )
+        fields = {
+            "attempts": delivery.attempts + 1,
+            "first_attempt_at": first,
+            "last_error": error[:500],
+        }
+        if status_code == 410:
+            PushConfig.objects.filter(pk=config.pk).update(
+                disabled_at=now, disabled_reason="the receiver answered 410 Gone"
+            )
+            PushDelivery.objects.filter(config=config, state=PushDelivery.State.PENDING).update(
+                state=PushDelivery.State.CANCELED, finished_at=now
+            )
+            fields.update(state=PushDelivery.State.CANCELED, finished_at=now)
+        elif retry_in is not None:
+            fields["next_attempt_at"] = now + timedelta(seconds=retry_in)
+        elif give_up:
+            fields.update(state=PushDelivery.State.GAVE_UP, finished_at=now)
+        else:
+            fields.update(state=PushDelivery.State.DELIVERED, finished_at=now, last_error="")
+        PushDelivery.objects.filter(pk=delivery.pk).update(**fields)
+    if error:
+        logger.info("push %s #%s to %s: %s", config.public_id, delivery.seq, config.receiver, error)
+    return retry_in
+
+
+def configs_due(now=None) -> list[int]:
+    """Configs with a delivery that is due (for the sweep: a lost enqueue, a long retry)."""
+    now = now or timezone.now()
+    return list(
+        PushDelivery.objects.filter(state=PushDelivery.State.PENDING, next_attempt_at__lte=now)
+        .values_list("config_id", flat=True)
+        .distinct()[:1000]
+    )

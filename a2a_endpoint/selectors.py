@@ -1,0 +1,15 @@
+"""Reads for operator pages."""
+
+from django.db.models import Prefetch
+
+from a2a_endpoint.models import PushAttempt, PushDelivery
+
+
+def push_deliveries_for_task(*, tenant, task) -> list[PushDelivery]:
+    """A task's push deliveries, in event order, with their attempts (the task page)."""
+    return list(
+        PushDelivery.objects.filter(tenant=tenant, config__task=task)
+        .select_related("config")
+        .prefetch_related(Prefetch("tries", queryset=PushAttempt.objects.order_by("at", "id")))
+        .order_by("config_id", "seq")
+    )

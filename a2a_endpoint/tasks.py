@@ -1,0 +1,29 @@
+"""Celery tasks of push delivery: thin, they take ids and call one service; safe to run twice."""
+
+import os
+import socket
+
+from celery import shared_task
+
+from a2a_endpoint import push
+
+# A retry further away than this is left to the sweep, so that no message sits in the broker
+# for hours (brokers redeliver unacknowledged messages after their visibility timeout).
+MAX_COUNTDOWN = 300
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def deliver_push(self, config_pk: int) -> None:
+    worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id or 'eager'}"
+    retry = push.push_deliver(config_pk=config_pk, worker_id=worker_id)
+    if retry is not None and retry <= MAX_COUNTDOWN:
+        deliver_push.apply_async((config_pk,), countdown=retry)
+
+
+@shared_task(ignore_result=True)
+def sweep_push() -> int:
+    """Deliveries that are due but have no message in the broker (lost, or a long retry)."""
+    due = push.configs_due()
+    for pk in due:
+        deliver_push.delay(pk)
+    return len(due)

@@ -1,0 +1,148 @@
+"""The one way this server makes outbound HTTP requests to addresses a caller chose.
+
+Push deliveries and incoming ``url`` file parts both go to URLs a partner gave us, so both
+could be used to reach the server's own network (SSRF). Every such request goes through
+``guarded_client()``: an httpx client whose connections are opened by ``GuardedBackend``,
+which resolves the host itself, refuses any address that is not public (loopback, private,
+link-local, cloud metadata, reserved), and then connects to the address it vetted. Checking
+and connecting to the same address is what defeats DNS rebinding: a name that resolves to a
+public address for a check and to 127.0.0.1 for the connect never gets the second lookup.
+The URL's host name still goes into the Host header and TLS SNI (httpcore takes them from
+the request URL, not from the connected address), so virtual hosts and certificates work.
+"""
+
+import fnmatch
+import ipaddress
+import socket
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+from django.conf import settings
+
+# Cloud metadata endpoints are refused even when private addresses are allowed: they hand
+# out credentials, and no local development setup needs them.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
+)
+
+
+class OutboundRefused(Exception):
+    """The URL or the address it resolves to is not one this server may call."""
+
+
+def address_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
+        return False
+    if ip.is_global:
+        return True
+    # Loopback and private ranges: only when the operator said so (local development, the
+    # conformance kit's webhook on localhost).
+    return bool(settings.PUSH_ALLOW_PRIVATE_HOSTS) and (ip.is_loopback or ip.is_private)
+
+
+def host_matches(host: str, patterns: Iterable[str]) -> bool:
+    """``patterns`` are host names, ``*.example.com`` wildcards, or ``*`` for any host."""
+    host = host.lower().rstrip(".")
+    return any(fnmatch.fnmatchcase(host, p.strip().lower()) for p in patterns if p.strip())
+
+
+def check_url(url: str, allowed_hosts: Iterable[str]) -> str:
+    """Return the URL's host, or raise OutboundRefused; no network I/O (addresses are
+    checked again when the connection is made)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a port out of range
+    except ValueError as exc:
+        raise OutboundRefused(f"not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OutboundRefused("the URL must be http or https with a host")
+    if parts.username or parts.password:
+        raise OutboundRefused("the URL must not carry credentials")
+    host = parts.hostname
+    if not host_matches(host, allowed_hosts):
+        raise OutboundRefused(f"the host {host} is not one this tenant allows")
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if not address_allowed(literal):
+        raise OutboundRefused(f"the address {host} is not a public address")
+    return host
+
+
+class GuardedBackend(httpcore.SyncBackend):
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
+        refused = []
+        last_error: Exception | None = None
+        for _family, _type, _proto, _canon, sockaddr in infos:
+            ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
+            if not address_allowed(ip):
+                refused.append(str(ip))
+                continue
+            try:
+                # Connect to the vetted address itself, never to the name again.
+                return super().connect_tcp(str(ip), port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                last_error = exc
+        if last_error is not None:
+            raise last_error
+        raise OutboundRefused(f"{host} resolves only to refused addresses ({', '.join(refused)})")
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._pool._network_backend = GuardedBackend()
+
+
+def guarded_client(*, timeout: float, max_connections: int = 10) -> httpx.Client:
+    # trust_env=False: an HTTP(S)_PROXY in the environment would make the proxy, not us,
+    # resolve the name, and the address check would be meaningless.
+    return httpx.Client(
+        transport=GuardedTransport(limits=httpx.Limits(max_connections=max_connections)),
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def fetch_url(
+    url: str,
+    *,
+    allowed_hosts: Iterable[str],
+    max_bytes: int,
+    timeout: float,
+    media_types: Iterable[str] | None = None,
+) -> tuple[bytes, str]:
+    """GET a URL through the guard; return (body, media type) or raise OutboundRefused with
+    a message a caller can act on."""
+    check_url(url, allowed_hosts)
+    try:
+        with guarded_client(timeout=timeout) as client, client.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise OutboundRefused(f"fetching {url} returned HTTP {response.status_code}")
+            media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            wanted = [m.lower() for m in (media_types or []) if m]
+            if wanted and media_type not in wanted:
+                raise OutboundRefused(
+                    f"{url} has media type {media_type or 'unknown'}, expected {', '.join(wanted)}"
+                )
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise OutboundRefused(f"{url} is larger than {max_bytes} bytes")
+            return bytes(body), media_type
+    except httpx.TimeoutException:
+        raise OutboundRefused(f"fetching {url} timed out after {timeout}s") from None
+    except httpx.HTTPError as exc:
+        raise OutboundRefused(f"fetching {url} failed: {exc}") from None

@@ -1,0 +1,7 @@
+"""Signals the core sends, so that edges can react without the core importing them."""
+
+from django.dispatch import Signal
+
+# Sent inside the transaction that wrote a TaskEvent (kwargs: task, event). Receivers that
+# write rows (push deliveries) commit or roll back with the event itself.
+task_event_written = Signal()

@@ -1,0 +1,515 @@
+import socket
+import threading
+import time
+
+import pytest
+from django.test import Client
+
+from a2a_endpoint import push
+from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
+from runtime import extensions as ext
+from runtime.models import Agent, Interaction, Task, TaskEvent
+from runtime.outbound import OutboundRefused, fetch_url
+from runtime.services import interaction_answer
+from runtime.turns import turn_run
+from tests.a2a_endpoint.receiver import Receiver
+
+SUPPORT = {
+    "provider": "scripted",
+    "script": [{"steps": [{"reply": "All good."}]}],
+}
+REVIEWER = {
+    "provider": "scripted",
+    "script": [
+        {
+            "steps": [
+                {"ask": {"id": "base", "prompt": "Which base branch?"}},
+                {"artifact": {"name": "review.json", "data": {"base": "{{ answers.base }}"}}},
+                {"reply": "Reviewed against {{ answers.base }}."},
+            ]
+        }
+    ],
+}
+DEPLOYER = {
+    "provider": "scripted",
+    "script": [
+        {
+            "steps": [
+                {
+                    "plan": [
+                        {"label": "Get approval", "state": "active"},
+                        {"label": "Deploy", "state": "pending"},
+                    ]
+                },
+                {
+                    "call": {
+                        "server": "deploy",
+                        "tool": "deploy_build",
+                        "args": {"build": "b1", "environment": "staging"},
+                    }
+                },
+                {"progress": {"step": 0, "state": "completed", "note": "approved"}},
+                {"reply": "Deployed."},
+            ]
+        }
+    ],
+}
+DEPLOY_TOOL = [
+    {
+        "server": "deploy",
+        "tool": "deploy_build",
+        "description": "Deploy.",
+        "schema": {"type": "object"},
+    }
+]
+
+
+@pytest.fixture
+def push_world(world, settings):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    settings.PUSH_RETRY_BASE_SECONDS = 0.01
+    settings.A2A_WAIT_MS = 100
+    for side in (world.a, world.b):
+        PushSettings.objects.create(tenant=side.tenant, allowed_hosts="127.0.0.1\n*.test")
+        for slug, model, extra in (
+            ("support", SUPPORT, {}),
+            ("reviewer", REVIEWER, {}),
+            (
+                "deployer",
+                DEPLOYER,
+                {"tools": DEPLOY_TOOL, "tool_policy": {"deploy/deploy_build": "approve"}},
+            ),
+        ):
+            Agent.objects.create(
+                tenant=side.tenant, slug=slug, name=slug, description=slug, model=model, **extra
+            )
+    return world
+
+
+@pytest.fixture
+def receiver(push_world):
+    secret = PushSettings.objects.get(tenant=push_world.a.tenant).secret
+    found = Receiver(secret=secret).start()
+    yield found
+    found.stop()
+
+
+def rpc(side, agent: str, method: str, params: dict, extensions: str = ""):
+    headers = {"Authorization": f"Bearer {side.token}", "A2A-Version": "1.0"}
+    if extensions:
+        headers["A2A-Extensions"] = extensions
+    response = Client().post(
+        f"/a2a/{side.tenant.slug}/{agent}",
+        {"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        content_type="application/json",
+        headers=headers,
+    )
+    assert response.status_code == 200, response.content
+    return response
+
+
+def send(side, agent: str, text: str, *, push_url: str = "", task_id: str = "", ext_header=""):
+    message = {
+        "role": "ROLE_USER",
+        "messageId": f"m-{time.monotonic_ns()}",
+        "parts": [{"text": text}],
+    }
+    if task_id:
+        task = Task.objects.get(public_id=task_id)
+        message.update(taskId=task_id, contextId=task.wire_context_id)
+    configuration = {"returnImmediately": True}
+    if push_url:
+        configuration["taskPushNotificationConfig"] = {
+            "id": "hook",
+            "url": push_url,
+            "token": "tok-1",
+            "authentication": {"scheme": "Bearer", "credentials": "s3cret"},
+        }
+    body = rpc(
+        side, agent, "SendMessage", {"message": message, "configuration": configuration}, ext_header
+    ).json()
+    assert "result" in body, body
+    return body["result"]["task"]["id"]
+
+
+def run(task_id: str) -> None:
+    turn_run(task_pk=Task.objects.get(public_id=task_id).pk, worker_id="test-worker")
+
+
+def drain(deadline: float = 20) -> None:
+    """Deliver every due delivery, as the Celery tasks would, until none is pending."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        pending = PushDelivery.objects.filter(state=PushDelivery.State.PENDING)
+        if not pending.exists():
+            return
+        for pk in set(pending.values_list("config_id", flat=True)):
+            push.push_deliver(config_pk=pk, worker_id="test-push")
+    raise TimeoutError("deliveries still pending")
+
+
+def stored_events(task_id: str, activated=frozenset()) -> list[dict]:
+    from a2a_endpoint.wire import event_wire
+
+    return [
+        event_wire(e.payload, activated)
+        for e in TaskEvent.objects.filter(task__public_id=task_id).order_by("seq")
+    ]
+
+
+# --- configs ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_config_crud_accepts_snake_case_and_delete_is_idempotent(push_world, receiver):
+    a = push_world.a
+    task_id = send(a, "support", "hi")
+    created = rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {
+            "task_id": task_id,
+            "id": "c1",
+            "url": receiver.url,
+            "authentication": {"scheme": "Bearer", "credentials": "x"},
+        },
+    ).json()["result"]
+    assert created == {
+        "id": "c1",
+        "taskId": task_id,
+        "url": receiver.url,
+        "authentication": {"scheme": "Bearer"},
+    }
+    got = rpc(a, "support", "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}).json()
+    assert got["result"]["id"] == "c1"
+    listed = rpc(a, "support", "ListTaskPushNotificationConfigs", {"task_id": task_id}).json()
+    assert listed["result"] == {"configs": [created], "nextPageToken": ""}
+    for _ in range(2):
+        deleted = rpc(
+            a, "support", "DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}
+        )
+        assert deleted.json()["result"] == {}
+    missing = rpc(a, "support", "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
+    assert missing.json()["error"]["code"] == -32001
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_subject_or_tenant_sees_no_configs(push_world, receiver):
+    from tenants.tokens import api_token_create
+
+    a, b = push_world.a, push_world.b
+    task_id = send(a, "support", "hi", push_url=receiver.url)
+    _, other_token = api_token_create(tenant=a.tenant, subject="partner:other", name="other")
+    other = type(a)(**{**a.__dict__, "token": other_token})
+    for side in (other, b):
+        for method in ("GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"):
+            body = rpc(side, "support", method, {"taskId": task_id, "id": "hook"}).json()
+            assert body["error"]["code"] == -32001
+        body = rpc(side, "support", "ListTaskPushNotificationConfigs", {"taskId": task_id}).json()
+        assert body["error"]["code"] == -32001
+        body = rpc(
+            side,
+            "support",
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task_id, "url": receiver.url},
+        ).json()
+        assert body["error"]["code"] == -32001
+    assert PushConfig.objects.filter(task__public_id=task_id).count() == 1
+
+
+@pytest.mark.django_db
+def test_card_says_push_notifications(push_world):
+    a = push_world.a
+    card = (
+        Client()
+        .get(
+            f"/a2a/{a.tenant.slug}/support/.well-known/agent-card.json",
+            headers={"Authorization": f"Bearer {a.token}"},
+        )
+        .json()
+    )
+    assert card["capabilities"]["pushNotifications"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_url_the_tenant_does_not_allow_is_refused_at_create(push_world):
+    a = push_world.a
+    task_id = send(a, "support", "hi")
+    body = rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "url": "https://evil.example/x"},
+    ).json()
+    assert body["error"]["code"] == -32602
+    assert "not one this tenant allows" in body["error"]["message"]
+
+
+# --- delivery -----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_receiver_gets_every_event_of_flows_1_to_3_in_order_signed(push_world, receiver):
+    a = push_world.a
+    # Flow 1: answered at once.
+    t1 = send(a, "support", "hello", push_url=receiver.url)
+    run(t1)
+    # Flow 2: a question, answered on the same task.
+    t2 = send(a, "reviewer", "review this", push_url=receiver.url)
+    run(t2)
+    send(a, "reviewer", "main", task_id=t2)
+    run(t2)
+    # Flow 3: a held call, approved by an operator.
+    t3 = send(a, "deployer", "deploy", push_url=receiver.url)
+    run(t3)
+    interaction = Interaction.objects.get(task__public_id=t3)
+    interaction_answer(
+        tenant=a.tenant,
+        interaction_id=interaction.public_id,
+        answer={"approved": True},
+        by=a.operator.subject,
+        via="page",
+    )
+    run(t3)
+    drain()
+
+    assert receiver.bad_signatures == 0
+    for task_id, final in ((t1, "COMPLETED"), (t2, "COMPLETED"), (t3, "COMPLETED")):
+        got = [
+            e
+            for e in receiver.events
+            if (e.get("statusUpdate") or e.get("artifactUpdate"))["taskId"] == task_id
+        ]
+        assert got == stored_events(task_id)
+        assert got[-1]["statusUpdate"]["status"]["state"] == f"TASK_STATE_{final}"
+    states = [
+        e["statusUpdate"]["status"]["state"]
+        for e in receiver.events
+        if "statusUpdate" in e and e["statusUpdate"]["taskId"] == t2
+    ]
+    assert "TASK_STATE_INPUT_REQUIRED" in states
+    for request in receiver.requests:
+        assert request["headers"]["content-type"] == "application/a2a+json"
+        assert request["headers"]["authorization"] == "Bearer s3cret"
+        assert request["headers"]["x-a2a-notification-token"] == "tok-1"
+    assert PushAttempt.objects.count() == len(receiver.requests)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_receiver_down_then_up_gets_everything(push_world):
+    secret = PushSettings.objects.get(tenant=push_world.a.tenant).secret
+    down = Receiver(secret=secret)
+    url = down.url
+    down.server.server_close()  # nothing listens on the port now
+    task_id = send(push_world.a, "support", "hello", push_url=url)
+    run(task_id)
+    config = PushConfig.objects.get()
+    push.push_deliver(config_pk=config.pk, worker_id="w")
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.PENDING and first.attempts >= 1
+    assert "network error" in first.last_error
+    # Nothing after the failed event was sent before it: order holds.
+    assert PushDelivery.objects.filter(attempts__gt=0).count() == 1
+
+    host, port = "127.0.0.1", int(url.rsplit(":", 1)[1].split("/")[0])
+    up = Receiver(secret=secret)
+    up.server.server_close()
+    up.server = type(up.server)((host, port), up._handler())
+    up.thread = threading.Thread(target=up.server.serve_forever, daemon=True)
+    up.start()
+    try:
+        drain()
+        assert up.events == stored_events(task_id)
+    finally:
+        up.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_500_and_429_are_retried_then_delivered(push_world, receiver):
+    receiver.script = [500, 429, 503]
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    drain()
+    assert receiver.events == stored_events(task_id)
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.DELIVERED
+    assert list(first.tries.values_list("status_code", flat=True)) == [500, 429, 503, 200]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_410_disables_the_config(push_world, receiver):
+    receiver.script = [410]
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    drain()
+    config = PushConfig.objects.get()
+    assert config.disabled_at is not None
+    assert len(receiver.requests) == 1 and receiver.events == []
+    assert not PushDelivery.objects.filter(state=PushDelivery.State.PENDING).exists()
+    assert set(PushDelivery.objects.values_list("state", flat=True)) == {
+        PushDelivery.State.CANCELED
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_receiver_does_not_delay_another(push_world, receiver, settings):
+    settings.PUSH_MAX_CONCURRENCY_PER_RECEIVER = 1
+    secret = PushSettings.objects.get(tenant=push_world.a.tenant).secret
+    slow = Receiver(secret=secret).start()
+    slow.hold = threading.Event()
+    try:
+        slow_task = send(push_world.a, "support", "slow one", push_url=slow.url)
+        slow_task_2 = send(push_world.a, "support", "slow two", push_url=slow.url)
+        fast_task = send(push_world.a, "support", "fast", push_url=receiver.url)
+        slow_config = PushConfig.objects.get(task__public_id=slow_task)
+        worker = threading.Thread(
+            target=push.push_deliver, kwargs={"config_pk": slow_config.pk, "worker_id": "w-slow"}
+        )
+        worker.start()
+        deadline = time.monotonic() + 10
+        while slow.arrived == 0:  # the slow receiver has the request and sits on it
+            assert time.monotonic() < deadline, "the slow receiver got nothing"
+            time.sleep(0.02)
+        # The slow receiver's only slot is taken: its other config waits without blocking...
+        other = PushConfig.objects.get(task__public_id=slow_task_2)
+        assert push.push_deliver(config_pk=other.pk, worker_id="w2") is not None
+        assert not PushAttempt.objects.filter(delivery__config=other).exists()
+        # ...and the fast receiver gets all of its events while the slow one still holds.
+        fast = PushConfig.objects.get(task__public_id=fast_task)
+        assert push.push_deliver(config_pk=fast.pk, worker_id="w3") is None
+        assert receiver.events == stored_events(fast_task)
+        assert slow.events == []
+    finally:
+        slow.hold.set()
+        worker.join(10)
+        slow.stop()
+
+
+# --- outbound guard -----------------------------------------------------------------------
+
+
+def test_private_and_loopback_addresses_are_refused_unless_allowed(settings):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    for url in (
+        "http://127.0.0.1:9/x",
+        "http://10.0.0.1/x",
+        "http://[::1]/x",
+        "http://169.254.169.254/latest",
+    ):
+        with pytest.raises(OutboundRefused):
+            fetch_url(url, allowed_hosts=["*"], max_bytes=10, timeout=1)
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    with pytest.raises(OutboundRefused, match="not a public address"):
+        fetch_url("http://169.254.169.254/latest", allowed_hosts=["*"], max_bytes=10, timeout=1)
+
+
+def test_a_name_that_resolves_to_loopback_at_connect_time_is_refused(settings, monkeypatch):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    receiver = Receiver().start()
+    port = receiver.server.server_address[1]
+    real = socket.getaddrinfo
+    answers = iter(["93.184.216.34", "127.0.0.1"])
+
+    def rebinding(host, *args, **kwargs):
+        if host == "rebind.test":
+            # The first lookup (anyone's check) sees a public address, the next one loopback.
+            ip = next(answers, "127.0.0.1")
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    socket.getaddrinfo("rebind.test", port)  # a check elsewhere used up the public answer
+    try:
+        with pytest.raises(OutboundRefused, match="refused addresses"):
+            fetch_url(
+                f"http://rebind.test:{port}/hook", allowed_hosts=["*"], max_bytes=10, timeout=2
+            )
+        assert receiver.requests == []
+    finally:
+        receiver.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_to_a_name_resolving_to_loopback_is_refused_when_not_allowed(
+    push_world, receiver, settings, monkeypatch
+):
+    port = receiver.server.server_address[1]
+    real = socket.getaddrinfo
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, *a, **k: (
+            [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+            if host == "hooks.test"
+            else real(host, *a, **k)
+        ),
+    )
+    task_id = send(push_world.a, "support", "hello", push_url=f"http://hooks.test:{port}/hook")
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    run(task_id)
+    drain()
+    assert receiver.requests == []
+    assert set(PushDelivery.objects.values_list("state", flat=True)) == {PushDelivery.State.GAVE_UP}
+    assert all("refused" in a.error for a in PushAttempt.objects.all())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_rotation_receivers_with_the_old_or_the_new_secret_both_verify(push_world):
+    old = PushSettings.objects.get(tenant=push_world.a.tenant).secret
+    rotated = push.push_secret_rotate(tenant=push_world.a.tenant)
+    assert rotated.secret != old
+    with_old, with_new = Receiver(secret=old).start(), Receiver(secret=rotated.secret).start()
+    try:
+        first = send(push_world.a, "support", "one", push_url=with_old.url)
+        second = send(push_world.a, "support", "two", push_url=with_new.url)
+        run(first)
+        run(second)
+        drain()
+        assert with_old.bad_signatures == with_new.bad_signatures == 0
+        assert with_old.events == stored_events(first)
+        assert with_new.events == stored_events(second)
+    finally:
+        with_old.stop()
+        with_new.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_and_telemetry_reach_only_callers_that_activated_them(push_world, receiver):
+    a = push_world.a
+    asked = f"{ext.PROGRESS}, {ext.TELEMETRY}"
+    task_id = send(a, "deployer", "deploy", push_url=receiver.url, ext_header=asked)
+    plain = send(a, "deployer", "deploy")
+    for t in (task_id, plain):
+        run(t)
+    interaction = Interaction.objects.get(task__public_id=task_id)
+    interaction_answer(
+        tenant=a.tenant,
+        interaction_id=interaction.public_id,
+        answer={"approved": True},
+        by=a.operator.subject,
+        via="page",
+    )
+    run(task_id)
+    drain()
+    plans = [
+        (
+            e["statusUpdate"].get("metadata")
+            or e["statusUpdate"]["status"].get("message", {}).get("metadata")
+            or {}
+        ).get(ext.PROGRESS)
+        for e in receiver.events
+        if "statusUpdate" in e
+    ]
+    steps = [p["steps"] for p in plans if p]
+    assert steps[0][0]["state"] == "active"
+    assert steps[-1][0] == {"label": "Get approval", "state": "completed", "note": "approved"}
+    final = receiver.events[-1]["statusUpdate"]["status"]["message"]["metadata"][ext.TELEMETRY]
+    assert final["traceId"] == Task.objects.get(public_id=task_id).trace_id
+    response = rpc(a, "deployer", "GetTask", {"id": task_id}, asked)
+    assert set(response["A2A-Extensions"].split(", ")) == {ext.PROGRESS, ext.TELEMETRY}
+    assert ext.TELEMETRY in response.json()["result"]["status"]["message"]["metadata"]
+    bare = rpc(a, "deployer", "GetTask", {"id": task_id}).json()["result"]
+    assert "metadata" not in bare["status"]["message"] and "A2A-Extensions" not in rpc(
+        a, "deployer", "GetTask", {"id": task_id}
+    )

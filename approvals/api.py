@@ -177,7 +177,7 @@ def _interaction_or_404(request, public_id: str) -> Interaction:
     responses={200: InteractionSerializer(many=True), 400: ErrorSerializer, 403: ErrorSerializer},
 )
 @api_view(["GET"])
-@permission_classes([IsOperator])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
 def interaction_list(request):
     """The tenant's interactions, newest first; filter by state, kind and agent."""
     filters = InteractionFilters(data=request.query_params)
@@ -198,7 +198,7 @@ def interaction_list(request):
     responses={200: InteractionDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
 )
 @api_view(["GET"])
-@permission_classes([IsOperator])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
 def interaction_detail(request, public_id: str):
     """One interaction, with the call an approval holds."""
     return Response(InteractionDetailSerializer(_interaction_or_404(request, public_id)).data)
@@ -216,7 +216,7 @@ def interaction_detail(request, public_id: str):
     },
 )
 @api_view(["POST"])
-@permission_classes([IsOperator])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
 def interaction_answer_view(request, public_id: str):
     """Decide: {approved, reason} for an approval, {value} for a question or a connection."""
     interaction = _interaction_or_404(request, public_id)

@@ -1,46 +1,397 @@
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+"""Operator pages: the inbox, the decision pages, the audit trail and the tasks.
 
-from tenants.access import member_required
+Views are thin: they check access, parse a form, call a runtime service and render. Every
+read names the tenant of the person's current membership; other tenants' ids answer 404.
+"""
+
+import base64
+import binascii
+import json
+from datetime import datetime
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.utils.text import get_valid_filename
+from django.views.decorators.http import require_GET, require_http_methods
+
+from approvals.access import effect_for_member, interaction_for_member, task_for_member
+from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from runtime import extensions as ext
+from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, TaskNotFound
+from runtime.models import Effect, Interaction, TaskState
+from runtime.selectors import (
+    INBOX_KINDS,
+    agents_for_tenant,
+    audit_page,
+    effect_resolutions,
+    held_call_for,
+    inbox_items,
+    task_effects,
+    task_events,
+    task_interactions,
+    tasks_for_tenant,
+)
+from runtime.services import effect_resolve, interaction_answer
+from tenants.access import member_required, require_decider
+
+# --- presenting a task's messages ----------------------------------------------------------
+
+
+def message_view(message: dict) -> dict:
+    """A ProtoJSON Message as the page shows it: who, its text, its data, its files."""
+    texts, datas, files = [], [], []
+    for part in message.get("parts") or []:
+        if "text" in part:
+            texts.append(part["text"])
+        elif "data" in part:
+            datas.append(json.dumps(part["data"], indent=2, sort_keys=True))
+        else:
+            files.append(part.get("filename") or part.get("url") or "a file")
+    return {
+        "role": "agent" if message.get("role") == "ROLE_AGENT" else "caller",
+        "texts": texts,
+        "datas": datas,
+        "files": files,
+    }
+
+
+def visible_messages(task) -> list[dict]:
+    """What the caller and the agent said on the task: the history, then the status message."""
+    shown = list(task.history or [])
+    if task.status_message:
+        shown.append(task.status_message)
+    return [message_view(m) for m in shown]
+
+
+def pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+# --- the inbox -----------------------------------------------------------------------------
+
+
+def _inbox_filters(request) -> tuple[str, str, list]:
+    agents = agents_for_tenant(tenant=request.membership.tenant)
+    kind = request.GET.get("kind", "")
+    agent = request.GET.get("agent", "")
+    # Unknown filter values are ignored rather than refused: a stale bookmark still works.
+    if kind not in INBOX_KINDS:
+        kind = ""
+    if agent not in {a.slug for a in agents}:
+        agent = ""
+    return kind, agent, agents
+
+
+def _inbox_context(request) -> dict:
+    kind, agent, agents = _inbox_filters(request)
+    items = inbox_items(
+        tenant=request.membership.tenant, kind=kind or None, agent_slug=agent or None
+    )
+    query = request.GET.copy()
+    for name in list(query):
+        if name not in ("kind", "agent"):
+            del query[name]
+    return {
+        "nav": "inbox",
+        "items": items,
+        "kind": kind,
+        "agent": agent,
+        "agents": agents,
+        "kinds": INBOX_KINDS,
+        "fragment_url": reverse("approvals:inbox_fragment")
+        + (f"?{query.urlencode()}" if query else ""),
+    }
 
 
 @require_GET
 @member_required
 def inbox(request):
-    return render(
-        request,
-        "approvals/not_built.html",
-        {
-            "nav": "inbox",
-            "title": "Inbox",
-            "what": "Approvals, questions, connection requests and uncertain effects waiting for a person will be listed here.",
-        },
-    )
+    return render(request, "approvals/inbox.html", _inbox_context(request))
 
 
 @require_GET
 @member_required
-def tasks(request):
-    return render(
-        request,
-        "approvals/not_built.html",
-        {
-            "nav": "tasks",
-            "title": "Tasks",
-            "what": "The tenant's A2A tasks, their states over time, plans and artifacts will be listed here.",
-        },
-    )
+def inbox_fragment(request):
+    """The inbox's list alone, for the page's poll (static/inbox.js) to swap in."""
+    response = render(request, "approvals/_inbox_list.html", _inbox_context(request))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+# --- deciding on an interaction ------------------------------------------------------------
+
+
+def _interaction_page(request, interaction: Interaction, *, forms=None, already=None, status=200):
+    held_call = held_call_for(interaction=interaction)
+    forms = forms or {}
+    context = {
+        "nav": "inbox",
+        "interaction": interaction,
+        "task": interaction.task,
+        "held_call": held_call,
+        "arguments": pretty(held_call.arguments) if held_call else None,
+        "detail": interaction.detail or {},
+        "answer": pretty(interaction.answer) if interaction.answer is not None else None,
+        "messages_shown": visible_messages(interaction.task),
+        "can_decide": request.membership.can_decide,
+        "is_open": interaction.state == Interaction.State.OPEN,
+        "already": already,
+        "approval_form": forms.get("approval") or ApprovalForm(),
+        "answer_form": forms.get("answer") or AnswerForm(interaction=interaction),
+    }
+    return render(request, "approvals/interaction_detail.html", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def interaction_detail(request, public_id: str):
+    interaction = interaction_for_member(request, public_id)
+    if request.method == "GET":
+        return _interaction_page(request, interaction)
+    require_decider(request.membership)
+    decision = request.POST.get("decision", "")
+    forms = {}
+    if interaction.kind == Interaction.Kind.APPROVAL and decision in ("approve", "deny"):
+        form = forms["approval"] = ApprovalForm(request.POST)
+        if form.is_valid():
+            answer = {"approved": decision == "approve"}
+            if form.cleaned_data["reason"].strip():
+                answer["reason"] = form.cleaned_data["reason"].strip()
+            done = "Approved." if answer["approved"] else "Denied."
+    elif interaction.kind == Interaction.Kind.QUESTION and decision == "answer":
+        form = forms["answer"] = AnswerForm(request.POST, interaction=interaction)
+        if form.is_valid():
+            answer = {"value": form.cleaned_data["value"]}
+            done = "Answered."
+    elif interaction.kind == Interaction.Kind.CONNECTION and decision == "decline":
+        form = None
+        answer = {"value": False}
+        done = "Declined: the agent goes on without the connection."
+    else:
+        messages.error(request, "That is not a decision this interaction takes.")
+        return _interaction_page(request, interaction, status=400)
+    if form is not None and not form.is_valid():
+        return _interaction_page(request, interaction, forms=forms, status=400)
+    try:
+        interaction_answer(
+            tenant=request.membership.tenant,
+            interaction_id=interaction.public_id,
+            answer=answer,
+            by=request.user.subject,
+            via="page",
+        )
+    except AlreadyDecided as exc:
+        return _interaction_page(request, exc.interaction, already=exc.interaction, status=409)
+    except InvalidParams as exc:
+        if form is None:
+            messages.error(request, exc.description)
+            return _interaction_page(request, interaction, status=400)
+        form.add_error(None, exc.description)
+        return _interaction_page(request, interaction, forms=forms, status=400)
+    except TaskNotFound as exc:
+        raise Http404("No such interaction.") from exc
+    messages.success(request, done)
+    return redirect("approvals:interaction", public_id=interaction.public_id)
+
+
+# --- resolving an uncertain effect ---------------------------------------------------------
+
+
+def _effect_page(request, effect: Effect, *, form=None, status=200):
+    labels = dict(EffectResolveForm.RESOLUTIONS)
+    context = {
+        "nav": "inbox",
+        "effect": effect,
+        "task": effect.task,
+        "arguments": pretty(effect.arguments),
+        "outcome": pretty(effect.outcome) if effect.outcome is not None else None,
+        "messages_shown": visible_messages(effect.task),
+        "resolutions": [
+            {"event": r, "label": labels.get(r.action.removeprefix("effect_"), r.action)}
+            for r in effect_resolutions(effect=effect)
+        ],
+        "can_decide": request.membership.can_decide,
+        "is_uncertain": effect.state == Effect.State.UNCERTAIN,
+        "form": form or EffectResolveForm(),
+    }
+    return render(request, "approvals/effect_detail.html", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def effect_detail(request, public_id: str):
+    effect = effect_for_member(request, public_id)
+    if request.method == "GET":
+        return _effect_page(request, effect)
+    require_decider(request.membership)
+    form = EffectResolveForm(request.POST)
+    if not form.is_valid():
+        return _effect_page(request, effect, form=form, status=400)
+    try:
+        effect_resolve(
+            tenant=request.membership.tenant,
+            effect_id=effect.public_id,
+            resolution=form.cleaned_data["resolution"],
+            result=form.cleaned_data["result_value"],
+            by=request.user.subject,
+            via="page",
+        )
+    except NotAllowed as exc:
+        effect.refresh_from_db()
+        messages.error(request, exc.message)
+        return _effect_page(request, effect, status=409)
+    except InvalidParams as exc:
+        form.add_error(None, exc.description)
+        return _effect_page(request, effect, form=form, status=400)
+    except TaskNotFound as exc:
+        raise Http404("No such effect.") from exc
+    messages.success(request, dict(EffectResolveForm.RESOLUTIONS)[form.cleaned_data["resolution"]])
+    return redirect("approvals:effect", public_id=effect.public_id)
+
+
+# --- the audit trail -----------------------------------------------------------------------
+
+
+def _parse_audit_cursor(raw: str) -> tuple[datetime, int, int] | None:
+    try:
+        ts, rank, pk = raw.rsplit("~", 2)
+        when = parse_datetime(ts)
+        return (when, int(rank), int(pk)) if when else None
+    except ValueError:
+        return None
 
 
 @require_GET
 @member_required
 def audit(request):
+    cursor = _parse_audit_cursor(request.GET.get("before", ""))
+    entries, next_cursor = audit_page(tenant=request.membership.tenant, cursor=cursor)
+    next_url = None
+    if next_cursor:
+        ts, rank, pk = next_cursor
+        next_url = f"?before={ts.isoformat()}~{rank}~{pk}".replace("+", "%2B")
     return render(
         request,
-        "approvals/not_built.html",
+        "approvals/audit.html",
+        {"nav": "audit", "entries": entries, "next_url": next_url, "paged": cursor is not None},
+    )
+
+
+# --- tasks ---------------------------------------------------------------------------------
+
+TASKS_PAGE_SIZE = 50
+
+
+@require_GET
+@member_required
+def tasks(request):
+    state = request.GET.get("state", "")
+    if state not in TaskState.values:
+        state = ""
+    paginator = Paginator(
+        tasks_for_tenant(tenant=request.membership.tenant, state=state), TASKS_PAGE_SIZE
+    )
+    page = paginator.get_page(request.GET.get("page"))
+    return render(
+        request,
+        "approvals/tasks.html",
+        {"nav": "tasks", "page": page, "state": state, "states": TaskState.choices},
+    )
+
+
+def _artifact_views(task) -> list[dict]:
+    shown = []
+    for artifact in task.artifacts or []:
+        files = (task.artifact_ext.get(artifact.get("artifactId"), {}) or {}).get(ext.FILES, {})
+        shown.append(
+            {
+                "id": artifact.get("artifactId", ""),
+                "name": artifact.get("name") or artifact.get("artifactId", ""),
+                "description": artifact.get("description", ""),
+                "parts": [message_view({"parts": [p]}) for p in artifact.get("parts") or []],
+                "version": files.get("version"),
+                "size": files.get("size"),
+            }
+        )
+    return shown
+
+
+def _event_views(events) -> list[dict]:
+    shown = []
+    for event in events:
+        payload = event.payload or {}
+        text = ""
+        if event.kind == "status":
+            message = (payload.get("statusUpdate") or {}).get("status", {}).get("message")
+            if message:
+                text = " ".join(message_view(message)["texts"])
+        else:
+            artifact = (payload.get("artifactUpdate") or {}).get("artifact") or {}
+            text = f"artifact {artifact.get('name') or artifact.get('artifactId', '')}"
+        shown.append({"event": event, "text": text})
+    return shown
+
+
+@require_GET
+@member_required
+def task_detail(request, public_id: str):
+    task = task_for_member(request, public_id)
+    effects = task_effects(task=task)
+    return render(
+        request,
+        "approvals/task_detail.html",
         {
-            "nav": "audit",
-            "title": "Audit",
-            "what": "Every decision taken in this tenant, who took it and when, will be listed here.",
+            "nav": "tasks",
+            "task": task,
+            "events": _event_views(task_events(task=task)),
+            "artifacts": _artifact_views(task),
+            "messages_shown": visible_messages(task),
+            "effects": [{"effect": e, "arguments": pretty(e.arguments)} for e in effects],
+            "interactions": task_interactions(task=task),
         },
     )
+
+
+def artifact_body(artifact: dict) -> tuple[bytes, str, str]:
+    """An artifact as one downloadable file: (body, content type, file name).
+
+    One text, data or raw part downloads as itself; anything else as the parts' JSON.
+    """
+    name = get_valid_filename(artifact.get("name") or artifact.get("artifactId") or "artifact")
+    parts = artifact.get("parts") or []
+    if len(parts) == 1:
+        part = parts[0]
+        filename = get_valid_filename(part.get("filename") or name)
+        if "text" in part:
+            return part["text"].encode(), part.get("mediaType") or "text/plain", filename
+        if "data" in part:
+            return (
+                pretty(part["data"]).encode(),
+                "application/json",
+                filename if filename.endswith(".json") else f"{filename}.json",
+            )
+        if "raw" in part:
+            try:
+                body = base64.b64decode(part["raw"], validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                body = b""
+            return body, part.get("mediaType") or "application/octet-stream", filename
+    return pretty(parts).encode(), "application/json", f"{name}.parts.json"
+
+
+@require_GET
+@member_required
+def artifact_download(request, public_id: str, artifact_id: str):
+    task = task_for_member(request, public_id)
+    artifact = next((a for a in task.artifacts or [] if a.get("artifactId") == artifact_id), None)
+    if artifact is None:
+        raise Http404("No such artifact.")
+    body, content_type, filename = artifact_body(artifact)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

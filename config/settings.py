@@ -240,6 +240,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Decision surfaces for Countersign's interactions.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Two fields are called "kind" (an interaction's, and whoami's credentials kind).
+    "ENUM_NAME_OVERRIDES": {
+        "InteractionKindEnum": "runtime.models.Interaction.Kind",
+        "InteractionStateEnum": "runtime.models.Interaction.State",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------------------

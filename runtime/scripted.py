@@ -190,6 +190,9 @@ class ScriptedModel:
                 "result": last.get("result"),
                 "error": last.get("error"),
                 "ok": last.get("ok"),
+                # Why a call did not run (an operator's denial reason, "expired", the policy),
+                # else its error: what the model should tell the caller.
+                "reason": last.get("reason") or last.get("error") or "",
             },
         }
         start = 0 if view.last_cursor is None else view.last_cursor + 1

@@ -1,10 +1,11 @@
 """Reads the endpoint and the pages share; every one takes the tenant."""
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Q
 
-from runtime.models import Agent, Task
+from runtime.models import Agent, AuditEvent, Effect, Interaction, Task, TaskEvent
 
 
 def tasks_page(
@@ -32,3 +33,223 @@ def tasks_page(
         page = page.filter(Q(status_timestamp__lt=ts) | Q(status_timestamp=ts, pk__lt=pk))
     rows = list(page.order_by("-status_timestamp", "-pk")[: page_size + 1])
     return rows[:page_size], base.count(), len(rows) > page_size
+
+
+# --- the operator pages and the operator REST API ------------------------------------------
+
+INBOX_KINDS = ("approval", "question", "connection", "uncertain")
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """One thing waiting for a person: an open interaction or an uncertain effect."""
+
+    kind: str  # approval | question | connection | uncertain
+    public_id: str
+    agent: Agent
+    task: Task
+    prompt: str
+    subject: str
+    created_at: datetime
+    expires_at: datetime | None
+    interaction: Interaction | None = None
+    effect: Effect | None = None
+
+
+def inbox_items(
+    *, tenant, kind: str | None = None, agent_slug: str | None = None, limit: int = 200
+) -> list[InboxItem]:
+    """Open interactions and uncertain effects of the tenant, newest first (one query each)."""
+    items: list[InboxItem] = []
+    if kind != "uncertain":
+        interactions = Interaction.objects.filter(
+            tenant=tenant, state=Interaction.State.OPEN
+        ).select_related("task", "task__agent")
+        if kind:
+            interactions = interactions.filter(kind=kind)
+        if agent_slug:
+            interactions = interactions.filter(task__agent__slug=agent_slug)
+        for interaction in interactions.order_by("-created_at", "-pk")[:limit]:
+            items.append(
+                InboxItem(
+                    kind=interaction.kind,
+                    public_id=interaction.public_id,
+                    agent=interaction.task.agent,
+                    task=interaction.task,
+                    prompt=interaction.prompt,
+                    subject=interaction.task.subject,
+                    created_at=interaction.created_at,
+                    expires_at=interaction.expires_at,
+                    interaction=interaction,
+                )
+            )
+    if not kind or kind == "uncertain":
+        effects = Effect.objects.filter(tenant=tenant, state=Effect.State.UNCERTAIN).select_related(
+            "task", "task__agent"
+        )
+        if agent_slug:
+            effects = effects.filter(task__agent__slug=agent_slug)
+        for effect in effects.order_by("-created_at", "-pk")[:limit]:
+            items.append(
+                InboxItem(
+                    kind="uncertain",
+                    public_id=effect.public_id,
+                    agent=effect.task.agent,
+                    task=effect.task,
+                    prompt=f"Did {effect.server} / {effect.tool} happen? Its outcome was lost.",
+                    subject=effect.task.subject,
+                    created_at=effect.sent_at or effect.created_at,
+                    expires_at=None,
+                    effect=effect,
+                )
+            )
+    items.sort(key=lambda item: item.created_at, reverse=True)
+    return items[:limit]
+
+
+def agents_for_tenant(*, tenant) -> list[Agent]:
+    return list(Agent.objects.filter(tenant=tenant).order_by("slug").only("pk", "slug", "name"))
+
+
+def interactions_for_tenant(
+    *, tenant, state: str | None = None, kind: str | None = None, agent_slug: str | None = None
+):
+    """The tenant's interactions (a queryset, for the REST API's cursor pagination)."""
+    rows = Interaction.objects.filter(tenant=tenant).select_related("task", "task__agent")
+    if state:
+        rows = rows.filter(state=state)
+    if kind:
+        rows = rows.filter(kind=kind)
+    if agent_slug:
+        rows = rows.filter(task__agent__slug=agent_slug)
+    return rows
+
+
+def interaction_for_tenant(*, tenant, public_id: str) -> Interaction | None:
+    return (
+        Interaction.objects.filter(tenant=tenant, public_id=public_id)
+        .select_related("task", "task__agent")
+        .first()
+    )
+
+
+def held_call_for(*, interaction: Interaction) -> Effect | None:
+    """The tool call an approval holds (interactions/v1: its id is the effect's id)."""
+    if interaction.kind != Interaction.Kind.APPROVAL:
+        return None
+    return Effect.objects.filter(
+        tenant_id=interaction.tenant_id,
+        task_id=interaction.task_id,
+        public_id=interaction.public_id,
+    ).first()
+
+
+def effect_for_tenant(*, tenant, public_id: str) -> Effect | None:
+    return (
+        Effect.objects.filter(tenant=tenant, public_id=public_id)
+        .select_related("task", "task__agent")
+        .first()
+    )
+
+
+def effect_resolutions(*, effect: Effect) -> list[AuditEvent]:
+    """Who resolved an uncertain effect, and how (the audit keeps it; the effect row does not)."""
+    return list(
+        AuditEvent.objects.filter(
+            tenant_id=effect.tenant_id,
+            task_id=effect.task_id,
+            action__startswith="effect_",
+            detail__effectId=effect.public_id,
+        ).order_by("-created_at", "-pk")
+    )
+
+
+def task_for_tenant(*, tenant, public_id: str) -> Task | None:
+    return Task.objects.filter(tenant=tenant, public_id=public_id).select_related("agent").first()
+
+
+def tasks_for_tenant(*, tenant, state: str | None = None, agent_slug: str | None = None):
+    """The tenant's tasks, latest status change first (a queryset, for a paginator)."""
+    rows = (
+        Task.objects.filter(tenant=tenant)
+        .select_related("agent")
+        .defer("transcript", "history", "artifacts", "runs", "status_ext", "artifact_ext")
+    )
+    if state:
+        rows = rows.filter(state=state)
+    if agent_slug:
+        rows = rows.filter(agent__slug=agent_slug)
+    return rows.order_by("-status_timestamp", "-pk")
+
+
+def task_events(*, task: Task) -> list[TaskEvent]:
+    return list(TaskEvent.objects.filter(tenant_id=task.tenant_id, task=task).order_by("seq"))
+
+
+def task_effects(*, task: Task) -> list[Effect]:
+    return list(Effect.objects.filter(tenant_id=task.tenant_id, task=task).order_by("step"))
+
+
+def task_interactions(*, task: Task) -> list[Interaction]:
+    return list(
+        Interaction.objects.filter(tenant_id=task.tenant_id, task=task).order_by("created_at")
+    )
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """A row of the audit page: a decision (AuditEvent) or a connection change."""
+
+    source: str  # decision | connection
+    pk: int
+    created_at: datetime
+    actor: str
+    action: str
+    via: str
+    event: object
+
+
+# Ties on created_at are broken by source (decisions first) and then by id, both descending,
+# so the keyset cursor (created_at, source rank, id) names one place in the merged order.
+_AUDIT_RANK = {"decision": 1, "connection": 0}
+
+
+def _after_cursor(rows, rank: int, cursor):
+    if cursor is None:
+        return rows
+    ts, cursor_rank, cursor_pk = cursor
+    if rank < cursor_rank:
+        return rows.filter(created_at__lte=ts)
+    if rank > cursor_rank:
+        return rows.filter(created_at__lt=ts)
+    return rows.filter(Q(created_at__lt=ts) | Q(created_at=ts, pk__lt=cursor_pk))
+
+
+def audit_page(
+    *, tenant, cursor: tuple[datetime, int, int] | None, page_size: int = 50
+) -> tuple[list[AuditEntry], tuple[datetime, int, int] | None]:
+    """A keyset page of the tenant's decisions and connection changes, newest first."""
+    from connections.models import ConnectionAuditEvent
+
+    decisions = _after_cursor(
+        AuditEvent.objects.filter(tenant=tenant).select_related("task", "interaction"),
+        _AUDIT_RANK["decision"],
+        cursor,
+    ).order_by("-created_at", "-pk")[: page_size + 1]
+    connections = _after_cursor(
+        ConnectionAuditEvent.objects.filter(tenant=tenant).select_related("app"),
+        _AUDIT_RANK["connection"],
+        cursor,
+    ).order_by("-created_at", "-pk")[: page_size + 1]
+    entries = [
+        AuditEntry("decision", e.pk, e.created_at, e.actor, e.action, e.via, e) for e in decisions
+    ] + [
+        AuditEntry("connection", e.pk, e.created_at, e.actor, e.action, "page", e)
+        for e in connections
+    ]
+    entries.sort(key=lambda e: (e.created_at, _AUDIT_RANK[e.source], e.pk), reverse=True)
+    page = entries[:page_size]
+    more = len(entries) > page_size
+    last = page[-1] if page and more else None
+    next_cursor = (last.created_at, _AUDIT_RANK[last.source], last.pk) if last else None
+    return page, next_cursor

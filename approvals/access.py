@@ -1,0 +1,27 @@
+"""Access helpers of the operator pages: other tenants' ids answer 404, like missing ones."""
+
+from django.http import Http404
+
+from runtime.models import Effect, Interaction, Task
+from runtime.selectors import effect_for_tenant, interaction_for_tenant, task_for_tenant
+
+
+def interaction_for_member(request, public_id: str) -> Interaction:
+    interaction = interaction_for_tenant(tenant=request.membership.tenant, public_id=public_id)
+    if interaction is None:
+        raise Http404("No such interaction.")
+    return interaction
+
+
+def effect_for_member(request, public_id: str) -> Effect:
+    effect = effect_for_tenant(tenant=request.membership.tenant, public_id=public_id)
+    if effect is None:
+        raise Http404("No such effect.")
+    return effect
+
+
+def task_for_member(request, public_id: str) -> Task:
+    task = task_for_tenant(tenant=request.membership.tenant, public_id=public_id)
+    if task is None:
+        raise Http404("No such task.")
+    return task

@@ -1,0 +1,253 @@
+"""The operator REST channel: list, read and answer interactions (/api/v1/interactions).
+
+Programs authenticate with an operator token (ApiToken kind=operator) and act for the
+token's subject; people in a browser use their session (CSRF enforced by DRF) and act as
+``user:<email>`` in their current tenant. Partner tokens are refused: a partner answers
+in-band over A2A, never here. The same services and the same audit as the pages.
+"""
+
+from dataclasses import dataclass
+
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import permissions, serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+
+from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
+from runtime.models import Interaction
+from runtime.selectors import held_call_for, interaction_for_tenant, interactions_for_tenant
+from runtime.services import interaction_answer
+from tenants.models import ApiToken
+
+
+@dataclass(frozen=True)
+class Operator:
+    tenant: object
+    subject: str
+    can_decide: bool
+
+
+def operator_for(request) -> Operator:
+    """Who is asking, in which tenant; refuses partner tokens and people without a tenant."""
+    user = request.user
+    identity = getattr(user, "identity", None)
+    if identity is not None:
+        if identity.token.kind != ApiToken.Kind.OPERATOR:
+            raise PermissionDenied("This API takes operator tokens; partners answer over A2A.")
+        return Operator(tenant=user.tenant, subject=user.subject, can_decide=True)
+    membership = getattr(request, "membership", None)
+    if not membership:
+        raise PermissionDenied("You are not a member of any tenant.")
+    return Operator(
+        tenant=membership.tenant, subject=user.subject, can_decide=membership.can_decide
+    )
+
+
+class IsOperator(permissions.BasePermission):
+    def has_permission(self, request, view) -> bool:
+        operator = operator_for(request)
+        if request.method not in permissions.SAFE_METHODS and not operator.can_decide:
+            raise PermissionDenied("Viewers can see but not decide.")
+        request.operator = operator
+        return True
+
+
+# --- serializers ---------------------------------------------------------------------------
+
+
+class HeldCallSerializer(serializers.Serializer):
+    server = serializers.CharField()
+    tool = serializers.CharField()
+    arguments = serializers.JSONField()
+    state = serializers.CharField()
+
+
+class InteractionSerializer(serializers.Serializer):
+    id = serializers.CharField(source="public_id")
+    kind = serializers.ChoiceField(choices=Interaction.Kind.choices)
+    state = serializers.ChoiceField(choices=Interaction.State.choices)
+    prompt = serializers.CharField()
+    detail = serializers.JSONField()
+    choices = serializers.SerializerMethodField()
+    allowCustom = serializers.SerializerMethodField()
+    agent = serializers.CharField(source="task.agent.slug")
+    taskId = serializers.CharField(source="task.public_id")
+    contextId = serializers.CharField(source="task.wire_context_id")
+    subject = serializers.CharField(help_text="The caller the task runs for.")
+    deciders = serializers.ChoiceField(choices=Interaction.Deciders.choices)
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    answer = serializers.JSONField(allow_null=True)
+    answeredBy = serializers.CharField(source="answered_by", allow_blank=True)
+    answeredVia = serializers.CharField(source="answered_via", allow_blank=True)
+    answeredAt = serializers.DateTimeField(source="answered_at", allow_null=True)
+
+    def get_choices(self, obj) -> list[str]:
+        return [str(c) for c in (obj.request or {}).get("choices") or []]
+
+    def get_allowCustom(self, obj) -> bool:  # noqa: N802 - the wire's spelling
+        request = obj.request or {}
+        return bool(request.get("allowCustom")) or not request.get("choices")
+
+
+class InteractionDetailSerializer(InteractionSerializer):
+    heldCall = serializers.SerializerMethodField(
+        help_text="For an approval: the call it holds, with the exact arguments that will be sent."
+    )
+
+    @extend_schema_field(HeldCallSerializer(allow_null=True))
+    def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
+        effect = held_call_for(interaction=obj)
+        return HeldCallSerializer(effect).data if effect else None
+
+
+class AnswerSerializer(serializers.Serializer):
+    approved = serializers.BooleanField(
+        required=False, help_text="For an approval: true sends the held call; false denies it."
+    )
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=1000,
+        help_text="For an approval: why; the agent's model sees it.",
+    )
+    value = serializers.JSONField(
+        required=False,
+        help_text="For a question: the answer (one of its choices unless allowCustom). "
+        "For a connection: true or false.",
+    )
+
+    def validate(self, attrs):
+        if ("approved" in attrs) == ("value" in attrs):
+            raise serializers.ValidationError("Send either approved (with a reason) or value.")
+        return attrs
+
+
+class DecidedSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    state = serializers.CharField()
+    answeredBy = serializers.CharField()
+    answeredVia = serializers.CharField()
+    answeredAt = serializers.DateTimeField(allow_null=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    field = serializers.CharField(required=False)
+
+
+# --- views ---------------------------------------------------------------------------------
+
+
+class InteractionCursor(CursorPagination):
+    ordering = ("-created_at", "-pk")
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+class InteractionFilters(serializers.Serializer):
+    state = serializers.ChoiceField(choices=Interaction.State.choices, required=False)
+    kind = serializers.ChoiceField(choices=Interaction.Kind.choices, required=False)
+    agent = serializers.SlugField(required=False, help_text="An agent's slug.")
+
+
+def _interaction_or_404(request, public_id: str) -> Interaction:
+    interaction = interaction_for_tenant(tenant=request.operator.tenant, public_id=public_id)
+    if interaction is None:
+        # The same answer for another tenant's id as for a missing one.
+        raise NotFound("No such interaction.")
+    return interaction
+
+
+@extend_schema(
+    operation_id="interactions_list",
+    parameters=[
+        InteractionFilters,
+        OpenApiParameter("limit", int, description="Page size (at most 200)."),
+        OpenApiParameter("cursor", str, description="The cursor of the next or previous page."),
+    ],
+    responses={200: InteractionSerializer(many=True), 400: ErrorSerializer, 403: ErrorSerializer},
+)
+@api_view(["GET"])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
+def interaction_list(request):
+    """The tenant's interactions, newest first; filter by state, kind and agent."""
+    filters = InteractionFilters(data=request.query_params)
+    filters.is_valid(raise_exception=True)
+    rows = interactions_for_tenant(
+        tenant=request.operator.tenant,
+        state=filters.validated_data.get("state"),
+        kind=filters.validated_data.get("kind"),
+        agent_slug=filters.validated_data.get("agent"),
+    )
+    paginator = InteractionCursor()
+    page = paginator.paginate_queryset(rows, request)
+    return paginator.get_paginated_response(InteractionSerializer(page, many=True).data)
+
+
+@extend_schema(
+    operation_id="interactions_retrieve",
+    responses={200: InteractionDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+)
+@api_view(["GET"])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
+def interaction_detail(request, public_id: str):
+    """One interaction, with the call an approval holds."""
+    return Response(InteractionDetailSerializer(_interaction_or_404(request, public_id)).data)
+
+
+@extend_schema(
+    operation_id="interactions_answer",
+    request=AnswerSerializer,
+    responses={
+        200: InteractionDetailSerializer,
+        400: ErrorSerializer,
+        403: ErrorSerializer,
+        404: ErrorSerializer,
+        409: OpenApiResponse(DecidedSerializer, description="Someone else decided first."),
+    },
+)
+@api_view(["POST"])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
+def interaction_answer_view(request, public_id: str):
+    """Decide: {approved, reason} for an approval, {value} for a question or a connection."""
+    interaction = _interaction_or_404(request, public_id)
+    body = AnswerSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    answer = dict(body.validated_data)
+    try:
+        decided = interaction_answer(
+            tenant=request.operator.tenant,
+            interaction_id=interaction.public_id,
+            answer=answer,
+            by=request.operator.subject,
+            via="rest",
+        )
+    except AlreadyDecided as exc:
+        won = exc.interaction
+        return Response(
+            {
+                "detail": exc.message,
+                "state": won.state,
+                "answeredBy": won.answered_by,
+                "answeredVia": won.answered_via,
+                "answeredAt": won.answered_at,
+            },
+            status=status.HTTP_409_CONFLICT,
+        )
+    except InvalidParams as exc:
+        return Response(
+            {"detail": exc.description, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
+        )
+    except TaskNotFound as exc:
+        raise NotFound("No such interaction.") from exc
+    decided = interaction_for_tenant(tenant=request.operator.tenant, public_id=decided.public_id)
+    return Response(InteractionDetailSerializer(decided).data)

@@ -1,0 +1,49 @@
+// The inbox's live list: every few seconds, fetch the list fragment and swap it in, so that
+// new approvals appear without a reload. Without JavaScript the page is a plain page.
+(function () {
+  "use strict";
+  var list = document.getElementById("inbox-list");
+  var status = document.getElementById("inbox-status");
+  if (!list || !window.fetch) return;
+  var url = list.getAttribute("data-fragment-url");
+  var every = 3000;
+  var lastCount = count(list);
+
+  function count(root) {
+    var el = root.querySelector("[data-count]");
+    return el ? el.getAttribute("data-count") : "0";
+  }
+
+  function swap(html) {
+    // Keep the keyboard focus on the same item across the swap.
+    var focused = document.activeElement;
+    var focusId = focused && list.contains(focused) ? focused.id : null;
+    list.innerHTML = html;
+    if (focusId) {
+      var again = document.getElementById(focusId);
+      if (again) again.focus();
+    }
+    var now = count(list);
+    if (status && now !== lastCount) {
+      status.textContent = now === "0" ? "Nothing is waiting." : now + " waiting.";
+    }
+    lastCount = now;
+  }
+
+  function poll() {
+    if (document.hidden) return setTimeout(poll, every);
+    fetch(url, { credentials: "same-origin", cache: "no-store", headers: { "X-Requested-With": "fetch" } })
+      .then(function (response) {
+        // Logged out (the login page) or an error: stop, the plain page still works.
+        if (!response.ok || response.redirected) throw new Error("inbox poll stopped");
+        return response.text();
+      })
+      .then(function (html) {
+        if (html.trim() !== list.innerHTML.trim()) swap(html);
+        setTimeout(poll, every);
+      })
+      .catch(function () {});
+  }
+
+  setTimeout(poll, every);
+})();

@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_GET, require_http_methods
 
+from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import effect_for_member, interaction_for_member, task_for_member
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
 from runtime import extensions as ext
@@ -352,6 +353,7 @@ def task_detail(request, public_id: str):
             "messages_shown": visible_messages(task),
             "effects": [{"effect": e, "arguments": pretty(e.arguments)} for e in effects],
             "interactions": task_interactions(task=task),
+            "push_deliveries": push_deliveries_for_task(tenant=task.tenant, task=task),
         },
     )
 

@@ -294,6 +294,9 @@ def test_receiver_gets_every_event_of_flows_1_to_3_in_order_signed(push_world, r
         assert request["headers"]["authorization"] == "Bearer s3cret"
         assert request["headers"]["x-a2a-notification-token"] == "tok-1"
     assert PushAttempt.objects.count() == len(receiver.requests)
+    # Operators see the deliveries and their attempts on the task page.
+    page = a.client_for(a.operator).get(f"/tasks/{t3}/").content.decode()
+    assert "Push deliveries" in page and receiver.url in page and "HTTP 200" in page
 
 
 @pytest.mark.django_db(transaction=True)

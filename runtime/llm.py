@@ -89,10 +89,11 @@ class TurnView:
 
     @property
     def answers(self) -> dict[str, Any]:
+        # An expired question has no value: the model sees it unanswered (seed 002).
         return {
             e["questionId"]: e["value"]
             for e in self.transcript
-            if e["type"] == "answer" and e.get("questionId")
+            if e["type"] == "answer" and e.get("questionId") and "value" in e
         }
 
     @property

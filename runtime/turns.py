@@ -577,7 +577,10 @@ class TurnRunner:
         with transaction.atomic():
             task = self.locked()
             if effect.state == Effect.State.SUCCEEDED:
-                self.tool_result(task, step, ok=True, result=effect.outcome)
+                # The model sees what the tool returned, as after a normal send, not the
+                # journal's envelope (an operator's "happened" stores {result, resolvedBy}).
+                result = (effect.outcome or {}).get("result")
+                self.tool_result(task, step, ok=True, result=result)
             else:
                 outcome = effect.outcome or {}
                 self.tool_result(

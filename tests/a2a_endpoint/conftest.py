@@ -1,0 +1,155 @@
+"""Helpers for driving the A2A endpoint in-process: JSON-RPC posts through Django's test
+client, with the demo agents loaded into both tenants of the `world` fixture.
+
+Turns run in Celery tasks enqueued on commit; the `eager` fixture runs them inline when the
+request's transaction commits, so a blocking SendMessage returns the settled task.
+"""
+
+import json
+import uuid
+
+import pytest
+from a2a import types as a2a
+from django.test import Client
+from google.protobuf import json_format
+
+from runtime import extensions as ext
+from runtime.demo import seed_demo_agents
+
+A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+EXTENSIONS = {"A2A-Extensions": ext.INTERACTIONS}
+
+
+def post(client: Client, path: str, body, *, token: str | None = None, headers=None):
+    """POST a raw body (str or bytes) with the A2A headers; a header given as None is left out."""
+    merged = {**A2A_HEADERS, **(headers or {})}
+    if token is not None:
+        merged.setdefault("Authorization", f"Bearer {token}")
+    merged = {k: v for k, v in merged.items() if v is not None}
+    content_type = merged.pop("Content-Type", "")
+    return client.post(path, data=body, content_type=content_type, headers=merged)
+
+
+def rpc(
+    client: Client,
+    path: str,
+    method: str,
+    params=None,
+    *,
+    token: str | None = None,
+    headers: dict | None = None,
+    request_id=1,
+):
+    """POST one JSON-RPC request; a header given as None in ``headers`` is left out."""
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return post(client, path, json.dumps(body), token=token, headers=headers)
+
+
+def user_message(text: str | None = "hello", **fields) -> dict:
+    """A ROLE_USER message; extra fields (taskId, contextId, metadata, parts...) as given."""
+    message = {"messageId": f"m-{uuid.uuid4()}", "role": "ROLE_USER"}
+    if text is not None:
+        message["parts"] = [{"text": text}]
+    message.update(fields)
+    return message
+
+
+def answer_message(task: dict, **fields) -> dict:
+    """A message on the same task and context (an answer)."""
+    return user_message(taskId=task["id"], contextId=task["contextId"], **fields)
+
+
+def interaction_metadata(interaction_id: str, **answer) -> dict:
+    return {ext.INTERACTIONS: {"interactionId": interaction_id, **answer}}
+
+
+def result_of(response) -> dict:
+    body = response.json()
+    assert "error" not in body, body
+    return body["result"]
+
+
+def error_of(response) -> dict:
+    body = response.json()
+    assert "result" not in body, body
+    return body["error"]
+
+
+def error_info(error: dict) -> dict:
+    infos = [d for d in error.get("data", []) if d["@type"].endswith("google.rpc.ErrorInfo")]
+    assert len(infos) == 1, error
+    assert infos[0]["domain"] == "a2a-protocol.org"
+    assert infos[0]["reason"]
+    return infos[0]
+
+
+def assert_error(response, code: int, reason: str | None = None, *, status: int = 200) -> dict:
+    """The response is JSON-RPC error ``code`` with its ErrorInfo; return the error."""
+    assert response.status_code == status, (response.status_code, response.content)
+    error = error_of(response)
+    assert error["code"] == code, error
+    info = error_info(error)
+    if reason is not None:
+        assert info["reason"] == reason, error
+    return error
+
+
+def field_violations(error: dict) -> list[dict]:
+    return [
+        v
+        for d in error.get("data", [])
+        if d["@type"].endswith("google.rpc.BadRequest")
+        for v in d["fieldViolations"]
+    ]
+
+
+def as_task(obj: dict) -> dict:
+    """Check that ``obj`` is a valid A2A 1.0 Task (ProtoJSON) and return it."""
+    json_format.ParseDict(obj, a2a.Task())
+    return obj
+
+
+def task_of(response) -> dict:
+    result = result_of(response)
+    assert "task" in result, result
+    return as_task(result["task"])
+
+
+def status_text(task: dict) -> str:
+    message = task["status"].get("message") or {}
+    return " ".join(p.get("text", "") for p in message.get("parts", []))
+
+
+def interaction_of(task: dict) -> dict:
+    return task["status"]["message"]["metadata"][ext.INTERACTIONS]
+
+
+@pytest.fixture
+def eager(settings):
+    """Run turns inline when the enqueuing transaction commits; bound a blocking wait."""
+    from config.celery import app
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.CELERY_TASK_EAGER_PROPAGATES = True
+    settings.A2A_WAIT_MS = 10_000
+    # Celery copies Django's settings once, at first use: set its own view too, and put it
+    # back, so that no other test runs turns inline by accident.
+    saved = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
+    app.conf.update(task_always_eager=True, task_eager_propagates=True)
+    yield
+    app.conf.update(saved)
+
+
+@pytest.fixture
+def agents(world):
+    """The demo agents (runtime/agents/*.md) in both tenants of the world."""
+    for side in (world.a, world.b):
+        seed_demo_agents(tenant=side.tenant)
+    return world
+
+
+@pytest.fixture
+def client():
+    return Client()

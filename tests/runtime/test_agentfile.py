@@ -1,0 +1,144 @@
+"""load_agents: AGENT.md files into a tenant, idempotently; a broken file is named with its
+line and field so it can be fixed in one go."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from runtime.models import Agent
+
+pytestmark = pytest.mark.django_db
+
+GOOD = """---
+name: helper
+description: Helps.
+skills:
+  - id: help
+    name: Help
+    description: Helps with anything.
+policy:
+  deploy/deploy_build: approve
+model:
+  provider: scripted
+  script:
+    - steps:
+        - reply: "Hi."
+---
+Be helpful.
+"""
+
+
+def load(path, tenant="acme") -> str:
+    out = StringIO()
+    call_command("load_agents", str(path), "--tenant", tenant, stdout=out)
+    return out.getvalue()
+
+
+def test_load_agents_is_idempotent_and_reports_what_changed(world, tmp_path):
+    (tmp_path / "helper.md").write_text(GOOD)
+    (tmp_path / "other.md").write_text(GOOD.replace("name: helper", "name: other"))
+    first = load(tmp_path)
+    assert "2 agent(s): 2 created, 0 updated, 0 unchanged" in first
+    agent = Agent.objects.get(tenant=world.a.tenant, slug="helper")
+    assert agent.instructions == "Be helpful."
+    assert agent.skills[0]["id"] == "help"
+    assert "2 agent(s): 0 created, 0 updated, 2 unchanged" in load(tmp_path)
+    (tmp_path / "helper.md").write_text(GOOD.replace("Helps.", "Helps more."))
+    third = load(tmp_path)
+    assert "2 agent(s): 0 created, 1 updated, 1 unchanged" in third
+    assert "updated   acme/helper" in third
+    assert Agent.objects.get(tenant=world.a.tenant, slug="helper").description == "Helps more."
+    assert Agent.objects.filter(tenant=world.a.tenant).count() == 2
+    assert not Agent.objects.filter(tenant=world.b.tenant).exists()
+
+
+def test_load_agents_loads_the_demo_agents(world):
+    from runtime.demo import AGENTS_DIR
+
+    assert "5 agent(s): 5 created" in load(AGENTS_DIR, tenant="globex")
+
+
+def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
+    with pytest.raises(CommandError, match="No tenant 'nope'"):
+        load(tmp_path, tenant="nope")
+    with pytest.raises(CommandError, match=r"No \*\.md files"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "old, new, line, field",
+    [
+        ("name: helper\n", "", 2, "name"),
+        ("name: helper\n", "name: Helper Bot!\nslug: Not A Slug\n", 3, "slug"),
+        ("description: Helps.\n", "description:\n", 3, "description"),
+        (
+            "skills:\n  - id: help\n",
+            "skills:\n  - id: help\n    tags: notalist\n",
+            6,
+            "skills.0.tags",
+        ),
+        ("    description: Helps with anything.\n", "", 5, "skills.0.description"),
+        ("skills:\n", "skills: 3\nx:\n", 4, "skills"),
+        (
+            "deploy/deploy_build: approve",
+            "deploy/deploy_build: maybe",
+            9,
+            "policy.deploy/deploy_build",
+        ),
+        (
+            "deploy/deploy_build: approve",
+            "deploy/deploy_build: {action: approve, deciders: anyone}",
+            9,
+            "policy.deploy/deploy_build.deciders",
+        ),
+        ('        - reply: "Hi."', "        - dance: true", 14, "model.script.0.steps.0"),
+        (
+            '        - reply: "Hi."',
+            "        - ask: {prompt: no id}",
+            14,
+            "model.script.0.steps.0.ask",
+        ),
+        ("provider: scripted", "provider: openai", 11, "model.provider"),
+        ("description: Helps.\n", "description: [unclosed\n", 4, "front matter"),
+        ("description: Helps.\n", "description: Helps.\n  bad: indent: here\n", 4, "front matter"),
+    ],
+    ids=[
+        "missing-name",
+        "bad-slug",
+        "missing-description",
+        "bad-skill-tags",
+        "skill-without-description",
+        "skills-not-a-list",
+        "bad-policy-action",
+        "bad-deciders",
+        "bad-script-step",
+        "ask-without-id",
+        "unknown-provider",
+        "yaml-syntax-unclosed",
+        "yaml-syntax-indent",
+    ],
+)
+def test_a_broken_agent_file_names_its_file_line_and_field(world, tmp_path, old, new, line, field):
+    assert old in GOOD
+    path = tmp_path / "broken.md"
+    path.write_text(GOOD.replace(old, new, 1))
+    (tmp_path / "fine.md").write_text(GOOD.replace("name: helper", "name: fine"))
+    with pytest.raises(CommandError) as caught:
+        load(tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{line}: {field}: "), message
+    # Nothing is loaded from a folder with a broken file.
+    assert not Agent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [("name: x\n", 1), ("---\nname: x\ndescription: y\n", 3)],
+    ids=["no-opening", "no-closing"],
+)
+def test_front_matter_fences_are_required(world, tmp_path, text, line):
+    path = tmp_path / "x.md"
+    path.write_text(text)
+    with pytest.raises(CommandError, match=rf"^{path}:{line}: front matter: "):
+        load(path)

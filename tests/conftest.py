@@ -77,13 +77,16 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.fixture
-def demo(transactional_db):
+def demo(transactional_db, settings):
     """The demo tenant as seed_demo makes it (agents, logins, a partner token)."""
     import json
     from io import StringIO
 
     from django.core.management import call_command
 
+    # pytest-django runs with DEBUG off, and seed_demo refuses the documented demo password
+    # then; a test password is not a deployment's.
+    settings.DEMO_OPERATOR_PASSWORD = "a-test-demo-password"
     out = StringIO()
     call_command("seed_demo", "--json", stdout=out)
     return json.loads(out.getvalue())

@@ -147,12 +147,14 @@ class Partner:
         client = self.client(agent_path)
         return self.run(client.cancel_task(CancelTaskRequest(id=task_id)))
 
-    def wait_for(self, agent_path: str, task_id: str, states=SETTLED, timeout=30, **kw) -> Task:
+    def wait_for(
+        self, agent_path: str, task_id: str, states=SETTLED, timeout=30, predicate=None, **kw
+    ) -> Task:
         """GetTask until the task is in one of ``states`` (a condition with a deadline)."""
         deadline = time.monotonic() + timeout
         while True:
             task = self.get(agent_path, task_id, **kw)
-            if task.status.state in states:
+            if task.status.state in states and (predicate is None or predicate(task)):
                 return task
             if time.monotonic() > deadline:
                 raise TimeoutError(

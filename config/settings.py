@@ -257,6 +257,8 @@ if CELERY_BROKER_URL == "filesystem://":
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Deployments (or test stacks) that share one broker keep their turns apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 # Turns are safe to run twice: acknowledge only when done, and give the message back when

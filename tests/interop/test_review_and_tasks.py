@@ -191,3 +191,16 @@ def test_push_configs_are_not_supported(partner, agents):
     config = TaskPushNotificationConfig(task_id="t1.x", url="https://example.test/hook")
     with pytest.raises(PushNotificationNotSupportedError):
         partner.run(client.create_task_push_notification_config(config))
+
+
+def test_answer_retried_with_the_same_message_id_returns_the_same_task(partner, agents):
+    reviewer = agents["code-reviewer"]
+    task = ask_for_review(partner, agents)
+    reply = user_message("main", task_id=task.id, context_id=task.context_id)
+    first = partner.send(reviewer, reply)
+    again = partner.send(reviewer, reply)
+    assert again.id == first.id == task.id
+    assert again.status.state == TaskState.TASK_STATE_COMPLETED
+    ids = [m.message_id for m in partner.get(reviewer, task.id).history]
+    assert ids.count(reply.message_id) == 1
+    assert Interaction.objects.get(task__public_id=task.id).answer == {"value": "main"}

@@ -266,9 +266,7 @@ def main() -> int:
     from runtime.models import Task
 
     connection.close()
-    settled = dict(
-        Task.objects.filter(tenant=tenant).values_list("public_id", "status_timestamp")
-    )
+    settled = dict(Task.objects.filter(tenant=tenant).values_list("public_id", "status_timestamp"))
     errors = Counter(r["error"] for r in results if "error" in r)
     states = Counter(r["state"] for r in results if "state" in r)
     delays = [

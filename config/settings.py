@@ -249,10 +249,13 @@ if CELERY_BROKER_URL == "filesystem://":
     _processed_dir = VAR_DIR / "celery" / "processed"
     _queue_dir.mkdir(parents=True, exist_ok=True)
     _processed_dir.mkdir(parents=True, exist_ok=True)
+    (VAR_DIR / "celery" / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
+        # kombu's default is ./control, in the source tree; one file per exchange (queue).
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
 else:

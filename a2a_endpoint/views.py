@@ -54,8 +54,20 @@ def _release_connection() -> None:
     connection.close()
 
 
+def _call_releasing(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        # Hold a database connection for one call, not for the whole request: under ASGI
+        # each request has a thread of its own, and a thousand requests in flight queued for
+        # a pool of a few connections and timed out (bench/waiters.py). Inside an atomic
+        # block (a test's transaction) the connection is the caller's to keep.
+        if not connection.in_atomic_block:
+            connection.close()
+
+
 async def _db(fn, *args, **kwargs):
-    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    return await sync_to_async(_call_releasing, thread_sensitive=True)(fn, *args, **kwargs)
 
 
 def _load_agent(tenant_slug: str, agent_slug: str) -> Agent | None:

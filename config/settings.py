@@ -254,14 +254,19 @@ if CELERY_BROKER_URL == "filesystem://":
     _processed_dir = VAR_DIR / "celery" / "processed"
     _queue_dir.mkdir(parents=True, exist_ok=True)
     _processed_dir.mkdir(parents=True, exist_ok=True)
+    (VAR_DIR / "celery" / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
         "processed_folder": str(_processed_dir),
+        # kombu's default is ./control, in the source tree; one file per exchange (queue).
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Deployments (or test stacks) that share one broker keep their turns apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 # Turns are safe to run twice: acknowledge only when done, and give the message back when

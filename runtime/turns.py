@@ -187,8 +187,13 @@ class TurnRunner:
             self.finish(task, TaskState.FAILED, "The turn took too many steps and was stopped.")
 
     def locked(self) -> Task:
+        # of=("self",): lock the task row only. Locking the joined tenant row too serialised
+        # every turn of a tenant and deadlocked with the foreign-key checks of new tasks
+        # (bench/waiters.py, 1000 callers on PostgreSQL).
         task = (
-            Task.objects.select_for_update().select_related("tenant", "agent").get(pk=self.task_pk)
+            Task.objects.select_for_update(of=("self",))
+            .select_related("tenant", "agent")
+            .get(pk=self.task_pk)
         )
         if task.lease_owner != self.worker_id or task.state != TaskState.WORKING:
             raise LeaseLost()

@@ -1,0 +1,295 @@
+"""How many blocking SendMessage callers can one web process hold, and how late are they woken?
+
+Starts one uvicorn process and one Celery worker on PostgreSQL, seeds a tenant, a token and
+an agent whose scripted model waits a moment and then asks a question (so every turn settles
+in INPUT_REQUIRED), fires N concurrent blocking SendMessage calls, and reports:
+
+- the web process's peak RSS (VmHWM from /proc; sampled VmRSS too),
+- for each call, the delay between the task settling (its status timestamp, read from the
+  database afterwards) and the caller receiving the answer: p50 / p95 / max,
+- errors, by kind.
+
+Run by hand, never in the test run (see bench/README.md):
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/countersign_bench \\
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/9 .venv/bin/python bench/waiters.py 1000
+"""
+
+import argparse
+import asyncio
+import os
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS, VmHWM (kB) and Threads of a process, from /proc (psutil is not a dependency)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def seed(wait_seconds: float):
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from runtime.agentfile import AgentSpec
+    from runtime.services_agents import agent_upsert
+    from tenants.models import Tenant
+    from tenants.tokens import api_token_create
+
+    call_command("migrate", verbosity=0)
+    tenant = Tenant.objects.create(slug=f"bench-{uuid.uuid4().hex[:8]}", name="Bench")
+    spec = AgentSpec(
+        slug="waiter",
+        name="waiter",
+        description="Waits a moment, then asks a question.",
+        skills=[{"id": "ask", "name": "Ask", "description": "Asks.", "tags": [], "examples": []}],
+        model={
+            "provider": "scripted",
+            "script": [
+                {
+                    "steps": [
+                        {"wait": wait_seconds},
+                        {"ask": {"id": "base", "prompt": "Which base branch?"}},
+                    ]
+                }
+            ],
+        },
+    )
+    agent, _ = agent_upsert(tenant=tenant, spec=spec)
+    _, token = api_token_create(tenant=tenant, subject="partner:bench", name="bench")
+    return tenant, agent, token
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
+    web = subprocess.Popen(
+        [
+            str(BIN / "uvicorn"),
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            # Room for every waiter: uvicorn answers 503 past --limit-concurrency, and the
+            # listen backlog must hold a burst of connects.
+            "--limit-concurrency",
+            "4096",
+            "--backlog",
+            "2048",
+            "--timeout-keep-alive",
+            "600",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=open(logdir / "web.log", "ab"),
+        stderr=subprocess.STDOUT,
+    )
+    worker_log = logdir / "worker.log"
+    worker = subprocess.Popen(
+        [
+            str(BIN / "celery"),
+            "-A",
+            "config",
+            "worker",
+            "--loglevel",
+            "WARNING",
+            "--concurrency",
+            str(worker_concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env={**env, "DATABASE_POOL": "false"},
+        stdout=open(worker_log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+    import httpx
+
+    def web_up():
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(web_up, 60, "the web server")
+    return web, worker
+
+
+async def fire(url: str, token: str, n: int, timeout: float):
+    import httpx
+
+    limits = httpx.Limits(max_connections=n + 16, max_keepalive_connections=n + 16)
+    headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+    results = []
+    async with httpx.AsyncClient(
+        limits=limits, headers=headers, timeout=httpx.Timeout(timeout, connect=60)
+    ) as client:
+
+        async def one(i: int):
+            body = {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "SendMessage",
+                "params": {
+                    "message": {
+                        "messageId": str(uuid.uuid4()),
+                        "role": "ROLE_USER",
+                        "parts": [{"text": f"review diff {i}"}],
+                    }
+                },
+            }
+            try:
+                response = await client.post(url, json=body)
+                received = time.time()
+                if response.status_code != 200:
+                    return {"error": f"HTTP {response.status_code}"}
+                payload = response.json()
+                if "error" in payload:
+                    return {"error": payload["error"].get("message", "error")[:80]}
+                task = payload["result"]["task"]
+                return {"task": task["id"], "state": task["status"]["state"], "at": received}
+            except httpx.HTTPError as exc:
+                return {"error": type(exc).__name__}
+
+        started = time.monotonic()
+        results = await asyncio.gather(*(one(i) for i in range(n)))
+        return results, time.monotonic() - started
+
+
+def main() -> int:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=1000, help="concurrent callers")
+    parser.add_argument("--wait", type=float, default=0.1, help="the model's wait, seconds")
+    parser.add_argument("--worker-concurrency", type=int, default=4)
+    parser.add_argument("--pool-max", type=int, default=10, help="web DATABASE_POOL_MAX_SIZE")
+    args = parser.parse_args()
+
+    if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        print("DATABASE_URL must name a PostgreSQL database (LISTEN/NOTIFY wake-ups).")
+        return 2
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # The seeding here and the server must agree on the key (tokens are hashed with it).
+    os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
+    os.environ["DEBUG"] = "false"  # DEBUG keeps every query in memory: not what we measure
+    os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+
+    tenant, agent, token = seed(args.wait)
+    logdir = Path(tempfile.mkdtemp(prefix="bench-waiters-"))
+    port = free_port()
+    env = {
+        **os.environ,
+        "A2A_WAIT_MS": "600000",
+        "DATABASE_POOL": "true",
+        "DATABASE_POOL_MAX_SIZE": str(args.pool_max),
+        # A queue of its own, so that no other worker on the broker takes these turns.
+        "CELERY_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
+    }
+    web, worker = start_stack(env, port, logdir, args.worker_concurrency)
+    samples = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                samples.append(proc_status(web.pid))
+            except OSError:
+                return
+            stop.wait(0.25)
+
+    try:
+        before = proc_status(web.pid)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        url = f"http://127.0.0.1:{port}/a2a/{tenant.slug}/{agent.slug}"
+        results, elapsed = asyncio.run(fire(url, token, args.n, timeout=900))
+        stop.set()
+        sampler.join()
+        after = proc_status(web.pid)
+    finally:
+        stop.set()
+        web.terminate()
+        os.killpg(worker.pid, signal.SIGTERM)
+        web.wait(30)
+        worker.wait(60)
+
+    from django.db import connection
+
+    from runtime.models import Task
+
+    connection.close()
+    settled = dict(Task.objects.filter(tenant=tenant).values_list("public_id", "status_timestamp"))
+    errors = Counter(r["error"] for r in results if "error" in r)
+    states = Counter(r["state"] for r in results if "state" in r)
+    delays = [
+        (r["at"] - settled[r["task"]].timestamp()) * 1000
+        for r in results
+        if "task" in r and r["state"] == "TASK_STATE_INPUT_REQUIRED"
+    ]
+    print(f"callers: {args.n}   wall time: {elapsed:.1f}s   logs: {logdir}")
+    print(f"answers: {dict(states)}   errors: {dict(errors) or 0}")
+    print(
+        f"web RSS: before {before['VmRSS'] / 1024:.0f} MiB, peak (VmHWM) "
+        f"{after['VmHWM'] / 1024:.0f} MiB, max sampled "
+        f"{max(s['VmRSS'] for s in samples) / 1024:.0f} MiB; threads max "
+        f"{max(s['Threads'] for s in samples)}"
+    )
+    if delays:
+        print(
+            "settled -> caller answered (ms): "
+            f"p50 {statistics.median(delays):.0f}  p95 {percentile(delays, 95):.0f}  "
+            f"max {max(delays):.0f}  (n={len(delays)})"
+        )
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,7 +4,7 @@ from datetime import datetime
 
 from django.db.models import Q
 
-from runtime.models import Agent, Task
+from runtime.models import Agent, Task, TaskFile
 
 
 def tasks_page(
@@ -32,3 +32,20 @@ def tasks_page(
         page = page.filter(Q(status_timestamp__lt=ts) | Q(status_timestamp=ts, pk__lt=pk))
     rows = list(page.order_by("-status_timestamp", "-pk")[: page_size + 1])
     return rows[:page_size], base.count(), len(rows) > page_size
+
+
+def task_file_for_caller(
+    *, tenant, agent_slug: str, task_id: str, subject: str, file_id: str
+) -> TaskFile | None:
+    """A hosted file of a caller's task, or None when any part does not match (no leaks)."""
+    return (
+        TaskFile.objects.filter(
+            tenant=tenant,
+            public_id=file_id,
+            task__public_id=task_id,
+            task__subject=subject,
+            task__agent__slug=agent_slug,
+        )
+        .select_related("task")
+        .first()
+    )

@@ -36,6 +36,7 @@ from django.db.models import Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from a2a_endpoint.files import files_base, linker
 from a2a_endpoint.models import (
     PushAttempt,
     PushConfig,
@@ -360,7 +361,13 @@ def backoff_seconds(attempts: int) -> float:
 
 def _attempt(client: httpx.Client, config: PushConfig, delivery: PushDelivery) -> float | None:
     """POST one delivery; record the attempt; return seconds to wait before retrying it."""
-    body = json.dumps(event_wire(delivery.event.payload, frozenset(config.activated)))
+    # Download links in artifacts are absolute only with PUBLIC_BASE_URL (there is no
+    # request to take a host from); a receiver can always GetTask for fresh ones.
+    link = linker(
+        config.task,
+        lambda: files_base(settings.PUBLIC_BASE_URL, config.tenant.slug, config.task.agent.slug),
+    )
+    body = json.dumps(event_wire(delivery.event.payload, frozenset(config.activated), link))
     now = timezone.now()
     status_code, error, retry_in, give_up = None, "", None, False
     started = time.monotonic()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from a2a_endpoint import views
+from a2a_endpoint import files, views
 
 app_name = "a2a"
 urlpatterns = [
@@ -8,4 +8,5 @@ urlpatterns = [
     # Some clients post to the interface URL with a trailing slash.
     path("<slug:tenant>/<slug:agent>/", views.endpoint),
     path("<slug:tenant>/<slug:agent>/.well-known/agent-card.json", views.card, name="card"),
+    path("<slug:tenant>/<slug:agent>/files/<str:token>", files.download, name="file"),
 ]

@@ -23,7 +23,7 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from a2a_endpoint import errors, push, wire
+from a2a_endpoint import errors, files, push, wire
 from a2a_endpoint.card import agent_card, card_etag
 from config.logging import bind
 from runtime import extensions as ext
@@ -41,11 +41,13 @@ STREAMING_METHODS = {"SendStreamingMessage", "SubscribeToTask"}
 
 
 class Caller:
-    def __init__(self, agent: Agent, subject: str, activated: frozenset):
+    def __init__(self, agent: Agent, subject: str, activated: frozenset, base_url: str = ""):
         self.agent = agent
         self.tenant = agent.tenant
         self.subject = subject
         self.activated = activated
+        # Where this caller reached us: the start of the file download links we hand out.
+        self.files_base = files.files_base(base_url, agent.tenant.slug, agent.slug)
 
 
 def _release_connection() -> None:
@@ -194,7 +196,12 @@ async def endpoint(request, tenant: str, agent: str):
         activated = _activated(request)
         request_id, envelope = _read_body(request)
         _check_version(request)
-        caller = Caller(found, subject, activated)
+        caller = Caller(
+            found,
+            subject,
+            activated,
+            settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
+        )
         result = await _dispatch(caller, envelope["method"], envelope.get("params", {}))
         return _rpc_response(
             {"jsonrpc": "2.0", "id": request_id, "result": result}, activated=activated
@@ -283,7 +290,14 @@ async def send_message(caller: Caller, params: dict):
         task = await _wait(task)
     if task.reply_message and task.state in SETTLED_STATES and blocking:
         return {"message": task.reply_message}
-    return {"task": wire.task_wire(task, activated=caller.activated, history_length=history_length)}
+    return {
+        "task": wire.task_wire(
+            task,
+            activated=caller.activated,
+            history_length=history_length,
+            files_base=caller.files_base,
+        )
+    }
 
 
 def _read_state(pk: int) -> str:
@@ -320,7 +334,12 @@ async def get_task(caller: Caller, params: dict):
         subject=caller.subject,
         task_id=request.id,
     )
-    return wire.task_wire(task, activated=caller.activated, history_length=history_length)
+    return wire.task_wire(
+        task,
+        activated=caller.activated,
+        history_length=history_length,
+        files_base=caller.files_base,
+    )
 
 
 async def cancel_task(caller: Caller, params: dict):
@@ -334,7 +353,7 @@ async def cancel_task(caller: Caller, params: dict):
         subject=caller.subject,
         task_id=request.id,
     )
-    return wire.task_wire(task, activated=caller.activated)
+    return wire.task_wire(task, activated=caller.activated, files_base=caller.files_base)
 
 
 def _decode_page_token(token: str) -> tuple[datetime, int] | None:
@@ -386,6 +405,7 @@ async def list_tasks(caller: Caller, params: dict):
                 activated=caller.activated,
                 history_length=history_length,
                 include_artifacts=include_artifacts,
+                files_base=caller.files_base,
             )
             for t in tasks
         ],

@@ -5,13 +5,17 @@ are accepted, unknown fields ignored, as A2A §5.7 asks); their JSON values (met
 parts) are taken from the request as sent, so that 42 stays 42 and does not become 42.0.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from a2a import types as a2a
+from django.conf import settings
 from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from a2a_endpoint.errors import invalid_params
+from a2a_endpoint.files import linker
+from runtime.files import file_ref
 from runtime.models import Task
 from runtime.services import now_iso
 
@@ -46,6 +50,12 @@ def message_in(raw_params: dict, request: a2a.SendMessageRequest) -> dict:
     for i, part in enumerate(message.parts):
         if part.WhichOneof("content") is None:
             raise invalid_params(f"message.parts[{i}]", "needs one of text, raw, url or data")
+        if part.WhichOneof("content") == "raw" and len(part.raw) > settings.A2A_MAX_RAW_PART_BYTES:
+            raise invalid_params(
+                f"message.parts[{i}].raw",
+                f"is {len(part.raw)} bytes; the limit is {settings.A2A_MAX_RAW_PART_BYTES} bytes "
+                "(send a larger file as a url part)",
+            )
         if (
             part.WhichOneof("content") == "data"
             and i < len(raw_parts)
@@ -85,8 +95,20 @@ def status_wire(task: Task, activated: frozenset) -> dict:
     return status
 
 
-def artifact_wire(artifact: dict, task: Task, activated: frozenset) -> dict:
-    return _with_extensions(artifact, task.artifact_ext.get(artifact["artifactId"], {}), activated)
+def _parts_out(artifact: dict, link: Callable[[str], str]) -> dict:
+    """Stored file references become the caller's signed download links (files/v1)."""
+    if not any(file_ref(p) for p in artifact.get("parts", [])):
+        return artifact
+    parts = [{**p, "url": link(ref)} if (ref := file_ref(p)) else p for p in artifact["parts"]]
+    return {**artifact, "parts": parts}
+
+
+def artifact_wire(artifact: dict, task: Task, activated: frozenset, files_base: str = "") -> dict:
+    return _with_extensions(
+        _parts_out(artifact, linker(task, files_base)),
+        task.artifact_ext.get(artifact["artifactId"], {}),
+        activated,
+    )
 
 
 def task_wire(
@@ -95,7 +117,9 @@ def task_wire(
     activated: frozenset = frozenset(),
     history_length: int | None = None,
     include_artifacts: bool = True,
+    files_base: str = "",
 ) -> dict:
+    """``files_base`` (a2a_endpoint.files.files_base) starts the artifacts' download links."""
     out: dict[str, Any] = {
         "id": task.public_id,
         "contextId": task.wire_context_id,
@@ -109,7 +133,7 @@ def task_wire(
         if chosen:
             out["metadata"] = chosen
     if include_artifacts and task.artifacts:
-        out["artifacts"] = [artifact_wire(a, task, activated) for a in task.artifacts]
+        out["artifacts"] = [artifact_wire(a, task, activated, files_base) for a in task.artifacts]
     history = task.history
     if history_length is not None:
         history = history[-history_length:] if history_length > 0 else []
@@ -118,8 +142,11 @@ def task_wire(
     return out
 
 
-def event_wire(payload: dict, activated: frozenset) -> dict:
-    """A stored TaskEvent payload as a StreamResponse for a receiver with ``activated``."""
+def event_wire(
+    payload: dict, activated: frozenset, link: Callable[[str], str] | None = None
+) -> dict:
+    """A stored TaskEvent payload as a StreamResponse for a receiver with ``activated``;
+    ``link`` makes download links for the artifact's hosted files."""
     ext_data = payload.get("_ext", {})
     body = {k: v for k, v in payload.items() if k != "_ext"}
     if "statusUpdate" in body and body["statusUpdate"]["status"].get("message"):
@@ -136,7 +163,11 @@ def event_wire(payload: dict, activated: frozenset) -> dict:
         return {
             "artifactUpdate": {
                 **update,
-                "artifact": _with_extensions(update["artifact"], ext_data, activated),
+                "artifact": _with_extensions(
+                    _parts_out(update["artifact"], link) if link else update["artifact"],
+                    ext_data,
+                    activated,
+                ),
             }
         }
     return body

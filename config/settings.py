@@ -356,6 +356,13 @@ CELERY_BEAT_SCHEDULE["sweep-push"] = {
 FILES_URL_TTL_SECONDS = env_int("FILES_URL_TTL_SECONDS", 3600)
 FILES_FETCH_MAX_BYTES = env_int("FILES_FETCH_MAX_BYTES", 10 * 1024 * 1024)
 FILES_FETCH_TIMEOUT_SECONDS = env_int("FILES_FETCH_TIMEOUT_SECONDS", 15)
+# Hosts the worker may fetch a caller's url parts from (patterns as for push); loopback and
+# private addresses are refused unless PUSH_ALLOW_PRIVATE_HOSTS is on.
 FILES_FETCH_ALLOWED_HOSTS = env_list("FILES_FETCH_ALLOWED_HOSTS", ["*"])
+# Media types a fetched url part may have: exact types or major/*.
+FILES_FETCH_MEDIA_TYPES = env_list(
+    "FILES_FETCH_MEDIA_TYPES",
+    ["text/*", "application/json", "application/pdf", "application/xml", "image/*"],
+)
 A2A_MAX_RAW_PART_BYTES = env_int("A2A_MAX_RAW_PART_BYTES", 1024 * 1024)
 PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))

@@ -14,4 +14,4 @@ DESCRIPTIONS = {
     FILES: "Each artifact's kind, version, size, sha256 and path.",
 }
 # The extensions this server implements, in the order the card lists them.
-IMPLEMENTED = [INTERACTIONS, EFFECTS, PROGRESS, TELEMETRY]
+IMPLEMENTED = [INTERACTIONS, EFFECTS, PROGRESS, TELEMETRY, FILES]

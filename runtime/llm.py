@@ -86,6 +86,9 @@ class TurnView:
     skill_id: str = ""
     transcript: list[dict] = field(default_factory=list)
     connected_apps: frozenset[str] = frozenset()
+    # The caller's url parts as the worker fetched them: index, filename, mediaType, size,
+    # sha256, and text for text files (runtime.files).
+    files: list[dict] = field(default_factory=list)
 
     @property
     def answers(self) -> dict[str, Any]:

@@ -19,6 +19,10 @@ def new_key(prefix: str = "", nbytes: int = 12) -> str:
     return f"{prefix}{secrets.token_urlsafe(nbytes)}"
 
 
+def new_file_id() -> str:
+    return new_key("file_", 12)
+
+
 def new_trace_id() -> str:
     return uuid.uuid4().hex
 
@@ -336,3 +340,38 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action}"
+
+
+class TaskFile(models.Model):
+    """File content the server hosts for a task: an artifact's file part (one row per version)
+    or the bytes of an incoming ``url`` part the worker fetched (files/v1).
+
+    The bytes live in the database, not on a file system: the web process that serves a
+    download and the worker that wrote it may run on different machines that share only the
+    database, and the row commits in the same transaction as the artifact event, so a link
+    never points at a file that is not there. Sizes are bounded by A2A_MAX_RAW_PART_BYTES
+    and FILES_FETCH_MAX_BYTES.
+    """
+
+    class Role(models.TextChoices):
+        ARTIFACT = "artifact", "artifact file"
+        INPUT = "input", "fetched input"
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_file_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="files")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    artifact_id = models.CharField(max_length=200, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    filename = models.CharField(max_length=255, blank=True)
+    media_type = models.CharField(max_length=255, blank=True)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "task"], name="taskfile_by_task")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.filename or self.artifact_id} v{self.version}"

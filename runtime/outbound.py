@@ -14,7 +14,7 @@ the request URL, not from the connected address), so virtual hosts and certifica
 import fnmatch
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 import httpcore
@@ -121,21 +121,22 @@ def fetch_url(
     allowed_hosts: Iterable[str],
     max_bytes: int,
     timeout: float,
-    media_types: Iterable[str] | None = None,
+    check_media_type: Callable[[str], None] | None = None,
 ) -> tuple[bytes, str]:
     """GET a URL through the guard; return (body, media type) or raise OutboundRefused with
-    a message a caller can act on."""
+    a message a caller can act on. ``check_media_type`` sees the response's media type
+    before the body is read and raises OutboundRefused to refuse it."""
     check_url(url, allowed_hosts)
     try:
         with guarded_client(timeout=timeout) as client, client.stream("GET", url) as response:
             if response.status_code != 200:
                 raise OutboundRefused(f"fetching {url} returned HTTP {response.status_code}")
             media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            wanted = [m.lower() for m in (media_types or []) if m]
-            if wanted and media_type not in wanted:
-                raise OutboundRefused(
-                    f"{url} has media type {media_type or 'unknown'}, expected {', '.join(wanted)}"
-                )
+            if check_media_type is not None:
+                check_media_type(media_type)
+            declared_length = response.headers.get("content-length", "")
+            if declared_length.isdigit() and int(declared_length) > max_bytes:
+                raise OutboundRefused(f"{url} is larger than {max_bytes} bytes")
             body = bytearray()
             for chunk in response.iter_bytes():
                 body += chunk

@@ -128,6 +128,8 @@ def _lookup(scope: dict, dotted: str) -> Any:
     for part in dotted.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]  # files.0.text
         else:
             return ""
     return value
@@ -186,6 +188,7 @@ class ScriptedModel:
             "text": view.text,
             "match": groups,
             "answers": view.answers,
+            "files": view.files,
             "last": {
                 "result": last.get("result"),
                 "error": last.get("error"),

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.db.models import Q
 
-from runtime.models import Agent, AuditEvent, Effect, Interaction, Task, TaskEvent
+from runtime.models import Agent, AuditEvent, Effect, Interaction, Task, TaskEvent, TaskFile
 
 
 def tasks_page(
@@ -253,3 +253,20 @@ def audit_page(
     last = page[-1] if page and more else None
     next_cursor = (last.created_at, _AUDIT_RANK[last.source], last.pk) if last else None
     return page, next_cursor
+
+
+def task_file_for_caller(
+    *, tenant, agent_slug: str, task_id: str, subject: str, file_id: str
+) -> TaskFile | None:
+    """A hosted file of a caller's task, or None when any part does not match (no leaks)."""
+    return (
+        TaskFile.objects.filter(
+            tenant=tenant,
+            public_id=file_id,
+            task__public_id=task_id,
+            task__subject=subject,
+            task__agent__slug=agent_slug,
+        )
+        .select_related("task")
+        .first()
+    )

@@ -25,6 +25,7 @@ from runtime.errors import (
     TaskNotFound,
     UnsupportedOperation,
 )
+from runtime.files import url_parts
 from runtime.models import (
     TERMINAL_STATES,
     Agent,
@@ -190,7 +191,14 @@ def message_send(
             state=TaskState.SUBMITTED,
             history=[stored],
             transcript=[
-                {"type": "user", "text": text, "data": data, "messageId": message["messageId"]}
+                {
+                    "type": "user",
+                    "text": text,
+                    "data": data,
+                    "messageId": message["messageId"],
+                    # Fetched by the worker when the turn starts (runtime.files).
+                    "urls": url_parts(message),
+                }
             ],
         )
         task.save()

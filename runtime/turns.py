@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from config.logging import log_context
 from runtime import extensions as ext
+from runtime import files
 from runtime.llm import (
     AdvancePlan,
     Ask,
@@ -39,9 +40,11 @@ from runtime.models import (
     Interaction,
     Task,
     TaskEvent,
+    TaskFile,
     TaskState,
     new_key,
 )
+from runtime.outbound import OutboundRefused
 from runtime.services import (
     _emit,
     _set_status,
@@ -206,6 +209,8 @@ class TurnRunner:
     def step(self, task: Task) -> bool:
         """Do one step; return False when the turn paused, finished or was taken away."""
         try:
+            if not self.fetch_inputs(task):
+                return False
             pending = self.pending_call(task)
             if pending is not None:
                 return self.continue_call(task, pending)
@@ -216,6 +221,7 @@ class TurnRunner:
                 skill_id=task.skill_id,
                 transcript=task.transcript,
                 connected_apps=self.connected_apps(task),
+                files=self.input_files(task),
             )
             # Asking the model is outside any lock: a hosted model's call is network I/O.
             action = self.model.next_action(view)
@@ -223,6 +229,70 @@ class TurnRunner:
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")
             return False
+
+    # --- the caller's url parts (files/v1) ------------------------------------------------
+
+    @staticmethod
+    def input_files(task: Task) -> list[dict]:
+        entry = next((e for e in task.transcript if e["type"] == "inputs"), None)
+        return list(entry.get("files", [])) if entry else []
+
+    def fetch_inputs(self, task: Task) -> bool:
+        """Fetch the caller's url parts once, before the model's first step; a part that cannot
+        be fetched fails the turn, saying which part and why. Returns False when it failed."""
+        wanted = task.transcript[0].get("urls") or []
+        if not wanted or any(e["type"] == "inputs" for e in task.transcript):
+            return True
+        fetched: list[files.FetchedPart] = []
+        failure = ""
+        # Network I/O, so outside any lock; the lease stays ours for the fetch's timeout.
+        for spec in wanted:
+            try:
+                fetched.append(files.fetch_part(spec))
+            except OutboundRefused as exc:
+                failure = (
+                    f"The file part {spec['index']} ({spec['url']}) could not be fetched: {exc}"
+                )
+                break
+        with transaction.atomic():
+            task = self.locked()
+            if any(e["type"] == "inputs" for e in task.transcript):
+                return True
+            if failure:
+                task.transcript.append({"type": "inputs", "error": failure})
+                self.finish(task, TaskState.FAILED, failure)
+                logger.info("turn failed: %s", failure)
+                return False
+            entries = []
+            for part in fetched:
+                size, sha256 = files.digest([part.content])
+                stored = TaskFile.objects.create(
+                    tenant_id=task.tenant_id,
+                    task=task,
+                    role=TaskFile.Role.INPUT,
+                    filename=part.filename[:255],
+                    media_type=part.media_type[:255],
+                    size=size,
+                    sha256=sha256,
+                    content=part.content,
+                )
+                entry = {
+                    "index": part.index,
+                    "fileId": stored.public_id,
+                    "url": part.url,
+                    "filename": part.filename,
+                    "mediaType": part.media_type,
+                    "size": size,
+                    "sha256": sha256,
+                }
+                if files.is_text(part.media_type):
+                    text = part.content.decode("utf-8", errors="replace")
+                    entry["text"] = text[: files.INLINE_TEXT_CHARS]
+                    entry["truncated"] = len(text) > files.INLINE_TEXT_CHARS
+                entries.append(entry)
+            task.transcript.append({"type": "inputs", "files": entries})
+            self.save(task)
+        return True
 
     @staticmethod
     def connected_apps(task: Task) -> frozenset[str]:
@@ -290,7 +360,13 @@ class TurnRunner:
                 self.record(
                     task, {"kind": "artifact", "artifactId": action.artifact_id}, action.cursor
                 )
-                self.add_artifact(task, action)
+                try:
+                    self.add_artifact(task, action)
+                except ValueError as exc:
+                    self.finish(
+                        task, TaskState.FAILED, f"The agent made an artifact it cannot serve: {exc}"
+                    )
+                    return False
                 self.save(task)
                 return True
             if isinstance(action, SetPlan):
@@ -393,33 +469,70 @@ class TurnRunner:
         logger.info("turn paused: %s %s", kind, public_id)
         return interaction
 
+    @staticmethod
+    def next_version(task: Task, artifact_id: str) -> int:
+        """files/v1: a new version of the same artifact, in this turn or an earlier turn of
+        the context, has the next version number."""
+        earlier = Task.objects.filter(context_id=task.context_id, turn__lt=task.turn).values_list(
+            "artifact_ext", flat=True
+        )
+        versions = [
+            (found.get(artifact_id) or {}).get(ext.FILES, {}).get("version", 0)
+            for found in [*earlier, task.artifact_ext]
+        ]
+        return max(versions, default=0) + 1
+
     def add_artifact(self, task: Task, action: EmitArtifact) -> None:
-        artifact = {
-            "artifactId": action.artifact_id,
-            "name": action.name,
-            "parts": list(action.parts),
-        }
+        version = self.next_version(task, action.artifact_id)
+        parts, blobs, hosted = [], [], True
+        for part in action.parts:
+            content = files.part_bytes(part)  # raises ValueError on bad base64
+            if content is None:
+                hosted = False
+                parts.append(dict(part))
+                continue
+            blobs.append(content)
+            if "raw" not in part:
+                parts.append(dict(part))
+                continue
+            # "url file parts out" (profile v2): the bytes stay here, and the caller gets a
+            # signed, expiring link to them (a2a_endpoint.files) in place of the raw part.
+            size, sha256 = files.digest([content])
+            stored = TaskFile.objects.create(
+                tenant_id=task.tenant_id,
+                task=task,
+                role=TaskFile.Role.ARTIFACT,
+                artifact_id=action.artifact_id[:200],
+                version=version,
+                filename=str(part.get("filename", ""))[:255],
+                media_type=str(part.get("mediaType", ""))[:255],
+                size=size,
+                sha256=sha256,
+                content=content,
+            )
+            parts.append(
+                {
+                    "url": files.FILE_REF_PREFIX + stored.public_id,
+                    **{k: v for k, v in part.items() if k != "raw"},
+                }
+            )
+        artifact = {"artifactId": action.artifact_id, "name": action.name, "parts": parts}
         if action.description:
             artifact["description"] = action.description
         previous = next(
             (i for i, a in enumerate(task.artifacts) if a["artifactId"] == action.artifact_id), None
         )
-        body = json.dumps(list(action.parts), sort_keys=True).encode()
-        version = (
-            task.artifact_ext.get(action.artifact_id, {}).get(ext.FILES, {}).get("version", 0)
-        ) + 1
-        files = {
-            "kind": "data"
-            if any("data" in p for p in action.parts)
-            else "file"
-            if any("raw" in p or "url" in p for p in action.parts)
-            else "text",
+        size, sha256 = files.digest(blobs)
+        kinds = {k for p in action.parts for k in ("text", "data", "raw", "url") if k in p}
+        files_ext = {
+            "kind": "file" if kinds & {"raw", "url"} else "data" if "data" in kinds else "text",
             "version": version,
-            "size": len(body),
-            "sha256": hashlib.sha256(body).hexdigest(),
+            # A part that points elsewhere is not ours to measure (runtime.files).
+            "size": size if hosted else None,
+            "sha256": sha256 if hosted else None,
             "path": f"outputs/{action.name}",
         }
-        task.artifact_ext[action.artifact_id] = {ext.FILES: files}
+        task.artifact_ext[action.artifact_id] = {ext.FILES: files_ext}
         if previous is None:
             task.artifacts.append(artifact)
         else:
@@ -434,7 +547,7 @@ class TurnRunner:
                     "artifact": artifact,
                 }
             },
-            {ext.FILES: files},
+            {ext.FILES: files_ext},
         )
 
     # --- tool calls -----------------------------------------------------------------------

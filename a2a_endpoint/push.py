@@ -96,6 +96,16 @@ def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = Fals
     return task
 
 
+def push_url_check(*, tenant, url: str) -> None:
+    """Refuse a receiver URL the tenant does not allow (InvalidParams); no network I/O."""
+    if not url:
+        raise InvalidParams("url", "is required")
+    try:
+        check_url(url, push_settings_for(tenant).host_patterns)
+    except OutboundRefused as exc:
+        raise InvalidParams("url", str(exc)) from None
+
+
 def push_config_create(
     *,
     tenant,
@@ -108,8 +118,6 @@ def push_config_create(
 ) -> PushConfig:
     """Create (or replace, same id) a task's push config; ``from_start`` also queues every
     event the task already has (a config sent inline with the message that made the task)."""
-    if not config.url:
-        raise InvalidParams("url", "is required")
     if len(config.id) > 200:
         raise InvalidParams("id", "must be at most 200 characters")
     with transaction.atomic():
@@ -117,10 +125,7 @@ def push_config_create(
         # same lock): every event is either already here (from_start queues it) or is
         # written after the config exists (queue_deliveries finds the config).
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
-        try:
-            check_url(config.url, push_settings_for(tenant).host_patterns)
-        except OutboundRefused as exc:
-            raise InvalidParams("url", str(exc)) from None
+        push_url_check(tenant=tenant, url=config.url)
         parts = urlsplit(config.url)
         receiver = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         values = {

@@ -16,7 +16,9 @@ MAX_COUNTDOWN = 300
 def deliver_push(self, config_pk: int) -> None:
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id or 'eager'}"
     retry = push.push_deliver(config_pk=config_pk, worker_id=worker_id)
-    if retry is not None and retry <= MAX_COUNTDOWN:
+    # Run eagerly (tests, CELERY_TASK_ALWAYS_EAGER) a retry would recurse at once; the sweep
+    # picks it up instead.
+    if retry is not None and retry <= MAX_COUNTDOWN and not self.request.is_eager:
         deliver_push.apply_async((config_pk,), countdown=retry)
 
 

@@ -11,6 +11,7 @@ import binascii
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 from a2a import types as a2a
@@ -68,8 +69,21 @@ def _call_releasing(fn, *args, **kwargs):
             connection.close()
 
 
+# A blocking SendMessage can wait for minutes. Django would run each request's database
+# work on a thread of the request's own (thread-sensitive), idle for the whole wait: a
+# thousand waiters, a thousand threads. A2A requests run theirs on this small shared pool
+# instead (see config/asgi.py), holding a thread only while a query runs. Tests that drive
+# the view in-process turn A2A_DB_THREAD_SENSITIVE on, so that the view's queries run on the
+# test's thread and see the test's transaction.
+_DB_EXECUTOR = ThreadPoolExecutor(max_workers=settings.A2A_DB_THREADS, thread_name_prefix="a2a-db")
+
+
 async def _db(fn, *args, **kwargs):
-    return await sync_to_async(_call_releasing, thread_sensitive=True)(fn, *args, **kwargs)
+    if settings.A2A_DB_THREAD_SENSITIVE:
+        return await sync_to_async(_call_releasing, thread_sensitive=True)(fn, *args, **kwargs)
+    return await sync_to_async(_call_releasing, thread_sensitive=False, executor=_DB_EXECUTOR)(
+        fn, *args, **kwargs
+    )
 
 
 def _load_agent(tenant_slug: str, agent_slug: str) -> Agent | None:
@@ -261,6 +275,10 @@ async def send_message(caller: Caller, params: dict):
     delivery = metadata.get("delivery") if isinstance(metadata, dict) else None
     if skill_id is not None and not isinstance(skill_id, str):
         raise errors.invalid_params("message.metadata.skillId", "must be a string")
+    if push_config is not None:
+        # Bad input changes nothing: a receiver the tenant does not allow is refused before
+        # the message starts a turn.
+        await _db(push.push_url_check, tenant=caller.tenant, url=push_config.url)
     result = await _db(
         message_send,
         tenant=caller.tenant,

@@ -4,4 +4,18 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+
+async def application(scope, receive, send):
+    """Django, except that A2A requests skip the per-request thread (ThreadSensitiveContext).
+
+    A blocking SendMessage waits for its task for up to A2A_WAIT_MS. Under Django's default
+    each request keeps a thread of its own for its synchronous work, idle during that wait;
+    the A2A view runs its database calls on a small shared pool instead
+    (a2a_endpoint.views._db), so a thousand waiters hold no thousand threads.
+    """
+    if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
+        await django_application.handle(scope, receive, send)
+        return
+    await django_application(scope, receive, send)

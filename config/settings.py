@@ -330,6 +330,11 @@ LOGGING = {
 TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60)
 TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
+# Threads that run the A2A endpoint's database calls (shared by all callers of a process).
+A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
+# Run them on the request's own thread instead (Django's default); tests that call the view
+# in-process need this to see their transaction.
+A2A_DB_THREAD_SENSITIVE = env_bool("A2A_DB_THREAD_SENSITIVE", False)
 # The largest JSON-RPC request body the A2A endpoint reads.
 A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
 CELERY_BEAT_SCHEDULE = {

@@ -13,6 +13,13 @@ PASSWORD = "correct-horse-battery-staple"
 
 
 @pytest.fixture(autouse=True)
+def _a2a_queries_on_the_test_thread(settings):
+    # The A2A view runs its queries on a shared pool in production (config/asgi.py); driven
+    # in-process by the test client, they must run on the test's thread to see its data.
+    settings.A2A_DB_THREAD_SENSITIVE = True
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2's cost is for attackers, not for a test suite that creates dozens of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -131,12 +131,13 @@ def eager(settings):
     """Run turns inline when the enqueuing transaction commits; bound a blocking wait."""
     from config.celery import app
 
+    # Celery copies Django's settings once, at first use: read its view before changing
+    # anything (a first read after the change would save the change), set it, and put it
+    # back, so that no other test runs tasks inline by accident.
+    saved = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
     settings.CELERY_TASK_ALWAYS_EAGER = True
     settings.CELERY_TASK_EAGER_PROPAGATES = True
     settings.A2A_WAIT_MS = 10_000
-    # Celery copies Django's settings once, at first use: set its own view too, and put it
-    # back, so that no other test runs turns inline by accident.
-    saved = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
     app.conf.update(task_always_eager=True, task_eager_propagates=True)
     yield
     app.conf.update(saved)

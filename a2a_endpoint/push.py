@@ -201,8 +201,9 @@ def _delivery(config: PushConfig, event: TaskEvent) -> PushDelivery:
 
 def _schedule(config_pk: int) -> None:
     from a2a_endpoint.tasks import deliver_push
+    from config.celery import queue
 
-    transaction.on_commit(lambda: deliver_push.delay(config_pk))
+    transaction.on_commit(lambda: deliver_push.apply_async((config_pk,), queue=queue()))
 
 
 def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:

@@ -6,6 +6,7 @@ import socket
 from celery import shared_task
 
 from a2a_endpoint import push
+from config.celery import queue
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -19,7 +20,7 @@ def deliver_push(self, config_pk: int) -> None:
     # Run eagerly (tests, CELERY_TASK_ALWAYS_EAGER) a retry would recurse at once; the sweep
     # picks it up instead.
     if retry is not None and retry <= MAX_COUNTDOWN and not self.request.is_eager:
-        deliver_push.apply_async((config_pk,), countdown=retry)
+        deliver_push.apply_async((config_pk,), countdown=retry, queue=queue())
 
 
 @shared_task(ignore_result=True)
@@ -27,5 +28,5 @@ def sweep_push() -> int:
     """Deliveries that are due but have no message in the broker (lost, or a long retry)."""
     due = push.configs_due()
     for pk in due:
-        deliver_push.delay(pk)
+        deliver_push.apply_async((pk,), queue=queue())
     return len(due)

@@ -570,10 +570,11 @@ def task_for_caller(*, tenant, agent: Agent, subject: str, task_id: str) -> Task
 
 
 def _enqueue_turn(task: Task) -> None:
+    from config.celery import queue as celery_queue
     from runtime.tasks import run_turn
 
     task_pk = task.pk
-    transaction.on_commit(lambda: run_turn.delay(task_pk))
+    transaction.on_commit(lambda: run_turn.apply_async((task_pk,), queue=celery_queue()))
 
 
 def _start_next_in_context(task: Task) -> None:

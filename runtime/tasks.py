@@ -5,6 +5,7 @@ import socket
 
 from celery import shared_task
 
+from config.celery import queue
 from runtime import services, turns
 
 
@@ -22,7 +23,7 @@ def sweep_turns() -> int:
     """Give turns whose worker died (lease expired) or whose start was lost to a worker."""
     pks = services.turns_to_sweep()
     for pk in pks:
-        run_turn.delay(pk)
+        run_turn.apply_async((pk,), queue=queue())
     return len(pks)
 
 

@@ -1,6 +1,7 @@
 """Shared fixtures: a world of two tenants, each with an admin, an operator, a viewer and a
 partner token, as the house style asks."""
 
+import uuid
 from dataclasses import dataclass, field
 
 import pytest
@@ -10,6 +11,19 @@ from tenants.models import Membership, Tenant, User
 from tenants.tokens import api_token_create
 
 PASSWORD = "correct-horse-battery-staple"
+
+
+# In-process tests publish their Celery messages to a queue of this run that no worker
+# consumes; the live stack's worker consumes a queue of its own. Without this, the live
+# worker would also run the turns that in-process tests enqueue (and those of earlier runs
+# left in the broker) against the same database.
+INPROC_QUEUE = f"test-inproc-{uuid.uuid4().hex[:8]}"
+LIVE_QUEUE = f"test-live-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(autouse=True)
+def _celery_queue_of_this_run(settings):
+    settings.CELERY_TASK_DEFAULT_QUEUE = INPROC_QUEUE
 
 
 @pytest.fixture(autouse=True)
@@ -73,14 +87,25 @@ def user_factory(db):
 
 
 @pytest.fixture(scope="session")
-def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
-    """uvicorn + a Celery worker on the test database (session-wide; see tests/live.py)."""
+def _live_stack_session(django_db_setup, django_db_blocker, tmp_path_factory):
     from tests.live import LiveStack
 
     with django_db_blocker.unblock():
-        stack = LiveStack(tmp_path_factory.mktemp("live")).start()
+        stack = LiveStack(
+            tmp_path_factory.mktemp("live"), extra_env={"CELERY_QUEUE": LIVE_QUEUE}
+        ).start()
     yield stack
     stack.stop()
+
+
+@pytest.fixture
+def live_stack(_live_stack_session, settings):
+    """uvicorn + a Celery worker on the test database (started once; see tests/live.py).
+
+    What the test itself enqueues (an operator's decision made in-process) goes to the live
+    worker's queue while it runs."""
+    settings.CELERY_TASK_DEFAULT_QUEUE = LIVE_QUEUE
+    return _live_stack_session
 
 
 @pytest.fixture

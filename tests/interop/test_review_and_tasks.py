@@ -7,7 +7,6 @@ import pytest
 from a2a.types import TaskPushNotificationConfig, TaskState
 from a2a.utils.errors import (
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -186,10 +185,10 @@ def test_bad_params_are_invalid_params(partner, agents):
         partner.get(agents["support"], done.id, history_length=-1)
 
 
-def test_push_configs_are_not_supported(partner, agents):
+def test_push_config_for_an_unknown_task_is_task_not_found(partner, agents):
     client = partner.client(agents["support"])
     config = TaskPushNotificationConfig(task_id="t1.x", url="https://example.test/hook")
-    with pytest.raises(PushNotificationNotSupportedError):
+    with pytest.raises(TaskNotFoundError):
         partner.run(client.create_task_push_notification_config(config))
 
 

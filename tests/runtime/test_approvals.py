@@ -141,8 +141,8 @@ def test_approving_twice_with_the_same_message_sends_once(agents, client, held):
 def test_denying_in_band_tells_the_model_tool_denied(agents, client, held):
     done = task_of(approve(client, agents.a.token, held, approved=False))
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert f"Build {BUILD} was not deployed to staging" in status_text(done)
-    assert "tool.denied" in status_text(done)
+    # The model got tool.denied with the reason (below) and says so in its own words.
+    assert f"Build {BUILD} was not deployed to staging: denied" in status_text(done)
     assert not DemoRecord.objects.exists()
     effect = Effect.objects.get()
     assert effect.state == Effect.State.DENIED

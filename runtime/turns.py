@@ -10,11 +10,13 @@ next step (runtime.llm). Tool calls are journalled as effects before they are se
 import hashlib
 import json
 import logging
+import threading
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -420,6 +422,33 @@ class TurnRunner:
             if renewed != 1:
                 raise LeaseLost()
 
+    @contextmanager
+    def lease_kept(self):
+        """Renew the lease from a second thread while a tool call is out.
+
+        A call may take longer than the lease; without this the sweep would hand the turn to
+        another worker, which would find the call sent but not closed and call it uncertain
+        while it is still running here.
+        """
+        stop = threading.Event()
+
+        def beat():
+            try:
+                while not stop.wait(max(0.5, lease_seconds() / 3)):
+                    Task.objects.filter(pk=self.task_pk, lease_owner=self.worker_id).update(
+                        lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
+                    )
+            finally:
+                connection.close()  # this thread's own connection
+
+        heart = threading.Thread(target=beat, name=f"lease-{self.task_pk}", daemon=True)
+        heart.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            heart.join()
+
     # --- outcomes -------------------------------------------------------------------------
 
     def finish(self, task: Task, state: str, text: str = "", message: dict | None = None) -> None:
@@ -753,13 +782,14 @@ class TurnRunner:
         else:
             server = server_for(effect.server)
             try:
-                result = server.call(
-                    effect.tool,
-                    effect.arguments,
-                    CallContext(
-                        tenant=task.tenant, effect_id=effect.public_id, subject=task.subject
-                    ),
-                )
+                with self.lease_kept():
+                    result = server.call(
+                        effect.tool,
+                        effect.arguments,
+                        CallContext(
+                            tenant=task.tenant, effect_id=effect.public_id, subject=task.subject
+                        ),
+                    )
                 outcome, ok = {"result": result}, True
             except ToolError as exc:
                 outcome, ok = {"error": str(exc)}, False

@@ -109,6 +109,25 @@ def _set_status(
     task_changed(task)
 
 
+STATUS_FIELDS = [
+    "state",
+    "status_message",
+    "status_ext",
+    "status_timestamp",
+    "history",
+    "event_seq",
+]
+
+
+def _end_task(task: Task, state: str, message: dict, status_ext: dict | None = None) -> None:
+    """Move a locked task to a terminal state, free its lease, and let its context go on."""
+    task.lease_owner = ""
+    task.lease_expires_at = None
+    _set_status(task, state, message, status_ext=status_ext)
+    task.save(update_fields=[*STATUS_FIELDS, "lease_owner", "lease_expires_at"])
+    _start_next_in_context(task)
+
+
 # --- sending messages ---------------------------------------------------------------------
 
 
@@ -538,22 +557,7 @@ def task_cancel(*, tenant, agent: Agent, subject: str, task_id: str) -> Task:
             answered_via="cancel",
             answered_at=now,
         )
-        task.lease_owner = ""
-        task.lease_expires_at = None
-        _set_status(task, TaskState.CANCELED, agent_message(task, "Canceled by the caller."))
-        task.save(
-            update_fields=[
-                "state",
-                "status_message",
-                "status_ext",
-                "status_timestamp",
-                "history",
-                "event_seq",
-                "lease_owner",
-                "lease_expires_at",
-            ]
-        )
-        _start_next_in_context(task)
+        _end_task(task, TaskState.CANCELED, agent_message(task, "Canceled by the caller."))
     return task
 
 
@@ -683,28 +687,13 @@ def effect_resolve(
             },
         )
         if resolution == "fail":
-            task.lease_owner = ""
-            task.lease_expires_at = None
-            _set_status(
+            _end_task(
                 task,
                 TaskState.FAILED,
                 agent_message(
                     task, f"{effect.server} / {effect.tool} failed: an operator failed the task."
                 ),
             )
-            task.save(
-                update_fields=[
-                    "state",
-                    "status_message",
-                    "status_ext",
-                    "status_timestamp",
-                    "history",
-                    "event_seq",
-                    "lease_owner",
-                    "lease_expires_at",
-                ]
-            )
-            _start_next_in_context(task)
         else:
             # Back to plain WORKING (no `uncertain` any more); the turn continues.
             _set_status(task, TaskState.WORKING)

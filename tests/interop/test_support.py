@@ -51,3 +51,22 @@ def test_second_message_in_a_context_is_a_new_task(partner, agents):
     assert second.context_id == first.context_id
     assert second.id != first.id
     assert second.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_one_trace_id_follows_a_turn_through_the_web_and_worker_logs(partner, agents, live_stack):
+    from runtime.models import Task
+    from tests.live import wait_until
+
+    task = partner.send(agents["support"], user_message("trace me"))
+    trace_id = Task.objects.get(public_id=task.id).trace_id
+    web = live_stack.logdir / "web.log"
+    workers = sorted(live_stack.logdir.glob("worker-*.log"))
+
+    def logged(path):
+        return any(
+            f"task={task.id}" in line and f"trace={trace_id}" in line
+            for line in path.read_text(errors="replace").splitlines()
+        )
+
+    wait_until(lambda: logged(web), 10, what="the web process's line for the turn")
+    wait_until(lambda: any(logged(p) for p in workers), 10, what="the worker's line for the turn")

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
@@ -54,6 +54,10 @@ from runtime.outbound import OutboundRefused, check_url, guarded_client
 logger = logging.getLogger(__name__)
 
 LEASE_SECONDS = 120
+# A config that finds every slot of its receiver taken looks again after this (to twice it).
+BUSY_RETRY_SECONDS = 2.0
+# How long a slot holder goes on with the receiver's other configs (_drain_receiver).
+DRAIN_SECONDS = 30.0
 PAGE_SIZE_MAX = 100
 
 
@@ -280,14 +284,14 @@ def push_deliver(*, config_pk: int, worker_id: str) -> float | None:
                 return None
             slot = _claim_slot(config.receiver, worker_id)
             if slot is None:
-                return 0.5 + random.random()  # receiver at its limit: try again shortly
+                # Every slot of this receiver is taken, and each holder drains the receiver's
+                # other configs before it lets go (_drain_receiver): look again in a few
+                # seconds rather than spinning on the slots.
+                return BUSY_RETRY_SECONDS * (1 + random.random())
             try:
-                with log_context(
-                    task_id=config.task.public_id,
-                    tenant=config.tenant.slug,
-                    trace_id=config.task.trace_id,
-                ):
-                    retry = _deliver_due(config, worker_id)
+                retry = _deliver_config(config, worker_id)
+                if retry is None:
+                    _drain_receiver(config.receiver, worker_id)
             finally:
                 _release_slot(slot, worker_id)
         finally:
@@ -300,8 +304,52 @@ def push_deliver(*, config_pk: int, worker_id: str) -> float | None:
             return None
 
 
+def _deliver_config(config: PushConfig, worker_id: str) -> float | None:
+    with log_context(
+        task_id=config.task.public_id, tenant=config.tenant.slug, trace_id=config.task.trace_id
+    ):
+        return _deliver_due(config, worker_id)
+
+
+def _drain_receiver(receiver: str, worker_id: str) -> None:
+    """Holding one of a receiver's slots, deliver its other configs' due events too.
+
+    Configs that found every slot taken come back only after a few seconds; the holders
+    keep the receiver busy meanwhile, so its backlog goes out at the slots' pace. Bounded in
+    time, so that one Celery task does not hold a worker for long.
+    """
+    from a2a_endpoint.tasks import MAX_COUNTDOWN, deliver_push
+    from config.celery import queue
+
+    until = time.monotonic() + DRAIN_SECONDS
+    while time.monotonic() < until:
+        now = timezone.now()
+        due = PushDelivery.objects.filter(
+            config_id=OuterRef("pk"), state=PushDelivery.State.PENDING, next_attempt_at__lte=now
+        )
+        candidate = (
+            PushConfig.objects.filter(receiver=receiver, disabled_at__isnull=True)
+            .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+            .filter(Exists(due))
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if candidate is None or not _claim_config(candidate, worker_id):
+            return
+        try:
+            config = PushConfig.objects.select_related("tenant", "task").get(pk=candidate)
+            retry = _deliver_config(config, worker_id)
+        finally:
+            _release_config(candidate, worker_id)
+        if retry is not None and retry <= MAX_COUNTDOWN:
+            deliver_push.apply_async((candidate,), countdown=retry, queue=queue())
+
+
 def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
     client = guarded_client(timeout=settings.PUSH_TIMEOUT_SECONDS, max_connections=1)
+    # One read of the tenant's push settings (allowed hosts, signing secrets) per batch.
+    push = push_settings_for(config.tenant)
+    renewed = time.monotonic()
     try:
         while True:
             delivery = _next_pending(config.pk)
@@ -310,19 +358,19 @@ def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
             wait = (delivery.next_attempt_at - timezone.now()).total_seconds()
             if wait > 0:
                 return wait
-            _claim_config(config.pk, worker_id)  # renew the lease between deliveries
-            retry = _attempt(client, config, delivery)
+            if time.monotonic() - renewed > LEASE_SECONDS / 4:
+                _claim_config(config.pk, worker_id)  # renew the lease between deliveries
+                renewed = time.monotonic()
+            retry = _attempt(client, config, delivery, push)
             if retry is not None:
                 return retry
-            config.refresh_from_db(fields=["disabled_at"])
-            if config.disabled_at is not None:
+            if config.disabled_at is not None:  # this attempt got 410 Gone
                 return None
     finally:
         client.close()
 
 
-def _headers(config: PushConfig, delivery: PushDelivery, body: str) -> dict:
-    push = push_settings_for(config.tenant)
+def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSettings) -> dict:
     now = timezone.now()
     signatures = [
         Webhook(secret).sign(msg_id=delivery.webhook_id, timestamp=now, data=body)
@@ -365,7 +413,9 @@ def backoff_seconds(attempts: int) -> float:
     return random.uniform(ceiling / 2, ceiling)
 
 
-def _attempt(client: httpx.Client, config: PushConfig, delivery: PushDelivery) -> float | None:
+def _attempt(
+    client: httpx.Client, config: PushConfig, delivery: PushDelivery, push: PushSettings
+) -> float | None:
     """POST one delivery; record the attempt; return seconds to wait before retrying it."""
     # Download links in artifacts are absolute only with PUBLIC_BASE_URL (there is no
     # request to take a host from); a receiver can always GetTask for fresh ones.
@@ -378,8 +428,10 @@ def _attempt(client: httpx.Client, config: PushConfig, delivery: PushDelivery) -
     status_code, error, retry_in, give_up = None, "", None, False
     started = time.monotonic()
     try:
-        check_url(config.url, push_settings_for(config.tenant).host_patterns)
-        response = client.post(config.url, content=body, headers=_headers(config, delivery, body))
+        check_url(config.url, push.host_patterns)
+        response = client.post(
+            config.url, content=body, headers=_headers(config, delivery, body, push)
+        )
         status_code = response.status_code
         if 200 <= status_code < 300:
             pass
@@ -420,6 +472,7 @@ def _attempt(client: httpx.Client, config: PushConfig, delivery: PushDelivery) -
             PushConfig.objects.filter(pk=config.pk).update(
                 disabled_at=now, disabled_reason="the receiver answered 410 Gone"
             )
+            config.disabled_at = now
             PushDelivery.objects.filter(config=config, state=PushDelivery.State.PENDING).update(
                 state=PushDelivery.State.CANCELED, finished_at=now
             )

@@ -68,5 +68,6 @@ def test_one_trace_id_follows_a_turn_through_the_web_and_worker_logs(partner, ag
             for line in path.read_text(errors="replace").splitlines()
         )
 
-    wait_until(lambda: logged(web), 10, what="the web process's line for the turn")
-    wait_until(lambda: any(logged(p) for p in workers), 10, what="the worker's line for the turn")
+    # wait_until raises when the line never comes; the asserts say what each wait proves.
+    assert wait_until(lambda: logged(web), 10, what="the web process's line for the turn")
+    assert wait_until(lambda: any(logged(p) for p in workers), 10, what="the worker's line")

@@ -255,6 +255,7 @@ async def _dispatch(caller: Caller, method: str, params):
 
 
 def _history_length(config) -> int | None:
+    """historyLength of a SendMessage configuration, a GetTask or a ListTasks request."""
     if config is None or not config.HasField("history_length"):
         return None
     if config.history_length < 0:
@@ -340,11 +341,7 @@ async def get_task(caller: Caller, params: dict):
     request = wire.parse(params, a2a.GetTaskRequest)
     if not request.id:
         raise errors.invalid_params("id", "is required")
-    history_length = None
-    if request.HasField("history_length"):
-        if request.history_length < 0:
-            raise errors.invalid_params("historyLength", "must be 0 or more")
-        history_length = request.history_length
+    history_length = _history_length(request)
     task = await _db(
         task_for_caller,
         tenant=caller.tenant,
@@ -394,11 +391,7 @@ async def list_tasks(caller: Caller, params: dict):
     page_size = request.page_size if request.HasField("page_size") else 50
     if not 1 <= page_size <= 100:
         raise errors.invalid_params("pageSize", "must be between 1 and 100")
-    history_length = None
-    if request.HasField("history_length"):
-        if request.history_length < 0:
-            raise errors.invalid_params("historyLength", "must be 0 or more")
-        history_length = request.history_length
+    history_length = _history_length(request)
     after = None
     if request.HasField("status_timestamp_after"):
         after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
-from a2a_endpoint.push import push_secret_rotate
+from a2a_endpoint.push_configs import push_secret_rotate
 
 
 @admin.register(PushSettings)

@@ -5,10 +5,18 @@ class A2aEndpointConfig(AppConfig):
     name = "a2a_endpoint"
 
     def ready(self) -> None:
-        from a2a_endpoint import push
+        from a2a_endpoint.push_delivery import queue_deliveries
         from runtime.models import TaskEvent
         from runtime.signals import task_event_written
 
-        task_event_written.connect(
-            push.queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue"
-        )
+        task_event_written.connect(queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue")
+
+    def seed_demo(self, *, tenant, **options) -> dict:
+        """Push to any public host, and to localhost (the conformance kit's webhook); loopback
+        is still refused unless PUSH_ALLOW_PRIVATE_HOSTS is on."""
+        from a2a_endpoint.selectors import push_settings_for
+
+        found = push_settings_for(tenant=tenant)
+        found.allowed_hosts = "*"
+        found.save(update_fields=["allowed_hosts"])
+        return {}

@@ -31,7 +31,7 @@ def agent_card(request, agent: Agent) -> dict:
             }
         ],
         "capabilities": {
-            # Profile v2: no streaming; updates reach callers by push (a2a_endpoint.push).
+            # Profile v2: no streaming; updates reach callers by push (a2a_endpoint.push_delivery).
             "streaming": False,
             "pushNotifications": True,
             "extendedAgentCard": False,

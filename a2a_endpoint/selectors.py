@@ -2,7 +2,7 @@
 
 from django.db.models import Prefetch
 
-from a2a_endpoint.models import PushAttempt, PushDelivery
+from a2a_endpoint.models import PushAttempt, PushDelivery, PushSettings
 
 
 def push_deliveries_for_task(*, tenant, task) -> list[PushDelivery]:
@@ -13,3 +13,9 @@ def push_deliveries_for_task(*, tenant, task) -> list[PushDelivery]:
         .prefetch_related(Prefetch("tries", queryset=PushAttempt.objects.order_by("at", "id")))
         .order_by("config_id", "seq")
     )
+
+
+def push_settings_for(*, tenant) -> PushSettings:
+    """The tenant's push settings (allowed hosts, signing secrets), made on first use."""
+    found, _ = PushSettings.objects.get_or_create(tenant=tenant)
+    return found

@@ -1,11 +1,14 @@
-"""Celery tasks of push delivery: thin, they take ids and call one service; safe to run twice."""
+"""Celery tasks of push delivery: thin, they take ids and call one service; safe to run twice.
+
+The services are imported inside the task bodies: a2a_endpoint.push_delivery imports these
+tasks to schedule them, so a top-level import here would be a cycle.
+"""
 
 import os
 import socket
 
 from celery import shared_task
 
-from a2a_endpoint import push
 from config.celery import queue
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
@@ -15,8 +18,10 @@ MAX_COUNTDOWN = 300
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def deliver_push(self, config_pk: int) -> None:
+    from a2a_endpoint.push_delivery import push_deliver
+
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id or 'eager'}"
-    retry = push.push_deliver(config_pk=config_pk, worker_id=worker_id)
+    retry = push_deliver(config_pk=config_pk, worker_id=worker_id)
     # Run eagerly (tests, CELERY_TASK_ALWAYS_EAGER) a retry would recurse at once; the sweep
     # picks it up instead.
     if retry is not None and retry <= MAX_COUNTDOWN and not self.request.is_eager:
@@ -26,7 +31,9 @@ def deliver_push(self, config_pk: int) -> None:
 @shared_task(ignore_result=True)
 def sweep_push() -> int:
     """Deliveries that are due but have no message in the broker (lost, or a long retry)."""
-    due = push.configs_due()
+    from a2a_endpoint.push_delivery import configs_due
+
+    due = configs_due()
     for pk in due:
         deliver_push.apply_async((pk,), queue=queue())
     return len(due)

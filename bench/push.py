@@ -26,7 +26,7 @@ django.setup()
 from django.db import transaction  # noqa: E402
 
 from a2a_endpoint.models import PushDelivery, PushSettings  # noqa: E402
-from a2a_endpoint.push import ConfigInput, push_config_create  # noqa: E402
+from a2a_endpoint.push_configs import ConfigInput, push_config_create  # noqa: E402
 from runtime.models import Agent, Context, Task, TaskEvent  # noqa: E402
 from runtime.services import _emit, status_payload  # noqa: E402
 from tenants.models import Tenant  # noqa: E402

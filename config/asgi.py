@@ -13,7 +13,7 @@ async def application(scope, receive, send):
     A blocking SendMessage waits for its task for up to A2A_WAIT_MS. Under Django's default
     each request keeps a thread of its own for its synchronous work, idle during that wait;
     the A2A view runs its database calls on a small shared pool instead
-    (a2a_endpoint.views._db), so a thousand waiters hold no thousand threads.
+    (a2a_endpoint.asyncdb.db), so a thousand waiters hold no thousand threads.
     """
     if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
         await django_application.handle(scope, receive, send)

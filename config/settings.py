@@ -345,7 +345,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# Push notifications and outbound fetches (a2a_endpoint.push, runtime.outbound).
+# Push notifications and outbound fetches (a2a_endpoint.push_configs, a2a_endpoint.push_delivery, connections.outbound).
 # Loopback and private addresses are refused unless this is on (local development, the TCK).
 PUSH_ALLOW_PRIVATE_HOSTS = env_bool("PUSH_ALLOW_PRIVATE_HOSTS", False)
 PUSH_TIMEOUT_SECONDS = env_int("PUSH_TIMEOUT_SECONDS", 10)

@@ -3,3 +3,10 @@ from django.apps import AppConfig
 
 class ConnectionsConfig(AppConfig):
     name = "connections"
+
+    def seed_demo(self, *, tenant, **options) -> dict:
+        """The demo app catalog (github, google-drive); it belongs to no tenant."""
+        from connections.demo import seed_demo_apps
+
+        seed_demo_apps()
+        return {}

@@ -17,6 +17,7 @@ import httpx
 from allauth.socialaccount.models import SocialApp
 
 from connections.models import App
+from connections.outbound import OutboundRefused, guarded_client
 from connections.services import MAX_EXPIRES_IN
 
 HTTP_TIMEOUT = httpx.Timeout(10.0)
@@ -33,6 +34,16 @@ class OAuthEndpoints:
     # client_secret_basic (HTTP Basic) or client_secret_post (in the form body); RFC 6749
     # section 2.3.1 forbids sending both.
     basic_auth: bool = False
+
+
+def _client() -> httpx.Client:
+    # Through the outbound guard like every request, but with private addresses allowed:
+    # these endpoints come from an installer (a SocialApp that staff set in Django admin, or
+    # discovery at the server_url they gave), never from a partner or a tenant member, and an
+    # identity provider inside the company network (or the tests' provider on 127.0.0.1) is
+    # a real setup. PUSH_ALLOW_PRIVATE_HOSTS guards URLs partners choose and stays off in
+    # production. The guard still refuses cloud metadata and link-local addresses.
+    return guarded_client(timeout=HTTP_TIMEOUT, max_connections=1, allow_private=True)
 
 
 def _http_url(url: object) -> str | None:
@@ -59,10 +70,11 @@ def oauth_endpoints(*, social_app: SocialApp) -> OAuthEndpoints:
         if "/.well-known/" not in server_url:
             server_url = server_url.rstrip("/") + "/.well-known/openid-configuration"
         try:
-            response = httpx.get(server_url, timeout=HTTP_TIMEOUT)
+            with _client() as client:
+                response = client.get(server_url)
             response.raise_for_status()
             discovered = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, OutboundRefused, ValueError) as exc:
             raise OAuthError(f"The provider's discovery document could not be read: {exc}") from exc
         if not isinstance(discovered, dict):
             raise OAuthError("The provider's discovery document is not a JSON object.")
@@ -143,14 +155,14 @@ def oauth_token_exchange(
         data |= {"client_id": social_app.client_id, "client_secret": social_app.secret}
     try:
         # Accept JSON: GitHub, for one, answers form-encoded unless asked.
-        response = httpx.post(
-            endpoints.token_url,
-            data=data,
-            auth=auth,
-            headers={"Accept": "application/json"},
-            timeout=HTTP_TIMEOUT,
-        )
-    except httpx.HTTPError as exc:
+        with _client() as client:
+            response = client.post(
+                endpoints.token_url,
+                data=data,
+                auth=auth,
+                headers={"Accept": "application/json"},
+            )
+    except (httpx.HTTPError, OutboundRefused) as exc:
         raise OAuthError(f"{app.name} could not be reached: {exc}") from exc
     body = _token_body(response)
     if response.status_code != 200 or "error" in body:

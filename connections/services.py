@@ -10,6 +10,7 @@ from django.utils import timezone
 from connections.crypto import secret_encrypt
 from connections.models import App, Connection, ConnectionAuditEvent
 from connections.selectors import connection_secret_for  # noqa: F401  (re-exported for tools)
+from connections.signals import app_connected
 from tenants.models import Tenant, User
 
 logger = logging.getLogger(__name__)
@@ -53,14 +54,6 @@ def _connection_locked(*, tenant: Tenant, app: App) -> Connection:
         return Connection.objects.select_for_update().get(tenant=tenant, app=app)
 
 
-def _runtime_connect_app(*, tenant: Tenant, app_slug: str, by: str) -> None:
-    # Answers the tenant's open connection interactions for this app; their tasks resume.
-    # Imported here so that tests of this app can stand in for the core's hook.
-    from runtime.services import interactions_connect_app
-
-    interactions_connect_app(tenant=tenant, app=app_slug, by=by)
-
-
 def _connected(
     *,
     connection: Connection,
@@ -102,11 +95,13 @@ def _connected(
         created_at=now,
     )
     tenant, app_slug, subject = connection.tenant, connection.app.slug, by.subject
-    # After commit, so that the resumed turns' next tool call finds the connection. robust:
-    # the connection is made whatever the runtime does; a failure there is logged by Django
-    # and must not turn the operator's successful connect into an error page.
+    # After commit, so that the resumed turns' next tool call finds the connection (the
+    # runtime's receiver answers the tenant's open connection interactions for this app).
+    # Robust: the connection is made whatever a receiver does; its failure is logged by
+    # Django and must not turn the operator's successful connect into an error page.
     transaction.on_commit(
-        lambda: _runtime_connect_app(tenant=tenant, app_slug=app_slug, by=subject), robust=True
+        lambda: app_connected.send_robust(Connection, tenant=tenant, app=app_slug, by=subject),
+        robust=True,
     )
     return connection
 

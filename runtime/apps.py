@@ -3,3 +3,15 @@ from django.apps import AppConfig
 
 class RuntimeConfig(AppConfig):
     name = "runtime"
+
+    def ready(self) -> None:
+        from connections.signals import app_connected
+        from runtime.receivers import app_connected_received
+
+        app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
+
+    def seed_demo(self, *, tenant, **options) -> dict:
+        """The demo agents (runtime/agents/*.md), for tenants' seed_demo command."""
+        from runtime.demo import seed_demo_agents
+
+        return {"agents": seed_demo_agents(tenant=tenant)}

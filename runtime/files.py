@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from runtime.outbound import OutboundRefused, fetch_url
+from connections.outbound import OutboundRefused, fetch_url
 
 # A stored artifact part keeps its file as this reference in ``url``; the wire turns it into
 # a signed, expiring download link for the caller (a2a_endpoint.wire).

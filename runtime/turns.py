@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from config.logging import log_context
+from connections.outbound import OutboundRefused
 from runtime import extensions as ext
 from runtime import files
 from runtime.llm import (
@@ -46,7 +47,6 @@ from runtime.models import (
     TaskState,
     new_key,
 )
-from runtime.outbound import OutboundRefused
 from runtime.services import (
     _emit,
     _set_status,

@@ -5,11 +5,11 @@ import time
 import pytest
 from django.test import Client
 
-from a2a_endpoint import push
+from a2a_endpoint import push_configs, push_delivery
 from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
+from connections.outbound import OutboundRefused, fetch_url
 from runtime import extensions as ext
 from runtime.models import Agent, Interaction, Task, TaskEvent
-from runtime.outbound import OutboundRefused, fetch_url
 from runtime.services import interaction_answer
 from runtime.turns import turn_run
 from tests.a2a_endpoint.receiver import Receiver
@@ -144,7 +144,7 @@ def drain(deadline: float = 20) -> None:
         if not pending.exists():
             return
         for pk in set(pending.values_list("config_id", flat=True)):
-            push.push_deliver(config_pk=pk, worker_id="test-push")
+            push_delivery.push_deliver(config_pk=pk, worker_id="test-push")
     raise TimeoutError("deliveries still pending")
 
 
@@ -308,7 +308,7 @@ def test_receiver_down_then_up_gets_everything(push_world):
     task_id = send(push_world.a, "support", "hello", push_url=url)
     run(task_id)
     config = PushConfig.objects.get()
-    push.push_deliver(config_pk=config.pk, worker_id="w")
+    push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
     first = PushDelivery.objects.order_by("seq").first()
     assert first.state == PushDelivery.State.PENDING and first.attempts >= 1
     assert "network error" in first.last_error
@@ -367,7 +367,8 @@ def test_a_slow_receiver_does_not_delay_another(push_world, receiver, settings):
         fast_task = send(push_world.a, "support", "fast", push_url=receiver.url)
         slow_config = PushConfig.objects.get(task__public_id=slow_task)
         worker = threading.Thread(
-            target=push.push_deliver, kwargs={"config_pk": slow_config.pk, "worker_id": "w-slow"}
+            target=push_delivery.push_deliver,
+            kwargs={"config_pk": slow_config.pk, "worker_id": "w-slow"},
         )
         worker.start()
         deadline = time.monotonic() + 10
@@ -376,11 +377,11 @@ def test_a_slow_receiver_does_not_delay_another(push_world, receiver, settings):
             time.sleep(0.02)
         # The slow receiver's only slot is taken: its other config waits without blocking...
         other = PushConfig.objects.get(task__public_id=slow_task_2)
-        assert push.push_deliver(config_pk=other.pk, worker_id="w2") is not None
+        assert push_delivery.push_deliver(config_pk=other.pk, worker_id="w2") is not None
         assert not PushAttempt.objects.filter(delivery__config=other).exists()
         # ...and the fast receiver gets all of its events while the slow one still holds.
         fast = PushConfig.objects.get(task__public_id=fast_task)
-        assert push.push_deliver(config_pk=fast.pk, worker_id="w3") is None
+        assert push_delivery.push_deliver(config_pk=fast.pk, worker_id="w3") is None
         assert receiver.events == stored_events(fast_task)
         assert slow.events == []
     finally:
@@ -460,7 +461,7 @@ def test_push_to_a_name_resolving_to_loopback_is_refused_when_not_allowed(
 @pytest.mark.django_db(transaction=True)
 def test_after_rotation_receivers_with_the_old_or_the_new_secret_both_verify(push_world):
     old = PushSettings.objects.get(tenant=push_world.a.tenant).secret
-    rotated = push.push_secret_rotate(tenant=push_world.a.tenant)
+    rotated = push_configs.push_secret_rotate(tenant=push_world.a.tenant)
     assert rotated.secret != old
     with_old, with_new = Receiver(secret=old).start(), Receiver(secret=rotated.secret).start()
     try:

@@ -16,14 +16,25 @@ from connections.models import App
 
 
 @pytest.fixture(autouse=True)
-def runtime_hook(monkeypatch):
-    """Stands in for the core's runtime.services.interactions_connect_app, so that these tests
-    see exactly when and how it is called; its effect is tested in tests/runtime."""
-    import runtime.services as module
+def runtime_hook():
+    """Stands in for the runtime's receiver of connections.signals.app_connected, so that these
+    tests see exactly when and how the runtime is told; its effect is tested in tests/runtime.
+    The mock is called with the signal's arguments (tenant, app, by)."""
+    from connections.signals import app_connected
+    from runtime.receivers import app_connected_received
 
-    hook = mock.Mock(name="interactions_connect_app")
-    monkeypatch.setattr(module, "interactions_connect_app", hook)
-    return hook
+    hook = mock.Mock(name="app_connected receiver")
+
+    def stand_in(sender, signal, **kwargs):
+        hook(**kwargs)
+
+    app_connected.disconnect(dispatch_uid="runtime-app-connected")
+    app_connected.connect(stand_in, weak=False, dispatch_uid="tests-app-connected")
+    try:
+        yield hook
+    finally:
+        app_connected.disconnect(dispatch_uid="tests-app-connected")
+        app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
 
 
 @pytest.fixture

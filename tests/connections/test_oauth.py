@@ -145,6 +145,21 @@ def test_an_unreachable_provider_is_an_error_message(world, stub_app, stub_provi
     assert not Connection.objects.exists()
 
 
+def test_a_provider_at_a_cloud_metadata_address_is_refused_before_any_request(
+    world, stub_app, settings
+):
+    # Installer-configured endpoints may be private (the stub is on 127.0.0.1 with
+    # PUSH_ALLOW_PRIVATE_HOSTS off), but the outbound guard still refuses metadata addresses.
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    stub_app.social_app.settings = {"server_url": "http://169.254.169.254"}
+    stub_app.social_app.save()
+    response = world.a.client_for(world.a.operator).post(START, follow=True)
+    html = response.content.decode()
+    assert "Cannot connect Stub Drive" in html
+    assert "resolves only to refused addresses (169.254.169.254)" in html
+    assert not Connection.objects.exists()
+
+
 def test_explicit_endpoints_in_the_social_app_settings_work_too(world, stub_app, stub_provider):
     stub_app.social_app.settings = {
         "authorize_url": f"{stub_provider.base_url}/authorize",

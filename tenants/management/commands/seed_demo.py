@@ -1,5 +1,6 @@
 import json
 
+from django.apps import apps
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -69,9 +70,7 @@ class Command(BaseCommand):
             _member(
                 email=OTHER_OPERATOR, password=password, tenant=other, role=Membership.Role.OPERATOR
             )
-            agents = self.seed_agents(demo)
-            self.seed_apps()
-            self.seed_push(demo)
+            seeded = self.seed_app_demos(demo, **options)
             _, token = api_token_create(
                 tenant=demo, subject=DEMO_SUBJECT, name="demo client (seed_demo)", created_by=admin
             )
@@ -80,7 +79,7 @@ class Command(BaseCommand):
             "tenant": demo.slug,
             "token": token,
             "subject": DEMO_SUBJECT,
-            "agents": {slug: f"/a2a/{demo.slug}/{slug}" for slug in agents},
+            "agents": {slug: f"/a2a/{demo.slug}/{slug}" for slug in seeded.get("agents", [])},
             "logins": {
                 "operator": {"email": DEMO_OPERATOR, "password": password},
                 "admin": {"email": DEMO_ADMIN, "password": password},
@@ -98,23 +97,16 @@ class Command(BaseCommand):
             self.stdout.write(f"  agent {slug}: {path}")
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
 
-    def seed_apps(self) -> list[str]:
-        """The demo app catalog: github (pasted token) and one OAuth2 app."""
-        from connections.demo import seed_demo_apps
+    def seed_app_demos(self, tenant: Tenant, **options) -> dict:
+        """Let every installed app that has demo data seed it, in INSTALLED_APPS order.
 
-        return seed_demo_apps()
-
-    def seed_push(self, tenant: Tenant) -> None:
-        """Push to any public host, and to localhost (the conformance kit's webhook); loopback
-        is still refused unless PUSH_ALLOW_PRIVATE_HOSTS is on."""
-        from a2a_endpoint.models import PushSettings
-
-        found, _ = PushSettings.objects.get_or_create(tenant=tenant)
-        found.allowed_hosts = "*"
-        found.save(update_fields=["allowed_hosts"])
-
-    def seed_agents(self, tenant: Tenant) -> list[str]:
-        """The demo agents (runtime/agents/*.md); returns their slugs."""
-        from runtime.demo import seed_demo_agents
-
-        return seed_demo_agents(tenant=tenant)
+        An app offers demo data with a ``seed_demo(self, *, tenant, **options)`` method on its
+        AppConfig that returns what it made for the summary (``{"agents": [slugs]}``), so
+        that this command, low in the layers, imports none of the apps above it.
+        """
+        seeded: dict = {}
+        for config in apps.get_app_configs():
+            seed_demo = getattr(config, "seed_demo", None)
+            if seed_demo is not None:
+                seeded.update(seed_demo(tenant=tenant, **options) or {})
+        return seeded

@@ -1,4 +1,4 @@
-"""Push notification configs and their delivery (A2A §4.3; profile v2; reference §8).
+"""Push notification delivery (A2A §4.3; profile v2; reference §8).
 
 Delivery, in short:
 - Each TaskEvent becomes one PushDelivery per active config of its task, in the event's own
@@ -16,7 +16,7 @@ Delivery, in short:
 - Requests are signed with Standard Webhooks (webhook-id, webhook-timestamp,
   webhook-signature) using the tenant's push secret, and during a rotation's grace period
   with the previous secret too (Standard Webhooks allows several signatures).
-- Requests go out only through runtime.outbound (allowed hosts, no private addresses).
+- Requests go out only through connections.outbound (allowed hosts, no private addresses).
 """
 
 import json
@@ -24,10 +24,8 @@ import logging
 import random
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
-from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -44,12 +42,15 @@ from a2a_endpoint.models import (
     PushReceiverSlot,
     PushSettings,
 )
+from a2a_endpoint.selectors import push_settings_for
+from a2a_endpoint.tasks import MAX_COUNTDOWN
+from a2a_endpoint.tasks import deliver_push as deliver_push_task
 from a2a_endpoint.wire import event_wire
+from config.celery import queue
 from config.logging import log_context
-from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
-from runtime.errors import InvalidParams, TaskNotFound
+from connections.crypto import InvalidToken, secret_decrypt
+from connections.outbound import OutboundRefused, check_url, guarded_client
 from runtime.models import Task, TaskEvent
-from runtime.outbound import OutboundRefused, check_url, guarded_client
 
 logger = logging.getLogger(__name__)
 
@@ -58,136 +59,6 @@ LEASE_SECONDS = 120
 BUSY_RETRY_SECONDS = 2.0
 # How long a slot holder goes on with the receiver's other configs (_drain_receiver).
 DRAIN_SECONDS = 30.0
-PAGE_SIZE_MAX = 100
-
-
-# --- settings and secrets -----------------------------------------------------------------
-
-
-def push_settings_for(tenant) -> PushSettings:
-    found, _ = PushSettings.objects.get_or_create(tenant=tenant)
-    return found
-
-
-def push_secret_rotate(*, tenant) -> PushSettings:
-    """Start signing with a new secret; the old one stays valid for PUSH_SECRET_GRACE_HOURS."""
-    with transaction.atomic():
-        found = PushSettings.objects.select_for_update().get(pk=push_settings_for(tenant).pk)
-        found.rotate(timedelta(hours=settings.PUSH_SECRET_GRACE_HOURS))
-        found.save(
-            update_fields=["secret", "previous_secret", "previous_valid_until", "rotated_at"]
-        )
-    return found
-
-
-# --- configs ------------------------------------------------------------------------------
-
-
-@dataclass
-class ConfigInput:
-    id: str
-    url: str
-    token: str = ""
-    scheme: str = ""
-    credentials: str = ""
-
-
-def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = False) -> Task:
-    tasks = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, public_id=task_id)
-    task = (tasks.select_for_update() if lock else tasks).first()
-    if task is None:
-        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
-    return task
-
-
-def push_url_check(*, tenant, url: str) -> None:
-    """Refuse a receiver URL the tenant does not allow (InvalidParams); no network I/O."""
-    if not url:
-        raise InvalidParams("url", "is required")
-    try:
-        check_url(url, push_settings_for(tenant).host_patterns)
-    except OutboundRefused as exc:
-        raise InvalidParams("url", str(exc)) from None
-
-
-def push_config_create(
-    *,
-    tenant,
-    agent,
-    subject: str,
-    task_id: str,
-    config: ConfigInput,
-    activated: frozenset = frozenset(),
-    from_start: bool = False,
-) -> PushConfig:
-    """Create (or replace, same id) a task's push config; ``from_start`` also queues every
-    event the task already has (a config sent inline with the message that made the task)."""
-    if len(config.id) > 200:
-        raise InvalidParams("id", "must be at most 200 characters")
-    with transaction.atomic():
-        # The task row lock orders this against the worker's event writes (which hold the
-        # same lock): every event is either already here (from_start queues it) or is
-        # written after the config exists (queue_deliveries finds the config).
-        task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
-        push_url_check(tenant=tenant, url=config.url)
-        parts = urlsplit(config.url)
-        receiver = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
-        values = {
-            "tenant": tenant,
-            "subject": subject,
-            "url": config.url,
-            "receiver": receiver,
-            "token": config.token,
-            "auth_scheme": config.scheme,
-            "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",
-            "activated": sorted(activated),
-            "disabled_at": None,
-            "disabled_reason": "",
-        }
-        found, _ = PushConfig.objects.update_or_create(
-            task=task, public_id=config.id or str(uuid.uuid4()), defaults=values
-        )
-        if from_start:
-            events = TaskEvent.objects.filter(task=task).order_by("seq")
-            PushDelivery.objects.bulk_create(
-                [_delivery(found, e) for e in events], ignore_conflicts=True
-            )
-            _schedule(found.pk)
-    return found
-
-
-def push_config_get(*, tenant, agent, subject: str, task_id: str, config_id: str) -> PushConfig:
-    task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
-    found = PushConfig.objects.filter(
-        tenant=tenant, task=task, subject=subject, public_id=config_id
-    ).first()
-    if found is None:
-        # TaskNotFound as the a2a SDK answers: a config is part of its task.
-        raise TaskNotFound(
-            f"Push notification config {config_id} of task {task_id} was not found.",
-            taskId=task_id,
-        )
-    return found
-
-
-def push_configs_page(
-    *, tenant, agent, subject: str, task_id: str, page_size: int, after: int | None
-) -> tuple[list[PushConfig], bool]:
-    task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
-    configs = PushConfig.objects.filter(tenant=tenant, task=task, subject=subject).order_by("pk")
-    if after is not None:
-        configs = configs.filter(pk__gt=after)
-    rows = list(configs[: page_size + 1])
-    return rows[:page_size], len(rows) > page_size
-
-
-def push_config_delete(*, tenant, agent, subject: str, task_id: str, config_id: str) -> None:
-    """Delete a config; deleting one that is gone is not an error (A2A: idempotent)."""
-    with transaction.atomic():
-        task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
-        PushConfig.objects.filter(
-            tenant=tenant, task=task, subject=subject, public_id=config_id
-        ).delete()
 
 
 # --- queueing -----------------------------------------------------------------------------
@@ -204,10 +75,15 @@ def _delivery(config: PushConfig, event: TaskEvent) -> PushDelivery:
 
 
 def _schedule(config_pk: int) -> None:
-    from a2a_endpoint.tasks import deliver_push
-    from config.celery import queue
+    transaction.on_commit(lambda: deliver_push_task.apply_async((config_pk,), queue=queue()))
 
-    transaction.on_commit(lambda: deliver_push.apply_async((config_pk,), queue=queue()))
+
+def push_deliveries_backfill(*, config: PushConfig) -> None:
+    """Queue a delivery of every event the config's task already has (a config sent with
+    the message that made the task); call it holding the task's row lock."""
+    events = TaskEvent.objects.filter(task_id=config.task_id).order_by("seq")
+    PushDelivery.objects.bulk_create([_delivery(config, e) for e in events], ignore_conflicts=True)
+    _schedule(config.pk)
 
 
 def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
@@ -318,9 +194,6 @@ def _drain_receiver(receiver: str, worker_id: str) -> None:
     keep the receiver busy meanwhile, so its backlog goes out at the slots' pace. Bounded in
     time, so that one Celery task does not hold a worker for long.
     """
-    from a2a_endpoint.tasks import MAX_COUNTDOWN, deliver_push
-    from config.celery import queue
-
     until = time.monotonic() + DRAIN_SECONDS
     while time.monotonic() < until:
         now = timezone.now()
@@ -342,13 +215,13 @@ def _drain_receiver(receiver: str, worker_id: str) -> None:
         finally:
             _release_config(candidate, worker_id)
         if retry is not None and retry <= MAX_COUNTDOWN:
-            deliver_push.apply_async((candidate,), countdown=retry, queue=queue())
+            deliver_push_task.apply_async((candidate,), countdown=retry, queue=queue())
 
 
 def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
     client = guarded_client(timeout=settings.PUSH_TIMEOUT_SECONDS, max_connections=1)
     # One read of the tenant's push settings (allowed hosts, signing secrets) per batch.
-    push = push_settings_for(config.tenant)
+    push = push_settings_for(tenant=config.tenant)
     renewed = time.monotonic()
     try:
         while True:

@@ -1,10 +1,11 @@
-"""The one way this server makes outbound HTTP requests to addresses a caller chose.
+"""The one way this server makes outbound HTTP requests.
 
 Push deliveries and incoming ``url`` file parts both go to URLs a partner gave us, so both
-could be used to reach the server's own network (SSRF). Every such request goes through
-``guarded_client()``: an httpx client whose connections are opened by ``GuardedBackend``,
-which resolves the host itself, refuses any address that is not public (loopback, private,
-link-local, cloud metadata, reserved), and then connects to the address it vetted. Checking
+could be used to reach the server's own network (SSRF); OAuth2 requests go to endpoints an
+installer configured (connections.oauth). Every request goes through ``guarded_client()``: an
+httpx client whose connections are opened by ``GuardedBackend``, which resolves the host
+itself, refuses any address that is not public (loopback, private, link-local, cloud
+metadata, reserved), and then connects to the address it vetted. Checking
 and connecting to the same address is what defeats DNS rebinding: a name that resolves to a
 public address for a check and to 127.0.0.1 for the connect never gets the second lookup.
 The URL's host name still goes into the Host header and TLS SNI (httpcore takes them from
@@ -33,7 +34,11 @@ class OutboundRefused(Exception):
     """The URL or the address it resolves to is not one this server may call."""
 
 
-def address_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+def address_allowed(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address, *, allow_private: bool | None = None
+) -> bool:
+    """``allow_private`` None: loopback and private addresses as PUSH_ALLOW_PRIVATE_HOSTS says
+    (read at each check, so that a change applies to clients already made)."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if ip in METADATA_ADDRESSES or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
@@ -42,7 +47,9 @@ def address_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         return True
     # Loopback and private ranges: only when the operator said so (local development, the
     # conformance kit's webhook on localhost).
-    return bool(settings.PUSH_ALLOW_PRIVATE_HOSTS) and (ip.is_loopback or ip.is_private)
+    if allow_private is None:
+        allow_private = bool(settings.PUSH_ALLOW_PRIVATE_HOSTS)
+    return allow_private and (ip.is_loopback or ip.is_private)
 
 
 def host_matches(host: str, patterns: Iterable[str]) -> bool:
@@ -76,6 +83,9 @@ def check_url(url: str, allowed_hosts: Iterable[str]) -> str:
 
 
 class GuardedBackend(httpcore.SyncBackend):
+    def __init__(self, *, allow_private: bool | None = None):
+        self.allow_private = allow_private
+
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -85,7 +95,7 @@ class GuardedBackend(httpcore.SyncBackend):
         last_error: Exception | None = None
         for _family, _type, _proto, _canon, sockaddr in infos:
             ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
-            if not address_allowed(ip):
+            if not address_allowed(ip, allow_private=self.allow_private):
                 refused.append(str(ip))
                 continue
             try:
@@ -99,16 +109,21 @@ class GuardedBackend(httpcore.SyncBackend):
 
 
 class GuardedTransport(httpx.HTTPTransport):
-    def __init__(self, **kwargs):
+    def __init__(self, *, allow_private: bool | None = None, **kwargs):
         super().__init__(**kwargs)
-        self._pool._network_backend = GuardedBackend()
+        self._pool._network_backend = GuardedBackend(allow_private=allow_private)
 
 
-def guarded_client(*, timeout: float, max_connections: int = 10) -> httpx.Client:
+def guarded_client(
+    *, timeout: float | httpx.Timeout, max_connections: int = 10, allow_private: bool | None = None
+) -> httpx.Client:
+    """An httpx client that connects only to addresses ``address_allowed`` accepts."""
     # trust_env=False: an HTTP(S)_PROXY in the environment would make the proxy, not us,
     # resolve the name, and the address check would be meaningless.
     return httpx.Client(
-        transport=GuardedTransport(limits=httpx.Limits(max_connections=max_connections)),
+        transport=GuardedTransport(
+            limits=httpx.Limits(max_connections=max_connections), allow_private=allow_private
+        ),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,

@@ -1,0 +1,260 @@
+"""The A2A methods: SendMessage, GetTask, CancelTask, ListTasks and the four push config
+methods (A2A §3.1), each parsing its params, calling one of the core's services and writing
+the result on the wire. Domain errors are left to the view (errors.from_domain)."""
+
+import base64
+import binascii
+import json
+from datetime import UTC, datetime
+
+from a2a import types as a2a
+
+from a2a_endpoint import errors, push_configs, wire
+from a2a_endpoint.asyncdb import db, wait_for_settled
+from a2a_endpoint.identity import Caller
+from config.logging import bind
+from runtime.models import SETTLED_STATES, Task
+from runtime.selectors import tasks_page
+from runtime.services import message_send, task_cancel, task_for_caller
+
+
+def _task_out(caller: Caller, task: Task, **options) -> dict:
+    """The task on the wire as this caller sees it (its extensions, its download links)."""
+    return wire.task_wire(task, activated=caller.activated, files_base=caller.files_base, **options)
+
+
+def _require_id(request) -> str:
+    if not request.id:
+        raise errors.invalid_params("id", "is required")
+    return request.id
+
+
+def _history_length(config) -> int | None:
+    """historyLength of a SendMessage configuration, a GetTask or a ListTasks request."""
+    if config is None or not config.HasField("history_length"):
+        return None
+    if config.history_length < 0:
+        raise errors.invalid_params("historyLength", "must be 0 or more")
+    return min(config.history_length, wire.MAX_HISTORY)
+
+
+async def send_message(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.SendMessageRequest)
+    message = wire.message_in(params, request)
+    configuration = request.configuration if request.HasField("configuration") else None
+    push_config = None
+    if configuration is not None and configuration.HasField("task_push_notification_config"):
+        push_config = _config_input(configuration.task_push_notification_config)
+    history_length = _history_length(configuration)
+    metadata = message.get("metadata") or {}
+    skill_id = metadata.get("skillId") if isinstance(metadata, dict) else None
+    delivery = metadata.get("delivery") if isinstance(metadata, dict) else None
+    if skill_id is not None and not isinstance(skill_id, str):
+        raise errors.invalid_params("message.metadata.skillId", "must be a string")
+    if push_config is not None:
+        # Bad input changes nothing: a receiver the tenant does not allow is refused before
+        # the message starts a turn.
+        await db(push_configs.push_url_check, tenant=caller.tenant, url=push_config.url)
+    result = await db(
+        message_send,
+        **caller.scope,
+        message=message,
+        skill_id=skill_id,
+        delivery=delivery,
+    )
+    task = result.task
+    bind(task_id=task.public_id, trace_id=task.trace_id)
+    if push_config is not None:
+        # Registered before we wait, and with every event the task already has, so that the
+        # receiver sees the task from its first status on (the config came with the message).
+        await db(
+            push_configs.push_config_create,
+            **caller.scope,
+            task_id=task.public_id,
+            config=push_config,
+            activated=caller.activated,
+            from_start=True,
+        )
+    blocking = not (configuration is not None and configuration.return_immediately)
+    if blocking and not result.queued and task.state not in SETTLED_STATES:
+        task = await wait_for_settled(task)
+    if task.reply_message and task.state in SETTLED_STATES and blocking:
+        return {"message": task.reply_message}
+    return {"task": _task_out(caller, task, history_length=history_length)}
+
+
+async def get_task(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.GetTaskRequest)
+    _require_id(request)
+    history_length = _history_length(request)
+    task = await db(
+        task_for_caller,
+        **caller.scope,
+        task_id=request.id,
+    )
+    return _task_out(caller, task, history_length=history_length)
+
+
+async def cancel_task(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.CancelTaskRequest)
+    _require_id(request)
+    task = await db(
+        task_cancel,
+        **caller.scope,
+        task_id=request.id,
+    )
+    return _task_out(caller, task)
+
+
+def _decode_page_token(token: str) -> tuple[datetime, int] | None:
+    if not token:
+        return None
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return datetime.fromisoformat(raw[0]), int(raw[1])
+    except (ValueError, TypeError, IndexError, binascii.Error, json.JSONDecodeError):
+        raise errors.invalid_params("pageToken", "is not a token this server issued") from None
+
+
+def _encode_page_token(task: Task) -> str:
+    raw = json.dumps([task.status_timestamp.isoformat(), task.pk]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+async def list_tasks(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.ListTasksRequest)
+    page_size = request.page_size if request.HasField("page_size") else 50
+    if not 1 <= page_size <= 100:
+        raise errors.invalid_params("pageSize", "must be between 1 and 100")
+    history_length = _history_length(request)
+    after = None
+    if request.HasField("status_timestamp_after"):
+        after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
+    state = a2a.TaskState.Name(request.status) if request.status else None
+    cursor = _decode_page_token(request.page_token)
+    tasks, total, more = await db(
+        tasks_page,
+        **caller.scope,
+        context_id=request.context_id or None,
+        state=state,
+        status_after=after,
+        cursor=cursor,
+        page_size=page_size,
+    )
+    include_artifacts = request.HasField("include_artifacts") and request.include_artifacts
+    return {
+        "tasks": [
+            _task_out(caller, t, history_length=history_length, include_artifacts=include_artifacts)
+            for t in tasks
+        ],
+        "nextPageToken": _encode_page_token(tasks[-1]) if more else "",
+        "pageSize": page_size,
+        "totalSize": total,
+    }
+
+
+# --- push notification configs (A2A §3.1.7-10) ----------------------------------------------
+
+
+def _config_input(config: a2a.TaskPushNotificationConfig) -> push_configs.ConfigInput:
+    if not config.url:
+        raise errors.invalid_params("url", "is required")
+    auth = config.authentication if config.HasField("authentication") else None
+    if auth is not None and not auth.scheme:
+        raise errors.invalid_params("authentication.scheme", "is required")
+    return push_configs.ConfigInput(
+        id=config.id,
+        url=config.url,
+        token=config.token,
+        scheme=auth.scheme if auth else "",
+        credentials=auth.credentials if auth else "",
+    )
+
+
+def _config_wire(config) -> dict:
+    out = {"id": config.public_id, "taskId": config.task.public_id, "url": config.url}
+    if config.token:
+        out["token"] = config.token
+    if config.auth_scheme:
+        # Credentials are write-only: they are stored encrypted and never read back out.
+        out["authentication"] = {"scheme": config.auth_scheme}
+    return out
+
+
+def _require_task_id(task_id: str) -> str:
+    if not task_id:
+        raise errors.invalid_params("taskId", "is required")
+    return task_id
+
+
+async def create_push_config(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.TaskPushNotificationConfig)
+    config = await db(
+        push_configs.push_config_create,
+        **caller.scope,
+        task_id=_require_task_id(request.task_id),
+        config=_config_input(request),
+        activated=caller.activated,
+    )
+    return await db(_config_wire, config)
+
+
+async def get_push_config(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.GetTaskPushNotificationConfigRequest)
+    _require_id(request)
+    config = await db(
+        push_configs.push_config_get,
+        **caller.scope,
+        task_id=_require_task_id(request.task_id),
+        config_id=request.id,
+    )
+    return await db(_config_wire, config)
+
+
+async def list_push_configs(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.ListTaskPushNotificationConfigsRequest)
+    page_size = request.page_size or push_configs.PAGE_SIZE_MAX
+    if not 1 <= page_size <= push_configs.PAGE_SIZE_MAX:
+        raise errors.invalid_params(
+            "pageSize", f"must be between 1 and {push_configs.PAGE_SIZE_MAX}"
+        )
+    after = None
+    if request.page_token:
+        if not request.page_token.isdigit():
+            raise errors.invalid_params("pageToken", "is not a token this server issued")
+        after = int(request.page_token)
+    configs, more = await db(
+        push_configs.push_configs_page,
+        **caller.scope,
+        task_id=_require_task_id(request.task_id),
+        page_size=page_size,
+        after=after,
+    )
+    return {
+        "configs": [await db(_config_wire, c) for c in configs],
+        "nextPageToken": str(configs[-1].pk) if more else "",
+    }
+
+
+async def delete_push_config(caller: Caller, params: dict):
+    request = wire.parse(params, a2a.DeleteTaskPushNotificationConfigRequest)
+    _require_id(request)
+    await db(
+        push_configs.push_config_delete,
+        **caller.scope,
+        task_id=_require_task_id(request.task_id),
+        config_id=request.id,
+    )
+    return {}
+
+
+HANDLERS = {
+    "SendMessage": send_message,
+    "CreateTaskPushNotificationConfig": create_push_config,
+    "GetTaskPushNotificationConfig": get_push_config,
+    "ListTaskPushNotificationConfigs": list_push_configs,
+    "DeleteTaskPushNotificationConfig": delete_push_config,
+    "GetTask": get_task,
+    "CancelTask": cancel_task,
+    "ListTasks": list_tasks,
+}

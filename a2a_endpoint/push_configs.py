@@ -1,0 +1,144 @@
+"""Push notification configs (A2A §4.3, §3.1.7-10) and a tenant's push settings.
+
+A config names a task's receiver URL, its token and authentication; creating one checks the
+URL against the tenant's allowed hosts (connections.outbound), no network I/O. Delivering to
+it is a2a_endpoint.push_delivery's business.
+"""
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+
+from a2a_endpoint.models import PushConfig, PushSettings
+from a2a_endpoint.push_delivery import push_deliveries_backfill
+from a2a_endpoint.selectors import push_settings_for
+from connections.crypto import secret_encrypt
+from connections.outbound import OutboundRefused, check_url
+from runtime.errors import InvalidParams, TaskNotFound
+from runtime.models import Task
+
+PAGE_SIZE_MAX = 100
+
+
+# --- settings and secrets -----------------------------------------------------------------
+
+
+def push_secret_rotate(*, tenant) -> PushSettings:
+    """Start signing with a new secret; the old one stays valid for PUSH_SECRET_GRACE_HOURS."""
+    with transaction.atomic():
+        found = PushSettings.objects.select_for_update().get(pk=push_settings_for(tenant=tenant).pk)
+        found.rotate(timedelta(hours=settings.PUSH_SECRET_GRACE_HOURS))
+        found.save(
+            update_fields=["secret", "previous_secret", "previous_valid_until", "rotated_at"]
+        )
+    return found
+
+
+# --- configs ------------------------------------------------------------------------------
+
+
+@dataclass
+class ConfigInput:
+    id: str
+    url: str
+    token: str = ""
+    scheme: str = ""
+    credentials: str = ""
+
+
+def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = False) -> Task:
+    tasks = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, public_id=task_id)
+    task = (tasks.select_for_update() if lock else tasks).first()
+    if task is None:
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    return task
+
+
+def push_url_check(*, tenant, url: str) -> None:
+    """Refuse a receiver URL the tenant does not allow (InvalidParams); no network I/O."""
+    if not url:
+        raise InvalidParams("url", "is required")
+    try:
+        check_url(url, push_settings_for(tenant=tenant).host_patterns)
+    except OutboundRefused as exc:
+        raise InvalidParams("url", str(exc)) from None
+
+
+def push_config_create(
+    *,
+    tenant,
+    agent,
+    subject: str,
+    task_id: str,
+    config: ConfigInput,
+    activated: frozenset = frozenset(),
+    from_start: bool = False,
+) -> PushConfig:
+    """Create (or replace, same id) a task's push config; ``from_start`` also queues every
+    event the task already has (a config sent inline with the message that made the task)."""
+    if len(config.id) > 200:
+        raise InvalidParams("id", "must be at most 200 characters")
+    with transaction.atomic():
+        # The task row lock orders this against the worker's event writes (which hold the
+        # same lock): every event is either already here (from_start queues it) or is
+        # written after the config exists (queue_deliveries finds the config).
+        task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
+        push_url_check(tenant=tenant, url=config.url)
+        parts = urlsplit(config.url)
+        receiver = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        values = {
+            "tenant": tenant,
+            "subject": subject,
+            "url": config.url,
+            "receiver": receiver,
+            "token": config.token,
+            "auth_scheme": config.scheme,
+            "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",
+            "activated": sorted(activated),
+            "disabled_at": None,
+            "disabled_reason": "",
+        }
+        found, _ = PushConfig.objects.update_or_create(
+            task=task, public_id=config.id or str(uuid.uuid4()), defaults=values
+        )
+        if from_start:
+            push_deliveries_backfill(config=found)
+    return found
+
+
+def push_config_get(*, tenant, agent, subject: str, task_id: str, config_id: str) -> PushConfig:
+    task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
+    found = PushConfig.objects.filter(
+        tenant=tenant, task=task, subject=subject, public_id=config_id
+    ).first()
+    if found is None:
+        # TaskNotFound as the a2a SDK answers: a config is part of its task.
+        raise TaskNotFound(
+            f"Push notification config {config_id} of task {task_id} was not found.",
+            taskId=task_id,
+        )
+    return found
+
+
+def push_configs_page(
+    *, tenant, agent, subject: str, task_id: str, page_size: int, after: int | None
+) -> tuple[list[PushConfig], bool]:
+    task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
+    configs = PushConfig.objects.filter(tenant=tenant, task=task, subject=subject).order_by("pk")
+    if after is not None:
+        configs = configs.filter(pk__gt=after)
+    rows = list(configs[: page_size + 1])
+    return rows[:page_size], len(rows) > page_size
+
+
+def push_config_delete(*, tenant, agent, subject: str, task_id: str, config_id: str) -> None:
+    """Delete a config; deleting one that is gone is not an error (A2A: idempotent)."""
+    with transaction.atomic():
+        task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
+        PushConfig.objects.filter(
+            tenant=tenant, task=task, subject=subject, public_id=config_id
+        ).delete()

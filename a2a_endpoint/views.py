@@ -104,7 +104,7 @@ async def _identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, 
         # Without credentials a caller learns nothing, not even whether the agent exists.
         raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
     try:
-        identity = await aauthenticate_bearer(header)
+        identity = await aauthenticate_bearer(header, kind="partner")
     except TokenError as exc:
         raise errors.unauthenticated(str(exc), exc.reason) from None
     if (

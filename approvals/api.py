@@ -25,6 +25,7 @@ from runtime.models import Interaction
 from runtime.selectors import held_call_for, interaction_for_tenant, interactions_for_tenant
 from runtime.services import interaction_answer
 from tenants.models import ApiToken
+from tenants.tokens import TokenError, token_kind_check
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,11 @@ def operator_for(request) -> Operator:
     user = request.user
     identity = getattr(user, "identity", None)
     if identity is not None:
-        if identity.token.kind != ApiToken.Kind.OPERATOR:
-            raise PermissionDenied("This API takes operator tokens; partners answer over A2A.")
+        try:
+            token_kind_check(identity, kind=ApiToken.Kind.OPERATOR)
+        except TokenError as exc:
+            # 403, not 401: the token is valid, it is only of the wrong kind for this channel.
+            raise PermissionDenied(str(exc)) from None
         return Operator(tenant=user.tenant, subject=user.subject, can_decide=True)
     membership = getattr(request, "membership", None)
     if not membership:

@@ -234,6 +234,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # One place maps the core's faults and DRF's refusals to statuses and bodies.
+    "EXCEPTION_HANDLER": "approvals.api_errors.rest_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Countersign operator API",

@@ -39,7 +39,7 @@ async def identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, s
         # Without credentials a caller learns nothing, not even whether the agent exists.
         raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
     try:
-        identity = await aauthenticate_bearer(header)
+        identity = await aauthenticate_bearer(header, kind="partner")
     except TokenError as exc:
         raise errors.unauthenticated(str(exc), exc.reason) from None
     if (

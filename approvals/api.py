@@ -14,17 +14,25 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_field,
 )
-from rest_framework import permissions, serializers, status
-from rest_framework.decorators import api_view, permission_classes
-from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework import permissions, serializers
+from rest_framework.decorators import api_view, parser_classes, permission_classes
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
 from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
-from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
+from approvals.forms import (
+    ANSWER_MAX,
+    JSON_MAX_DEPTH,
+    JSON_TEXT_PROBLEMS,
+    REASON_MAX,
+    json_text_problem,
+)
 from runtime.models import Interaction
 from runtime.selectors import held_call_for, interaction_for_tenant, interactions_for_tenant
 from runtime.services import interaction_answer
 from tenants.models import ApiToken
+from tenants.tokens import TokenError, token_kind_check
 
 
 @dataclass(frozen=True)
@@ -39,8 +47,11 @@ def operator_for(request) -> Operator:
     user = request.user
     identity = getattr(user, "identity", None)
     if identity is not None:
-        if identity.token.kind != ApiToken.Kind.OPERATOR:
-            raise PermissionDenied("This API takes operator tokens; partners answer over A2A.")
+        try:
+            token_kind_check(identity, kind=ApiToken.Kind.OPERATOR)
+        except TokenError as exc:
+            # 403, not 401: the token is valid, it is only of the wrong kind for this channel.
+            raise PermissionDenied(str(exc)) from None
         return Operator(tenant=user.tenant, subject=user.subject, can_decide=True)
     membership = getattr(request, "membership", None)
     if not membership:
@@ -108,24 +119,79 @@ class InteractionDetailSerializer(InteractionSerializer):
         return HeldCallSerializer(effect).data if effect else None
 
 
+class JSONOnlyParser(JSONParser):
+    """JSON bodies only (any other media type is 415), and nesting that would exhaust the
+    parser's recursion is a 400 like any other unreadable body."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - the body is nested too deeply.") from None
+
+
+class JSONBooleanField(serializers.BooleanField):
+    """A JSON true or false: "yes", "on", 1 and "true" are not decisions."""
+
+    default_error_messages = {
+        "invalid": "Must be a JSON boolean, true or false.",
+        "null": "Must be a JSON boolean, true or false.",
+    }
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class AnswerValueField(serializers.JSONField):
+    """Any JSON, holding only text PostgreSQL can store, in strings as long as the page's."""
+
+    default_error_messages = JSON_TEXT_PROBLEMS
+
+    def to_internal_value(self, data):
+        problem = json_text_problem(data, max_length=ANSWER_MAX)
+        if problem:
+            self.fail(problem, max_length=ANSWER_MAX, max_depth=JSON_MAX_DEPTH)
+        return super().to_internal_value(data)
+
+
 class AnswerSerializer(serializers.Serializer):
-    approved = serializers.BooleanField(
+    """The body of an answer; ``context["interaction"]`` says which fields its kind takes."""
+
+    approved = JSONBooleanField(
         required=False, help_text="For an approval: true sends the held call; false denies it."
     )
     reason = serializers.CharField(
         required=False,
         allow_blank=True,
-        max_length=1000,
+        max_length=REASON_MAX,
         help_text="For an approval: why; the agent's model sees it.",
     )
-    value = serializers.JSONField(
+    value = AnswerValueField(
         required=False,
         help_text="For a question: the answer (one of its choices unless allowCustom). "
         "For a connection: true or false.",
     )
 
     def validate(self, attrs):
-        if ("approved" in attrs) == ("value" in attrs):
+        interaction = self.context.get("interaction")
+        kind = interaction.kind if interaction is not None else None
+        if "approved" in attrs and "value" in attrs:
+            raise serializers.ValidationError({"value": "Send either approved or value."})
+        if kind == Interaction.Kind.APPROVAL:
+            if "value" in attrs:
+                raise serializers.ValidationError(
+                    {"value": "An approval takes approved (and a reason), not value."}
+                )
+            if "approved" not in attrs:
+                # A missing decision is never read as a denial (issue 15, finding 5).
+                raise serializers.ValidationError(
+                    {"approved": "Required for an approval: true or false."}
+                )
+        elif kind == Interaction.Kind.QUESTION and "value" not in attrs:
+            raise serializers.ValidationError({"value": "Required for a question: the answer."})
+        elif "approved" not in attrs and "value" not in attrs:
             raise serializers.ValidationError("Send either approved (with a reason) or value.")
         return attrs
 
@@ -139,8 +205,13 @@ class DecidedSerializer(serializers.Serializer):
 
 
 class ErrorSerializer(serializers.Serializer):
+    """What approvals/api_errors.py answers for a refused request."""
+
     detail = serializers.CharField()
-    field = serializers.CharField(required=False)
+    field = serializers.CharField(required=False, help_text="The field at fault, when one is.")
+    errors = serializers.JSONField(
+        required=False, help_text="Every validation error, keyed by field."
+    )
 
 
 # --- views ---------------------------------------------------------------------------------
@@ -213,41 +284,24 @@ def interaction_detail(request, public_id: str):
         403: ErrorSerializer,
         404: ErrorSerializer,
         409: OpenApiResponse(DecidedSerializer, description="Someone else decided first."),
+        415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
     },
 )
 @api_view(["POST"])
+@parser_classes([JSONOnlyParser])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
 def interaction_answer_view(request, public_id: str):
     """Decide: {approved, reason} for an approval, {value} for a question or a connection."""
     interaction = _interaction_or_404(request, public_id)
-    body = AnswerSerializer(data=request.data)
+    body = AnswerSerializer(data=request.data, context={"interaction": interaction})
     body.is_valid(raise_exception=True)
-    answer = dict(body.validated_data)
-    try:
-        decided = interaction_answer(
-            tenant=request.operator.tenant,
-            interaction_id=interaction.public_id,
-            answer=answer,
-            by=request.operator.subject,
-            via="rest",
-        )
-    except AlreadyDecided as exc:
-        won = exc.interaction
-        return Response(
-            {
-                "detail": exc.message,
-                "state": won.state,
-                "answeredBy": won.answered_by,
-                "answeredVia": won.answered_via,
-                "answeredAt": won.answered_at,
-            },
-            status=status.HTTP_409_CONFLICT,
-        )
-    except InvalidParams as exc:
-        return Response(
-            {"detail": exc.description, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
-        )
-    except TaskNotFound as exc:
-        raise NotFound("No such interaction.") from exc
+    # The core's faults (already decided, invalid, gone) are answered by api_errors.py.
+    decided = interaction_answer(
+        tenant=request.operator.tenant,
+        interaction_id=interaction.public_id,
+        answer=dict(body.validated_data),
+        by=request.operator.subject,
+        via="rest",
+    )
     decided = interaction_for_tenant(tenant=request.operator.tenant, public_id=decided.public_id)
     return Response(InteractionDetailSerializer(decided).data)

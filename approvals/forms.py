@@ -7,6 +7,50 @@ from django import forms
 from runtime.models import Interaction
 
 REASON_MAX = 1000
+# A question's answer, on the page and in each text of a REST answer's value.
+ANSWER_MAX = 4000
+# The deepest a JSON answer or result may nest: answers are text or small structures.
+JSON_MAX_DEPTH = 32
+# What an uncertain effect returned, as the operator types it (JSON or text).
+RESULT_MAX = 20000
+
+JSON_TEXT_PROBLEMS = {
+    "nul": "Text must not contain NUL characters.",
+    "surrogate": "Text must not contain lone surrogates (not valid Unicode).",
+    "too_long": "Each text is at most {max_length} characters.",
+    "too_deep": "At most {max_depth} levels of nesting.",
+}
+
+
+def json_text_problem(value, *, max_length: int, max_depth: int = JSON_MAX_DEPTH) -> str | None:
+    """Why a JSON value cannot be stored as it is (a key of JSON_TEXT_PROBLEMS), or None.
+
+    PostgreSQL's jsonb refuses NUL and text that is not valid Unicode (a lone surrogate),
+    with a DataError mid-transaction; checking before the write makes them a 400.
+    """
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > max_depth:
+            return "too_deep"
+        if isinstance(item, dict):
+            pending.extend((key, depth + 1) for key in item)
+            pending.extend((inner, depth + 1) for inner in item.values())
+        elif isinstance(item, list):
+            pending.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, str):
+            if len(item) > max_length:
+                return "too_long"
+            if "\x00" in item:
+                return "nul"
+            if any("\ud800" <= char <= "\udfff" for char in item):
+                return "surrogate"
+    return None
+
+
+def _no_constants(name: str):
+    # NaN and Infinity are not JSON (RFC 8259) and jsonb refuses them: such a result is text.
+    raise ValueError(f"{name} is not JSON")
 
 
 class ApprovalForm(forms.Form):
@@ -37,7 +81,7 @@ class AnswerForm(forms.Form):
             self.fields["custom"] = forms.CharField(
                 label="Another answer" if self.choices else "Answer",
                 required=False,
-                max_length=4000,
+                max_length=ANSWER_MAX,
                 widget=forms.Textarea(attrs={"rows": 3}),
             )
 
@@ -67,7 +111,7 @@ class EffectResolveForm(forms.Form):
     resolution = forms.ChoiceField(choices=RESOLUTIONS)
     result = forms.CharField(
         required=False,
-        max_length=20000,
+        max_length=RESULT_MAX,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="When it happened: what it returned, as JSON or as text. The model sees it.",
     )
@@ -80,9 +124,23 @@ class EffectResolveForm(forms.Form):
                 self.add_error("result", "Say what the call returned (JSON or text).")
                 return data
             try:
-                data["result_value"] = json.loads(raw)
+                data["result_value"] = json.loads(raw, parse_constant=_no_constants)
             except ValueError:
                 data["result_value"] = raw
+            except RecursionError:
+                data["result_value"] = None
+                self.add_error(
+                    "result", JSON_TEXT_PROBLEMS["too_deep"].format(max_depth=JSON_MAX_DEPTH)
+                )
+                return data
+            problem = json_text_problem(data["result_value"], max_length=RESULT_MAX)
+            if problem:
+                self.add_error(
+                    "result",
+                    JSON_TEXT_PROBLEMS[problem].format(
+                        max_length=RESULT_MAX, max_depth=JSON_MAX_DEPTH
+                    ),
+                )
         else:
             data["result_value"] = None
         return data

@@ -1,25 +1,46 @@
-from django.urls import path
+from django.urls import path, register_converter
 
 from approvals import api, views
+
+
+class PublicIdConverter:
+    """A public id in a path: any text but a slash or a NUL.
+
+    Ids are opaque text, so ``str`` would do, but a NUL reaching PostgreSQL is a DataError (a
+    500): a path holding one names nothing, and is answered 404 by not matching at all.
+    """
+
+    regex = "[^/\x00]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(PublicIdConverter, "public_id")
 
 app_name = "approvals"
 urlpatterns = [
     path("inbox/", views.inbox, name="inbox"),
     path("inbox/fragment", views.inbox_fragment, name="inbox_fragment"),
-    path("inbox/<str:public_id>/", views.interaction_detail, name="interaction"),
-    path("effects/<str:public_id>/", views.effect_detail, name="effect"),
+    path("inbox/<public_id:public_id>/", views.interaction_detail, name="interaction"),
+    path("effects/<public_id:public_id>/", views.effect_detail, name="effect"),
     path("tasks/", views.tasks, name="tasks"),
-    path("tasks/<str:public_id>/", views.task_detail, name="task"),
+    path("tasks/<public_id:public_id>/", views.task_detail, name="task"),
     path(
-        "tasks/<str:public_id>/artifacts/<str:artifact_id>",
+        "tasks/<public_id:public_id>/artifacts/<public_id:artifact_id>",
         views.artifact_download,
         name="artifact_download",
     ),
     path("audit/", views.audit, name="audit"),
     path("api/v1/interactions", api.interaction_list, name="api_interactions"),
-    path("api/v1/interactions/<str:public_id>", api.interaction_detail, name="api_interaction"),
     path(
-        "api/v1/interactions/<str:public_id>/answer",
+        "api/v1/interactions/<public_id:public_id>", api.interaction_detail, name="api_interaction"
+    ),
+    path(
+        "api/v1/interactions/<public_id:public_id>/answer",
         api.interaction_answer_view,
         name="api_interaction_answer",
     ),

@@ -34,21 +34,48 @@ class OutboundRefused(Exception):
     """The URL or the address it resolves to is not one this server may call."""
 
 
+# IPv6 ranges whose last 32 bits are an IPv4 address that a NAT64 gateway (RFC 6052) or a
+# host that still routes IPv4-compatible addresses (RFC 4291 2.5.5.1) reaches on our behalf.
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# RFC 8215's local-use NAT64 prefix: which IPv4 network it reaches is the site's choice, so
+# it counts as private.
+NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4, Teredo)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]  # the client, the host the relay delivers to
+    # ``::`` and ``::1`` are IPv6's own unspecified and loopback addresses, classified as such.
+    if ip in NAT64_WELL_KNOWN or (ip in IPV4_COMPATIBLE and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def address_allowed(
     ip: ipaddress.IPv4Address | ipaddress.IPv6Address, *, allow_private: bool | None = None
 ) -> bool:
     """``allow_private`` None: loopback and private addresses as PUSH_ALLOW_PRIVATE_HOSTS says
     (read at each check, so that a change applies to clients already made)."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if allow_private is None:
+        allow_private = bool(settings.PUSH_ALLOW_PRIVATE_HOSTS)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in NAT64_LOCAL_USE:
+            return allow_private
+        # An address that embeds an IPv4 address reaches that IPv4 host, so it is exactly as
+        # public as that host: [::127.0.0.1] and [64:ff9b::7f00:1] are loopback.
+        ip = embedded_ipv4(ip) or ip
     if ip in METADATA_ADDRESSES or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
         return False
     if ip.is_global:
         return True
     # Loopback and private ranges: only when the operator said so (local development, the
     # conformance kit's webhook on localhost).
-    if allow_private is None:
-        allow_private = bool(settings.PUSH_ALLOW_PRIVATE_HOSTS)
     return allow_private and (ip.is_loopback or ip.is_private)
 
 

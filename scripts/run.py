@@ -12,11 +12,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def static_commands() -> list[list[str]]:
+    """What prepares the static files before the servers start: nothing with DEBUG on.
+
+    With DEBUG off the pages name the hashed files of the manifest storage, which exist only
+    once collectstatic has run; without it every page is a 500 ("Missing staticfiles
+    manifest entry").
+    """
+    from config.env import env_bool  # the settings' own reading of DEBUG
+
+    if env_bool("DEBUG", True):
+        return []
+    return [[sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"]]
 
 
 def main() -> int:
     port = os.environ.get("PORT", "8000")
     host = os.environ.get("HOST", "127.0.0.1")
+    for command in static_commands():
+        subprocess.run(command, cwd=ROOT, check=True)
     seeded = subprocess.run(
         [sys.executable, "manage.py", "seed_demo", "--json"],
         cwd=ROOT,

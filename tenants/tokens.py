@@ -1,6 +1,8 @@
 """API tokens: minting, revoking, and turning an ``Authorization`` header into an identity.
 
-One function, ``authenticate_bearer``, serves the A2A endpoint and the REST API alike.
+One function, ``authenticate_bearer``, serves the A2A endpoint and the REST API alike; each
+says which kind of token it takes (``token_kind_check``), so a partner token never decides
+over REST and an operator program's token never calls an agent as a partner.
 """
 
 import hashlib
@@ -31,6 +33,11 @@ class TokenError(Exception):
         "revoked": "The token has been revoked.",
         "expired": "The token has expired.",
         "inactive": "The token's tenant is not active.",
+        # Refused for its kind: the reason names the kind the caller presented.
+        "operator_token": "This is an operator token: it decides over the REST API "
+        "(/api/v1/) and cannot call agents; partner agents call with a partner token.",
+        "partner_token": "This is a partner token: it calls agents over A2A; "
+        "the REST API takes operator tokens.",
     }
 
     def __init__(self, reason: str):
@@ -129,27 +136,35 @@ def check_token(token: ApiToken | None, plaintext: str, now: datetime) -> Bearer
     return BearerIdentity(tenant=token.tenant, subject=token.subject, token=token)
 
 
+def token_kind_check(identity: BearerIdentity, *, kind: str | None) -> BearerIdentity:
+    """Refuse a valid token of another kind than ``kind`` (None takes every kind)."""
+    if kind is not None and identity.token.kind != kind:
+        raise TokenError(f"{identity.token.kind}_token")
+    return identity
+
+
 def _touch(token: ApiToken, now: datetime) -> None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
 
 
-def authenticate_bearer(header: str | None) -> BearerIdentity:
-    """Turn ``Authorization: Bearer ...`` into (tenant, subject, token), or raise TokenError."""
+def authenticate_bearer(header: str | None, *, kind: str | None = None) -> BearerIdentity:
+    """Turn ``Authorization: Bearer ...`` into (tenant, subject, token), or raise TokenError;
+    with ``kind``, a valid token of another kind is refused too."""
     prefix, plaintext = parse_bearer(header)
     token = ApiToken.objects.select_related("tenant").filter(prefix=prefix).first()
     now = timezone.now()
-    identity = check_token(token, plaintext, now)
+    identity = token_kind_check(check_token(token, plaintext, now), kind=kind)
     _touch(identity.token, now)
     return identity
 
 
-async def aauthenticate_bearer(header: str | None) -> BearerIdentity:
+async def aauthenticate_bearer(header: str | None, *, kind: str | None = None) -> BearerIdentity:
     """The async twin of authenticate_bearer, for the ASGI A2A view."""
     prefix, plaintext = parse_bearer(header)
     token = await ApiToken.objects.select_related("tenant").filter(prefix=prefix).afirst()
     now = timezone.now()
-    identity = check_token(token, plaintext, now)
+    identity = token_kind_check(check_token(token, plaintext, now), kind=kind)
     if (
         identity.token.last_used_at is None
         or now - identity.token.last_used_at >= LAST_USED_RESOLUTION

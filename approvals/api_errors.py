@@ -1,0 +1,88 @@
+"""The REST channel's errors, in one place: the core's faults and DRF's own refusals.
+
+Set as REST_FRAMEWORK["EXCEPTION_HANDLER"], so a view calls a service and lets its fault
+rise; the status and the body of each fault are decided here and nowhere else. Bodies follow
+``ErrorSerializer`` in approvals/api.py: ``detail``, and ``field`` when one field is at fault.
+"""
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from runtime.errors import (
+    AlreadyDecided,
+    InvalidParams,
+    NotAllowed,
+    RuntimeFault,
+    TaskNotCancelable,
+    TaskNotFound,
+    UnsupportedOperation,
+)
+
+
+def _decided(exc: AlreadyDecided) -> Response:
+    # Someone else decided first: say who, how and when, so the loser knows what happened.
+    won = exc.interaction
+    return Response(
+        {
+            "detail": exc.message,
+            "state": won.state,
+            "answeredBy": won.answered_by,
+            "answeredVia": won.answered_via,
+            "answeredAt": won.answered_at,
+        },
+        status=status.HTTP_409_CONFLICT,
+    )
+
+
+def fault_response(exc: RuntimeFault) -> Response | None:
+    """The REST answer to a fault of the core; None for a fault it does not know (a 500)."""
+    if isinstance(exc, AlreadyDecided):
+        return _decided(exc)
+    if isinstance(exc, InvalidParams):
+        return Response(
+            {"detail": exc.description, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
+        )
+    if isinstance(exc, TaskNotFound):
+        # The same answer for another tenant's id as for a missing one.
+        return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, NotAllowed | TaskNotCancelable):
+        # The request was fine; the thing is no longer in a state that takes it.
+        return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, UnsupportedOperation):
+        return Response(
+            {"detail": exc.message, "reason": exc.reason}, status=status.HTTP_400_BAD_REQUEST
+        )
+    return None
+
+
+def _first_error(detail, path: str = "") -> tuple[str, str]:
+    """(dotted field path, message) of the first error in a ValidationError's detail."""
+    if isinstance(detail, dict):
+        name, inner = next(iter(detail.items()))
+        if name == "non_field_errors":
+            return _first_error(inner, path)
+        return _first_error(inner, f"{path}.{name}" if path else str(name))
+    if isinstance(detail, list) and detail:
+        return _first_error(detail[0], path)
+    return path, str(detail)
+
+
+def validation_body(exc: exceptions.ValidationError) -> dict:
+    field, message = _first_error(exc.detail)
+    body = {"detail": f"{field}: {message}" if field else message}
+    if field:
+        body["field"] = field
+    # Every error DRF found, keyed by field as DRF spells them, for programs that fix all.
+    body["errors"] = exc.detail
+    return body
+
+
+def rest_exception_handler(exc, context) -> Response | None:
+    """DRF's handler, plus the core's faults, with validation errors that name their field."""
+    if isinstance(exc, RuntimeFault):
+        return fault_response(exc)
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(exc, exceptions.ValidationError):
+        response.data = validation_body(exc)
+    return response

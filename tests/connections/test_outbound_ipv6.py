@@ -4,7 +4,7 @@ import ipaddress
 
 import pytest
 
-from runtime.outbound import OutboundRefused, address_allowed, check_url
+from connections.outbound import OutboundRefused, address_allowed, check_url
 
 # (address, what it reaches, allowed with private hosts allowed)
 REFUSED = [

@@ -7,7 +7,7 @@ import pytest
 
 from runtime import extensions as ext
 from runtime.models import Agent, AuditEvent, DemoRecord, Effect, Interaction, Task
-from tests.a2a_endpoint.conftest import (
+from tests.a2a_client import (
     EXTENSIONS,
     answer_message,
     as_task,

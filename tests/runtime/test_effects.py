@@ -15,8 +15,8 @@ from runtime.errors import InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import AuditEvent, DemoRecord, Effect, Task
 from runtime.services import effect_resolve, message_send, turns_to_sweep
 from runtime.turns import TurnRunner, turn_claim, turn_run
-from tests.a2a_endpoint.conftest import as_task, user_message
-from tests.runtime.conftest import DEPLOY_TOOL
+from tests.a2a_client import as_task, user_message
+from tests.core import DEPLOY_TOOL
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task
 from runtime.services import interactions_expire
-from tests.a2a_endpoint.conftest import rpc, status_text, task_of, user_message
+from tests.a2a_client import rpc, status_text, task_of, user_message
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -64,7 +64,7 @@ def test_an_expired_question_resumes_the_turn_without_an_answer(agents, client):
 
 
 def test_an_answered_interaction_does_not_expire(agents, client):
-    from tests.a2a_endpoint.conftest import answer_message
+    from tests.a2a_client import answer_message
 
     asked = start(client, agents.a.token, "code-reviewer", "review")
     answer = answer_message(asked, parts=[{"text": "main"}])

@@ -5,7 +5,7 @@ import pytest
 
 from runtime import extensions as ext
 from runtime.models import AuditEvent, Interaction, Task, TaskEvent
-from tests.a2a_endpoint.conftest import (
+from tests.a2a_client import (
     EXTENSIONS,
     answer_message,
     as_task,

@@ -5,7 +5,7 @@ import pytest
 
 from runtime.models import DemoRecord, Effect, Interaction, Task, TaskEvent
 from runtime.services import interactions_connect_app
-from tests.a2a_endpoint.conftest import (
+from tests.a2a_client import (
     EXTENSIONS,
     answer_message,
     as_task,
@@ -17,7 +17,7 @@ from tests.a2a_endpoint.conftest import (
     task_of,
     user_message,
 )
-from tests.runtime.conftest import DEPLOY_TOOL, REPORT_RESULT
+from tests.core import DEPLOY_TOOL, REPORT_RESULT
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 

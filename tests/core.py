@@ -10,6 +10,7 @@ import uuid
 
 from django.utils import timezone
 
+from runtime import extensions as ext
 from runtime.models import Agent, Effect, Interaction, Task
 from runtime.services import interaction_answer, message_send
 from runtime.turns import turn_run
@@ -83,6 +84,11 @@ def reply(task: Task, text: str | None = None, **fields):
         subject=task.subject,
         message=message(text, taskId=task.public_id, contextId=task.wire_context_id, **fields),
     )
+
+
+def in_band(interaction: Interaction, **answer) -> dict:
+    """The interactions/v1 metadata of an answer to ``interaction``."""
+    return {ext.INTERACTIONS: {"interactionId": interaction.public_id, **answer}}
 
 
 def open_interaction(task: Task) -> Interaction:

@@ -248,3 +248,18 @@ def test_a_choice_question_shows_its_choices_and_refuses_others(agents, client, 
         metadata=interaction_metadata(interaction["interactionId"], value="moon"),
     )
     assert_error(send(client, agents.a.token, answer, chooser), -32602, "INVALID_PARAMS")
+
+
+# --- connections -------------------------------------------------------------------------
+
+
+def test_a_connection_request_is_typed_on_the_status_message(agents, client):
+    message = user_message("open a pull request on payments-api: fix rounding")
+    task = task_of(send(client, agents.a.token, message, "/a2a/acme/coder"))
+    assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+    interaction = interaction_of(task)
+    stored = Interaction.objects.get()
+    assert (interaction["interactionId"], interaction["kind"]) == (stored.public_id, "connection")
+    assert interaction["prompt"] == status_text(task) == stored.prompt
+    assert interaction["detail"] == stored.detail
+    assert interaction["detail"]["app"] == "github"

@@ -35,6 +35,19 @@ REPORT_RESULT = [
     {"if": {"result": "error"}, "reply": "error: {{ last.error }}"},
 ]
 
+# A question with choices and no custom answer, then a reply naming the choice.
+CHOOSER = [
+    {
+        "ask": {
+            "id": "env",
+            "prompt": "Which environment?",
+            "choices": ["staging", "production"],
+            "allowCustom": False,
+        }
+    },
+    {"reply": "Chose {{ answers.env }}."},
+]
+
 
 def deploy_step(environment: str = "staging", tool: str = "deploy_build", build: str = "b-1"):
     """A scripted model step calling the demo deploy tool."""

@@ -22,6 +22,7 @@ from tests.a2a_client import (
     task_of,
     user_message,
 )
+from tests.core import CHOOSER
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -224,20 +225,7 @@ def test_the_same_answer_sent_twice_gets_the_same_task(agents, client):
 
 
 def test_a_choice_question_shows_its_choices_and_refuses_others(agents, client, make_agent):
-    make_agent(
-        "chooser",
-        [
-            {
-                "ask": {
-                    "id": "env",
-                    "prompt": "Which environment?",
-                    "choices": ["staging", "production"],
-                    "allowCustom": False,
-                }
-            },
-            {"reply": "Chose {{ answers.env }}."},
-        ],
-    )
+    make_agent("chooser", CHOOSER)
     chooser = "/a2a/acme/chooser"
     asked = task_of(send(client, agents.a.token, user_message("go"), chooser))
     interaction = interaction_of(asked)

@@ -92,15 +92,15 @@ def _uncertain(crashed) -> tuple[Task, Effect]:
     return task, Effect.objects.get()
 
 
+def resolve(agents, effect: Effect, resolution: str, by="user:operator@acme.test", **extra):
+    effect_resolve(
+        tenant=agents.a.tenant, effect_id=effect.public_id, resolution=resolution, by=by, **extra
+    )
+
+
 def test_resolved_as_happened_the_turn_continues_with_the_given_result(agents, crashed):
     task, effect = _uncertain(crashed)
-    effect_resolve(
-        tenant=agents.a.tenant,
-        effect_id=effect.public_id,
-        resolution="happened",
-        by="user:operator@acme.test",
-        result={"deploymentId": "dep-manual"},
-    )
+    resolve(agents, effect, "happened", result={"deploymentId": "dep-manual"})
     task.refresh_from_db()
     assert task.state == "TASK_STATE_WORKING"
     assert task.status_ext == {}
@@ -115,12 +115,7 @@ def test_resolved_as_happened_the_turn_continues_with_the_given_result(agents, c
 
 def test_resolved_as_not_happened_the_call_is_sent_again(agents, crashed):
     task, effect = _uncertain(crashed)
-    effect_resolve(
-        tenant=agents.a.tenant,
-        effect_id=effect.public_id,
-        resolution="not_happened",
-        by="user:operator@acme.test",
-    )
+    resolve(agents, effect, "not_happened")
     turn_run(task_pk=task.pk, worker_id="w3")
     task.refresh_from_db()
     record = DemoRecord.objects.get()
@@ -131,12 +126,7 @@ def test_resolved_as_not_happened_the_call_is_sent_again(agents, crashed):
 
 def test_resolved_as_fail_the_task_fails(agents, crashed):
     task, effect = _uncertain(crashed)
-    effect_resolve(
-        tenant=agents.a.tenant,
-        effect_id=effect.public_id,
-        resolution="fail",
-        by="user:op@acme.test",
-    )
+    resolve(agents, effect, "fail", by="user:op@acme.test")
     task.refresh_from_db()
     assert task.state == "TASK_STATE_FAILED"
     assert "failed" in reply_text(task)

@@ -9,7 +9,17 @@ import pytest
 from runtime import extensions as ext
 from runtime.errors import InvalidParams
 from runtime.models import AuditEvent, Interaction, Task
-from tests.core import in_band, open_interaction, reply, run, send, start, states, status_text
+from tests.core import (
+    CHOOSER,
+    in_band,
+    open_interaction,
+    reply,
+    run,
+    send,
+    start,
+    states,
+    status_text,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -105,20 +115,7 @@ def test_the_same_answer_sent_twice_is_applied_once(asked):
 @pytest.fixture
 def chooser(agents, make_agent) -> Task:
     """A question with choices and no custom answer, asked."""
-    make_agent(
-        "chooser",
-        [
-            {
-                "ask": {
-                    "id": "env",
-                    "prompt": "Which environment?",
-                    "choices": ["staging", "production"],
-                    "allowCustom": False,
-                }
-            },
-            {"reply": "Chose {{ answers.env }}."},
-        ],
-    )
+    make_agent("chooser", CHOOSER)
     return run(send(agents.a, "chooser"))
 
 

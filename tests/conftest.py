@@ -2,16 +2,14 @@
 partner token, as the house style asks."""
 
 import uuid
-from dataclasses import dataclass, field
 
 import pytest
-from django.test import Client
 
-from tenants.models import Membership, Tenant, User
-from tenants.tokens import api_token_create
-
-PASSWORD = "correct-horse-battery-staple"
-
+from runtime.agentfile import AgentSpec
+from runtime.demo import seed_demo_agents
+from runtime.services_agents import agent_upsert
+from tenants.models import User
+from tests.world import PASSWORD, World, make_side
 
 # In-process tests publish their Celery messages to a queue of this run that no worker
 # consumes; the live stack's worker consumes a queue of its own. Without this, the live
@@ -39,43 +37,53 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@dataclass
-class Side:
-    tenant: Tenant
-    admin: User
-    operator: User
-    viewer: User
-    token: str
-    subject: str
-    extra: dict = field(default_factory=dict)
-
-    def client_for(self, user: User) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-
-@dataclass
-class World:
-    a: Side
-    b: Side
-
-
-def make_side(slug: str) -> Side:
-    tenant = Tenant.objects.create(slug=slug, name=f"{slug.title()} Corp")
-    users = {}
-    for role in ("admin", "operator", "viewer"):
-        user = User.objects.create_user(email=f"{role}@{slug}.test", password=PASSWORD)
-        Membership.objects.create(tenant=tenant, user=user, role=role)
-        users[role] = user
-    subject = f"partner:{slug}-client"
-    _, token = api_token_create(tenant=tenant, subject=subject, name=f"{slug} partner")
-    return Side(tenant=tenant, token=token, subject=subject, **users)
-
-
 @pytest.fixture
 def world(db) -> World:
     return World(a=make_side("acme"), b=make_side("globex"))
+
+
+@pytest.fixture
+def agents(world) -> World:
+    """The demo agents (runtime/agents/*.md) in both tenants of the world."""
+    for side in (world.a, world.b):
+        seed_demo_agents(tenant=side.tenant)
+    return world
+
+
+@pytest.fixture
+def make_agent(agents):
+    """Create an agent (in tenant A, acme, unless told) from an AgentSpec with a scripted model."""
+
+    def make(slug: str, steps: list, tenant=None, **fields):
+        spec = AgentSpec(
+            slug=slug,
+            name=slug,
+            description=f"test agent {slug}",
+            skills=[{"id": "main", "name": "Main", "description": "d", "tags": [], "examples": []}],
+            model={"provider": "scripted", "script": [{"steps": steps}]},
+            **fields,
+        )
+        agent, _ = agent_upsert(tenant=tenant or agents.a.tenant, spec=spec)
+        return agent
+
+    return make
+
+
+@pytest.fixture
+def eager(settings):
+    """Run turns inline when the enqueuing transaction commits; bound a blocking wait."""
+    from config.celery import app
+
+    # Celery copies Django's settings once, at first use: read its view before changing
+    # anything (a first read after the change would save the change), set it, and put it
+    # back, so that no other test runs tasks inline by accident.
+    saved = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.CELERY_TASK_EAGER_PROPAGATES = True
+    settings.A2A_WAIT_MS = 10_000
+    app.conf.update(task_always_eager=True, task_eager_propagates=True)
+    yield
+    app.conf.update(saved)
 
 
 @pytest.fixture

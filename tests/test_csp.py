@@ -123,7 +123,7 @@ def test_every_page_has_the_content_security_policy(world, client):
 
 
 def test_the_pages_of_a_paused_turn_run_no_inline_script(world, client):
-    from tests.approvals.conftest import Maker
+    from tests.core import Maker
 
     seed_demo_agents(tenant=world.a.tenant)
     interaction = Maker(world.a).approval()

@@ -6,7 +6,7 @@ from google.protobuf import json_format
 
 from runtime import extensions as ext
 from runtime.models import Agent
-from tests.a2a_endpoint.conftest import assert_error
+from tests.a2a_client import assert_error
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from runtime import extensions as ext
 from runtime.models import Task
 from tenants.tokens import api_token_create, api_token_revoke
-from tests.a2a_endpoint.conftest import (
+from tests.a2a_client import (
     assert_error,
     error_info,
     field_violations,

@@ -10,9 +10,9 @@ from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSetti
 from connections.outbound import OutboundRefused, fetch_url
 from runtime import extensions as ext
 from runtime.models import Agent, Interaction, Task, TaskEvent
-from runtime.services import interaction_answer
 from runtime.turns import turn_run
 from tests.a2a_endpoint.receiver import Receiver
+from tests.core import decide
 
 SUPPORT = {
     "provider": "scripted",
@@ -263,14 +263,7 @@ def test_receiver_gets_every_event_of_flows_1_to_3_in_order_signed(push_world, r
     # Flow 3: a held call, approved by an operator.
     t3 = send(a, "deployer", "deploy", push_url=receiver.url)
     run(t3)
-    interaction = Interaction.objects.get(task__public_id=t3)
-    interaction_answer(
-        tenant=a.tenant,
-        interaction_id=interaction.public_id,
-        answer={"approved": True},
-        by=a.operator.subject,
-        via="page",
-    )
+    decide(Interaction.objects.get(task__public_id=t3), by=a.operator.subject, approved=True)
     run(t3)
     drain()
 
@@ -486,14 +479,7 @@ def test_progress_and_telemetry_reach_only_callers_that_activated_them(push_worl
     plain = send(a, "deployer", "deploy")
     for t in (task_id, plain):
         run(t)
-    interaction = Interaction.objects.get(task__public_id=task_id)
-    interaction_answer(
-        tenant=a.tenant,
-        interaction_id=interaction.public_id,
-        answer={"approved": True},
-        by=a.operator.subject,
-        via="page",
-    )
+    decide(Interaction.objects.get(task__public_id=task_id), by=a.operator.subject, approved=True)
     run(task_id)
     drain()
     plans = [

@@ -11,7 +11,7 @@ from runtime.models import Context, Interaction, Task, TaskEvent
 from runtime.services_agents import agent_upsert
 from runtime.turns import turn_run
 from tenants.tokens import api_token_create
-from tests.a2a_endpoint.conftest import (
+from tests.a2a_client import (
     answer_message,
     as_task,
     assert_error,

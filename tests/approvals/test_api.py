@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from runtime.models import AuditEvent, Interaction, TaskState
-from tests.approvals.conftest import run
+from tests.core import run
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from runtime.models import Interaction
-from tests.approvals.conftest import run
+from tests.core import run
 
 pytestmark = pytest.mark.django_db
 

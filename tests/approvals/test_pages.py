@@ -7,7 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, TaskState
-from tests.approvals.conftest import run
+from tests.core import run
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from runtime import extensions as ext
 from runtime.errors import AlreadyDecided, UnsupportedOperation
 from runtime.models import AuditEvent, DemoRecord, Interaction, Task, TaskState
 from runtime.services import interaction_answer, message_send
-from tests.approvals.conftest import run
+from tests.core import run
 
 DECIDERS = 50
 ROUNDS = 10

@@ -1,18 +1,12 @@
 """Fixtures for the connections suite: catalog apps, the runtime hook, a stub OAuth2 provider."""
 
-import base64
-import hashlib
-import json
-import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
-from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from allauth.socialaccount.models import SocialApp
 
 from connections.models import App
+from tests.connections.oauth_stub import StubProvider
 
 
 @pytest.fixture(autouse=True)
@@ -40,114 +34,6 @@ def runtime_hook():
 @pytest.fixture
 def github(db) -> App:
     return App.objects.create(slug="github", name="GitHub", method=App.Method.TOKEN)
-
-
-class StubProvider:
-    """A real OAuth2 authorization server on 127.0.0.1: discovery, authorize, token."""
-
-    client_id = "stub-client"
-    client_secret = "stub-secret"
-
-    def __init__(self):
-        self.codes: dict[str, dict] = {}
-        self.token_requests: list[dict] = []
-        self.issued_tokens: list[str] = []
-        self.refuse_tokens = False
-        self.expires_in: object = 3600
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep the test output clean
-                pass
-
-            def _json(self, status: int, body: dict) -> None:
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def do_GET(self):
-                url = urlsplit(self.path)
-                if url.path == "/.well-known/openid-configuration":
-                    return self._json(
-                        200,
-                        {
-                            "issuer": stub.base_url,
-                            "authorization_endpoint": f"{stub.base_url}/authorize",
-                            "token_endpoint": f"{stub.base_url}/token",
-                            "token_endpoint_auth_methods_supported": ["client_secret_post"],
-                        },
-                    )
-                if url.path == "/authorize":
-                    query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                    if (
-                        query.get("client_id") != stub.client_id
-                        or query.get("response_type") != "code"
-                        or query.get("code_challenge_method") != "S256"
-                    ):
-                        return self._json(400, {"error": "invalid_request"})
-                    code = secrets.token_urlsafe(16)
-                    stub.codes[code] = query
-                    self.send_response(302)
-                    target = urlencode({"code": code, "state": query["state"]})
-                    self.send_header("Location", f"{query['redirect_uri']}?{target}")
-                    self.end_headers()
-                    return None
-                return self._json(404, {"error": "not_found"})
-
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
-                stub.token_requests.append(form)
-                if urlsplit(self.path).path != "/token":
-                    return self._json(404, {"error": "not_found"})
-                if stub.refuse_tokens:
-                    return self._json(400, {"error": "invalid_grant"})
-                asked = stub.codes.pop(form.get("code", ""), None)
-                verifier = form.get("code_verifier", "")
-                challenge = (
-                    base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest())
-                    .rstrip(b"=")
-                    .decode()
-                )
-                if (
-                    asked is None
-                    or form.get("grant_type") != "authorization_code"
-                    or form.get("client_id") != stub.client_id
-                    or form.get("client_secret") != stub.client_secret
-                    or form.get("redirect_uri") != asked["redirect_uri"]
-                    or challenge != asked["code_challenge"]
-                ):
-                    return self._json(400, {"error": "invalid_grant"})
-                access_token = f"stub-access-{secrets.token_urlsafe(12)}"
-                stub.issued_tokens.append(access_token)
-                return self._json(
-                    200,
-                    {
-                        "access_token": access_token,
-                        "refresh_token": f"stub-refresh-{secrets.token_urlsafe(12)}",
-                        "token_type": "Bearer",
-                        "expires_in": stub.expires_in,
-                        "scope": asked.get("scope", ""),
-                    },
-                )
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from runtime import extensions as ext
 from runtime.models import DemoRecord, Effect, Interaction, Task
 from runtime.services import interaction_answer
 from tenants.models import Tenant, User
-from tests.interop.conftest import as_dict, status_text, user_message
+from tests.sdk_client import as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,7 +16,7 @@ from runtime import extensions as ext
 from runtime.models import Interaction, Task
 from tenants.models import Tenant
 from tenants.tokens import api_token_create
-from tests.interop.conftest import Partner, as_dict, status_text, user_message
+from tests.sdk_client import Partner, as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

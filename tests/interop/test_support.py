@@ -5,7 +5,7 @@ from a2a.client import A2ACardResolver
 from a2a.types import TaskState
 
 from runtime import extensions as ext
-from tests.interop.conftest import status_text, user_message
+from tests.sdk_client import status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ from runtime.models import DemoRecord, Effect, Task
 from runtime.services import effect_resolve
 from runtime.services_agents import agent_upsert
 from tenants.models import Tenant
-from tests.interop.conftest import Partner, as_dict, status_text, user_message
 from tests.live import LiveStack, wait_until
+from tests.sdk_client import Partner, as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

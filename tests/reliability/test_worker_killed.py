@@ -10,8 +10,8 @@ from runtime.agentfile import AgentSpec
 from runtime.models import Task
 from runtime.services_agents import agent_upsert
 from tenants.models import Tenant
-from tests.interop.conftest import Partner, status_text, user_message
 from tests.live import LiveStack, wait_until
+from tests.sdk_client import Partner, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

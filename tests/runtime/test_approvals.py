@@ -1,109 +1,67 @@
 """Approvals answered in-band (interactions/v1) on the demo deployer: only extension metadata
-approves, the held call is sent once as it was held, a denial reaches the model."""
+approves, the held call is sent once as it was held, a denial reaches the model.
+
+The services and the turn loop are called directly; what the caller sees on the wire is in
+tests/a2a_endpoint/test_interactions_wire.py."""
 
 import json
 
 import pytest
 
 from runtime import extensions as ext
+from runtime.errors import InvalidParams, UnsupportedOperation
 from runtime.models import Agent, AuditEvent, DemoRecord, Effect, Interaction, Task
-from tests.a2a_endpoint.conftest import (
-    EXTENSIONS,
-    answer_message,
-    as_task,
-    assert_error,
-    interaction_metadata,
-    interaction_of,
-    result_of,
-    rpc,
-    status_text,
-    task_of,
-    user_message,
-)
+from tests.core import decide, in_band, open_interaction, reply, run, start, status_text
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
+pytestmark = pytest.mark.django_db
 
-DEPLOYER = "/a2a/acme/deployer"
 BUILD = "2026.10.06-1"
 
 
-def send(client, token, message):
-    return rpc(
-        client, DEPLOYER, "SendMessage", {"message": message}, token=token, headers=EXTENSIONS
-    )
-
-
 @pytest.fixture
-def held(agents, client):
-    """A deploy held for approval: the task as the caller saw it."""
-    task = task_of(send(client, agents.a.token, user_message(f"deploy build {BUILD} to staging")))
-    assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+def held(agents) -> Task:
+    """A deploy held for approval."""
+    task = start(agents.a, "deployer", f"deploy build {BUILD} to staging")
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"
     return task
 
 
-def approve(client, token, task, **answer):
-    interaction_id = interaction_of(task)["interactionId"]
-    message = answer_message(
+def approve(task: Task, **answer):
+    """The caller's in-band answer: interactions/v1 metadata (and the same answer as data)."""
+    return reply(
         task,
+        None,
         parts=[{"data": answer}],
         extensions=[ext.INTERACTIONS],
-        metadata=interaction_metadata(interaction_id, **answer),
+        metadata=in_band(open_interaction(task), **answer),
     )
-    return send(client, token, message)
 
 
-def test_a_held_call_is_an_approval_interaction_without_its_arguments(agents, client, held):
+def test_a_held_call_is_an_approval_interaction_without_its_arguments(held):
     effect = Effect.objects.get()
     assert effect.state == Effect.State.HELD
-    assert interaction_of(held) == {
-        "interactionId": effect.public_id,
-        "kind": "approval",
-        "prompt": "Approve deploy / deploy_build?",
-        "detail": {
-            "server": "deploy",
-            "tool": "deploy_build",
-            "reason": "Deployments change what customers run.",
-        },
+    interaction = open_interaction(held)
+    assert (interaction.public_id, interaction.kind) == (effect.public_id, "approval")
+    assert interaction.prompt == "Approve deploy / deploy_build?"
+    assert interaction.detail == {
+        "server": "deploy",
+        "tool": "deploy_build",
+        "reason": "Deployments change what customers run.",
     }
+    assert effect.arguments == {"build": BUILD, "environment": "staging"}
+    assert BUILD not in json.dumps(held.status_message)
     assert not DemoRecord.objects.exists()
-    # Never the call's arguments on the wire: not on the pause, nor on reads of it.
-    got = result_of(
-        rpc(
-            client,
-            DEPLOYER,
-            "GetTask",
-            {"id": held["id"], "historyLength": 0},
-            token=agents.a.token,
-            headers=EXTENSIONS,
-        )
-    )
-    listed = result_of(
-        rpc(
-            client,
-            DEPLOYER,
-            "ListTasks",
-            {"historyLength": 0},
-            token=agents.a.token,
-            headers=EXTENSIONS,
-        )
-    )
-    for body in (held["status"], got, listed):
-        text = json.dumps(body)
-        assert "arguments" not in text
-        assert BUILD not in text
-        assert '"environment"' not in text
 
 
-def test_a_text_reply_never_approves(agents, client, held):
+def test_a_text_reply_never_approves(held):
+    history = list(held.history)
     for parts in ([{"text": "yes, approved"}], [{"data": {"approved": True}}], [{"data": True}]):
-        response = send(client, agents.a.token, answer_message(held, parts=parts))
-        error = assert_error(response, -32004, "UNSUPPORTED_OPERATION")
-        assert "text never approves" in error["message"]
-    got = as_task(
-        result_of(rpc(client, DEPLOYER, "GetTask", {"id": held["id"]}, token=agents.a.token))
-    )
-    assert got["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
-    assert got["history"] == held["history"]
+        with pytest.raises(UnsupportedOperation, match="text never approves") as refused:
+            reply(held, None, parts=parts)
+        assert refused.value.reason == "UNSUPPORTED_OPERATION"
+    held.refresh_from_db()
+    assert held.state == "TASK_STATE_AUTH_REQUIRED"
+    assert held.history == history
     assert Interaction.objects.get().state == Interaction.State.OPEN
     assert Effect.objects.get().state == Effect.State.HELD
     assert not DemoRecord.objects.exists()
@@ -111,10 +69,10 @@ def test_a_text_reply_never_approves(agents, client, held):
 
 
 @pytest.mark.parametrize("answer", [{"approved": True}, {"value": True}], ids=["approved", "value"])
-def test_approving_in_band_sends_the_call_once_and_completes(agents, client, held, answer):
-    done = task_of(approve(client, agents.a.token, held, **answer))
-    assert done["id"] == held["id"]
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+def test_approving_in_band_sends_the_call_once_and_completes(agents, held, answer):
+    assert approve(held, **answer).task.pk == held.pk
+    done = run(held)
+    assert done.state == "TASK_STATE_COMPLETED"
     assert status_text(done) == f"Deployed build {BUILD} to staging."
     record = DemoRecord.objects.get()
     assert record.data == {"build": BUILD, "environment": "staging"}
@@ -124,30 +82,32 @@ def test_approving_in_band_sends_the_call_once_and_completes(agents, client, hel
     assert record.effect_id == effect.public_id
     audit = AuditEvent.objects.get()
     assert (audit.action, audit.actor, audit.via) == ("approved", agents.a.subject, "inband")
-    assert "arguments" not in json.dumps(done)
+    assert "arguments" not in json.dumps(done.status_message)
 
 
-def test_approving_twice_with_the_same_message_sends_once(agents, client, held):
-    interaction_id = interaction_of(held)["interactionId"]
-    message = answer_message(
-        held, parts=[{"text": "ok"}], metadata=interaction_metadata(interaction_id, approved=True)
-    )
-    first = task_of(send(client, agents.a.token, message))
-    again = task_of(send(client, agents.a.token, message))
-    assert first["id"] == again["id"] and again["status"]["state"] == "TASK_STATE_COMPLETED"
+def test_approving_twice_with_the_same_message_sends_once(held):
+    interaction = open_interaction(held)
+    message_id = "m-approve-once"
+    first = reply(held, "ok", messageId=message_id, metadata=in_band(interaction, approved=True))
+    run(held)
+    again = reply(held, "ok", messageId=message_id, metadata=in_band(interaction, approved=True))
+    assert (first.replayed, again.replayed) == (False, True)
+    assert again.task.pk == held.pk
+    assert run(held).state == "TASK_STATE_COMPLETED"
     assert DemoRecord.objects.count() == 1
 
 
-def test_denying_in_band_tells_the_model_tool_denied(agents, client, held):
-    done = task_of(approve(client, agents.a.token, held, approved=False))
-    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+def test_denying_in_band_tells_the_model_tool_denied(held):
+    approve(held, approved=False)
+    done = run(held)
+    assert done.state == "TASK_STATE_COMPLETED"
     # The model got tool.denied with the reason (below) and says so in its own words.
     assert f"Build {BUILD} was not deployed to staging: denied" in status_text(done)
     assert not DemoRecord.objects.exists()
     effect = Effect.objects.get()
     assert effect.state == Effect.State.DENIED
     assert effect.outcome["error"] == "tool.denied"
-    results = [e for e in Task.objects.get().transcript if e["type"] == "tool_result"]
+    results = [e for e in done.transcript if e["type"] == "tool_result"]
     assert results == [
         {
             "type": "tool_result",
@@ -161,39 +121,30 @@ def test_denying_in_band_tells_the_model_tool_denied(agents, client, held):
 
 
 @pytest.mark.parametrize("answer", [{"approved": "yes"}, {"value": "true"}, {"value": 1}, {}])
-def test_an_approval_answer_that_is_not_a_boolean_is_refused(agents, client, held, answer):
-    response = approve(client, agents.a.token, held, **answer)
-    assert_error(response, -32602, "INVALID_PARAMS")
+def test_an_approval_answer_that_is_not_a_boolean_is_refused(held, answer):
+    with pytest.raises(InvalidParams):
+        approve(held, **answer)
     assert Interaction.objects.get().state == Interaction.State.OPEN
 
 
-def test_operators_only_approvals_cannot_be_answered_in_band(agents, client):
+def test_operators_only_approvals_cannot_be_answered_in_band(agents):
     Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
         tool_policy={"deploy/deploy_build": {"action": "approve", "deciders": "operators"}}
     )
-    held = task_of(send(client, agents.a.token, user_message(f"deploy build {BUILD} to staging")))
+    held = start(agents.a, "deployer", f"deploy build {BUILD} to staging")
     assert Interaction.objects.get().deciders == Interaction.Deciders.OPERATORS
-    error = assert_error(
-        approve(client, agents.a.token, held, approved=True), -32004, "OPERATOR_DECISION_REQUIRED"
-    )
-    assert "operator must decide" in error["message"]
+    with pytest.raises(UnsupportedOperation, match="operator must decide") as refused:
+        approve(held, approved=True)
+    assert refused.value.reason == "OPERATOR_DECISION_REQUIRED"
     assert Interaction.objects.get().state == Interaction.State.OPEN
     assert not DemoRecord.objects.exists()
 
 
-def test_an_operator_approval_resumes_the_task_with_no_client_message(agents, client, held):
-    from runtime.services import interaction_answer
-
-    interaction_answer(
-        tenant=agents.a.tenant,
-        interaction_id=interaction_of(held)["interactionId"],
-        answer={"approved": True},
-        by="user:operator@acme.test",
-        via="page",
-    )
-    got = as_task(
-        result_of(rpc(client, DEPLOYER, "GetTask", {"id": held["id"]}, token=agents.a.token))
-    )
-    assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+def test_an_operator_approval_resumes_the_task_with_no_client_message(held):
+    history = list(held.history)
+    decide(open_interaction(held), approved=True)
+    done = run(held)
+    assert done.state == "TASK_STATE_COMPLETED"
     assert Effect.objects.get().approved_by == "user:operator@acme.test"
     assert DemoRecord.objects.count() == 1
+    assert not [m for m in done.history[len(history) :] if m["role"] == "ROLE_USER"]

@@ -9,14 +9,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from a2a_endpoint import wire
 from runtime import extensions as ext
 from runtime.errors import InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import AuditEvent, DemoRecord, Effect, Task
 from runtime.services import effect_resolve, message_send, turns_to_sweep
 from runtime.turns import TurnRunner, turn_claim, turn_run
-from tests.a2a_endpoint.conftest import as_task, user_message
-from tests.runtime.conftest import DEPLOY_TOOL
+from tests.core import DEPLOY_TOOL, message
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +46,7 @@ def crashed(agents, make_agent):
             tenant=agents.a.tenant,
             agent=agent,
             subject=agents.a.subject,
-            message=user_message("go"),
+            message=message("go"),
         ).task
         claimed = turn_claim(task_pk=task.pk, worker_id="w1")
         TurnRunner(claimed, "w1").step(Task.objects.get(pk=task.pk))  # the call is journalled
@@ -80,14 +78,7 @@ def test_a_call_found_sending_is_uncertain_and_the_task_stays_working(agents, cr
     assert task.status_ext == {ext.EFFECTS: {"uncertain": effect.public_id}}
     assert task.lease_owner == ""
     assert not DemoRecord.objects.exists()
-    # On the wire: under effects/v1 for a caller that activated it, plain text otherwise.
-    activated = as_task(wire.task_wire(task, activated=frozenset({ext.EFFECTS})))
-    message = activated["status"]["message"]
-    assert message["metadata"] == {ext.EFFECTS: {"uncertain": effect.public_id}}
-    assert message["extensions"] == [ext.EFFECTS]
-    plain = as_task(wire.task_wire(task))
-    assert "metadata" not in plain["status"]["message"]
-    assert "arguments" not in str(activated)
+    # (How the wire shows it: tests/a2a_endpoint/test_effects_wire.py.)
     # The sweep leaves it for the operator, and running it again changes nothing.
     assert task.pk not in turns_to_sweep(now=timezone.now() + timedelta(hours=1))
     turn_run(task_pk=task.pk, worker_id="w3")
@@ -101,15 +92,15 @@ def _uncertain(crashed) -> tuple[Task, Effect]:
     return task, Effect.objects.get()
 
 
+def resolve(agents, effect: Effect, resolution: str, by="user:operator@acme.test", **extra):
+    effect_resolve(
+        tenant=agents.a.tenant, effect_id=effect.public_id, resolution=resolution, by=by, **extra
+    )
+
+
 def test_resolved_as_happened_the_turn_continues_with_the_given_result(agents, crashed):
     task, effect = _uncertain(crashed)
-    effect_resolve(
-        tenant=agents.a.tenant,
-        effect_id=effect.public_id,
-        resolution="happened",
-        by="user:operator@acme.test",
-        result={"deploymentId": "dep-manual"},
-    )
+    resolve(agents, effect, "happened", result={"deploymentId": "dep-manual"})
     task.refresh_from_db()
     assert task.state == "TASK_STATE_WORKING"
     assert task.status_ext == {}
@@ -124,12 +115,7 @@ def test_resolved_as_happened_the_turn_continues_with_the_given_result(agents, c
 
 def test_resolved_as_not_happened_the_call_is_sent_again(agents, crashed):
     task, effect = _uncertain(crashed)
-    effect_resolve(
-        tenant=agents.a.tenant,
-        effect_id=effect.public_id,
-        resolution="not_happened",
-        by="user:operator@acme.test",
-    )
+    resolve(agents, effect, "not_happened")
     turn_run(task_pk=task.pk, worker_id="w3")
     task.refresh_from_db()
     record = DemoRecord.objects.get()
@@ -140,12 +126,7 @@ def test_resolved_as_not_happened_the_call_is_sent_again(agents, crashed):
 
 def test_resolved_as_fail_the_task_fails(agents, crashed):
     task, effect = _uncertain(crashed)
-    effect_resolve(
-        tenant=agents.a.tenant,
-        effect_id=effect.public_id,
-        resolution="fail",
-        by="user:op@acme.test",
-    )
+    resolve(agents, effect, "fail", by="user:op@acme.test")
     task.refresh_from_db()
     assert task.state == "TASK_STATE_FAILED"
     assert "failed" in reply_text(task)

@@ -6,42 +6,35 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task
+from runtime.models import AuditEvent, DemoRecord, Effect, Interaction
 from runtime.services import interactions_expire
-from tests.a2a_endpoint.conftest import rpc, status_text, task_of, user_message
+from tests.core import reply, run, start, status_text, tool_results
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
+pytestmark = pytest.mark.django_db
 
 LATER = timedelta(days=2)  # past the default 24-hour interaction lifetime
 
 
-def start(client, token, slug, text):
-    message = user_message(text)
-    return task_of(
-        rpc(client, f"/a2a/acme/{slug}", "SendMessage", {"message": message}, token=token)
-    )
-
-
-def test_nothing_expires_before_its_time(agents, client):
-    start(client, agents.a.token, "deployer", "deploy build b-1 to staging")
+def test_nothing_expires_before_its_time(agents):
+    start(agents.a, "deployer", "deploy build b-1 to staging")
     assert interactions_expire(now=timezone.now()) == 0
     assert Interaction.objects.get().state == Interaction.State.OPEN
 
 
-def test_an_expired_approval_is_a_denial_the_model_sees(agents, client):
-    held = start(client, agents.a.token, "deployer", "deploy build b-1 to staging")
+def test_an_expired_approval_is_a_denial_the_model_sees(agents):
+    task = start(agents.a, "deployer", "deploy build b-1 to staging")
     assert interactions_expire(now=timezone.now() + LATER) == 1
+    run(task)
     interaction = Interaction.objects.get()
     assert interaction.state == Interaction.State.EXPIRED
     assert interaction.answer == {"approved": False, "reason": "expired"}
     effect = Effect.objects.get()
     assert effect.state == Effect.State.DENIED
     assert effect.outcome["reason"] == "expired"
-    task = Task.objects.get(public_id=held["id"])
     assert task.state == "TASK_STATE_COMPLETED"
-    (result,) = [e for e in task.transcript if e["type"] == "tool_result"]
+    (result,) = tool_results(task)
     assert (result["error"], result["reason"]) == ("tool.denied", "expired")
-    assert "was not deployed" in status_text({"status": {"message": task.status_message}})
+    assert "was not deployed" in status_text(task)
     assert not DemoRecord.objects.exists()
     audit = AuditEvent.objects.get()
     assert (audit.action, audit.actor, audit.via) == ("expired", "system:expiry", "expiry")
@@ -50,12 +43,12 @@ def test_an_expired_approval_is_a_denial_the_model_sees(agents, client):
     assert interactions_expire(now=timezone.now() + LATER) == 0
 
 
-def test_an_expired_question_resumes_the_turn_without_an_answer(agents, client):
-    asked = start(client, agents.a.token, "code-reviewer", "review")
+def test_an_expired_question_resumes_the_turn_without_an_answer(agents):
+    task = start(agents.a, "code-reviewer", "review")
     assert interactions_expire(now=timezone.now() + LATER) == 1
     interaction = Interaction.objects.get()
     assert interaction.state == Interaction.State.EXPIRED
-    task = Task.objects.get(public_id=asked["id"])
+    run(task)
     assert task.state == "TASK_STATE_COMPLETED"
     # The model saw no answer for its question.
     assert task.artifacts[0]["parts"][0]["data"]["base"] == ""
@@ -63,12 +56,8 @@ def test_an_expired_question_resumes_the_turn_without_an_answer(agents, client):
     assert (audit.action, audit.actor) == ("expired", "system:expiry")
 
 
-def test_an_answered_interaction_does_not_expire(agents, client):
-    from tests.a2a_endpoint.conftest import answer_message
-
-    asked = start(client, agents.a.token, "code-reviewer", "review")
-    answer = answer_message(asked, parts=[{"text": "main"}])
-    rpc(client, "/a2a/acme/code-reviewer", "SendMessage", {"message": answer}, token=agents.a.token)
+def test_an_answered_interaction_does_not_expire(agents):
+    reply(start(agents.a, "code-reviewer", "review"), "main")
     assert interactions_expire(now=timezone.now() + LATER) == 0
     assert Interaction.objects.get().state == Interaction.State.ANSWERED
     assert list(AuditEvent.objects.values_list("action", flat=True)) == ["answered"]

@@ -2,7 +2,7 @@ from http import HTTPStatus
 
 import pytest
 
-from tests.conftest import PASSWORD
+from tests.world import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

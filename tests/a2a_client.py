@@ -1,20 +1,20 @@
-"""Helpers for driving the A2A endpoint in-process: JSON-RPC posts through Django's test
-client, with the demo agents loaded into both tenants of the `world` fixture.
+"""A JSON-RPC client for the A2A endpoint in-process: posts through Django's test client and
+readers of what comes back (results, errors with their ErrorInfo, tasks checked against the
+A2A 1.0 ProtoJSON schema).
 
-Turns run in Celery tasks enqueued on commit; the `eager` fixture runs them inline when the
-request's transaction commits, so a blocking SendMessage returns the settled task.
+Turns run in Celery tasks enqueued on commit; with the `eager` fixture (tests/conftest.py)
+they run inline when the request's transaction commits, so a blocking SendMessage returns
+the settled task.
 """
 
 import json
 import uuid
 
-import pytest
 from a2a import types as a2a
 from django.test import Client
 from google.protobuf import json_format
 
 from runtime import extensions as ext
-from runtime.demo import seed_demo_agents
 
 A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 EXTENSIONS = {"A2A-Extensions": ext.INTERACTIONS}
@@ -124,33 +124,3 @@ def status_text(task: dict) -> str:
 
 def interaction_of(task: dict) -> dict:
     return task["status"]["message"]["metadata"][ext.INTERACTIONS]
-
-
-@pytest.fixture
-def eager(settings):
-    """Run turns inline when the enqueuing transaction commits; bound a blocking wait."""
-    from config.celery import app
-
-    # Celery copies Django's settings once, at first use: read its view before changing
-    # anything (a first read after the change would save the change), set it, and put it
-    # back, so that no other test runs tasks inline by accident.
-    saved = {key: app.conf[key] for key in ("task_always_eager", "task_eager_propagates")}
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    settings.CELERY_TASK_EAGER_PROPAGATES = True
-    settings.A2A_WAIT_MS = 10_000
-    app.conf.update(task_always_eager=True, task_eager_propagates=True)
-    yield
-    app.conf.update(saved)
-
-
-@pytest.fixture
-def agents(world):
-    """The demo agents (runtime/agents/*.md) in both tenants of the world."""
-    for side in (world.a, world.b):
-        seed_demo_agents(tenant=side.tenant)
-    return world
-
-
-@pytest.fixture
-def client():
-    return Client()

@@ -1,0 +1,198 @@
+"""The turn loop without the wire: a task taken by message_send, its turn run by turn_run, and
+what the rows say afterwards (task state, events, effects, interactions, the lease)."""
+
+import pytest
+
+from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task, TaskState
+from runtime.turns import turn_claim
+from tests.core import (
+    decide,
+    open_interaction,
+    reply,
+    run,
+    send,
+    start,
+    states,
+    status_text,
+    tool_results,
+)
+
+pytestmark = pytest.mark.django_db
+
+BUILD = "2026.10.06-1"
+DEPLOY = f"deploy build {BUILD} to staging"
+
+
+def assert_lease_free(task: Task) -> None:
+    task.refresh_from_db()
+    assert (task.lease_owner, task.lease_expires_at) == ("", None)
+
+
+def test_a_turn_runs_from_submitted_to_completed(agents, make_agent):
+    make_agent("greeter", [{"reply": "Hello, {{ text }}."}])
+    task = send(agents.a, "greeter", "world")
+    assert task.state == TaskState.SUBMITTED
+    assert task.runs == []
+
+    run(task, worker_id="w1")
+
+    assert task.state == TaskState.COMPLETED
+    assert status_text(task) == "Hello, world."
+    assert states(task) == [TaskState.SUBMITTED, TaskState.WORKING, TaskState.COMPLETED]
+    assert [r["worker"] for r in task.runs] == ["w1"]
+    assert task.runs[0]["resumedFrom"] is None
+    assert not Effect.objects.exists() and not Interaction.objects.exists()
+    assert_lease_free(task)
+    # A finished turn is not run again.
+    run(task, worker_id="w2")
+    assert len(task.runs) == 1
+    assert states(task)[-1] == TaskState.COMPLETED
+
+
+def test_a_question_pauses_and_its_answer_resumes_the_same_task(agents):
+    task = start(agents.a, "code-reviewer", "Review this diff of payments-api")
+    assert task.state == TaskState.INPUT_REQUIRED
+    asked = open_interaction(task)
+    assert asked.kind == Interaction.Kind.QUESTION
+    assert status_text(task) == asked.prompt
+    assert_lease_free(task)
+
+    decide(asked, value="main")
+    task.refresh_from_db()
+    asked.refresh_from_db()
+    assert task.state == TaskState.WORKING
+    assert (asked.state, asked.answer, asked.answered_via) == (
+        Interaction.State.ANSWERED,
+        {"value": "main"},
+        "page",
+    )
+
+    run(task)
+    assert task.state == TaskState.COMPLETED
+    assert status_text(task) == "Reviewed the diff against main: no findings."
+    assert task.artifacts[0]["parts"][0]["data"]["base"] == "main"
+    assert Task.objects.count() == 1
+    assert states(task) == [
+        TaskState.SUBMITTED,
+        TaskState.WORKING,
+        TaskState.INPUT_REQUIRED,
+        TaskState.WORKING,
+        TaskState.COMPLETED,
+    ]
+    first, second = task.runs
+    assert (second["resumedFrom"], second["interactionId"]) == (first["runId"], asked.public_id)
+    assert_lease_free(task)
+
+
+def test_an_in_band_answer_resumes_the_task_like_a_decision(agents):
+    task = start(agents.a, "code-reviewer", "Review this diff")
+    result = reply(task, "release/2.1")
+    assert (result.task.pk, result.replayed) == (task.pk, False)
+    assert run(task).state == TaskState.COMPLETED
+    assert status_text(task) == "Reviewed the diff against release/2.1: no findings."
+    answered = Interaction.objects.get()
+    assert (answered.answered_by, answered.answered_via) == (agents.a.subject, "inband")
+
+
+def test_a_held_call_is_sent_once_after_its_approval(agents):
+    task = start(agents.a, "deployer", DEPLOY)
+    assert task.state == TaskState.AUTH_REQUIRED
+    held = open_interaction(task)
+    effect = Effect.objects.get(task=task)
+    assert (held.kind, effect.state, effect.public_id) == (
+        Interaction.Kind.APPROVAL,
+        Effect.State.HELD,
+        held.public_id,
+    )
+    assert not DemoRecord.objects.exists()
+    assert_lease_free(task)
+    # Running the paused turn again sends nothing.
+    run(task)
+    assert task.state == TaskState.AUTH_REQUIRED
+    assert not DemoRecord.objects.exists()
+
+    decide(held, approved=True)
+    run(task)
+
+    assert task.state == TaskState.COMPLETED
+    assert status_text(task) == f"Deployed build {BUILD} to staging."
+    record = DemoRecord.objects.get()
+    assert record.data == {"build": BUILD, "environment": "staging"}
+    effect.refresh_from_db()
+    assert (effect.state, effect.approved_by) == (Effect.State.SUCCEEDED, "user:operator@acme.test")
+    assert record.effect_id == effect.public_id
+    assert tool_results(task)[0]["ok"] is True
+    audit = AuditEvent.objects.get()
+    assert (audit.action, audit.via) == ("approved", "page")
+    run(task)
+    assert DemoRecord.objects.count() == 1
+    assert_lease_free(task)
+
+
+def test_a_denial_reaches_the_transcript_as_tool_denied(agents):
+    task = start(agents.a, "deployer", DEPLOY)
+    decide(open_interaction(task), approved=False, reason="not today")
+    run(task)
+    assert task.state == TaskState.COMPLETED
+    assert tool_results(task) == [
+        {
+            "type": "tool_result",
+            "step": tool_results(task)[0]["step"],
+            "ok": False,
+            "error": "tool.denied",
+            "reason": "not today",
+        }
+    ]
+    assert f"Build {BUILD} was not deployed to staging: not today" in status_text(task)
+    effect = Effect.objects.get()
+    assert (effect.state, effect.outcome["error"]) == (Effect.State.DENIED, "tool.denied")
+    assert not DemoRecord.objects.exists()
+    assert AuditEvent.objects.get().action == "denied"
+
+
+def test_a_turn_leased_to_a_live_worker_is_not_run_by_another(agents, make_agent):
+    make_agent("greeter", [{"reply": "Hello."}])
+    task = send(agents.a, "greeter")
+    claimed = turn_claim(task_pk=task.pk, worker_id="w1")
+    assert claimed.lease_owner == "w1" and claimed.lease_expires_at is not None
+    run(task, worker_id="w2")
+    assert task.state == TaskState.WORKING
+    assert task.lease_owner == "w1"
+    # Its own worker may pick it up again (a redelivered message).
+    run(task, worker_id="w1")
+    assert task.state == TaskState.COMPLETED
+    assert_lease_free(task)
+
+
+def test_a_second_turn_of_a_context_waits_until_the_first_ends(agents):
+    first = start(agents.a, "code-reviewer", "Review this diff")
+    assert first.state == TaskState.INPUT_REQUIRED
+    second = send(agents.a, "code-reviewer", "and this one", contextId=first.wire_context_id)
+    assert (second.context_id, second.turn) == (first.context_id, first.turn + 1)
+
+    # A paused turn is not an ended one: the next turn stays queued.
+    run(second)
+    assert second.state == TaskState.SUBMITTED
+    assert second.runs == []
+    assert not Interaction.objects.filter(task=second).exists()
+
+    reply(first, "main")
+    run(first)
+    assert first.state == TaskState.COMPLETED
+
+    run(second)
+    assert second.state == TaskState.INPUT_REQUIRED
+    assert len(second.runs) == 1
+
+
+def test_a_queued_turn_starts_after_the_first_is_canceled(agents):
+    from runtime.services import task_cancel
+
+    first = start(agents.a, "code-reviewer", "Review this diff")
+    second = send(agents.a, "code-reviewer", "next", contextId=first.wire_context_id)
+    task_cancel(
+        tenant=agents.a.tenant, agent=first.agent, subject=first.subject, task_id=first.public_id
+    )
+    assert Interaction.objects.get(task=first).state == Interaction.State.CANCELED
+    run(second)
+    assert second.state == TaskState.INPUT_REQUIRED

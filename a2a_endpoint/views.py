@@ -31,8 +31,9 @@ from runtime import extensions as ext
 from runtime.errors import RuntimeFault
 from runtime.models import SETTLED_STATES, Agent, Task
 from runtime.notify import wait_for_state
-from runtime.selectors import tasks_page
-from runtime.services import message_send, task_cancel, task_for_caller
+from runtime.selectors import task_for_caller, tasks_page
+from runtime.services.messages import message_send
+from runtime.services.tasks import task_cancel
 from tenants.tokens import TokenError, aauthenticate_bearer
 
 logger = logging.getLogger(__name__)

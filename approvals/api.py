@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.models import Interaction
 from runtime.selectors import held_call_for, interaction_for_tenant, interactions_for_tenant
-from runtime.services import interaction_answer
+from runtime.services.interactions import interaction_answer
 from tenants.models import ApiToken
 
 

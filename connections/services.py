@@ -56,7 +56,7 @@ def _connection_locked(*, tenant: Tenant, app: App) -> Connection:
 def _runtime_connect_app(*, tenant: Tenant, app_slug: str, by: str) -> None:
     # Answers the tenant's open connection interactions for this app; their tasks resume.
     # Imported here so that tests of this app can stand in for the core's hook.
-    from runtime.services import interactions_connect_app
+    from runtime.services.interactions import interactions_connect_app
 
     interactions_connect_app(tenant=tenant, app=app_slug, by=by)
 

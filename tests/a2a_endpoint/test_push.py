@@ -10,8 +10,8 @@ from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSetti
 from runtime import extensions as ext
 from runtime.models import Agent, Interaction, Task, TaskEvent
 from runtime.outbound import OutboundRefused, fetch_url
-from runtime.services import interaction_answer
-from runtime.turns import turn_run
+from runtime.services.interactions import interaction_answer
+from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.receiver import Receiver
 
 SUPPORT = {

@@ -8,7 +8,7 @@ from a2a.types import TaskState
 
 from runtime.agentfile import AgentSpec
 from runtime.models import Task
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
 from tenants.models import Tenant
 from tests.interop.conftest import Partner, status_text, user_message
 from tests.live import LiveStack, wait_until

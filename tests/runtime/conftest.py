@@ -4,7 +4,7 @@ the turn loop directly; the endpoint helpers live in tests/a2a_endpoint/conftest
 import pytest
 
 from runtime.agentfile import AgentSpec
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
 from tests.a2a_endpoint.conftest import agents, client, eager  # noqa: F401 - fixtures
 
 DEPLOY_TOOL = {

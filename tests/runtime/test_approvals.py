@@ -182,7 +182,7 @@ def test_operators_only_approvals_cannot_be_answered_in_band(agents, client):
 
 
 def test_an_operator_approval_resumes_the_task_with_no_client_message(agents, client, held):
-    from runtime.services import interaction_answer
+    from runtime.services.interactions import interaction_answer
 
     interaction_answer(
         tenant=agents.a.tenant,

@@ -13,8 +13,11 @@ from a2a_endpoint import wire
 from runtime import extensions as ext
 from runtime.errors import InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import AuditEvent, DemoRecord, Effect, Task
-from runtime.services import effect_resolve, message_send, turns_to_sweep
-from runtime.turns import TurnRunner, turn_claim, turn_run
+from runtime.selectors import turns_to_sweep
+from runtime.services.effects import effect_resolve
+from runtime.services.messages import message_send
+from runtime.turn.claim import turn_claim
+from runtime.turn.runner import TurnRunner, turn_run
 from tests.a2a_endpoint.conftest import as_task, user_message
 from tests.runtime.conftest import DEPLOY_TOOL
 

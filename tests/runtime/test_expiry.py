@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task
-from runtime.services import interactions_expire
+from runtime.services.interactions import interactions_expire
 from tests.a2a_endpoint.conftest import rpc, status_text, task_of, user_message
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]

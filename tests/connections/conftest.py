@@ -17,8 +17,9 @@ from connections.models import App
 
 @pytest.fixture(autouse=True)
 def runtime_hook(monkeypatch):
-    """Stands in for the core's runtime.services.interactions.interactions_connect_app, so that these tests
-    see exactly when and how it is called; its effect is tested in tests/runtime."""
+    """Stands in for the core's runtime.services.interactions.interactions_connect_app, so
+    that these tests see exactly when and how it is called; its effect is tested in
+    tests/runtime."""
     import runtime.services.interactions as module
 
     hook = mock.Mock(name="interactions_connect_app")

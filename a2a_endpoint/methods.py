@@ -14,8 +14,9 @@ from a2a_endpoint.asyncdb import db, wait_for_settled
 from a2a_endpoint.identity import Caller
 from config.logging import bind
 from runtime.models import SETTLED_STATES, Task
-from runtime.selectors import tasks_page
-from runtime.services import message_send, task_cancel, task_for_caller
+from runtime.selectors import task_for_caller, tasks_page
+from runtime.services.messages import message_send
+from runtime.services.tasks import task_cancel
 
 
 def _task_out(caller: Caller, task: Task, **options) -> dict:

@@ -17,7 +17,7 @@ from a2a_endpoint.errors import invalid_params
 from a2a_endpoint.files import linker
 from runtime.files import file_ref
 from runtime.models import Task
-from runtime.services import now_iso
+from runtime.shapes import now_iso
 
 MAX_HISTORY = 10_000
 

@@ -30,7 +30,7 @@ from approvals.forms import (
 )
 from runtime.models import Interaction
 from runtime.selectors import held_call_for, interaction_for_tenant, interactions_for_tenant
-from runtime.services import interaction_answer
+from runtime.services.interactions import interaction_answer
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, token_kind_check
 

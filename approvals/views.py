@@ -36,7 +36,8 @@ from runtime.selectors import (
     task_interactions,
     tasks_for_tenant,
 )
-from runtime.services import effect_resolve, interaction_answer
+from runtime.services.effects import effect_resolve
+from runtime.services.interactions import interaction_answer
 from tenants.access import member_required, require_decider
 
 # --- presenting a task's messages ----------------------------------------------------------

@@ -64,7 +64,7 @@ def seed(wait_seconds: float):
     from django.core.management import call_command
 
     from runtime.agentfile import AgentSpec
-    from runtime.services_agents import agent_upsert
+    from runtime.services.agents import agent_upsert
     from tenants.models import Tenant
     from tenants.tokens import api_token_create
 

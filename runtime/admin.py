@@ -5,8 +5,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.llm.scripted import ScriptError, validate_script
 from runtime.models import Agent, AuditEvent, Effect, Interaction, Task
-from runtime.scripted import ScriptError, validate_script
 
 
 class AgentForm(forms.ModelForm):

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 from django.utils.text import slugify
 
-from runtime.scripted import ScriptError, validate_script
+from runtime.llm.scripted import ScriptError, validate_script
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 DECIDERS = {"either", "operators"}

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from runtime.agentfile import parse_agent_file
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
 
 AGENTS_DIR = Path(__file__).resolve().parent / "agents"
 

@@ -7,7 +7,7 @@ spaces, UTF-8). An artifact of several parts hashes their bytes one after anothe
 part the agent points elsewhere is not ours to hash: such an artifact has no size or sha256.
 
 Incoming ``url`` parts are fetched by the worker at the start of the turn (never by the web
-request) through runtime.outbound's guard, with a size limit, a timeout, and a media type
+request) through connections.outbound's guard, with a size limit, a timeout, and a media type
 check; a part that cannot be fetched fails the turn with a message that says why.
 """
 

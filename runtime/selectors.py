@@ -1,11 +1,34 @@
 """Reads the endpoint and the pages share; every one takes the tenant."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q
+from django.utils import timezone
 
-from runtime.models import Agent, AuditEvent, Effect, Interaction, Task, TaskEvent, TaskFile
+from runtime.errors import TaskNotFound
+from runtime.models import (
+    TERMINAL_STATES,
+    Agent,
+    AuditEvent,
+    Effect,
+    Interaction,
+    Task,
+    TaskEvent,
+    TaskFile,
+    TaskState,
+)
+
+
+def task_for_caller(
+    *, tenant, agent: Agent, subject: str, task_id: str, lock: bool = False
+) -> Task:
+    """The caller's task, or TaskNotFound; ``lock`` takes its row lock (inside a transaction)."""
+    tasks = Task.objects.select_for_update() if lock else Task.objects
+    task = tasks.filter(tenant=tenant, agent=agent, subject=subject, public_id=task_id).first()
+    if task is None:
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    return task
 
 
 def tasks_page(
@@ -270,3 +293,36 @@ def task_file_for_caller(
         .select_related("task")
         .first()
     )
+
+
+# --- the turn queue ---------------------------------------------------------------------------
+
+
+def turn_may_start(task: Task) -> bool:
+    """Turns of one context run one at a time, in order."""
+    return not (
+        Task.objects.filter(context=task.context, turn__lt=task.turn)
+        .exclude(state__in=TERMINAL_STATES)
+        .exists()
+    )
+
+
+def turns_to_sweep(
+    *, now=None, stale_submitted_after: timedelta = timedelta(seconds=30)
+) -> list[int]:
+    """Turns whose worker died (lease ran out) or whose start message was lost."""
+    now = now or timezone.now()
+    working = (
+        Task.objects.filter(state=TaskState.WORKING)
+        .filter(Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+        # A turn parked on an uncertain effect waits for an operator, not for the sweep.
+        .exclude(effects__state=Effect.State.UNCERTAIN)
+    )
+    submitted = Task.objects.filter(
+        state=TaskState.SUBMITTED,
+        lease_expires_at__isnull=True,
+        created_at__lt=now - stale_submitted_after,
+    )
+    pks = list(working.values_list("pk", flat=True)[:500])
+    pks += [t.pk for t in submitted.select_related("context")[:500] if turn_may_start(t)]
+    return pks

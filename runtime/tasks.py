@@ -1,4 +1,8 @@
-"""Celery tasks: thin, they take ids and call one service; each is safe to run twice."""
+"""Celery tasks: thin, they take ids and call one service; each is safe to run twice.
+
+Services import these tasks at the top (as ``run_turn_task``); these tasks import services
+inside their bodies, so that no import cycle runs through the task modules.
+"""
 
 import os
 import socket
@@ -6,7 +10,6 @@ import socket
 from celery import shared_task
 
 from config.celery import queue
-from runtime import services, turns
 
 
 def _worker_id(request) -> str:
@@ -15,13 +18,17 @@ def _worker_id(request) -> str:
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_turn(self, task_pk: int) -> None:
-    turns.turn_run(task_pk=task_pk, worker_id=_worker_id(self.request))
+    from runtime.turn.runner import turn_run
+
+    turn_run(task_pk=task_pk, worker_id=_worker_id(self.request))
 
 
 @shared_task(ignore_result=True)
 def sweep_turns() -> int:
     """Give turns whose worker died (lease expired) or whose start was lost to a worker."""
-    pks = services.turns_to_sweep()
+    from runtime.selectors import turns_to_sweep
+
+    pks = turns_to_sweep()
     for pk in pks:
         run_turn.apply_async((pk,), queue=queue())
     return len(pks)
@@ -29,4 +36,6 @@ def sweep_turns() -> int:
 
 @shared_task(ignore_result=True)
 def expire_interactions() -> int:
-    return services.interactions_expire()
+    from runtime.services.interactions import interactions_expire
+
+    return interactions_expire()

@@ -7,7 +7,7 @@ import pytest
 
 from runtime.agentfile import AgentSpec
 from runtime.demo import seed_demo_agents
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
 from tenants.models import User
 from tests.world import PASSWORD, World, make_side
 

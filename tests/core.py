@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from runtime import extensions as ext
 from runtime.models import Agent, Effect, Interaction, Task
-from runtime.services import interaction_answer, message_send
-from runtime.turns import turn_run
+from runtime.services.interactions import interaction_answer
+from runtime.services.messages import message_send
+from runtime.turn.runner import turn_run
 
 DEPLOY_TOOL = {
     "server": "deploy",

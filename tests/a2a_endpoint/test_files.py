@@ -16,7 +16,7 @@ from django.test import Client
 
 from runtime import extensions as ext
 from runtime.models import Agent, Context, Task, TaskFile, TaskState
-from runtime.turns import turn_run
+from runtime.turn.runner import turn_run
 
 # The A2A view is async and gives its database connection back between awaits, so these
 # tests need real transactions (as the push tests do).

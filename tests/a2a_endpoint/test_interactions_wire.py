@@ -140,7 +140,7 @@ def test_operators_only_approvals_are_operator_decision_required(agents, client)
 
 
 def test_an_operator_approval_shows_on_the_next_read(agents, client, held):
-    from runtime.services import interaction_answer
+    from runtime.services.interactions import interaction_answer
 
     interaction_answer(
         tenant=agents.a.tenant,

@@ -10,7 +10,7 @@ from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSetti
 from connections.outbound import OutboundRefused, fetch_url
 from runtime import extensions as ext
 from runtime.models import Agent, Interaction, Task, TaskEvent
-from runtime.turns import turn_run
+from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.receiver import Receiver
 from tests.core import decide
 

@@ -8,8 +8,8 @@ import pytest
 from config.celery import app
 from runtime.agentfile import AgentSpec
 from runtime.models import Context, Interaction, Task, TaskEvent
-from runtime.services_agents import agent_upsert
-from runtime.turns import turn_run
+from runtime.services.agents import agent_upsert
+from runtime.turn.runner import turn_run
 from tenants.tokens import api_token_create
 from tests.a2a_client import (
     answer_message,

@@ -9,7 +9,8 @@ from django.db import connection, connections
 from runtime import extensions as ext
 from runtime.errors import AlreadyDecided, UnsupportedOperation
 from runtime.models import AuditEvent, DemoRecord, Interaction, Task, TaskState
-from runtime.services import interaction_answer, message_send
+from runtime.services.interactions import interaction_answer
+from runtime.services.messages import message_send
 from tests.core import run
 
 DECIDERS = 50

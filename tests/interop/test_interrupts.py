@@ -12,7 +12,7 @@ from connections.models import App
 from connections.services import connection_connect_token
 from runtime import extensions as ext
 from runtime.models import DemoRecord, Effect, Interaction, Task
-from runtime.services import interaction_answer
+from runtime.services.interactions import interaction_answer
 from tenants.models import Tenant, User
 from tests.sdk_client import as_dict, status_text, user_message
 

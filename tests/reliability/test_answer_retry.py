@@ -5,9 +5,9 @@ import uuid
 
 from runtime.agentfile import AgentSpec
 from runtime.models import AuditEvent, Interaction, TaskEvent, TaskState
-from runtime.services import message_send
-from runtime.services_agents import agent_upsert
-from runtime.turns import turn_run
+from runtime.services.agents import agent_upsert
+from runtime.services.messages import message_send
+from runtime.turn.runner import turn_run
 
 ASKER = AgentSpec(
     slug="asker",

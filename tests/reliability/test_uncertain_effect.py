@@ -10,8 +10,8 @@ from a2a.types import TaskState
 from runtime import extensions as ext
 from runtime.agentfile import AgentSpec
 from runtime.models import DemoRecord, Effect, Task
-from runtime.services import effect_resolve
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
+from runtime.services.effects import effect_resolve
 from tenants.models import Tenant
 from tests.live import LiveStack, wait_until
 from tests.sdk_client import Partner, as_dict, status_text, user_message

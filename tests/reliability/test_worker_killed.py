@@ -8,7 +8,7 @@ from a2a.types import TaskState
 
 from runtime.agentfile import AgentSpec
 from runtime.models import Task
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
 from tenants.models import Tenant
 from tests.live import LiveStack, wait_until
 from tests.sdk_client import Partner, status_text, user_message

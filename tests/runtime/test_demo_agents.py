@@ -6,8 +6,9 @@ from connections.models import App
 from connections.services import connection_connect_token
 from runtime import extensions as ext
 from runtime.models import Agent, Interaction, Task, TaskState
-from runtime.services import interaction_answer, message_send
-from runtime.turns import turn_run
+from runtime.services.interactions import interaction_answer
+from runtime.services.messages import message_send
+from runtime.turn.runner import turn_run
 from tenants.models import Tenant, User
 
 

@@ -12,8 +12,11 @@ from django.utils import timezone
 from runtime import extensions as ext
 from runtime.errors import InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import AuditEvent, DemoRecord, Effect, Task
-from runtime.services import effect_resolve, message_send, turns_to_sweep
-from runtime.turns import TurnRunner, turn_claim, turn_run
+from runtime.selectors import turns_to_sweep
+from runtime.services.effects import effect_resolve
+from runtime.services.messages import message_send
+from runtime.turn.claim import turn_claim
+from runtime.turn.runner import TurnRunner, turn_run
 from tests.core import DEPLOY_TOOL, message
 
 pytestmark = pytest.mark.django_db

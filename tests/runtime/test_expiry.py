@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from runtime.models import AuditEvent, DemoRecord, Effect, Interaction
-from runtime.services import interactions_expire
+from runtime.services.interactions import interactions_expire
 from tests.core import reply, run, start, status_text, tool_results
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,7 @@ request_connection tool (interactions/v1, kind connection)."""
 import pytest
 
 from runtime.models import DemoRecord, Effect, Interaction, Task
-from runtime.services import interactions_connect_app
+from runtime.services.interactions import interactions_connect_app
 from tests.core import (
     DEPLOY_TOOL,
     REPORT_RESULT,

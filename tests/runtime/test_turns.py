@@ -4,7 +4,7 @@ what the rows say afterwards (task state, events, effects, interactions, the lea
 import pytest
 
 from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task, TaskState
-from runtime.turns import turn_claim
+from runtime.turn.claim import turn_claim
 from tests.core import (
     decide,
     open_interaction,
@@ -186,7 +186,7 @@ def test_a_second_turn_of_a_context_waits_until_the_first_ends(agents):
 
 
 def test_a_queued_turn_starts_after_the_first_is_canceled(agents):
-    from runtime.services import task_cancel
+    from runtime.services.tasks import task_cancel
 
     first = start(agents.a, "code-reviewer", "Review this diff")
     second = send(agents.a, "code-reviewer", "next", contextId=first.wire_context_id)

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from runtime.agentfile import AgentFileError, parse_agent_file
-from runtime.services_agents import agent_upsert
+from runtime.services.agents import agent_upsert
 from tenants.models import Tenant
 
 

@@ -21,10 +21,11 @@ stays skipped even if its condition would hold later.
 """
 
 import dataclasses
+import json
 import re
 from typing import Any
 
-from runtime.llm import (
+from runtime.llm.actions import (
     AdvancePlan,
     Ask,
     CallTool,
@@ -152,8 +153,6 @@ def render(value: Any, scope: dict) -> Any:
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    import json
-
     return json.dumps(value)
 
 

@@ -1,9 +1,5 @@
-"""The model interface the turn loop talks to.
-
-A model looks at the turn so far and says what to do next; it keeps no state of its own, so
-a turn resumed on another worker asks it again and gets the same answer. The scripted model
-(runtime.scripted) is one provider; a hosted model's adapter implements the same protocol.
-"""
+"""The model interface the turn loop talks to: the actions a model may take, what it sees of
+a turn, and the protocol a provider implements (runtime.llm.registry names the providers)."""
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -116,12 +112,3 @@ class TurnView:
 
 class ModelProvider(Protocol):
     def next_action(self, view: TurnView) -> Action: ...
-
-
-def model_for(agent) -> ModelProvider:
-    provider = (agent.model or {}).get("provider", "scripted")
-    if provider == "scripted":
-        from runtime.scripted import ScriptedModel
-
-        return ScriptedModel(agent.model.get("script", []))
-    raise ValueError(f"Unknown model provider {provider!r}")

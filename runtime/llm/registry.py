@@ -1,0 +1,16 @@
+"""The model providers an agent's ``model.provider`` may name."""
+
+from runtime.llm.actions import ModelProvider
+from runtime.llm.scripted import ScriptedModel
+
+# provider name -> a factory taking the agent's ``model`` mapping.
+PROVIDERS = {
+    "scripted": lambda model: ScriptedModel(model.get("script", [])),
+}
+
+
+def model_for(agent) -> ModelProvider:
+    provider = (agent.model or {}).get("provider", "scripted")
+    if provider not in PROVIDERS:
+        raise ValueError(f"Unknown model provider {provider!r}")
+    return PROVIDERS[provider](agent.model)

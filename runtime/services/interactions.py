@@ -1,0 +1,173 @@
+"""Interactions: a turn pauses on one (a question, an approval, a connection), and exactly one
+answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn."""
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from runtime import extensions as ext
+from runtime.answers import answer_from_decider
+from runtime.audit import audit_decision
+from runtime.errors import AlreadyDecided, TaskNotFound
+from runtime.models import Interaction, Task, TaskState
+from runtime.shapes import agent_message
+from runtime.task_state import task_pause, task_status_set, turn_enqueue, with_plan
+
+logger = logging.getLogger(__name__)
+
+
+def interaction_open(
+    *,
+    task: Task,
+    kind: str,
+    public_id: str,
+    prompt: str,
+    detail: dict,
+    request: dict,
+    state: str,
+    deciders: str = "either",
+    also: Iterable[str] = (),
+) -> Interaction:
+    """Pause the turn on a question, approval or connection (the caller holds the task lock)."""
+    interaction = Interaction.objects.create(
+        public_id=public_id,
+        tenant_id=task.tenant_id,
+        task=task,
+        kind=kind,
+        prompt=prompt,
+        detail=detail,
+        request=request,
+        subject=task.subject,
+        deciders=deciders,
+        expires_at=timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds),
+    )
+    extension = {
+        ext.INTERACTIONS: {
+            "interactionId": public_id,
+            "kind": kind,
+            "prompt": prompt,
+            "detail": detail,
+        }
+    }
+    task_pause(
+        task,
+        state,
+        agent_message(task, prompt),
+        status_ext=with_plan(task, extension),
+        also=also,
+    )
+    logger.info("turn paused: %s %s", kind, public_id)
+    return interaction
+
+
+def interaction_close(
+    *,
+    task: Task,
+    interaction: Interaction,
+    answer: dict,
+    by: str,
+    via: str,
+    message_id: str = "",
+    message: dict | None = None,
+) -> Interaction:
+    """Claim the open interaction for this answer and resume the turn (caller holds the task lock)."""
+    now = timezone.now()
+    claimed = Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
+        state=Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
+        answer=answer,
+        answered_by=by,
+        answered_via=via,
+        answered_at=now,
+        answer_message_id=message_id,
+    )
+    interaction.refresh_from_db()
+    if claimed != 1:
+        raise AlreadyDecided(interaction)
+    entry = {
+        "type": "answer",
+        "interactionId": interaction.public_id,
+        "kind": interaction.kind,
+        "questionId": interaction.request.get("questionId", ""),
+        "by": by,
+        "via": via,
+        **answer,
+    }
+    task.transcript.append(entry)
+    task_status_set(task, TaskState.WORKING, history_append=message, also=("transcript",))
+    audit_decision(interaction=interaction, task=task)
+    turn_enqueue(task)
+    return interaction
+
+
+@transaction.atomic(durable=True)
+def interaction_answer(
+    *, tenant, interaction_id: str, answer: dict, by: str, via: str
+) -> Interaction:
+    """An operator's or a program's decision on an interaction; exactly one decision wins."""
+    interaction = Interaction.objects.filter(tenant=tenant, public_id=interaction_id).first()
+    if interaction is None:
+        raise TaskNotFound("No such interaction.", interactionId=interaction_id)
+    # Lock the task first (the same order as in-band answers), then claim the interaction.
+    task = Task.objects.select_for_update().get(pk=interaction.task_id)
+    interaction.refresh_from_db()
+    if interaction.state != Interaction.State.OPEN:
+        raise AlreadyDecided(interaction)
+    clean = answer_from_decider(interaction, answer)
+    return interaction_close(task=task, interaction=interaction, answer=clean, by=by, via=via)
+
+
+def interactions_connect_app(*, tenant, app: str, by: str) -> int:
+    """An app was connected: answer every open connection interaction for it with connected: true."""
+    # Not one transaction: each answer is its own decision (interaction_answer), which may
+    # lose to another answer without undoing the ones before it.
+    answered = 0
+    ids = list(
+        Interaction.objects.filter(
+            tenant=tenant,
+            kind=Interaction.Kind.CONNECTION,
+            state=Interaction.State.OPEN,
+            detail__app=app,
+        ).values_list("public_id", flat=True)
+    )
+    for interaction_id in ids:
+        try:
+            interaction_answer(
+                tenant=tenant,
+                interaction_id=interaction_id,
+                answer={"value": True},
+                by=by,
+                via="connection",
+            )
+            answered += 1
+        except AlreadyDecided:
+            continue
+    return answered
+
+
+def interactions_expire(*, now=None) -> int:
+    """Expire open interactions past their expiry (beat): an approval is denied as 'expired'."""
+    now = now or timezone.now()
+    pks = Interaction.objects.filter(state=Interaction.State.OPEN, expires_at__lte=now).values_list(
+        "pk", flat=True
+    )
+    return sum(_interaction_expire(pk) for pk in pks)
+
+
+@transaction.atomic(durable=True)
+def _interaction_expire(pk: int) -> bool:
+    interaction = Interaction.objects.select_related("task").get(pk=pk)
+    task = Task.objects.select_for_update().get(pk=interaction.task_id)
+    interaction.refresh_from_db()
+    if interaction.state != Interaction.State.OPEN:
+        return False
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        answer = {"approved": False, "reason": "expired"}
+    else:
+        answer = {"expired": True}
+    interaction_close(
+        task=task, interaction=interaction, answer=answer, by="system:expiry", via="expiry"
+    )
+    return True

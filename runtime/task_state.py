@@ -1,0 +1,144 @@
+"""The one way to change a task's state.
+
+A status change is a contract, not one assignment: the previous status message moves into
+the history (as the a2a SDK's task manager does), an event records the change (and push
+delivery queues its deliveries in the same transaction), listeners are woken, and the row
+is saved with every field the change touched. A task that ends also frees its lease and lets
+its context's next queued turn start. Callers hold the task's row lock in their transaction.
+"""
+
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.utils import timezone
+
+from config.celery import queue as celery_queue
+from runtime import extensions as ext
+from runtime.models import Task, TaskEvent, TaskState
+from runtime.notify import task_changed
+from runtime.shapes import status_payload
+from runtime.signals import task_event_written
+from runtime.tasks import run_turn as run_turn_task
+
+# The fields a status change writes; nobody else lists them.
+STATUS_FIELDS = (
+    "state",
+    "status_message",
+    "status_ext",
+    "status_timestamp",
+    "history",
+    "event_seq",
+)
+LEASE_FIELDS = ("lease_owner", "lease_expires_at")
+
+
+def event_emit(
+    task: Task, kind: str, payload: dict, extension_data: dict | None = None
+) -> TaskEvent:
+    """Record the task's next event (the caller saves ``event_seq`` with its change)."""
+    task.event_seq += 1
+    event = TaskEvent.objects.create(
+        tenant_id=task.tenant_id,
+        task=task,
+        seq=task.event_seq,
+        kind=kind,
+        state=task.state,
+        payload={**payload, "_ext": extension_data or {}},
+    )
+    # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
+    task_event_written.send(sender=TaskEvent, task=task, event=event)
+    return event
+
+
+def with_plan(task: Task, status_ext: dict) -> dict:
+    """Every status update of a turn with a plan carries it (progress/v1)."""
+    if not task.plan:
+        return status_ext
+    return {**status_ext, ext.PROGRESS: {"steps": task.plan}}
+
+
+def task_status_set(
+    task: Task,
+    state: str,
+    *,
+    message: dict | None = None,
+    status_ext: dict | None = None,
+    history_append: dict | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """Move the task to ``state`` and save it with the fields in ``also``.
+
+    The previous status message goes into the history first; ``history_append`` (a caller's
+    answer) follows it there, after the prompt it answers.
+    """
+    if task.status_message:
+        task.history.append(task.status_message)
+    task.state = state
+    task.status_message = message
+    task.status_ext = status_ext or {}
+    task.status_timestamp = timezone.now()
+    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext)
+    task_changed(task)
+    if history_append is not None:
+        task.history.append(history_append)
+    task.save(update_fields=[*STATUS_FIELDS, *also])
+
+
+def task_status_announce(task: Task) -> None:
+    """A new task's first status: its event, and a wake-up for those who wait on the task."""
+    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task))
+    task_changed(task)
+    task.save(update_fields=["event_seq"])
+
+
+def lease_release(task: Task) -> None:
+    """Free the turn's lease on the row in hand; task_pause and task_end save it."""
+    task.lease_owner = ""
+    task.lease_expires_at = None
+
+
+def task_pause(
+    task: Task,
+    state: str,
+    message: dict,
+    *,
+    status_ext: dict | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """The turn stops running until a person acts: free its lease, set the status, save."""
+    lease_release(task)
+    task_status_set(
+        task, state, message=message, status_ext=status_ext, also=[*LEASE_FIELDS, *also]
+    )
+
+
+def task_end(
+    task: Task,
+    state: str,
+    message: dict,
+    *,
+    status_ext: dict | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """Move a locked task to a terminal state, free its lease, and let its context go on."""
+    task_pause(task, state, message, status_ext=status_ext, also=also)
+    context_next_start(task)
+
+
+def turn_enqueue(task: Task) -> None:
+    """Start (or resume) the task's turn in a worker once this transaction commits."""
+    task_pk = task.pk
+    transaction.on_commit(lambda: run_turn_task.apply_async((task_pk,), queue=celery_queue()))
+
+
+def context_next_start(task: Task) -> None:
+    """The task reached a terminal state: the context's next queued turn may start."""
+    following = (
+        Task.objects.filter(
+            context_id=task.context_id, turn__gt=task.turn, state=TaskState.SUBMITTED
+        )
+        .order_by("turn")
+        .first()
+    )
+    if following is not None:
+        turn_enqueue(following)

@@ -1,0 +1,312 @@
+"""Tool calls: the effect journal. A call is recorded in the transcript, checked, and journalled
+as an effect under the tool policy (allowed, denied, or held for a person) before it is sent;
+the journal says "sending" before the call leaves, so a lost outcome is seen as uncertain,
+never as "not sent"."""
+
+import hashlib
+import json
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from runtime import extensions as ext
+from runtime.llm.actions import CallTool
+from runtime.models import Effect, Interaction, Task, TaskState, new_key
+from runtime.services.interactions import interaction_open
+from runtime.shapes import agent_message
+from runtime.task_state import task_pause, with_plan
+from runtime.tools import (
+    BUILTIN_SERVER,
+    REQUEST_CONNECTION,
+    REQUEST_CONNECTION_SCHEMA,
+    CallContext,
+    ToolError,
+    policy_for,
+    server_for,
+    tool_spec,
+    validate_arguments,
+)
+from runtime.turn.claim import lease_kept
+from runtime.turn.transcript import TURN_FIELDS, action_record, tool_result_record
+
+logger = logging.getLogger(__name__)
+
+
+def arguments_hash(arguments: dict) -> str:
+    return hashlib.sha256(
+        json.dumps(arguments, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+class ToolCalls:
+    """The tool-call steps of TurnRunner (runtime.turn.runner), which mixes them in: they use
+    its ``locked`` (the task row, locked, with the lease renewed) and ``save``."""
+
+    task_pk: int
+    worker_id: str
+
+    def locked(self) -> Task:
+        raise NotImplementedError
+
+    def save(self, task: Task) -> None:
+        raise NotImplementedError
+
+    # --- a new call (the caller holds the task lock) ----------------------------------------
+
+    def start_call(self, task: Task, action: CallTool) -> bool:
+        """Record the call; check it; then hold, deny or send it (caller holds the lock)."""
+        call = {
+            "kind": "call",
+            "server": action.server,
+            "tool": action.tool,
+            "arguments": action.arguments,
+        }
+        step = action_record(task, call, action.cursor)
+        if (
+            action.server == BUILTIN_SERVER
+            and action.tool == REQUEST_CONNECTION
+            and task.agent.connections_enabled
+        ):
+            return self.request_connection(task, step, action.arguments)
+        spec = tool_spec(task.agent, action.server, action.tool)
+        error = self.call_error(action, spec)
+        if error:
+            tool_result_record(task, step, ok=False, error=error)
+            self.save(task)
+            return True
+        return self.journal_call(task, step, action, spec)
+
+    def request_connection(self, task: Task, step: int, arguments: dict) -> bool:
+        """The built-in request_connection: ask a person to connect an app."""
+        error = validate_arguments(REQUEST_CONNECTION_SCHEMA, arguments)
+        if error:
+            tool_result_record(task, step, ok=False, error=error)
+            self.save(task)
+            return True
+        app = str(arguments["app"])[:80]
+        reason = str(arguments.get("reason", ""))[:280]
+        prompt = f"Connect {app}: {reason}" if reason else f"Connect {app}"
+        interaction_open(
+            task=task,
+            kind=Interaction.Kind.CONNECTION,
+            public_id=new_key("con_", 12),
+            prompt=prompt,
+            detail={"app": app, "reason": reason},
+            request={"step": step},
+            state=TaskState.AUTH_REQUIRED,
+            also=TURN_FIELDS,
+        )
+        return False
+
+    @staticmethod
+    def call_error(action: CallTool, spec: dict | None) -> str | None:
+        """Why the call cannot be made: an unknown tool, or invalid arguments."""
+        if spec is None or server_for(action.server) is None:
+            return f"unknown tool {action.server} / {action.tool}"
+        # Arguments are checked before the policy: invalid ones never reach a person.
+        return validate_arguments(spec.get("schema"), action.arguments)
+
+    def journal_call(self, task: Task, step: int, action: CallTool, spec: dict) -> bool:
+        """Journal the call as an effect under the tool policy: allow, deny or hold."""
+        policy = policy_for(task.agent, action.server, action.tool)
+        effect = Effect.objects.create(
+            public_id=new_key("eff_", 12),
+            tenant_id=task.tenant_id,
+            task=task,
+            step=step,
+            server=action.server,
+            tool=action.tool,
+            arguments=action.arguments,
+            arguments_hash=arguments_hash(action.arguments),
+            idempotent=bool(spec.get("idempotent", False)),
+            state=Effect.State.APPROVED
+            if policy.action == "allow"
+            else Effect.State.DENIED
+            if policy.action == "deny"
+            else Effect.State.HELD,
+            approved_by="policy" if policy.action == "allow" else "",
+        )
+        if policy.action == "deny":
+            effect.outcome = {"error": "tool.denied", "reason": "denied by the tool policy"}
+            effect.closed_at = timezone.now()
+            effect.save(update_fields=["outcome", "closed_at"])
+            tool_result_record(
+                task, step, ok=False, error="tool.denied", reason="denied by the tool policy"
+            )
+            self.save(task)
+            return True
+        if policy.action == "approve":
+            interaction_open(
+                task=task,
+                kind=Interaction.Kind.APPROVAL,
+                public_id=effect.public_id,  # interactions/v1: for a held call, the effect id
+                prompt=f"Approve {action.server} / {action.tool}?",
+                detail={
+                    "server": action.server,
+                    "tool": action.tool,
+                    "reason": spec.get("reason", "The tool policy holds this call for a person."),
+                },
+                request={"step": step},
+                state=TaskState.AUTH_REQUIRED,
+                deciders=policy.deciders,
+                also=TURN_FIELDS,
+            )
+            return False
+        self.save(task)
+        return True  # allowed: the next step sends it (continue_call)
+
+    # --- a call in the journal ----------------------------------------------------------------
+
+    def continue_call(self, task: Task, pending: dict) -> bool:
+        step = pending["step"]
+        call = pending["action"]
+        if call["server"] == BUILTIN_SERVER and call["tool"] == REQUEST_CONNECTION:
+            return self.continue_connection(task, step)
+        effect = Effect.objects.filter(task=task, step=step).first()
+        if effect is None:
+            with transaction.atomic():
+                task = self.locked()
+                tool_result_record(
+                    task, step, ok=False, error="the call was lost before it was journalled"
+                )
+                self.save(task)
+            return True
+        if effect.state == Effect.State.HELD:
+            return self.decide_held(effect)
+        if effect.state == Effect.State.APPROVED:
+            return self.send(effect)
+        if effect.state == Effect.State.SENDING:
+            # We find the call sent but not closed: its worker died mid-call. An idempotent
+            # tool is simply sent again; otherwise a person must say what happened.
+            if effect.idempotent:
+                return self.send(effect, resend=True)
+            return self.mark_uncertain(effect)
+        if effect.state == Effect.State.UNCERTAIN:
+            return False  # waiting for an operator's resolution
+        with transaction.atomic():
+            task = self.locked()
+            if effect.state == Effect.State.SUCCEEDED:
+                # The model sees what the tool returned, as after a normal send, not the
+                # journal's envelope (an operator's "happened" stores {result, resolvedBy}).
+                result = (effect.outcome or {}).get("result")
+                tool_result_record(task, step, ok=True, result=result)
+            else:
+                outcome = effect.outcome or {}
+                tool_result_record(
+                    task,
+                    step,
+                    ok=False,
+                    error=outcome.get("error", "failed"),
+                    reason=outcome.get("reason", ""),
+                )
+            self.save(task)
+        return True
+
+    def decide_held(self, effect: Effect) -> bool:
+        interaction = Interaction.objects.filter(public_id=effect.public_id).first()
+        if interaction is None or interaction.state == Interaction.State.OPEN:
+            return False  # still waiting for a person
+        with transaction.atomic():
+            task = self.locked()
+            answer = interaction.answer or {}
+            if answer.get("approved") is True:
+                Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
+                    state=Effect.State.APPROVED, approved_by=interaction.answered_by
+                )
+                self.save(task)
+                return True
+            reason = answer.get("reason") or (
+                "expired" if interaction.state == Interaction.State.EXPIRED else "denied"
+            )
+            Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
+                state=Effect.State.DENIED,
+                outcome={"error": "tool.denied", "reason": reason, "by": interaction.answered_by},
+                closed_at=timezone.now(),
+            )
+            tool_result_record(task, effect.step, ok=False, error="tool.denied", reason=reason)
+            self.save(task)
+        return True
+
+    def send(self, effect: Effect, resend: bool = False) -> bool:
+        # The journal says "sending" and is committed before the call leaves, so a crash
+        # after this point is seen as an uncertain outcome, never as "not sent".
+        with transaction.atomic():
+            task = self.locked()
+            from_state = Effect.State.SENDING if resend else Effect.State.APPROVED
+            moved = Effect.objects.filter(pk=effect.pk, state=from_state).update(
+                state=Effect.State.SENDING, sent_at=timezone.now()
+            )
+            if moved != 1:
+                return True
+        effect.refresh_from_db()
+        if arguments_hash(effect.arguments) != effect.arguments_hash:
+            outcome, ok = {"error": "the stored arguments do not match their hash; not sent"}, False
+        else:
+            server = server_for(effect.server)
+            try:
+                with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+                    result = server.call(
+                        effect.tool,
+                        effect.arguments,
+                        CallContext(
+                            tenant=task.tenant, effect_id=effect.public_id, subject=task.subject
+                        ),
+                    )
+                outcome, ok = {"result": result}, True
+            except ToolError as exc:
+                outcome, ok = {"error": str(exc)}, False
+        with transaction.atomic():
+            Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
+                state=Effect.State.SUCCEEDED if ok else Effect.State.FAILED,
+                outcome=outcome,
+                closed_at=timezone.now(),
+            )
+            task = self.locked()
+            if ok:
+                tool_result_record(task, effect.step, ok=True, result=outcome["result"])
+            else:
+                tool_result_record(task, effect.step, ok=False, error=outcome["error"])
+            self.save(task)
+        return True
+
+    def mark_uncertain(self, effect: Effect) -> bool:
+        with transaction.atomic():
+            task = self.locked()
+            Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
+                state=Effect.State.UNCERTAIN
+            )
+            # profile v2: the task stays WORKING, with `uncertain` under effects/v1. Its lease
+            # is freed: the sweep leaves turns with an uncertain effect alone.
+            task_pause(
+                task,
+                TaskState.WORKING,
+                agent_message(
+                    task,
+                    f"The outcome of {effect.server} / {effect.tool} was lost; an operator is checking.",
+                ),
+                status_ext=with_plan(task, {ext.EFFECTS: {"uncertain": effect.public_id}}),
+                also=TURN_FIELDS,
+            )
+        logger.warning("effect %s is uncertain", effect.public_id)
+        return False
+
+    def continue_connection(self, task: Task, step: int) -> bool:
+        interaction = (
+            Interaction.objects.filter(
+                task=task, kind=Interaction.Kind.CONNECTION, request__step=step
+            )
+            .order_by("-created_at")
+            .first()
+        )
+        if interaction is None or interaction.state == Interaction.State.OPEN:
+            return False
+        with transaction.atomic():
+            task = self.locked()
+            app = interaction.detail.get("app", "")
+            connected = (interaction.answer or {}).get("connected") is True
+            tool_result_record(
+                task, step, ok=connected, result=f"Connected: {app}", error=f"Not connected: {app}"
+            )
+            self.save(task)
+        return True

@@ -1,0 +1,307 @@
+"""The import rules of README.md's "Architecture" section, checked on the source.
+
+Each rule is a function over the parsed tree, so that the rules themselves are tested on a
+small made-up tree (the `_violations_*` tests below) as well as on the project.
+"""
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ("config", "tenants", "connections", "runtime", "a2a_endpoint", "approvals")
+
+# Lower layers never import higher ones. Within a layer, modules may import each other, as
+# long as no cycle forms. `config`'s settings, Celery app and logging sit below everything;
+# its URL and ASGI wiring sit above everything.
+LAYERS: list[tuple[int, tuple[str, ...]]] = [
+    (5, ("config.urls", "config.asgi", "config.wsgi")),
+    (4, ("a2a_endpoint", "approvals", "connections.views", "connections.urls", "connections.forms")),
+    (3, ("runtime",)),
+    (2, ("connections",)),
+    (1, ("tenants",)),
+    (0, ("config",)),
+]
+
+# The one module that may open outbound HTTP connections: it refuses private addresses and
+# hosts that are not allowed (SSRF), for every caller.
+OUTBOUND_MODULE = "connections.outbound"
+HTTP_CALLS = {"Client", "AsyncClient", "get", "post", "put", "patch", "delete", "request", "stream"}
+
+
+def layer_of(module: str) -> int:
+    for rank, prefixes in LAYERS:
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    raise AssertionError(f"{module} belongs to no layer; add it to LAYERS")
+
+
+@dataclass
+class Import:
+    module: str  # the importing module
+    target: str  # the module imported from
+    names: list[str]
+    aliases: list[str | None]
+    top_level: bool
+    line: int
+
+
+@dataclass
+class Module:
+    name: str
+    path: str
+    imports: list[Import] = field(default_factory=list)
+    http_calls: list[int] = field(default_factory=list)
+
+
+def _is_project(target: str) -> bool:
+    return target.split(".")[0] in APPS
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name | ast.Attribute)
+        and "TYPE_CHECKING" in ast.unparse(node.test)
+    )
+
+
+def parse_module(name: str, path: str, source: str) -> Module:
+    module = Module(name=name, path=path)
+    tree = ast.parse(source)
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            top.add(id(node))
+        elif isinstance(node, ast.Try):
+            top.update(id(n) for n in node.body if isinstance(n, ast.Import | ast.ImportFrom))
+    skipped = set()
+    for node in ast.walk(tree):
+        if _type_checking_block(node):
+            skipped.update(id(n) for n in ast.walk(node))
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")
+                parent = parent[: len(parent) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            if not _is_project(base):
+                continue
+            for alias in node.names:
+                # `from runtime import services` imports the module runtime.services.
+                target = f"{base}.{alias.name}" if _is_submodule(base, alias.name) else base
+                module.imports.append(
+                    Import(name, target, [alias.name], [alias.asname], id(node) in top, node.lineno)
+                )
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is_project(alias.name):
+                    module.imports.append(
+                        Import(name, alias.name, [], [alias.asname], id(node) in top, node.lineno)
+                    )
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "httpx"
+            and node.func.attr in HTTP_CALLS
+        ):
+            module.http_calls.append(node.lineno)
+    return module
+
+
+def _is_submodule(package: str, name: str) -> bool:
+    base = ROOT.joinpath(*package.split("."))
+    return (base / f"{name}.py").exists() or (base / name / "__init__.py").exists()
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Module]:
+    found = {}
+    for app in APPS:
+        for path in sorted((root / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join(parts)
+            found[name] = parse_module(name, str(path.relative_to(root)), path.read_text())
+    return found
+
+
+# --- the rules ------------------------------------------------------------------------------
+
+
+def violations_layers(modules: dict[str, Module]) -> list[str]:
+    """No import (at the top or inside a function) reaches a higher layer."""
+    out = []
+    for m in modules.values():
+        for imp in m.imports:
+            if layer_of(imp.target) > layer_of(m.name):
+                out.append(f"{m.path}:{imp.line} {m.name} (layer {layer_of(m.name)}) imports "
+                           f"{imp.target} (layer {layer_of(imp.target)})")
+    return out
+
+
+def _resolve(target: str, modules: dict[str, Module]) -> str | None:
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def violations_cycles(modules: dict[str, Module]) -> list[str]:
+    """No import cycle, counting imports inside functions too; the one exception is a Celery
+    task module, which imports services inside its task bodies so that services may import
+    the tasks at the top."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for m in modules.values():
+        for imp in m.imports:
+            target = _resolve(imp.target, modules)
+            deferred = not imp.top_level and is_celery_module(m.name)
+            if target and target != m.name and not deferred:
+                graph[m.name].add(target)
+    out, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                out.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+    return out
+
+
+def violations_private_names(modules: dict[str, Module]) -> list[str]:
+    """No underscore name is imported from another module."""
+    return [
+        f"{m.path}:{imp.line} imports {name} from {imp.target}"
+        for m in modules.values()
+        for imp in m.imports
+        for name in imp.names
+        if name.startswith("_")
+    ]
+
+
+def is_celery_module(name: str) -> bool:
+    """An app's Celery task module (``runtime.tasks``; not ``runtime.services.tasks``)."""
+    return name.count(".") == 1 and name.endswith(".tasks")
+
+
+def violations_celery(modules: dict[str, Module]) -> list[str]:
+    """Celery task modules import the services inside their bodies; a module that imports a
+    task names it with a `_task` suffix (HackSoft's rule)."""
+    out = []
+    for m in modules.values():
+        is_tasks = is_celery_module(m.name)
+        for imp in m.imports:
+            target_is_tasks = is_celery_module(imp.target)
+            if is_tasks and imp.top_level and not imp.target.startswith("config"):
+                out.append(f"{m.path}:{imp.line} task module imports {imp.target} at the top")
+            if target_is_tasks and not is_tasks:
+                for name, alias in zip(imp.names, imp.aliases, strict=True):
+                    # Constants (MAX_COUNTDOWN) are not tasks.
+                    if not (alias or name).endswith("_task") and not name.isupper():
+                        out.append(f"{m.path}:{imp.line} imports task {name} without a _task name")
+    return out
+
+
+def violations_outbound(modules: dict[str, Module]) -> list[str]:
+    """Outbound HTTP only through the guarded client."""
+    return [
+        f"{m.path}:{line} calls httpx directly; use {OUTBOUND_MODULE}"
+        for m in modules.values()
+        if m.name != OUTBOUND_MODULE
+        for line in m.http_calls
+    ]
+
+
+RULES = [
+    violations_layers,
+    violations_cycles,
+    violations_private_names,
+    violations_celery,
+    violations_outbound,
+]
+
+
+@pytest.fixture(scope="module")
+def modules():
+    return project_modules()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__.removeprefix("violations_"))
+def test_the_project_keeps_the_import_rules(rule, modules):
+    found = rule(modules)
+    assert not found, "\n".join([rule.__doc__, *found])
+
+
+# --- the rules find what they should --------------------------------------------------------
+
+
+def made_up(**sources: str) -> dict[str, Module]:
+    return {
+        name: parse_module(name, name.replace(".", "/") + ".py", text)
+        for name, text in sources.items()
+    }
+
+
+def test_a_lower_layer_importing_a_higher_one_is_reported():
+    tree = made_up(
+        **{"tenants.models": "def f():\n    from runtime.models import Task\n"},
+        **{"runtime.models": "from tenants.models import Tenant\n"},
+    )
+    assert violations_layers(tree) == [
+        "tenants/models.py:2 tenants.models (layer 1) imports runtime.models (layer 3)"
+    ]
+
+
+def test_a_cycle_is_reported_even_through_a_function_body_but_not_through_a_task_body():
+    tree = made_up(
+        **{"runtime.a": "from runtime.b import x\n"},
+        **{"runtime.b": "def f():\n    from runtime.a import y\n"},
+        **{"runtime.c": "from runtime.tasks import run_task\n"},
+        **{"runtime.tasks": "def run():\n    from runtime.c import z\n"},
+    )
+    assert violations_cycles(tree) == ["runtime.a -> runtime.b -> runtime.a"]
+
+
+def test_an_underscore_name_from_another_module_is_reported():
+    tree = made_up(**{"runtime.turn": "from runtime.services import _set_status, task_cancel\n"})
+    assert violations_private_names(tree) == [
+        "runtime/turn.py:1 imports _set_status from runtime.services"
+    ]
+
+
+def test_task_modules_and_task_names_are_checked():
+    tree = made_up(
+        **{"runtime.tasks": "from runtime.services import go\n"},
+        **{"runtime.services": "from runtime.tasks import run_turn, sweep as sweep_task\n"},
+    )
+    assert violations_celery(tree) == [
+        "runtime/tasks.py:1 task module imports runtime.services at the top",
+        "runtime/services.py:1 imports task run_turn without a _task name",
+    ]
+
+
+def test_a_direct_httpx_call_is_reported_outside_the_guard():
+    tree = made_up(
+        **{"connections.oauth": "import httpx\nhttpx.post('https://example.test')\n"},
+        **{OUTBOUND_MODULE: "import httpx\nc = httpx.Client()\n"},
+    )
+    assert violations_outbound(tree) == [
+        "connections/oauth.py:2 calls httpx directly; use connections.outbound"
+    ]

@@ -43,8 +43,16 @@ class PushDeliveryAdmin(admin.ModelAdmin):
 
 @admin.register(PushConfig)
 class PushConfigAdmin(admin.ModelAdmin):
-    list_display = ["public_id", "task", "tenant", "subject", "url", "disabled_at"]
-    list_filter = ["tenant"]
+    list_display = [
+        "public_id",
+        "task",
+        "tenant",
+        "subject",
+        "url",
+        "disabled_at",
+        "disabled_reason",
+    ]
+    list_filter = ["tenant", ("disabled_at", admin.EmptyFieldListFilter)]
     search_fields = ["public_id", "task__public_id", "url"]
     exclude = ["auth_credentials"]
     readonly_fields = [

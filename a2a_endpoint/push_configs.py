@@ -8,7 +8,6 @@ it is a2a_endpoint.push_delivery's business.
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -17,7 +16,7 @@ from a2a_endpoint.models import PushConfig, PushSettings
 from a2a_endpoint.push_delivery import push_deliveries_backfill
 from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import secret_encrypt
-from connections.outbound import OutboundRefused, check_url
+from connections.outbound import OutboundRefused, check_url, url_parse
 from runtime.errors import InvalidParams, TaskNotFound
 from runtime.models import Task
 
@@ -59,7 +58,8 @@ def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = Fals
 
 
 def push_url_check(*, tenant, url: str) -> None:
-    """Refuse a receiver URL the tenant does not allow (InvalidParams); no network I/O."""
+    """Refuse a receiver URL that is not one well-formed http(s) URL (connections.outbound's
+    url_parse) or that the tenant does not allow (InvalidParams, saying why); no network I/O."""
     if not url:
         raise InvalidParams("url", "is required")
     try:
@@ -88,13 +88,11 @@ def push_config_create(
         # written after the config exists (queue_deliveries finds the config).
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
         push_url_check(tenant=tenant, url=config.url)
-        parts = urlsplit(config.url)
-        receiver = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         values = {
             "tenant": tenant,
             "subject": subject,
             "url": config.url,
-            "receiver": receiver,
+            "receiver": url_parse(config.url).receiver,
             "token": config.token,
             "auth_scheme": config.scheme,
             "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",

@@ -54,7 +54,8 @@ class PushConfigAdmin(admin.ModelAdmin):
     ]
     list_filter = ["tenant", ("disabled_at", admin.EmptyFieldListFilter)]
     search_fields = ["public_id", "task__public_id", "url"]
-    exclude = ["auth_credentials"]
+    # Both are stored encrypted: the form would show (and save back) ciphertext.
+    exclude = ["auth_credentials", "token"]
     readonly_fields = [
         "tenant",
         "task",

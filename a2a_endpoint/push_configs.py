@@ -21,6 +21,7 @@ from runtime.errors import InvalidParams, TaskNotFound
 from runtime.models import Task
 
 PAGE_SIZE_MAX = 100
+TOKEN_MAX_LENGTH = 1000
 
 
 # --- settings and secrets -----------------------------------------------------------------
@@ -82,6 +83,8 @@ def push_config_create(
     event the task already has (a config sent inline with the message that made the task)."""
     if len(config.id) > 200:
         raise InvalidParams("id", "must be at most 200 characters")
+    if len(config.token) > TOKEN_MAX_LENGTH:
+        raise InvalidParams("token", f"must be at most {TOKEN_MAX_LENGTH} characters")
     with transaction.atomic():
         # The task row lock orders this against the worker's event writes (which hold the
         # same lock): every event is either already here (from_start queues it) or is
@@ -93,7 +96,8 @@ def push_config_create(
             "subject": subject,
             "url": config.url,
             "receiver": url_parse(config.url).receiver,
-            "token": config.token,
+            # Encrypted at rest like the credentials; Get and List give it back (A2A does).
+            "token": secret_encrypt(config.token) if config.token else "",
             "auth_scheme": config.scheme,
             "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",
             "activated": sorted(activated),

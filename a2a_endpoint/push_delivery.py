@@ -270,8 +270,8 @@ def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSe
             credentials = ""
             logger.error("push config %s: credentials cannot be decrypted", config.public_id)
         headers["Authorization"] = f"{config.auth_scheme} {credentials}".strip()
-    if config.token:
-        headers["X-A2A-Notification-Token"] = config.token
+    if token := config.token_plaintext():
+        headers["X-A2A-Notification-Token"] = token
     return headers
 
 

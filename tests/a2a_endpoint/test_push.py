@@ -655,3 +655,66 @@ def test_an_unexpected_error_is_an_attempt_not_a_crash(push_world, receiver, mon
     monkeypatch.undo()
     drain()
     assert receiver.events == stored_events(task_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_token_is_encrypted_at_rest(push_world, receiver):
+    from django.db import connection
+
+    a = push_world.a
+    token = "notification-token-in-plaintext-7f3a"
+    task_id = send(a, "support", "hello")  # not run yet
+    rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "c1", "url": receiver.url, "token": token},
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT token FROM a2a_endpoint_pushconfig")
+        (stored,) = cursor.fetchone()
+    assert stored and token not in stored
+    got = rpc(a, "support", "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
+    assert got.json()["result"]["token"] == token
+    listed = rpc(a, "support", "ListTaskPushNotificationConfigs", {"taskId": task_id}).json()
+    assert listed["result"]["configs"][0]["token"] == token
+    run(task_id)  # the turn's events go to the config
+    drain()
+    assert receiver.requests
+    assert {r["headers"]["x-a2a-notification-token"] for r in receiver.requests} == {token}
+    too_long = rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "c2", "url": receiver.url, "token": "t" * 1001},
+    ).json()
+    assert too_long["error"]["code"] == -32602
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_the_tokens_already_stored(push_world):
+    import importlib
+
+    from django.apps import apps
+
+    from connections.crypto import secret_decrypt
+
+    migration = importlib.import_module("a2a_endpoint.migrations.0002_push_token_encrypted")
+    task_id = send(push_world.a, "support", "hello")
+    task = Task.objects.get(public_id=task_id)
+    for public_id, token in (("with", "old-plaintext"), ("without", "")):
+        PushConfig.objects.create(
+            tenant=task.tenant,
+            task=task,
+            subject=task.subject,
+            public_id=public_id,
+            url="http://127.0.0.1:9/x",
+            receiver="127.0.0.1:9",
+            token=token,  # as rows were before the migration
+        )
+    migration.tokens_encrypt(apps, None)
+    stored = dict(PushConfig.objects.values_list("public_id", "token"))
+    assert stored["without"] == ""
+    assert "old-plaintext" not in stored["with"]
+    assert secret_decrypt(stored["with"]) == "old-plaintext"
+    assert PushConfig.objects.get(public_id="with").token_plaintext() == "old-plaintext"

@@ -289,5 +289,6 @@ def fetch_url(
             return bytes(body), media_type
     except httpx.TimeoutException:
         raise OutboundRefused(f"fetching {url} timed out after {timeout}s") from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        # InvalidURL is no HTTPError; url_parse refuses such URLs first, this is the backstop.
         raise OutboundRefused(f"fetching {url} failed: {exc}") from None

@@ -5,7 +5,7 @@ import ipaddress
 import httpx
 import pytest
 
-from connections.outbound import OutboundRefused, check_url, url_parse
+from connections.outbound import OutboundRefused, check_url, fetch_url, url_parse
 
 CANONICAL = [
     # url, host, port
@@ -117,3 +117,9 @@ def test_check_url_parses_then_applies_the_allowed_hosts_and_the_address_rules(s
         check_url("http://127.0.0.1/x", ["*"])
     with pytest.raises(OutboundRefused, match="not a canonical IPv4 address"):
         check_url("http://0177.0.0.1/x", ["*"])  # refused before any pattern could match it
+
+
+def test_fetch_url_refuses_a_url_httpx_would_refuse_before_any_request(settings):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    with pytest.raises(OutboundRefused, match="not a canonical IPv4 address"):
+        fetch_url("http://0177.0.0.1:8799/x", allowed_hosts=["*"], max_bytes=10, timeout=1)

@@ -43,10 +43,19 @@ class PushDeliveryAdmin(admin.ModelAdmin):
 
 @admin.register(PushConfig)
 class PushConfigAdmin(admin.ModelAdmin):
-    list_display = ["public_id", "task", "tenant", "subject", "url", "disabled_at"]
-    list_filter = ["tenant"]
+    list_display = [
+        "public_id",
+        "task",
+        "tenant",
+        "subject",
+        "url",
+        "disabled_at",
+        "disabled_reason",
+    ]
+    list_filter = ["tenant", ("disabled_at", admin.EmptyFieldListFilter)]
     search_fields = ["public_id", "task__public_id", "url"]
-    exclude = ["auth_credentials"]
+    # Both are stored encrypted: the form would show (and save back) ciphertext.
+    exclude = ["auth_credentials", "token"]
     readonly_fields = [
         "tenant",
         "task",

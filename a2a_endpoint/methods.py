@@ -174,8 +174,8 @@ def _config_input(config: a2a.TaskPushNotificationConfig) -> push_configs.Config
 
 def _config_wire(config) -> dict:
     out = {"id": config.public_id, "taskId": config.task.public_id, "url": config.url}
-    if config.token:
-        out["token"] = config.token
+    if token := config.token_plaintext():
+        out["token"] = token
     if config.auth_scheme:
         # Credentials are write-only: they are stored encrypted and never read back out.
         out["authentication"] = {"scheme": config.auth_scheme}

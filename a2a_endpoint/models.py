@@ -7,14 +7,18 @@ delivery; Celery workers then POST them, a config's deliveries strictly in event
 """
 
 import base64
+import logging
 import secrets
 from datetime import timedelta
 
 from django.db import models
 from django.utils import timezone
 
+from connections.crypto import InvalidToken, secret_decrypt
 from runtime.models import Task, TaskEvent
 from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
 
 
 def new_webhook_secret() -> str:
@@ -72,7 +76,9 @@ class PushConfig(models.Model):
     public_id = models.CharField(max_length=200)
     url = models.URLField(max_length=2000)
     receiver = models.CharField(max_length=300, help_text="host:port; concurrency is per receiver")
-    token = models.CharField(max_length=1000, blank=True)
+    # The receiver's notification token, Fernet-encrypted (a2a_endpoint.push_configs caps the
+    # plaintext at 1000 characters; the ciphertext is longer, hence a TextField).
+    token = models.TextField(blank=True, help_text="Fernet-encrypted")
     auth_scheme = models.CharField(max_length=100, blank=True)
     auth_credentials = models.TextField(blank=True, help_text="Fernet-encrypted")
     # The A2A-Extensions the creating request activated: the receiver gets their data.
@@ -91,6 +97,17 @@ class PushConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} → {self.url}"
+
+    def token_plaintext(self) -> str:
+        """The notification token as the caller gave it; "" when there is none, or when it
+        cannot be decrypted (the encryption key changed), which is logged."""
+        if not self.token:
+            return ""
+        try:
+            return secret_decrypt(self.token)
+        except InvalidToken:
+            logger.error("push config %s: the token cannot be decrypted", self.public_id)
+            return ""
 
 
 class PushDelivery(models.Model):

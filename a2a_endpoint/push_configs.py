@@ -8,7 +8,6 @@ it is a2a_endpoint.push_delivery's business.
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -17,11 +16,12 @@ from a2a_endpoint.models import PushConfig, PushSettings
 from a2a_endpoint.push_delivery import push_deliveries_backfill
 from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import secret_encrypt
-from connections.outbound import OutboundRefused, check_url
+from connections.outbound import OutboundRefused, check_url, url_parse
 from runtime.errors import InvalidParams, TaskNotFound
 from runtime.models import Task
 
 PAGE_SIZE_MAX = 100
+TOKEN_MAX_LENGTH = 1000
 
 
 # --- settings and secrets -----------------------------------------------------------------
@@ -59,7 +59,8 @@ def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = Fals
 
 
 def push_url_check(*, tenant, url: str) -> None:
-    """Refuse a receiver URL the tenant does not allow (InvalidParams); no network I/O."""
+    """Refuse a receiver URL that is not one well-formed http(s) URL (connections.outbound's
+    url_parse) or that the tenant does not allow (InvalidParams, saying why); no network I/O."""
     if not url:
         raise InvalidParams("url", "is required")
     try:
@@ -82,20 +83,21 @@ def push_config_create(
     event the task already has (a config sent inline with the message that made the task)."""
     if len(config.id) > 200:
         raise InvalidParams("id", "must be at most 200 characters")
+    if len(config.token) > TOKEN_MAX_LENGTH:
+        raise InvalidParams("token", f"must be at most {TOKEN_MAX_LENGTH} characters")
     with transaction.atomic():
         # The task row lock orders this against the worker's event writes (which hold the
         # same lock): every event is either already here (from_start queues it) or is
         # written after the config exists (queue_deliveries finds the config).
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
         push_url_check(tenant=tenant, url=config.url)
-        parts = urlsplit(config.url)
-        receiver = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         values = {
             "tenant": tenant,
             "subject": subject,
             "url": config.url,
-            "receiver": receiver,
-            "token": config.token,
+            "receiver": url_parse(config.url).receiver,
+            # Encrypted at rest like the credentials; Get and List give it back (A2A does).
+            "token": secret_encrypt(config.token) if config.token else "",
             "auth_scheme": config.scheme,
             "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",
             "activated": sorted(activated),

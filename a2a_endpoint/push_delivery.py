@@ -12,7 +12,13 @@ Delivery, in short:
   receiver ties up at most that many worker processes and delays only its own deliveries.
 - Network errors, timeouts, 429 and 5xx are retried with exponential backoff and full
   jitter, honouring Retry-After, for PUSH_RETRY_HOURS; 410 disables the config; other
-  answers give the delivery up. Every attempt is a PushAttempt row.
+  answers give the delivery up. Every attempt is a PushAttempt row, whatever went wrong:
+  an unexpected error is an attempt retried with backoff too, never a Celery task that
+  fails on every sweep.
+- A config whose URL can never work (refused by connections.outbound's parser or by the
+  tenant's allowed hosts: rows older than the parser, hosts no longer allowed) is given up:
+  disabled with the reason, its pending deliveries given up. Callers still Get and List it
+  (A2A's config has no status); operators see the reason on the task page and in admin.
 - Requests are signed with Standard Webhooks (webhook-id, webhook-timestamp,
   webhook-signature) using the tenant's push secret, and during a rotation's grace period
   with the previous secret too (Standard Webhooks allows several signatures).
@@ -24,6 +30,7 @@ import logging
 import random
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 
@@ -263,8 +270,8 @@ def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSe
             credentials = ""
             logger.error("push config %s: credentials cannot be decrypted", config.public_id)
         headers["Authorization"] = f"{config.auth_scheme} {credentials}".strip()
-    if config.token:
-        headers["X-A2A-Notification-Token"] = config.token
+    if token := config.token_plaintext():
+        headers["X-A2A-Notification-Token"] = token
     return headers
 
 
@@ -286,42 +293,80 @@ def backoff_seconds(attempts: int) -> float:
     return random.uniform(ceiling / 2, ceiling)
 
 
+@dataclass
+class _Outcome:
+    status_code: int | None = None
+    error: str = ""
+    retry_in: float | None = None  # seconds until this delivery is tried again
+    give_up: bool = False  # this delivery
+    unusable: str = ""  # why the config's URL can never work: the config is given up
+
+
+def _post(
+    client: httpx.Client, config: PushConfig, delivery: PushDelivery, push: PushSettings
+) -> _Outcome:
+    """POST one delivery. Never raises: whatever goes wrong is the attempt's outcome, so a
+    bad row costs attempts on a backoff, not a Celery task that fails on every sweep."""
+    try:
+        # Every send is checked again: the tenant's allowed hosts may have changed, and rows
+        # written before url_parse existed were never parsed by it.
+        check_url(config.url, push.host_patterns)
+    except OutboundRefused as exc:
+        return _Outcome(error=f"refused: {exc}", unusable=str(exc))
+    try:
+        # Download links in artifacts are absolute only with PUBLIC_BASE_URL (there is no
+        # request to take a host from); a receiver can always GetTask for fresh ones.
+        link = linker(
+            config.task,
+            lambda: files_base(
+                settings.PUBLIC_BASE_URL, config.tenant.slug, config.task.agent.slug
+            ),
+        )
+        body = json.dumps(event_wire(delivery.event.payload, frozenset(config.activated), link))
+        response = client.post(
+            config.url, content=body, headers=_headers(config, delivery, body, push)
+        )
+    except httpx.InvalidURL as exc:
+        # url_parse refuses whatever httpx refuses; should they ever disagree, the URL still
+        # cannot work, and retrying it would change nothing.
+        return _Outcome(error=f"refused: {exc}", unusable=f"httpx refuses the URL: {exc}")
+    except OutboundRefused as exc:
+        # At connect time: the name resolved only to refused addresses. That answer comes
+        # from DNS and may change, so only this delivery is given up, not the config.
+        return _Outcome(error=f"refused: {exc}", give_up=True)
+    except httpx.TimeoutException:
+        return _Outcome(error="timed out", retry_in=backoff_seconds(delivery.attempts))
+    except httpx.HTTPError as exc:
+        return _Outcome(error=f"network error: {exc}", retry_in=backoff_seconds(delivery.attempts))
+    except Exception as exc:
+        logger.exception("push %s #%s: unexpected error", config.public_id, delivery.seq)
+        return _Outcome(
+            error=f"unexpected error: {type(exc).__name__}: {exc}",
+            retry_in=backoff_seconds(delivery.attempts),
+        )
+    status_code = response.status_code
+    if 200 <= status_code < 300:
+        return _Outcome(status_code=status_code)
+    if status_code == 410:
+        return _Outcome(
+            status_code=status_code, error="410 Gone: the receiver asked to stop; config disabled"
+        )
+    if status_code == 429 or status_code >= 500:
+        retry_in = max(_retry_after(response) or 0.0, backoff_seconds(delivery.attempts))
+        return _Outcome(status_code=status_code, error=f"HTTP {status_code}", retry_in=retry_in)
+    return _Outcome(status_code=status_code, error=f"HTTP {status_code}: not retried", give_up=True)
+
+
 def _attempt(
     client: httpx.Client, config: PushConfig, delivery: PushDelivery, push: PushSettings
 ) -> float | None:
     """POST one delivery; record the attempt; return seconds to wait before retrying it."""
-    # Download links in artifacts are absolute only with PUBLIC_BASE_URL (there is no
-    # request to take a host from); a receiver can always GetTask for fresh ones.
-    link = linker(
-        config.task,
-        lambda: files_base(settings.PUBLIC_BASE_URL, config.tenant.slug, config.task.agent.slug),
-    )
-    body = json.dumps(event_wire(delivery.event.payload, frozenset(config.activated), link))
     now = timezone.now()
-    status_code, error, retry_in, give_up = None, "", None, False
     started = time.monotonic()
-    try:
-        check_url(config.url, push.host_patterns)
-        response = client.post(
-            config.url, content=body, headers=_headers(config, delivery, body, push)
-        )
-        status_code = response.status_code
-        if 200 <= status_code < 300:
-            pass
-        elif status_code == 410:
-            error = "410 Gone: the receiver asked to stop; config disabled"
-        elif status_code == 429 or status_code >= 500:
-            error = f"HTTP {status_code}"
-            retry_in = max(_retry_after(response) or 0.0, backoff_seconds(delivery.attempts))
-        else:
-            error, give_up = f"HTTP {status_code}: not retried", True
-    except OutboundRefused as exc:
-        error, give_up = f"refused: {exc}", True
-    except httpx.TimeoutException:
-        error, retry_in = "timed out", backoff_seconds(delivery.attempts)
-    except httpx.HTTPError as exc:
-        error, retry_in = f"network error: {exc}"[:500], backoff_seconds(delivery.attempts)
+    outcome = _post(client, config, delivery, push)
     duration_ms = int((time.monotonic() - started) * 1000)
+    status_code, error, retry_in = outcome.status_code, outcome.error, outcome.retry_in
+    give_up = outcome.give_up
     first = delivery.first_attempt_at or now
     if retry_in is not None and now + timedelta(seconds=retry_in) > first + timedelta(
         hours=settings.PUSH_RETRY_HOURS
@@ -350,6 +395,13 @@ def _attempt(
                 state=PushDelivery.State.CANCELED, finished_at=now
             )
             fields.update(state=PushDelivery.State.CANCELED, finished_at=now)
+        elif outcome.unusable and _config_give_up(config, outcome.unusable, now):
+            config.disabled_at = now
+            fields.update(state=PushDelivery.State.GAVE_UP, finished_at=now)
+        elif outcome.unusable:
+            # The config was replaced with another URL meanwhile: try that one, later.
+            retry_in = backoff_seconds(delivery.attempts)
+            fields["next_attempt_at"] = now + timedelta(seconds=retry_in)
         elif retry_in is not None:
             fields["next_attempt_at"] = now + timedelta(seconds=retry_in)
         elif give_up:
@@ -362,11 +414,32 @@ def _attempt(
     return retry_in
 
 
+def _config_give_up(config: PushConfig, why: str, now) -> bool:
+    """Stop a config whose URL can never work, and give up its pending deliveries. Only
+    while its URL is still the one that failed: a config replaced meanwhile (same id, a new
+    URL, push_config_create) is left alone. Returns whether it was given up."""
+    reason = f"the URL can never work: {why}"
+    stopped = PushConfig.objects.filter(
+        pk=config.pk, url=config.url, disabled_at__isnull=True
+    ).update(disabled_at=now, disabled_reason=reason[:300])
+    if stopped:
+        PushDelivery.objects.filter(config=config, state=PushDelivery.State.PENDING).update(
+            state=PushDelivery.State.GAVE_UP, finished_at=now, last_error=reason[:500]
+        )
+    return stopped == 1
+
+
 def configs_due(now=None) -> list[int]:
     """Configs with a delivery that is due (for the sweep: a lost enqueue, a long retry)."""
     now = now or timezone.now()
     return list(
         PushDelivery.objects.filter(state=PushDelivery.State.PENDING, next_attempt_at__lte=now)
+        # A disabled or given-up config is never delivered (push_deliver), so its leftovers
+        # (say, disabled in the admin) would be picked on every sweep for nothing.
+        .filter(config__disabled_at__isnull=True)
+        # No ordering: PushDelivery's default (config, seq) would make DISTINCT per delivery,
+        # and one config would be scheduled once for each of its pending deliveries.
+        .order_by()
         .values_list("config_id", flat=True)
         .distinct()[:1000]
     )

@@ -10,12 +10,19 @@ and connecting to the same address is what defeats DNS rebinding: a name that re
 public address for a check and to 127.0.0.1 for the connect never gets the second lookup.
 The URL's host name still goes into the Host header and TLS SNI (httpcore takes them from
 the request URL, not from the connected address), so virtual hosts and certificates work.
+
+Every URL is first taken apart by ``url_parse``, the one parser of outbound URLs: http or
+https, no credentials, a canonical IP address or a valid DNS name, a port from 1 to 65535.
+It refuses whatever httpx would refuse, so that a URL accepted here (a push config, a file
+part) never fails later in httpx, where it would be nobody's error to report.
 """
 
 import fnmatch
 import ipaddress
+import re
 import socket
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpcore
@@ -85,26 +92,148 @@ def host_matches(host: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(host, p.strip().lower()) for p in patterns if p.strip())
 
 
-def check_url(url: str, allowed_hosts: Iterable[str]) -> str:
-    """Return the URL's host, or raise OutboundRefused; no network I/O (addresses are
-    checked again when the connection is made)."""
+# --- the one URL parser -------------------------------------------------------------------
+
+URL_MAX_LENGTH = 2000  # PushConfig.url's max_length
+PORT = re.compile(r"[0-9]{1,5}")
+DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# A host whose last label is a number (decimal, or 0x hex) is an IPv4 address to WHATWG and
+# to inet_aton: "0177.0.0.1", "0x7f.1" and "2130706433" all reach 127.0.0.1 through
+# getaddrinfo, and httpx refuses some of them (InvalidURL) but not others. Only the
+# canonical dotted quad is accepted, so that what we check is what is connected to.
+NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
+DOTTED_QUAD = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
+
+
+@dataclass(frozen=True)
+class OutboundURL:
+    """A URL this server may try to call, taken apart once (``url_parse``)."""
+
+    url: str  # as given (it is what is sent: httpx takes it as it is)
+    scheme: str  # http or https
+    host: str  # lower-case ASCII: an IDNA name without a trailing dot, or an address's text
+    port: int  # as given, or the scheme's default
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None  # when the host is one
+
+    @property
+    def receiver(self) -> str:
+        """host:port, the key that push concurrency is counted by."""
+        return f"{self.host}:{self.port}"
+
+
+def _host_parse(host: str) -> tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address | None]:
+    if host.startswith("["):
+        inner = host[1:-1]
+        # ipaddress takes "fe80::1%eth0" (a zone), which means nothing off this machine.
+        if not host.endswith("]") or "%" in inner:
+            raise OutboundRefused(f"the host {host} is not a valid IPv6 address")
+        try:
+            address = ipaddress.IPv6Address(inner)
+        except ValueError:
+            raise OutboundRefused(f"the host {host} is not a valid IPv6 address") from None
+        return str(address), address
+    name = host.lower()
+    labels = name.removesuffix(".").split(".")
+    if NUMERIC_LABEL.fullmatch(labels[-1]):
+        if (
+            name.endswith(".")
+            or not DOTTED_QUAD.fullmatch(name)
+            or any(int(label) > 255 for label in labels)
+        ):
+            raise OutboundRefused(
+                f"the host {host} is not a canonical IPv4 address "
+                "(four decimal numbers from 0 to 255, without leading zeros)"
+            )
+        address = ipaddress.IPv4Address(name)
+        return str(address), address
+    name = name.removesuffix(".")
+    if not name.isascii():
+        # httpx's own IDNA encoding, so that the name checked is the name it looks up.
+        try:
+            name = httpx.URL(scheme="http", host=name, path="/").raw_host.decode("ascii")
+        except httpx.InvalidURL as exc:
+            raise OutboundRefused(f"the host {host} is not a valid host name: {exc}") from None
+    if len(name) > 253 or not all(DNS_LABEL.fullmatch(label) for label in name.split(".")):
+        raise OutboundRefused(
+            f"the host {host} is not a valid host name (labels of 1 to 63 letters, digits "
+            "or inner hyphens; at most 253 characters)"
+        )
+    return name, None
+
+
+def _address_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def url_parse(url: str) -> OutboundURL:
+    """Take a URL apart the one way every outbound check does, or raise OutboundRefused
+    saying why; what httpx would refuse is refused here first. No network I/O."""
+    if not isinstance(url, str) or not url:
+        raise OutboundRefused("there is no URL")
+    if len(url) > URL_MAX_LENGTH:
+        raise OutboundRefused(f"the URL is longer than {URL_MAX_LENGTH} characters")
+    for position, char in enumerate(url):
+        # isprintable() is False for control, format, surrogate, unassigned and separator
+        # characters except the ASCII space, which is refused too.
+        if char == " " or not char.isprintable():
+            raise OutboundRefused(
+                f"the URL contains whitespace or a control character ({char!r} at {position})"
+            )
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 -- raises ValueError on a port out of range
     except ValueError as exc:
         raise OutboundRefused(f"not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme not in ("http", "https") or not parts.netloc:
         raise OutboundRefused("the URL must be http or https with a host")
-    if parts.username or parts.password:
+    if "@" in parts.netloc:
         raise OutboundRefused("the URL must not carry credentials")
-    host = parts.hostname
-    if not host_matches(host, allowed_hosts):
-        raise OutboundRefused(f"the host {host} is not one this tenant allows")
+    netloc = parts.netloc
+    if netloc.startswith("["):
+        host, bracket, after = netloc.partition("]")
+        host += bracket
+        if after and not after.startswith(":"):
+            raise OutboundRefused(f"the host {netloc} is not a valid IPv6 address")
+        port_text = after[1:] if after else None
+    else:
+        host, colon, port_text = netloc.partition(":")
+        if not colon:
+            port_text = None
+    if not host or host == "[]":
+        raise OutboundRefused("the URL must be http or https with a host")
+    if port_text is not None and not (PORT.fullmatch(port_text) and 1 <= int(port_text) <= 65535):
+        raise OutboundRefused(f"the port {port_text!r} is not a number from 1 to 65535")
+    name, address = _host_parse(host)
+    port = int(port_text) if port_text is not None else (443 if parts.scheme == "https" else 80)
+    # The same URL through httpx's own parser: a difference between the two parsers (the
+    # host we checked is not the host httpx connects to) is refused, not guessed at.
     try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        return host
-    if not address_allowed(literal):
+        theirs = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise OutboundRefused(f"not a valid URL: {exc}") from None
+    their_host = theirs.raw_host.decode("ascii").lower().removesuffix(".")
+    if (
+        (their_host != name if address is None else _address_of(their_host) != address)
+        or (theirs.port or port) != port
+        or theirs.scheme != parts.scheme
+        or theirs.userinfo
+    ):
+        raise OutboundRefused("the URL is ambiguous (it is read two different ways)")
+    return OutboundURL(url=url, scheme=parts.scheme, host=name, port=port, address=address)
+
+
+def check_url(url: str, allowed_hosts: Iterable[str]) -> str:
+    """Return the URL's host (``url_parse``'s), or raise OutboundRefused; no network I/O
+    (addresses are checked again when the connection is made)."""
+    parsed = url_parse(url)
+    host = parsed.host
+    # A pattern may spell an international name in Unicode or in its ASCII (IDNA) form.
+    spelled = {host, urlsplit(url).hostname or host}
+    if not any(host_matches(h, allowed_hosts) for h in spelled):
+        raise OutboundRefused(f"the host {host} is not one this tenant allows")
+    if parsed.address is not None and not address_allowed(parsed.address):
         raise OutboundRefused(f"the address {host} is not a public address")
     return host
 
@@ -187,5 +316,6 @@ def fetch_url(
             return bytes(body), media_type
     except httpx.TimeoutException:
         raise OutboundRefused(f"fetching {url} timed out after {timeout}s") from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        # InvalidURL is no HTTPError; url_parse refuses such URLs first, this is the backstop.
         raise OutboundRefused(f"fetching {url} failed: {exc}") from None

@@ -362,6 +362,19 @@ def test_a_url_part_from_a_host_not_allowed_fails_the_turn(files_world, settings
     assert "the host elsewhere.example.org is not one this tenant allows" in text
 
 
+def test_a_url_part_with_a_leading_zero_octet_fails_the_turn_clearly(files_world, settings):
+    # httpx refuses this URL (InvalidURL), which used to escape the fetch and crash the turn.
+    settings.FILES_FETCH_ALLOWED_HOSTS = ["*"]
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    a = files_world.a
+    url = "http://0177.0.0.1:8799/x"
+    task_id = send(a, [{"text": "read"}, {"url": url, "mediaType": "text/plain"}])
+    state, text = status_text(a, task_id)
+    assert state == TaskState.FAILED
+    assert text.startswith(f"The file part 1 ({url}) could not be fetched: the host 0177.0.0.1")
+    assert "not a canonical IPv4 address" in text
+
+
 def test_an_oversized_fetched_url_part_fails_the_turn(files_world, file_server, settings):
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     settings.FILES_FETCH_MAX_BYTES = 1000

@@ -503,3 +503,204 @@ def test_progress_and_telemetry_reach_only_callers_that_activated_them(push_worl
     assert "metadata" not in bare["status"]["message"] and "A2A-Extensions" not in rpc(
         a, "deployer", "GetTask", {"id": task_id}
     )
+
+
+# --- issue 15: URLs that can never work, failures as attempts, the token at rest ----------
+
+LEADING_ZERO_URL = "http://0177.0.0.1:8799/x"
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_url_with_a_leading_zero_octet_is_refused_at_the_edge(push_world):
+    # Any host at all, so that the refusal is the parser's and not the allow-list's.
+    PushSettings.objects.filter(tenant=push_world.a.tenant).update(allowed_hosts="*")
+    a = push_world.a
+    task_id = send(a, "support", "hi")
+    created = rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "c1", "url": LEADING_ZERO_URL},
+    ).json()
+    message = {"role": "ROLE_USER", "messageId": "m-inline", "parts": [{"text": "hi"}]}
+    inline = rpc(
+        a,
+        "support",
+        "SendMessage",
+        {
+            "message": message,
+            "configuration": {"taskPushNotificationConfig": {"url": LEADING_ZERO_URL}},
+        },
+    ).json()
+    for body in (created, inline):
+        assert body["error"]["code"] == -32602, body
+        assert "0177.0.0.1 is not a canonical IPv4 address" in body["error"]["message"]
+    assert not PushConfig.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_push_config_that_can_never_work_is_given_up_not_retried_forever(push_world, eager):
+    from a2a_endpoint.tasks import sweep_push
+
+    PushSettings.objects.filter(tenant=push_world.a.tenant).update(allowed_hosts="*")
+    a = push_world.a
+    task_id = send(a, "support", "hello")  # eager: the turn runs, its events are written
+    task = Task.objects.get(public_id=task_id)
+    # A row written before the edge parsed URLs: straight into the database.
+    config = PushConfig.objects.create(
+        tenant=a.tenant,
+        task=task,
+        subject=task.subject,
+        public_id="old",
+        url=LEADING_ZERO_URL,
+        receiver="0177.0.0.1:8799",
+    )
+    events = TaskEvent.objects.filter(task=task).order_by("seq")
+    for event in events:
+        PushDelivery.objects.create(
+            tenant=a.tenant, config=config, event=event, seq=event.seq, webhook_id=f"w{event.seq}"
+        )
+    assert events.count() > 1
+
+    assert sweep_push() == 1  # delivers inline (eager), and must not raise
+
+    config.refresh_from_db()
+    assert config.disabled_at is not None
+    assert config.disabled_reason.startswith("the URL can never work: ")
+    assert "0177.0.0.1 is not a canonical IPv4 address" in config.disabled_reason
+    assert set(PushDelivery.objects.values_list("state", flat=True)) == {PushDelivery.State.GAVE_UP}
+    (attempt,) = PushAttempt.objects.all()  # one attempt, then nothing more is tried
+    assert "refused: " in attempt.error and "canonical IPv4" in attempt.error
+    assert push_delivery.configs_due() == []
+    assert sweep_push() == 0
+    assert PushAttempt.objects.count() == 1
+    # The caller still reads the config (A2A has no status field for it)...
+    got = rpc(a, "support", "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "old"})
+    assert got.json()["result"]["url"] == LEADING_ZERO_URL
+    listed = rpc(a, "support", "ListTaskPushNotificationConfigs", {"taskId": task_id}).json()
+    assert [c["id"] for c in listed["result"]["configs"]] == ["old"]
+    # ...and operators see why it stopped, on the task page and in the admin.
+    page = a.client_for(a.operator).get(f"/tasks/{task_id}/").content.decode()
+    assert "the URL can never work" in page and "canonical IPv4" in page
+    a.admin.is_staff = a.admin.is_superuser = True
+    a.admin.save(update_fields=["is_staff", "is_superuser"])
+    admin_page = a.client_for(a.admin).get("/admin/a2a_endpoint/pushconfig/").content.decode()
+    assert "the URL can never work" in admin_page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transient_failure_records_attempts_with_backoff(push_world, settings):
+    settings.PUSH_RETRY_BASE_SECONDS = 60  # backoff of the first retry: 30 to 60 s
+    url = f"http://127.0.0.1:{free_loopback_port()}/hook"  # nothing listens there
+    task_id = send(push_world.a, "support", "hello", push_url=url)
+    run(task_id)
+    config = PushConfig.objects.get()
+    before = time.time()
+
+    retry = push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
+
+    assert retry is not None and 30 <= retry <= 60
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.PENDING and first.attempts == 1
+    assert "network error" in first.last_error
+    assert first.next_attempt_at.timestamp() >= before + 30
+    (attempt,) = PushAttempt.objects.all()
+    assert attempt.status_code is None and "network error" in attempt.error
+    config.refresh_from_db()
+    assert config.disabled_at is None  # a refused connection may work later
+    # Looked at again before the backoff is over, nothing is sent (events go in order)...
+    again = push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
+    assert again is not None and 0 < again <= 60
+    assert PushAttempt.objects.count() == 1
+    # ...and once it is over, the sweep picks the config up again.
+    assert push_delivery.configs_due(first.next_attempt_at) == [config.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unexpected_error_is_an_attempt_not_a_crash(push_world, receiver, monkeypatch):
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    config = PushConfig.objects.get()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the event cannot be serialised")
+
+    monkeypatch.setattr(push_delivery, "event_wire", broken)
+    retry = push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
+    assert retry is not None
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.PENDING and first.attempts == 1
+    assert first.last_error == "unexpected error: RuntimeError: the event cannot be serialised"
+    assert receiver.requests == []
+    monkeypatch.undo()
+    drain()
+    assert receiver.events == stored_events(task_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_token_is_encrypted_at_rest(push_world, receiver):
+    from django.db import connection
+
+    a = push_world.a
+    token = "notification-token-in-plaintext-7f3a"
+    task_id = send(a, "support", "hello")  # not run yet
+    rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "c1", "url": receiver.url, "token": token},
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT token FROM a2a_endpoint_pushconfig")
+        (stored,) = cursor.fetchone()
+    assert stored and token not in stored
+    got = rpc(a, "support", "GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
+    assert got.json()["result"]["token"] == token
+    listed = rpc(a, "support", "ListTaskPushNotificationConfigs", {"taskId": task_id}).json()
+    assert listed["result"]["configs"][0]["token"] == token
+    run(task_id)  # the turn's events go to the config
+    drain()
+    assert receiver.requests
+    assert {r["headers"]["x-a2a-notification-token"] for r in receiver.requests} == {token}
+    too_long = rpc(
+        a,
+        "support",
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "c2", "url": receiver.url, "token": "t" * 1001},
+    ).json()
+    assert too_long["error"]["code"] == -32602
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_the_tokens_already_stored(push_world):
+    import importlib
+
+    from django.apps import apps
+
+    from connections.crypto import secret_decrypt
+
+    migration = importlib.import_module("a2a_endpoint.migrations.0002_push_token_encrypted")
+    task_id = send(push_world.a, "support", "hello")
+    task = Task.objects.get(public_id=task_id)
+    for public_id, token in (("with", "old-plaintext"), ("without", "")):
+        PushConfig.objects.create(
+            tenant=task.tenant,
+            task=task,
+            subject=task.subject,
+            public_id=public_id,
+            url="http://127.0.0.1:9/x",
+            receiver="127.0.0.1:9",
+            token=token,  # as rows were before the migration
+        )
+    migration.tokens_encrypt(apps, None)
+    stored = dict(PushConfig.objects.values_list("public_id", "token"))
+    assert stored["without"] == ""
+    assert "old-plaintext" not in stored["with"]
+    assert secret_decrypt(stored["with"]) == "old-plaintext"
+    assert PushConfig.objects.get(public_id="with").token_plaintext() == "old-plaintext"

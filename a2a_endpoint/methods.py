@@ -136,14 +136,18 @@ async def cancel_task(caller: Caller, params: dict):
     return _task_out(caller, task)
 
 
-def _task_state(status: int) -> str | None:
-    """ListTasks' status filter; protobuf keeps an enum number it does not know, we do not."""
+def _task_state(raw, status: int) -> str | None:
+    """ListTasks' status filter. Protobuf keeps an enum number it does not know and, with
+    unknown fields ignored (A2A §5.7), drops a name it does not know: both are refused here,
+    not read as "any status"."""
+    if isinstance(raw, str) and raw not in a2a.TaskState.keys():
+        status = -1
     if not status:
         return None
     name = a2a.TaskState.Name(status) if status in a2a.TaskState.values() else None
     if name not in TaskState.values:
         raise errors.invalid_params(
-            "status", f"must be one of {', '.join(TaskState.values)}", value=status
+            "status", f"must be one of {', '.join(TaskState.values)}", value=raw
         )
     return name
 
@@ -183,7 +187,7 @@ async def list_tasks(caller: Caller, params: dict):
     after = None
     if request.HasField("status_timestamp_after"):
         after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
-    state = _task_state(request.status)
+    state = _task_state(params.get("status"), request.status)
     cursor = _decode_page_token(request.page_token)
     tasks, total, more = await db(
         tasks_page,

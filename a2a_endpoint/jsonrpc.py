@@ -5,13 +5,11 @@ size, JSON-RPC fields, A2A version, extensions) and writes the response; the han
 a2a_endpoint.methods.
 """
 
-import json
-
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 
-from a2a_endpoint import errors
+from a2a_endpoint import errors, inputs
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.methods import HANDLERS
 from runtime import extensions as ext
@@ -78,10 +76,7 @@ def body_read(request) -> tuple[object, object]:
         raise _too_big() from None
     if len(raw) > settings.A2A_MAX_BODY_BYTES:
         raise _too_big()
-    try:
-        envelope = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.parse_error(str(exc)) from None
+    envelope = inputs.json_read(raw)
     if not isinstance(envelope, dict):
         raise errors.invalid_request(
             "the body must be one JSON-RPC request object (batches are not supported)"
@@ -89,6 +84,9 @@ def body_read(request) -> tuple[object, object]:
     request_id = envelope.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, str | int | type(None)):
         raise errors.invalid_request("id must be a string or a number")
+    # The id comes back in the response, and in the log: text that JSON or UTF-8 cannot carry
+    # is refused like a wrong type.
+    inputs.value_check(request_id, "id")
     if envelope.get("jsonrpc") != "2.0":
         raise errors.invalid_request('jsonrpc must be "2.0"')
     if not isinstance(envelope.get("method"), str):
@@ -116,4 +114,5 @@ async def dispatch(caller: Caller, method: str, params):
         params = {}
     if not isinstance(params, dict):
         raise errors.invalid_params("params", "must be an object")
+    inputs.params_check(params)
     return await handler(caller, params)

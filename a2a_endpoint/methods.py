@@ -6,17 +6,31 @@ import base64
 import binascii
 import json
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from a2a import types as a2a
 
 from a2a_endpoint import errors, push_configs, wire
 from a2a_endpoint.asyncdb import db, wait_for_settled
 from a2a_endpoint.identity import Caller
+from a2a_endpoint.inputs import length_check
+from a2a_endpoint.models import PushConfig
 from config.logging import bind
-from runtime.models import SETTLED_STATES, Task
+from runtime.models import SETTLED_STATES, Interaction, Task, TaskState
 from runtime.selectors import task_for_caller, tasks_page
-from runtime.services.messages import message_send
+from runtime.services.messages import CONTEXT_ID_RE, message_send
 from runtime.services.tasks import task_cancel
+
+
+def _column(model, field: str) -> int:
+    """The length of the column a field of the wire is stored in."""
+    return model._meta.get_field(field).max_length
+
+
+# An answer's messageId is stored in its interaction (the idempotency key of the answer).
+MESSAGE_ID_MAX = _column(Interaction, "answer_message_id")
+# A host name is at most 253 characters (RFC 1035); the config's receiver column is host:port.
+HOST_MAX = 253
 
 
 def _task_out(caller: Caller, task: Task, **options) -> dict:
@@ -39,13 +53,29 @@ def _history_length(config) -> int | None:
     return min(config.history_length, wire.MAX_HISTORY)
 
 
+def _message_bounds(message: dict) -> None:
+    """Refuse, before anything is written, the ids of a message that no column would hold."""
+    length_check("message.messageId", message["messageId"], MESSAGE_ID_MAX)
+    context_id = message.get("contextId")
+    # The core's own check (runtime.services.message_send) matches with ``$``, which lets a
+    # trailing newline through into the 128-character column; fullmatch does not.
+    if context_id and not CONTEXT_ID_RE.fullmatch(context_id):
+        raise errors.invalid_params(
+            "message.contextId", "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"
+        )
+
+
 async def send_message(caller: Caller, params: dict):
     request = wire.parse(params, a2a.SendMessageRequest)
     message = wire.message_in(params, request)
+    _message_bounds(message)
     configuration = request.configuration if request.HasField("configuration") else None
     push_config = None
     if configuration is not None and configuration.HasField("task_push_notification_config"):
-        push_config = _config_input(configuration.task_push_notification_config)
+        push_config = _config_input(
+            configuration.task_push_notification_config,
+            field="configuration.taskPushNotificationConfig.",
+        )
     history_length = _history_length(configuration)
     metadata = message.get("metadata") or {}
     skill_id = metadata.get("skillId") if isinstance(metadata, dict) else None
@@ -107,14 +137,41 @@ async def cancel_task(caller: Caller, params: dict):
     return _task_out(caller, task)
 
 
+def _task_state(raw, status: int) -> str | None:
+    """ListTasks' status filter. Protobuf keeps an enum number it does not know and, with
+    unknown fields ignored (A2A §5.7), drops a name it does not know: both are refused here,
+    not read as "any status"."""
+    if isinstance(raw, str) and raw not in a2a.TaskState.keys():
+        status = -1
+    if not status:
+        return None
+    name = a2a.TaskState.Name(status) if status in a2a.TaskState.values() else None
+    if name not in TaskState.values:
+        raise errors.invalid_params(
+            "status", f"must be one of {', '.join(TaskState.values)}", value=raw
+        )
+    return name
+
+
+# The largest pk a keyset token may name: PostgreSQL's bigint (SQLite's INTEGER is the same).
+PK_MAX = 2**63 - 1
+
+
 def _decode_page_token(token: str) -> tuple[datetime, int] | None:
     if not token:
         return None
+    refused = errors.invalid_params("pageToken", "is not a token this server issued")
     try:
         raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        return datetime.fromisoformat(raw[0]), int(raw[1])
-    except (ValueError, TypeError, IndexError, binascii.Error, json.JSONDecodeError):
-        raise errors.invalid_params("pageToken", "is not a token this server issued") from None
+        if not isinstance(raw, list) or len(raw) != 2 or not isinstance(raw[1], int):
+            raise refused
+        after, pk = datetime.fromisoformat(raw[0]).astimezone(UTC), raw[1]
+    except (ValueError, TypeError, OverflowError, binascii.Error, RecursionError):
+        # A forged token is the caller's input like any other: a -32602, never a -32603.
+        raise refused from None
+    if not 0 < pk <= PK_MAX:
+        raise refused
+    return after, pk
 
 
 def _encode_page_token(task: Task) -> str:
@@ -131,7 +188,7 @@ async def list_tasks(caller: Caller, params: dict):
     after = None
     if request.HasField("status_timestamp_after"):
         after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
-    state = a2a.TaskState.Name(request.status) if request.status else None
+    state = _task_state(params.get("status"), request.status)
     cursor = _decode_page_token(request.page_token)
     tasks, total, more = await db(
         tasks_page,
@@ -157,12 +214,31 @@ async def list_tasks(caller: Caller, params: dict):
 # --- push notification configs (A2A §3.1.7-10) ----------------------------------------------
 
 
-def _config_input(config: a2a.TaskPushNotificationConfig) -> push_configs.ConfigInput:
+def _config_input(
+    config: a2a.TaskPushNotificationConfig, *, field: str = ""
+) -> push_configs.ConfigInput:
+    """``field`` is where the config is in params (SendMessage carries one inline)."""
     if not config.url:
         raise errors.invalid_params("url", "is required")
     auth = config.authentication if config.HasField("authentication") else None
     if auth is not None and not auth.scheme:
         raise errors.invalid_params("authentication.scheme", "is required")
+    # Checked here, before the SendMessage it may come with starts a turn.
+    length_check(f"{field}id", config.id, _column(PushConfig, "public_id"))
+    length_check(f"{field}url", config.url, _column(PushConfig, "url"))
+    length_check(f"{field}token", config.token, _column(PushConfig, "token"))
+    if auth is not None:
+        length_check(
+            f"{field}authentication.scheme", auth.scheme, _column(PushConfig, "auth_scheme")
+        )
+    try:
+        host = urlsplit(config.url).hostname or ""
+    except ValueError:
+        host = ""  # push_url_check says what is wrong with it
+    if len(host) > HOST_MAX:
+        raise errors.invalid_params(
+            f"{field}url", f"its host must be at most {HOST_MAX} characters", limit=HOST_MAX
+        )
     return push_configs.ConfigInput(
         id=config.id,
         url=config.url,
@@ -221,9 +297,11 @@ async def list_push_configs(caller: Caller, params: dict):
         )
     after = None
     if request.page_token:
-        if not request.page_token.isdigit():
+        # isdigit() alone would pass "²" and "٣" (int() refuses the first) and any length.
+        token = request.page_token
+        if not (token.isascii() and token.isdigit() and int(token) <= PK_MAX):
             raise errors.invalid_params("pageToken", "is not a token this server issued")
-        after = int(request.page_token)
+        after = int(token)
     configs, more = await db(
         push_configs.push_configs_page,
         **caller.scope,

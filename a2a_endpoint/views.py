@@ -17,7 +17,7 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from a2a_endpoint import errors
+from a2a_endpoint import errors, inputs
 from a2a_endpoint.asyncdb import db
 from a2a_endpoint.card import agent_card, card_etag
 from a2a_endpoint.identity import Caller, identify
@@ -67,6 +67,11 @@ async def endpoint(request, tenant: str, agent: str):
         return rpc_response(exc.body(request_id), status=exc.http_status, activated=activated)
     except RuntimeFault as exc:
         return rpc_response(errors.from_domain(exc).body(request_id), activated=activated)
+    except RecursionError:
+        # Only input nests this deeply (inputs.json_read stops deep bodies before parsing;
+        # this catches whatever recursed on them later), so it is the caller's error.
+        logger.warning("A2A request recursed too deeply", exc_info=True)
+        return rpc_response(inputs.too_deep().body(request_id), activated=activated)
     except Exception:
         logger.exception("A2A request failed")
         return rpc_response(

@@ -29,7 +29,7 @@ def parse(params: Any, proto_class: type[ProtoMessage]) -> ProtoMessage:
         return json_format.ParseDict(params, proto_class(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise invalid_params("params", str(exc).splitlines()[0]) from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise invalid_params("params", str(exc)) from None
 
 

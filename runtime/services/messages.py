@@ -60,7 +60,7 @@ def message_send(
         return _message_to_task(tenant=tenant, agent=agent, subject=subject, message=message)
     skill = _skill_for(agent, skill_id)
     context_id = message.get("contextId") or str(uuid.uuid4())
-    if not CONTEXT_ID_RE.match(context_id):
+    if not CONTEXT_ID_RE.fullmatch(context_id):
         raise InvalidParams(
             "message.contextId", "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"
         )

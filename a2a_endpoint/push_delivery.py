@@ -50,7 +50,6 @@ from a2a_endpoint.models import (
     PushSettings,
 )
 from a2a_endpoint.selectors import push_settings_for
-from a2a_endpoint.tasks import MAX_COUNTDOWN
 from a2a_endpoint.tasks import deliver_push as deliver_push_task
 from a2a_endpoint.wire import event_wire
 from config.celery import queue
@@ -58,6 +57,10 @@ from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client
 from runtime.models import Task, TaskEvent
+
+# A retry further away than this is left to the sweep, so that no message sits in the broker
+# for hours (brokers redeliver unacknowledged messages after their visibility timeout).
+MAX_COUNTDOWN = 300
 
 logger = logging.getLogger(__name__)
 

@@ -11,14 +11,10 @@ from celery import shared_task
 
 from config.celery import queue
 
-# A retry further away than this is left to the sweep, so that no message sits in the broker
-# for hours (brokers redeliver unacknowledged messages after their visibility timeout).
-MAX_COUNTDOWN = 300
-
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def deliver_push(self, config_pk: int) -> None:
-    from a2a_endpoint.push_delivery import push_deliver
+    from a2a_endpoint.push_delivery import MAX_COUNTDOWN, push_deliver
 
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id or 'eager'}"
     retry = push_deliver(config_pk=config_pk, worker_id=worker_id)

@@ -218,8 +218,7 @@ def violations_celery(modules: dict[str, Module]) -> list[str]:
                 out.append(f"{m.path}:{imp.line} task module imports {imp.target} at the top")
             if target_is_tasks and not is_tasks:
                 for name, alias in zip(imp.names, imp.aliases, strict=True):
-                    # Constants (MAX_COUNTDOWN) are not tasks.
-                    if not (alias or name).endswith("_task") and not name.isupper():
+                    if not (alias or name).endswith("_task"):
                         out.append(f"{m.path}:{imp.line} imports task {name} without a _task name")
     return out
 

@@ -160,10 +160,12 @@ def _turn_start(
         )
         # The context row is the queue's lock: turns of one context are numbered and run in order.
         context = Context.objects.select_for_update().get(pk=context.pk)
-        # Behind the lock a duplicate in this context has committed: a retry queues nothing.
+        # Behind the lock a duplicate in this context has committed: a retry queues nothing
+        # (and leaves no context behind, when its own was made for it).
         if replay := _message_replay(
             tenant=tenant, agent=agent, subject=subject, message=message, key=key, digest=digest
         ):
+            transaction.set_rollback(True)
             return replay
         busy = Task.objects.filter(context=context).exclude(state__in=TERMINAL_STATES).exists()
         if busy and (delivery or "") == "reject":

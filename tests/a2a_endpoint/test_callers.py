@@ -4,6 +4,7 @@ a retried SendMessage is one task, and a late in-band answer says who decided fi
 import pytest
 from django.core.exceptions import ValidationError
 
+from a2a_endpoint.models import PushConfig, PushSettings
 from config.celery import app
 from runtime.models import Context, Interaction, Task, TaskEvent
 from tenants.tokens import api_token_create
@@ -124,6 +125,16 @@ def test_a_retried_send_message_returns_the_same_task(agents, client, fields):
     # One turn ran: one submitted status among the task's events.
     events = TaskEvent.objects.filter(state="TASK_STATE_SUBMITTED").count()
     assert events == 1
+
+
+def test_a_retried_send_message_registers_its_inline_push_config_once(agents, client):
+    PushSettings.objects.create(tenant=agents.a.tenant, allowed_hosts="*.test")
+    message = user_message("hello")
+    # No config id: registering it again would make a second receiver of every event.
+    configuration = {"taskPushNotificationConfig": {"url": "https://hooks.example.test/a2a"}}
+    for _ in range(3):
+        task_of(send(client, SUPPORT, message, agents.a.token, configuration=configuration))
+    assert PushConfig.objects.count() == 1
 
 
 def test_a_retried_send_message_returns_the_same_direct_reply(agents, client):

@@ -126,5 +126,7 @@ def from_domain(exc: domain.RuntimeFault) -> RpcError:
     if isinstance(exc, domain.UnsupportedOperation):
         return unsupported(exc.message, exc.reason, **exc.metadata)
     if isinstance(exc, domain.AlreadyDecided):
-        return unsupported(exc.message, "ALREADY_DECIDED", **exc.metadata)
+        # -32004 as for any answer to a task that no longer waits for it; the ErrorInfo reason
+        # and metadata say that someone else decided first, who, how and when.
+        return unsupported(exc.message, exc.reason, **exc.metadata)
     return RpcError(-32603, "Internal error", "INTERNAL")

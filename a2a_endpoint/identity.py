@@ -2,7 +2,7 @@
 
 from a2a_endpoint import errors, files
 from a2a_endpoint.asyncdb import db
-from runtime.models import Agent
+from runtime.models import ANONYMOUS, Agent
 from tenants.tokens import TokenError, aauthenticate_bearer
 
 
@@ -35,7 +35,8 @@ async def identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, s
     header = request.headers.get("Authorization")
     if header is None:
         if agent is not None and agent.public:
-            return agent, "anonymous"
+            # A role, not an owner: the core gives each task it starts a subject of its own.
+            return agent, ANONYMOUS
         # Without credentials a caller learns nothing, not even whether the agent exists.
         raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
     try:

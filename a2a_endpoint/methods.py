@@ -95,9 +95,11 @@ async def send_message(caller: Caller, params: dict):
     )
     task = result.task
     bind(task_id=task.public_id, trace_id=task.trace_id)
-    if push_config is not None:
+    if push_config is not None and not result.replayed:
         # Registered before we wait, and with every event the task already has, so that the
         # receiver sees the task from its first status on (the config came with the message).
+        # A retry (same messageId) registers nothing again: a config without an id would be
+        # a second receiver of every event.
         await db(
             push_configs.push_config_create,
             **caller.scope,

@@ -19,6 +19,7 @@ from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url, url_parse
 from runtime.errors import InvalidParams, TaskNotFound
 from runtime.models import Task
+from runtime.selectors import task_for_caller
 
 PAGE_SIZE_MAX = 100
 TOKEN_MAX_LENGTH = 1000
@@ -51,11 +52,9 @@ class ConfigInput:
 
 
 def _caller_task(*, tenant, agent, subject: str, task_id: str, lock: bool = False) -> Task:
-    tasks = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, public_id=task_id)
-    task = (tasks.select_for_update() if lock else tasks).first()
-    if task is None:
-        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
-    return task
+    # The same rule as every task method (an anonymous caller's capability is the task id);
+    # configs are then the task owner's (task.subject), not the shared "anonymous".
+    return task_for_caller(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=lock)
 
 
 def push_url_check(*, tenant, url: str) -> None:
@@ -93,7 +92,7 @@ def push_config_create(
         push_url_check(tenant=tenant, url=config.url)
         values = {
             "tenant": tenant,
-            "subject": subject,
+            "subject": task.subject,
             "url": config.url,
             "receiver": url_parse(config.url).receiver,
             # Encrypted at rest like the credentials; Get and List give it back (A2A does).
@@ -115,7 +114,7 @@ def push_config_create(
 def push_config_get(*, tenant, agent, subject: str, task_id: str, config_id: str) -> PushConfig:
     task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
     found = PushConfig.objects.filter(
-        tenant=tenant, task=task, subject=subject, public_id=config_id
+        tenant=tenant, task=task, subject=task.subject, public_id=config_id
     ).first()
     if found is None:
         # TaskNotFound as the a2a SDK answers: a config is part of its task.
@@ -130,7 +129,9 @@ def push_configs_page(
     *, tenant, agent, subject: str, task_id: str, page_size: int, after: int | None
 ) -> tuple[list[PushConfig], bool]:
     task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
-    configs = PushConfig.objects.filter(tenant=tenant, task=task, subject=subject).order_by("pk")
+    configs = PushConfig.objects.filter(tenant=tenant, task=task, subject=task.subject).order_by(
+        "pk"
+    )
     if after is not None:
         configs = configs.filter(pk__gt=after)
     rows = list(configs[: page_size + 1])
@@ -142,5 +143,5 @@ def push_config_delete(*, tenant, agent, subject: str, task_id: str, config_id: 
     with transaction.atomic():
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
         PushConfig.objects.filter(
-            tenant=tenant, task=task, subject=subject, public_id=config_id
+            tenant=tenant, task=task, subject=task.subject, public_id=config_id
         ).delete()

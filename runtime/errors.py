@@ -38,13 +38,21 @@ class InvalidParams(RuntimeFault):
 class AlreadyDecided(RuntimeFault):
     """Another decider won the race for this interaction."""
 
-    reason = "ALREADY_DECIDED"
+    reason = "INTERACTION_ALREADY_DECIDED"
 
     def __init__(self, interaction):
         by = interaction.answered_by or "someone"
+        at = interaction.answered_at.isoformat() if interaction.answered_at else ""
         super().__init__(
-            f"This interaction was already {interaction.state} by {by}.",
+            f"Interaction {interaction.public_id} was already {interaction.state} by {by}"
+            + (f" at {at}" if at else "")
+            + "; this answer was not applied.",
             interactionId=interaction.public_id,
+            taskId=interaction.task.public_id,
+            state=interaction.state,
+            decidedBy=interaction.answered_by,
+            decidedVia=interaction.answered_via,
+            decidedAt=at,
         )
         self.interaction = interaction
 

@@ -19,6 +19,26 @@ def new_key(prefix: str = "", nbytes: int = 12) -> str:
     return f"{prefix}{secrets.token_urlsafe(nbytes)}"
 
 
+def new_context_key() -> str:
+    # Part of every task id of the context. For an anonymous caller the task id is the only
+    # credential (README, "Calling an agent"), so it carries 128 random bits.
+    return secrets.token_urlsafe(16)
+
+
+# The subject the A2A edge gives a caller without credentials (a public agent). It is a role,
+# never an owner: each task such a caller starts gets a subject of its own (anonymous_subject).
+ANONYMOUS = "anonymous"
+
+
+def anonymous_subject() -> str:
+    return f"{ANONYMOUS}:{secrets.token_urlsafe(16)}"
+
+
+def is_anonymous_subject(subject: str) -> bool:
+    """A subject of an anonymous caller's task (or the shared one tasks had before 0003)."""
+    return subject == ANONYMOUS or subject.startswith(f"{ANONYMOUS}:")
+
+
 def new_file_id() -> str:
     return new_key("file_", 12)
 
@@ -73,7 +93,8 @@ class Agent(models.Model):
         default=False, help_text="loop.connections: the request_connection tool"
     )
     public = models.BooleanField(
-        default=False, help_text="Anonymous callers allowed (subject 'anonymous')."
+        default=False,
+        help_text="Anonymous callers allowed (each task they start gets its own subject).",
     )
     interaction_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
     source_path = models.CharField(
@@ -100,7 +121,7 @@ class Context(models.Model):
     subject = models.CharField(max_length=200)
     context_id = models.CharField(max_length=128)
     # Part of every task id of this context; random, so task ids reveal nothing.
-    key = models.CharField(max_length=32, unique=True, default=new_key)
+    key = models.CharField(max_length=32, unique=True, default=new_context_key)
     turns = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -128,6 +149,11 @@ class Task(models.Model):
     turn = models.PositiveIntegerField()
     subject = models.CharField(max_length=200)
     skill_id = models.CharField(max_length=100, blank=True)
+    # SendMessage idempotency (seed 000: messageId is the idempotency key): the SHA-256 of the
+    # messageId that started this task and of the whole message, so that a retry finds this
+    # task and a different message under the same messageId is refused. Empty before 0003.
+    message_key = models.CharField(max_length=64, blank=True)
+    message_digest = models.CharField(max_length=64, blank=True)
 
     state = models.CharField(max_length=32, choices=TaskState.choices, default=TaskState.SUBMITTED)
     status_message = models.JSONField(null=True, blank=True)  # ProtoJSON Message
@@ -162,7 +188,15 @@ class Task(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["context", "turn"], name="task_turn_unique_per_context")
+            models.UniqueConstraint(
+                fields=["context", "turn"], name="task_turn_unique_per_context"
+            ),
+            # Concurrent retries of one SendMessage: the database lets exactly one task in.
+            models.UniqueConstraint(
+                fields=["tenant", "agent", "subject", "message_key"],
+                condition=~Q(message_key=""),
+                name="task_message_unique_per_caller",
+            ),
         ]
         indexes = [
             # ListTasks: a subject's tasks on one agent, latest status change first (keyset).

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from runtime.errors import TaskNotFound
 from runtime.models import (
+    ANONYMOUS,
     TERMINAL_STATES,
     Agent,
     AuditEvent,
@@ -25,7 +26,14 @@ def task_for_caller(
 ) -> Task:
     """The caller's task, or TaskNotFound; ``lock`` takes its row lock (inside a transaction)."""
     tasks = Task.objects.select_for_update() if lock else Task.objects
-    task = tasks.filter(tenant=tenant, agent=agent, subject=subject, public_id=task_id).first()
+    tasks = tasks.filter(tenant=tenant, agent=agent, public_id=task_id)
+    if subject == ANONYMOUS:
+        # A caller without credentials owns no subject: the task id (128 random bits in its
+        # context key) is its capability, and reaches only tasks anonymous callers started.
+        tasks = tasks.filter(Q(subject=ANONYMOUS) | Q(subject__startswith=f"{ANONYMOUS}:"))
+    else:
+        tasks = tasks.filter(subject=subject)
+    task = tasks.first()
     if task is None:
         raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
     return task
@@ -43,6 +51,9 @@ def tasks_page(
     page_size: int,
 ) -> tuple[list[Task], int, bool]:
     """A keyset page of a caller's tasks, latest status change first; (tasks, total, more)."""
+    if subject == ANONYMOUS:
+        # Anonymous callers are not one caller: listing would show each the others' tasks.
+        return [], 0, False
     base = Task.objects.filter(tenant=tenant, agent=agent, subject=subject)
     if context_id:
         base = base.filter(wire_context_id=context_id)

@@ -2,6 +2,7 @@ import uuid
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, BaseUserManager
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -136,6 +137,14 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.subject})"
+
+    def clean(self) -> None:
+        # "anonymous" and "anonymous:..." are the subjects of callers without credentials
+        # (runtime.models.ANONYMOUS): a token acting as one would reach their tasks.
+        if self.subject == "anonymous" or self.subject.startswith("anonymous:"):
+            raise ValidationError(
+                {"subject": "anonymous and anonymous:... are reserved for callers without a token."}
+            )
 
     def may_call(self, agent_slug: str) -> bool:
         return self.all_agents or agent_slug in (self.agent_slugs or [])

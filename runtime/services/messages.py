@@ -1,18 +1,30 @@
 """A caller's message: it starts (or queues) a turn in its context, or answers the task it
 names (in band)."""
 
+import hashlib
+import json
 import logging
 import re
 import uuid
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
+from runtime import extensions as ext
 from runtime.answers import answer_from_message, message_content
-from runtime.errors import InvalidParams, UnsupportedOperation
+from runtime.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
 from runtime.files import url_parts
-from runtime.models import TERMINAL_STATES, Agent, Context, Interaction, Task, TaskState
-from runtime.selectors import task_for_caller
+from runtime.models import (
+    ANONYMOUS,
+    TERMINAL_STATES,
+    Agent,
+    Context,
+    Interaction,
+    Task,
+    TaskState,
+    anonymous_subject,
+)
+from runtime.selectors import task_for_caller, turn_may_start
 from runtime.services.interactions import interaction_close
 from runtime.task_state import task_status_announce, turn_enqueue
 
@@ -46,6 +58,41 @@ def _skill_for(agent: Agent, skill_id: str | None) -> str:
     return ""
 
 
+def _sha256(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _message_digest(message: dict, *, ignore: tuple[str, ...] = ()) -> str:
+    """The SHA-256 of the message's canonical JSON (sorted keys, no spaces), minus ``ignore``."""
+    body = {k: v for k, v in message.items() if k not in ignore}
+    return _sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+
+def _reused_message_id(message_id: str, **metadata: str) -> InvalidParams:
+    # -32602 on the wire: the request is at fault (A2A has no conflict error); a retry must
+    # resend the same message, and a new message needs a new messageId.
+    return InvalidParams(
+        "message.messageId",
+        f"{message_id!r} was already sent with a different message; "
+        "a retry must resend the same message, and a new message needs a new messageId",
+        **metadata,
+    )
+
+
+def _message_replay(
+    *, tenant, agent: Agent, subject: str, message: dict, key: str, digest: str
+) -> SendResult | None:
+    """The task this messageId already started (a retry), or None; a different body is refused."""
+    task = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, message_key=key).first()
+    if task is None:
+        return None
+    if task.message_digest != digest:
+        raise _reused_message_id(message["messageId"], taskId=task.public_id)
+    # A retry answers as the first send did: at once when the turn waits behind another.
+    queued = task.state == TaskState.SUBMITTED and not turn_may_start(task)
+    return SendResult(task=task, queued=queued, replayed=True)
+
+
 def message_send(
     *,
     tenant,
@@ -55,15 +102,57 @@ def message_send(
     skill_id: str | None = None,
     delivery: str | None = None,
 ) -> SendResult:
-    """Take a caller's message: start (or queue) a turn, or answer the task it names."""
+    """Take a caller's message: start (or queue) a turn, or answer the task it names.
+
+    The messageId is the idempotency key per caller (seed 000): a retry returns the task the
+    first send started and starts nothing."""
     if message.get("taskId"):
         return _message_to_task(tenant=tenant, agent=agent, subject=subject, message=message)
+    if subject == ANONYMOUS:
+        # Nothing tells one anonymous caller from another (or a retry from a stranger who
+        # guessed the messageId), so each message starts a task with a subject of its own:
+        # no task, context or messageId is shared with another anonymous caller.
+        subject = anonymous_subject()
     skill = _skill_for(agent, skill_id)
     context_id = message.get("contextId") or str(uuid.uuid4())
     if not CONTEXT_ID_RE.fullmatch(context_id):
         raise InvalidParams(
             "message.contextId", "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"
         )
+    scope = {"tenant": tenant, "agent": agent, "subject": subject}
+    key, digest = _sha256(message["messageId"]), _message_digest(message)
+    if replay := _message_replay(**scope, message=message, key=key, digest=digest):
+        return replay
+    try:
+        return _turn_start(
+            **scope,
+            message=message,
+            skill=skill,
+            context_id=context_id,
+            delivery=delivery,
+            key=key,
+            digest=digest,
+        )
+    except IntegrityError:
+        # A duplicate sent at the same time (in another context, so not behind our context
+        # lock) committed first; task_message_unique_per_caller refused ours: return its task.
+        if replay := _message_replay(**scope, message=message, key=key, digest=digest):
+            return replay
+        raise
+
+
+def _turn_start(
+    *,
+    tenant,
+    agent: Agent,
+    subject: str,
+    message: dict,
+    skill: str,
+    context_id: str,
+    delivery: str | None,
+    key: str,
+    digest: str,
+) -> SendResult:
     text, data = message_content(message)
     with transaction.atomic(durable=True):
         context, _ = Context.objects.get_or_create(
@@ -71,6 +160,13 @@ def message_send(
         )
         # The context row is the queue's lock: turns of one context are numbered and run in order.
         context = Context.objects.select_for_update().get(pk=context.pk)
+        # Behind the lock a duplicate in this context has committed: a retry queues nothing
+        # (and leaves no context behind, when its own was made for it).
+        if replay := _message_replay(
+            tenant=tenant, agent=agent, subject=subject, message=message, key=key, digest=digest
+        ):
+            transaction.set_rollback(True)
+            return replay
         busy = Task.objects.filter(context=context).exclude(state__in=TERMINAL_STATES).exists()
         if busy and (delivery or "") == "reject":
             raise UnsupportedOperation(
@@ -91,6 +187,8 @@ def message_send(
             turn=context.turns,
             subject=subject,
             skill_id=skill,
+            message_key=key,
+            message_digest=digest,
             state=TaskState.SUBMITTED,
             history=[stored],
             transcript=[
@@ -132,12 +230,24 @@ def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> Se
         raise InvalidParams(
             "message.contextId", "does not match the task's contextId", taskId=task.public_id
         )
-    # The answer's messageId is its idempotency key: a retry is applied once.
-    if any(
-        m.get("messageId") == message["messageId"] and m.get("role") == "ROLE_USER"
-        for m in task.history
-    ):
+    # The answer's messageId is its idempotency key: a retry is applied once, and a different
+    # message under it is refused. contextId and taskId are the server's to fill in.
+    sent = next(
+        (
+            m
+            for m in task.history
+            if m.get("messageId") == message["messageId"] and m.get("role") == "ROLE_USER"
+        ),
+        None,
+    )
+    if sent is not None:
+        server_filled = ("contextId", "taskId", "role")
+        if _message_digest(sent, ignore=server_filled) != _message_digest(
+            message, ignore=server_filled
+        ):
+            raise _reused_message_id(message["messageId"], taskId=task.public_id)
         return SendResult(task=task, replayed=True)
+    _decided_check(task, message)
     if task.is_terminal:
         raise UnsupportedOperation(
             f"Task {task.public_id} is {task.get_state_display()}; a terminal task takes no more messages. "
@@ -161,9 +271,23 @@ def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> Se
         task=task,
         interaction=interaction,
         answer=answer,
-        by=subject,
+        # The task's own subject: an anonymous caller's "anonymous" names no one.
+        by=task.subject,
         via="inband",
         message_id=message["messageId"],
         message=stored,
     )
     return SendResult(task=task)
+
+
+def _decided_check(task: Task, message: dict) -> None:
+    """An answer that names an interaction someone else already decided (an operator, the
+    expiry, a cancel) gets AlreadyDecided, saying by whom and when, whatever the task's state."""
+    metadata = message.get("metadata")
+    named = metadata.get(ext.INTERACTIONS) if isinstance(metadata, dict) else None
+    interaction_id = named.get("interactionId") if isinstance(named, dict) else None
+    if not isinstance(interaction_id, str) or not interaction_id:
+        return
+    interaction = task.interactions.filter(public_id=interaction_id).first()
+    if interaction is not None and interaction.state != Interaction.State.OPEN:
+        raise AlreadyDecided(interaction)

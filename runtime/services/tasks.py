@@ -23,7 +23,8 @@ def task_cancel(*, tenant, agent: Agent, subject: str, task_id: str) -> Task:
         )
     Interaction.objects.filter(task=task, state=Interaction.State.OPEN).update(
         state=Interaction.State.CANCELED,
-        answered_by=subject,
+        # The task's own subject: an anonymous caller's "anonymous" names no one.
+        answered_by=task.subject,
         answered_via="cancel",
         answered_at=timezone.now(),
     )

@@ -435,7 +435,8 @@ def test_a_public_agent_accepts_anonymous_callers(agents, client):
     response = rpc(client, "/a2a/acme/tck", "SendMessage", {"message": user_message()})
     task = task_of(response)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert Task.objects.get().subject == "anonymous"
+    # Each anonymous caller's task has a subject of its own (issue 15), never the shared one.
+    assert Task.objects.get().subject.startswith("anonymous:")
 
 
 def test_a_private_agent_refuses_anonymous_callers(agents, client):

@@ -228,7 +228,8 @@ def _config_input(
     # Checked here, before the SendMessage it may come with starts a turn.
     length_check(f"{field}id", config.id, _column(PushConfig, "public_id"))
     length_check(f"{field}url", config.url, _column(PushConfig, "url"))
-    length_check(f"{field}token", config.token, _column(PushConfig, "token"))
+    # The token is stored encrypted (a text column), so its limit is the service's.
+    length_check(f"{field}token", config.token, push_configs.TOKEN_MAX_LENGTH)
     if auth is not None:
         length_check(
             f"{field}authentication.scheme", auth.scheme, _column(PushConfig, "auth_scheme")

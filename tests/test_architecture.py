@@ -18,7 +18,10 @@ APPS = ("config", "tenants", "connections", "runtime", "a2a_endpoint", "approval
 # its URL and ASGI wiring sit above everything.
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (5, ("config.urls", "config.asgi", "config.wsgi")),
-    (4, ("a2a_endpoint", "approvals", "connections.views", "connections.urls", "connections.forms")),
+    (
+        4,
+        ("a2a_endpoint", "approvals", "connections.views", "connections.urls", "connections.forms"),
+    ),
     (3, ("runtime",)),
     (2, ("connections",)),
     (1, ("tenants",)),
@@ -144,8 +147,10 @@ def violations_layers(modules: dict[str, Module]) -> list[str]:
     for m in modules.values():
         for imp in m.imports:
             if layer_of(imp.target) > layer_of(m.name):
-                out.append(f"{m.path}:{imp.line} {m.name} (layer {layer_of(m.name)}) imports "
-                           f"{imp.target} (layer {layer_of(imp.target)})")
+                out.append(
+                    f"{m.path}:{imp.line} {m.name} (layer {layer_of(m.name)}) imports "
+                    f"{imp.target} (layer {layer_of(imp.target)})"
+                )
     return out
 
 

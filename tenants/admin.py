@@ -1,3 +1,5 @@
+import json
+
 from allauth.account.forms import ResetPasswordForm
 from django import forms
 from django.contrib import admin, messages
@@ -88,8 +90,18 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ["user", "tenant"]
 
 
+class EscapedJSONField(forms.JSONField):
+    """Shown back with non-ASCII escaped: a lone surrogate typed as "\\ud800" cannot be
+    encoded into the page, which was a 500 when the form came back with an error."""
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, cls=self.encoder)
+
+
 class ApiTokenForm(forms.ModelForm):
-    agent_slugs = forms.JSONField(
+    agent_slugs = EscapedJSONField(
         required=False,
         initial=list,
         help_text='When "all agents" is off: a JSON list of agent slugs, e.g. ["support", "deployer"].',

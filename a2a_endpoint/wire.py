@@ -15,7 +15,8 @@ from google.protobuf.message import Message as ProtoMessage
 
 from a2a_endpoint.errors import invalid_params
 from a2a_endpoint.files import linker
-from runtime.files import file_ref
+from connections.outbound import OutboundRefused
+from runtime.files import file_ref, url_part_check
 from runtime.models import Task
 from runtime.shapes import now_iso
 
@@ -56,6 +57,13 @@ def message_in(raw_params: dict, request: a2a.SendMessageRequest) -> dict:
                 f"is {len(part.raw)} bytes; the limit is {settings.A2A_MAX_RAW_PART_BYTES} bytes "
                 "(send a larger file as a url part)",
             )
+        if part.WhichOneof("content") == "url":
+            # A URL the worker could never fetch is the caller's error, refused before any
+            # task exists (files/v1); one that fails only when fetched fails that part.
+            try:
+                url_part_check(part.url)
+            except OutboundRefused as exc:
+                raise invalid_params(f"message.parts[{i}].url", str(exc)) from None
         if (
             part.WhichOneof("content") == "data"
             and i < len(raw_parts)

@@ -6,9 +6,11 @@ part the decoded bytes (served from a signed download link, a2a_endpoint.files),
 spaces, UTF-8). An artifact of several parts hashes their bytes one after another. A ``url``
 part the agent points elsewhere is not ours to hash: such an artifact has no size or sha256.
 
-Incoming ``url`` parts are fetched by the worker at the start of the turn (never by the web
-request) through connections.outbound's guard, with a size limit, a timeout, and a media type
-check; a part that cannot be fetched fails the turn with a message that says why.
+Incoming ``url`` parts are checked at the edge (``url_part_check``: a URL that is not one
+canonical http(s) URL of an allowed host is refused before anything is created), then fetched
+by the worker at the start of the turn (never by the web request) through
+connections.outbound's guard, with a size limit, a timeout, and a media type check; a part
+that cannot be fetched fails that part, not the turn: the model sees why (runtime.turn.inputs).
 """
 
 import base64
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from connections.outbound import OutboundRefused, fetch_url
+from connections.outbound import OutboundRefused, check_url, fetch_url
 
 # A stored artifact part keeps its file as this reference in ``url``; the wire turns it into
 # a signed, expiring download link for the caller (a2a_endpoint.wire).
@@ -112,6 +114,31 @@ class FetchedPart:
     filename: str
     media_type: str
     content: bytes
+
+
+@dataclass
+class FailedPart:
+    index: int
+    url: str
+    filename: str
+    media_type: str
+    error: str  # why it could not be fetched, for the model (and the operator) to read
+
+    @classmethod
+    def of(cls, spec: dict, error: str) -> "FailedPart":
+        return cls(
+            index=spec["index"],
+            url=spec["url"],
+            filename=spec.get("filename", ""),
+            media_type=spec.get("mediaType", ""),
+            error=error,
+        )
+
+
+def url_part_check(url: str) -> None:
+    """Refuse a url part the worker could never fetch, saying why (OutboundRefused): the
+    fetcher's own URL, host and address rules, applied with no network I/O."""
+    check_url(url, settings.FILES_FETCH_ALLOWED_HOSTS)
 
 
 def _media_type_check(declared: str):

@@ -1,8 +1,11 @@
+import json
+
 from allauth.account.forms import ResetPasswordForm
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.core.validators import validate_slug
 from django.template.response import TemplateResponse
 
 from tenants.models import ApiToken, Membership, Tenant, User
@@ -87,8 +90,18 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ["user", "tenant"]
 
 
+class EscapedJSONField(forms.JSONField):
+    """Shown back with non-ASCII escaped: a lone surrogate typed as "\\ud800" cannot be
+    encoded into the page, which was a 500 when the form came back with an error."""
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, cls=self.encoder)
+
+
 class ApiTokenForm(forms.ModelForm):
-    agent_slugs = forms.JSONField(
+    agent_slugs = EscapedJSONField(
         required=False,
         initial=list,
         help_text='When "all agents" is off: a JSON list of agent slugs, e.g. ["support", "deployer"].',
@@ -102,6 +115,15 @@ class ApiTokenForm(forms.ModelForm):
         value = self.cleaned_data.get("agent_slugs") or []
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise forms.ValidationError("Give a JSON list of agent slugs.")
+        # Checked as slugs (as long as Agent.slug at most) before the write: a NUL or a lone
+        # surrogate in JSON text is a DataError in PostgreSQL's jsonb, a 500 (issue 15).
+        for slug in value:
+            try:
+                validate_slug(slug)
+            except forms.ValidationError:
+                raise forms.ValidationError(f"{slug!r} is not an agent slug.") from None
+            if len(slug) > 63:
+                raise forms.ValidationError("An agent slug is at most 63 characters.")
         return value
 
     def clean(self):

@@ -1,6 +1,6 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
@@ -42,7 +42,9 @@ def tenant_switch(request):
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         target = "/"
-    return redirect(target)
+    # Never shortcuts.redirect: it would read a next without a slash as a view name to reverse
+    # (and a NUL in it was a 500, issue 15); a bad next is only a bad relative URL.
+    return HttpResponseRedirect(target)
 
 
 @extend_schema(

@@ -83,7 +83,8 @@ class TurnView:
     transcript: list[dict] = field(default_factory=list)
     connected_apps: frozenset[str] = frozenset()
     # The caller's url parts as the worker fetched them: index, filename, mediaType, size,
-    # sha256, and text for text files (runtime.files).
+    # sha256, and text for text files (runtime.files); a part that could not be fetched has
+    # an ``error`` saying why instead of its content (runtime.turn.inputs).
     files: list[dict] = field(default_factory=list)
 
     @property

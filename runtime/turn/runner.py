@@ -79,8 +79,7 @@ class TurnRunner(ToolCalls):
     def step(self, task: Task) -> bool:
         """Do one step; return False when the turn paused, finished or was taken away."""
         try:
-            if not self.fetch_inputs(task):
-                return False
+            self.fetch_inputs(task)
             pending = pending_call(task)
             if pending is not None:
                 return self.continue_call(task, pending)
@@ -92,26 +91,21 @@ class TurnRunner(ToolCalls):
             logger.info("turn stopped: lease lost or task no longer working")
             return False
 
-    def fetch_inputs(self, task: Task) -> bool:
+    def fetch_inputs(self, task: Task) -> None:
         """Fetch the caller's url parts once, before the model's first step; a part that cannot
-        be fetched fails the turn, saying which part and why. Returns False when it failed."""
+        be fetched is recorded as failed, with why, for the model to see (files/v1: it fails
+        that part, not the turn). Raises LeaseLost when the turn was taken away meanwhile."""
         wanted = inputs_wanted(task)
         if not wanted:
-            return True
+            return
         # Network I/O, so outside any lock; the lease stays ours for the fetch's timeout.
-        fetched, failure = inputs_fetch(wanted)
+        fetched = inputs_fetch(wanted)
         with transaction.atomic():
             task = self.locked()
             if inputs_recorded(task):
-                return True
-            if failure:
-                task.transcript.append({"type": "inputs", "error": failure})
-                self.finish(task, TaskState.FAILED, failure)
-                logger.info("turn failed: %s", failure)
-                return False
+                return
             inputs_store(task, fetched)
             self.save(task)
-        return True
 
     @staticmethod
     def connected_apps(task: Task) -> frozenset[str]:

@@ -4,6 +4,7 @@ download links, incoming url parts fetched through the outbound guard, raw part 
 import base64
 import hashlib
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +59,10 @@ WRITER = {
                 {"artifact": {"id": "facts", "name": "facts.json", "data": {"b": 1, "a": [2]}}},
                 {"reply": "Done."},
             ],
+        },
+        {
+            "when": {"text": "^check"},
+            "steps": [{"reply": "{{ files.0.error }} / {{ files.1.text }}"}],
         },
         {"steps": [{"reply": "Read: {{ files.0.text }}"}]},
     ],
@@ -339,62 +344,161 @@ def test_a_url_part_on_loopback_allowed_by_setting_is_fetched_and_seen_by_the_mo
     assert stored.sha256 == hashlib.sha256(b"hello from a fetched file").hexdigest()
 
 
-def test_a_url_part_from_a_private_host_fails_the_turn_clearly(files_world, file_server, settings):
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
-    a = files_world.a
-    url = file_server.url("/hello.txt")
-    task_id = send(a, [{"text": "read"}, {"url": url, "mediaType": "text/plain"}])
-    state, text = status_text(a, task_id)
-    assert state == TaskState.FAILED
-    assert text == (
-        f"The file part 1 ({url}) could not be fetched: "
-        "the address 127.0.0.1 is not a public address"
-    )
-    assert not TaskFile.objects.exists()
+def inputs_entry(task_id: str) -> list[dict]:
+    task = Task.objects.get(public_id=task_id)
+    [entry] = [e for e in task.transcript if e["type"] == "inputs"]
+    return entry["files"]
 
 
-def test_a_url_part_from_a_host_not_allowed_fails_the_turn(files_world, settings):
-    settings.FILES_FETCH_ALLOWED_HOSTS = ["files.example.com"]
-    a = files_world.a
-    task_id = send(a, [{"url": "https://elsewhere.example.org/x.txt", "mediaType": "text/plain"}])
-    state, text = status_text(a, task_id)
-    assert state == TaskState.FAILED
-    assert "the host elsewhere.example.org is not one this tenant allows" in text
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
-def test_a_url_part_with_a_leading_zero_octet_fails_the_turn_clearly(files_world, settings):
-    # httpx refuses this URL (InvalidURL), which used to escape the fetch and crash the turn.
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://0177.0.0.1/x", "the host 0177.0.0.1 is not a canonical IPv4 address"),
+        ("http://0177.0.0.1:8799/x", "the host 0177.0.0.1 is not a canonical IPv4 address"),
+        ("ftp://files.example.com/x.txt", "the URL must be http or https with a host"),
+        ("file:///etc/passwd", "the URL must be http or https with a host"),
+        ("https://user:secret@files.example.com/x", "the URL must not carry credentials"),
+        ("https://files.example.com:0/x", "the port '0' is not a number from 1 to 65535"),
+        ("https://exa mple.com/x", "the URL contains whitespace or a control character"),
+    ],
+)
+def test_a_url_part_that_is_not_a_canonical_url_is_refused_at_the_edge(
+    files_world, settings, url, reason
+):
     settings.FILES_FETCH_ALLOWED_HOSTS = ["*"]
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     a = files_world.a
-    url = "http://0177.0.0.1:8799/x"
-    task_id = send(a, [{"text": "read"}, {"url": url, "mediaType": "text/plain"}])
+    message = {
+        "role": "ROLE_USER",
+        "messageId": "m-bad-url",
+        "parts": [{"text": "read"}, {"url": url, "mediaType": "text/plain"}],
+    }
+    error = rpc(a, "SendMessage", {"message": message}).json()["error"]
+    assert error["code"] == -32602
+    assert error["message"].startswith(f"Invalid parameters: message.parts[1].url: {reason}")
+    assert not Task.objects.exists() and not Context.objects.exists()
+
+
+def test_a_url_part_with_a_private_address_is_refused_at_the_edge(
+    files_world, file_server, settings
+):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    a = files_world.a
+    url = file_server.url("/hello.txt")
+    message = {"role": "ROLE_USER", "messageId": "m-private", "parts": [{"url": url}]}
+    error = rpc(a, "SendMessage", {"message": message}).json()["error"]
+    assert error["code"] == -32602
+    assert error["message"] == (
+        "Invalid parameters: message.parts[0].url: the address 127.0.0.1 is not a public address"
+    )
+    assert not Task.objects.exists() and not TaskFile.objects.exists()
+
+
+def test_a_url_part_from_a_host_not_allowed_is_refused_at_the_edge(files_world, settings):
+    settings.FILES_FETCH_ALLOWED_HOSTS = ["files.example.com"]
+    a = files_world.a
+    message = {
+        "role": "ROLE_USER",
+        "messageId": "m-elsewhere",
+        "parts": [{"url": "https://elsewhere.example.org/x.txt", "mediaType": "text/plain"}],
+    }
+    error = rpc(a, "SendMessage", {"message": message}).json()["error"]
+    assert error["code"] == -32602
+    assert (
+        "message.parts[0].url: the host elsewhere.example.org is not one this tenant allows"
+        in (error["message"])
+    )
+    assert not Task.objects.exists()
+
+
+def test_a_url_part_that_cannot_be_fetched_fails_that_part_and_the_model_sees_why(
+    files_world, file_server, settings
+):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    a = files_world.a
+    dead = f"http://127.0.0.1:{free_port()}/gone.txt"
+    good = file_server.url("/hello.txt")
+    task_id = send(
+        a,
+        [
+            {"text": "check both"},
+            {"url": dead, "mediaType": "text/plain", "filename": "gone.txt"},
+            {"url": good, "mediaType": "text/plain"},
+        ],
+    )
     state, text = status_text(a, task_id)
-    assert state == TaskState.FAILED
-    assert text.startswith(f"The file part 1 ({url}) could not be fetched: the host 0177.0.0.1")
-    assert "not a canonical IPv4 address" in text
+    assert state == TaskState.COMPLETED
+    failed, fetched = inputs_entry(task_id)
+    assert failed["index"] == 1 and failed["url"] == dead and failed["filename"] == "gone.txt"
+    assert failed["error"].startswith(f"fetching {dead} failed: ")
+    assert "fileId" not in failed and "text" not in failed
+    assert fetched["index"] == 2 and fetched["text"] == "hello from a fetched file"
+    assert "error" not in fetched
+    # The model was told: the scripted reply renders the failed part's error.
+    assert text == f"{failed['error']} / hello from a fetched file"
+    assert TaskFile.objects.filter(task__public_id=task_id, role=TaskFile.Role.INPUT).count() == 1
 
 
-def test_an_oversized_fetched_url_part_fails_the_turn(files_world, file_server, settings):
+def test_a_name_that_resolves_to_a_private_address_fails_that_part(
+    files_world, file_server, settings
+):
+    # The edge cannot know where a name leads; the fetch's own address check refuses it.
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    a = files_world.a
+    url = file_server.url("/hello.txt").replace("127.0.0.1", "localhost")
+    task_id = send(a, [{"text": "check"}, {"url": url, "mediaType": "text/plain"}])
+    state, text = status_text(a, task_id)
+    assert state == TaskState.COMPLETED
+    [failed] = inputs_entry(task_id)
+    assert "resolves only to refused addresses" in failed["error"]
+    assert text.startswith(failed["error"])
+    assert not TaskFile.objects.exists()
+
+
+def test_an_unexpected_error_while_fetching_fails_only_that_part(
+    files_world, file_server, settings
+):
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    a = files_world.a
+    url = file_server.url("/hello.txt")
+    with mock.patch("runtime.files.fetch_part", side_effect=RuntimeError("boom")):
+        task_id = send(a, [{"text": "check"}, {"url": url, "mediaType": "text/plain"}])
+    state, text = status_text(a, task_id)
+    assert state == TaskState.COMPLETED
+    [failed] = inputs_entry(task_id)
+    assert failed["error"] == "the fetch failed (RuntimeError)"
+    assert text.startswith("the fetch failed (RuntimeError)")
+
+
+def test_an_oversized_fetched_url_part_fails_that_part(files_world, file_server, settings):
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     settings.FILES_FETCH_MAX_BYTES = 1000
     a = files_world.a
     url = file_server.url("/big.txt")
-    task_id = send(a, [{"url": url, "mediaType": "text/plain"}])
+    task_id = send(a, [{"text": "check"}, {"url": url, "mediaType": "text/plain"}])
     assert status_text(a, task_id) == (
-        TaskState.FAILED,
-        f"The file part 0 ({url}) could not be fetched: {url} is larger than 1000 bytes",
+        TaskState.COMPLETED,
+        f"{url} is larger than 1000 bytes / ",
     )
+    assert not TaskFile.objects.exists()
 
 
 def test_a_url_part_of_the_wrong_media_type_is_refused(files_world, file_server, settings):
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     a = files_world.a
     url = file_server.url("/fake.json")
-    task_id = send(a, [{"url": url, "mediaType": "application/json"}])
+    task_id = send(a, [{"text": "check"}, {"url": url, "mediaType": "application/json"}])
     state, text = status_text(a, task_id)
-    assert state == TaskState.FAILED
-    assert text.endswith("the part declares application/json but the server sent text/plain")
+    assert state == TaskState.COMPLETED
+    [failed] = inputs_entry(task_id)
+    assert failed["error"] == "the part declares application/json but the server sent text/plain"
+    assert text.startswith(failed["error"])
 
 
 def test_a_url_part_of_an_unsupported_media_type_is_refused_before_fetching(
@@ -403,7 +507,10 @@ def test_a_url_part_of_an_unsupported_media_type_is_refused_before_fetching(
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     a = files_world.a
     url = file_server.url("/hello.txt")
-    task_id = send(a, [{"url": url, "mediaType": "application/x-msdownload"}])
-    state, text = status_text(a, task_id)
-    assert state == TaskState.FAILED
-    assert text.endswith("the media type application/x-msdownload is not one this server accepts")
+    task_id = send(a, [{"text": "check"}, {"url": url, "mediaType": "application/x-msdownload"}])
+    state, _ = status_text(a, task_id)
+    assert state == TaskState.COMPLETED
+    [failed] = inputs_entry(task_id)
+    assert failed["error"] == (
+        "the media type application/x-msdownload is not one this server accepts"
+    )

@@ -103,3 +103,22 @@ def test_invitation_action_sends_a_set_password_link(world, staff, mailoutbox):
         {"action": "send_invitation", "_selected_action": [world.a.viewer.pk]},
     )
     assert len(mailoutbox) == 1 and mailoutbox[0].to == ["viewer@acme.test"]
+
+
+@pytest.mark.parametrize(
+    "agent_slugs", ['["a\\u0000b"]', '["\\ud800"]', '["not a slug"]', f'["{"s" * 64}"]']
+)
+def test_agent_slugs_that_are_not_slugs_are_a_form_error_not_a_500(world, staff, agent_slugs):
+    response = staff.post(
+        "/admin/tenants/apitoken/add/",
+        {
+            "tenant": world.a.tenant.pk,
+            "kind": "partner",
+            "subject": "partner:x",
+            "name": "x",
+            "agent_slugs": agent_slugs,
+        },
+    )
+    assert response.status_code == HTTPStatus.OK
+    assert b"is not an agent slug" in response.content or b"at most 63" in response.content
+    assert not ApiToken.objects.filter(subject="partner:x").exists()

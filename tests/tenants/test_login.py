@@ -1,6 +1,7 @@
 from http import HTTPStatus
 
 import pytest
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from tests.world import PASSWORD
 
@@ -93,3 +94,11 @@ def test_switch_without_csrf_token_is_refused(world):
     client = Client(enforce_csrf_checks=True)
     client.force_login(world.a.operator)
     assert client.post("/tenant/switch", {"tenant": "acme"}).status_code == HTTPStatus.FORBIDDEN
+
+
+@pytest.mark.parametrize("next_url", ["a\x00b", "https://evil.example/", "//evil.example/x"])
+def test_switch_with_a_hostile_next_stays_on_this_site(world, next_url):
+    client = world.a.client_for(world.a.operator)
+    response = client.post("/tenant/switch", {"tenant": "acme", "next": next_url})
+    assert response.status_code == HTTPStatus.FOUND
+    assert url_has_allowed_host_and_scheme(response["Location"], {"testserver"})

@@ -13,7 +13,7 @@ import pytest
 from a2a_endpoint import inputs, methods
 from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.models import Interaction, Task
-from tests.a2a_endpoint.conftest import (
+from tests.a2a_client import (
     answer_message,
     assert_error,
     field_violations,
@@ -296,7 +296,7 @@ def test_push_config_fields_at_their_limits_are_taken(agents, client, task, any_
         rpc(client, SUPPORT, "CreateTaskPushNotificationConfig", params, token=agents.a.token)
     )
     assert len(config["url"]) == 2000
-    assert PushConfig.objects.get().token == "t" * 1000
+    assert PushConfig.objects.get().token_plaintext() == "t" * 1000
 
 
 def test_an_inline_push_token_over_1000_characters_changes_nothing(agents, client, any_host):

@@ -45,6 +45,14 @@ def message_in(raw_params: dict, request: a2a.SendMessageRequest) -> dict:
         raise invalid_params("message.role", "must be ROLE_USER")
     if len(message.parts) == 0:
         raise invalid_params("message.parts", "at least one part is required")
+    url_parts = sum(1 for p in message.parts if p.WhichOneof("content") == "url")
+    if url_parts > settings.A2A_MAX_URL_PARTS:
+        # Each is fetched by the worker before the turn starts: bound the work one message buys.
+        raise invalid_params(
+            "message.parts",
+            f"has {url_parts} url parts; the limit is {settings.A2A_MAX_URL_PARTS}",
+            limit=settings.A2A_MAX_URL_PARTS,
+        )
     raw_message = raw_params.get("message") or {}
     raw_parts = raw_message.get("parts") or []
     out = json_format.MessageToDict(message)

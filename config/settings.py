@@ -387,4 +387,6 @@ FILES_FETCH_MEDIA_TYPES = env_list(
     ["text/*", "application/json", "application/pdf", "application/xml", "image/*"],
 )
 A2A_MAX_RAW_PART_BYTES = env_int("A2A_MAX_RAW_PART_BYTES", 1024 * 1024)
+# How many url parts one message may carry (the worker fetches each before the turn starts).
+A2A_MAX_URL_PARTS = env_int("A2A_MAX_URL_PARTS", 10)
 PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))

@@ -24,7 +24,7 @@ from runtime.shapes import agent_message
 from runtime.task_state import STATUS_FIELDS, task_end, task_status_set, with_plan
 from runtime.turn.artifacts import artifact_add
 from runtime.turn.calls import ToolCalls
-from runtime.turn.claim import LeaseLost, lease_expiry, lease_wait, turn_claim
+from runtime.turn.claim import LeaseLost, lease_expiry, lease_kept, lease_wait, turn_claim
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
 from runtime.turn.transcript import TURN_FIELDS, action_record, pending_call, turn_view
 
@@ -98,8 +98,11 @@ class TurnRunner(ToolCalls):
         wanted = inputs_wanted(task)
         if not wanted:
             return
-        # Network I/O, so outside any lock; the lease stays ours for the fetch's timeout.
-        fetched = inputs_fetch(wanted)
+        # Network I/O, so outside any lock. Each part may take the fetch timeout, so several
+        # slow parts could outlast the lease: keep it, or the sweep hands the turn to another
+        # worker that fetches everything again, and again.
+        with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+            fetched = inputs_fetch(wanted)
         with transaction.atomic():
             task = self.locked()
             if inputs_recorded(task):

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core import signing
+from django.db import connection
 from django.test import Client
 
 from runtime import extensions as ext
@@ -514,3 +515,70 @@ def test_a_url_part_of_an_unsupported_media_type_is_refused_before_fetching(
     assert failed["error"] == (
         "the media type application/x-msdownload is not one this server accepts"
     )
+
+
+class SlowFileServer(FileServer):
+    """Answers after ``delay`` seconds, as a far or overloaded host does."""
+
+    def __init__(self, delay: float):
+        super().__init__({"/slow.txt": ("text/plain", b"slow but here")})
+        handler = self.server.RequestHandlerClass
+        serve = handler.do_GET
+
+        def do_get(h):
+            time.sleep(delay)
+            serve(h)
+
+        handler.do_GET = do_get
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lease_is_kept_while_url_parts_are_fetched(files_world, settings):
+    # Each part may take the fetch timeout; without the heartbeat, slow parts outlast the
+    # lease, the sweep hands the turn to another worker, and that one fetches them again.
+    from runtime.turn.claim import turn_claim
+    from runtime.turn.runner import TurnRunner
+    from tests import core
+
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    settings.TURN_LEASE_SECONDS = 1
+    server = SlowFileServer(delay=2.5)
+    try:
+        url = server.url("/slow.txt")
+        task = core.send(
+            files_world.a,
+            "writer",
+            "read",
+            parts=[{"text": "read"}, {"url": url, "mediaType": "text/plain"}],
+        )
+        task = turn_claim(task_pk=task.pk, worker_id="first")
+        taken = {}
+
+        def second_worker():
+            time.sleep(1.8)  # the first lease (1 s) has long run out by now
+            taken["task"] = turn_claim(task_pk=task.pk, worker_id="second")
+            connection.close()
+
+        rival = threading.Thread(target=second_worker)
+        rival.start()
+        TurnRunner(task, "first").fetch_inputs(task)  # raises LeaseLost if the turn was taken
+        rival.join()
+    finally:
+        server.stop()
+    assert taken["task"] is None
+    task.refresh_from_db()
+    assert task.lease_owner == "first"
+    [fetched] = inputs_entry(task.public_id)
+    assert fetched["text"] == "slow but here"
+
+
+def test_a_message_with_more_url_parts_than_the_limit_is_refused_at_the_edge(files_world, settings):
+    settings.A2A_MAX_URL_PARTS = 2
+    parts = [{"text": "many"}] + [
+        {"url": f"https://files.example.test/{i}.txt", "mediaType": "text/plain"} for i in range(3)
+    ]
+    message = {"role": "ROLE_USER", "messageId": "m-many", "parts": parts}
+    body = rpc(files_world.a, "SendMessage", {"message": message}).json()
+    assert body["error"]["code"] == -32602
+    assert "message.parts" in body["error"]["message"] and "limit is 2" in body["error"]["message"]
+    assert not Task.objects.exists()

@@ -5,6 +5,7 @@ the result on the wire. Domain errors are left to the view (errors.from_domain).
 import base64
 import binascii
 import json
+import re
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -31,6 +32,10 @@ def _column(model, field: str) -> int:
 MESSAGE_ID_MAX = _column(Interaction, "answer_message_id")
 # A host name is at most 253 characters (RFC 1035); the config's receiver column is host:port.
 HOST_MAX = 253
+# What may stand in an HTTP header: an auth scheme is a token (RFC 7230 3.2.6), a value is
+# visible ASCII with spaces and tabs.
+HEADER_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
 
 
 def _task_out(caller: Caller, task: Task, **options) -> dict:
@@ -233,6 +238,21 @@ def _config_input(
     if auth is not None:
         length_check(
             f"{field}authentication.scheme", auth.scheme, _column(PushConfig, "auth_scheme")
+        )
+        if not HEADER_TOKEN_RE.fullmatch(auth.scheme):
+            raise errors.invalid_params(
+                f"{field}authentication.scheme", "must be an HTTP auth scheme (RFC 7230 token)"
+            )
+        if not HEADER_VALUE_RE.fullmatch(auth.credentials):
+            raise errors.invalid_params(
+                f"{field}authentication.credentials",
+                "must be printable ASCII (it is sent in the Authorization header)",
+            )
+    # Sent as a header value: a line break or a non-ASCII character could never be sent (and
+    # the HTTP library's error would quote the secret into the delivery's recorded error).
+    if not HEADER_VALUE_RE.fullmatch(config.token):
+        raise errors.invalid_params(
+            f"{field}token", "must be printable ASCII (it is sent in a header)"
         )
     try:
         host = urlsplit(config.url).hostname or ""

@@ -337,6 +337,11 @@ def _post(
         # At connect time: the name resolved only to refused addresses. That answer comes
         # from DNS and may change, so only this delivery is given up, not the config.
         return _Outcome(error=f"refused: {exc}", give_up=True)
+    except (httpx.LocalProtocolError, UnicodeEncodeError):
+        # A header we were given (the token, the credentials) cannot be sent: it never will
+        # be. The library's message quotes the header's value, a secret, so it is not kept.
+        reason = "the config's token or credentials cannot be sent in an HTTP header"
+        return _Outcome(error=f"refused: {reason}", unusable=reason)
     except httpx.TimeoutException:
         return _Outcome(error="timed out", retry_in=backoff_seconds(delivery.attempts))
     except httpx.HTTPError as exc:

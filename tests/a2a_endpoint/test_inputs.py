@@ -355,3 +355,28 @@ def test_a_forged_push_config_page_token_is_invalid_params(agents, client, task,
     params = {"taskId": task["id"], "pageToken": token}
     response = rpc(client, SUPPORT, "ListTaskPushNotificationConfigs", params, token=agents.a.token)
     assert invalid_params_field(response) == "pageToken"
+
+
+@pytest.mark.parametrize(
+    ("field", "config"),
+    [
+        ("token", {"token": "secret\r\nX-Injected: 1"}),
+        ("token", {"token": "sécret"}),
+        (
+            "authentication.credentials",
+            {"authentication": {"scheme": "Bearer", "credentials": "a\nb"}},
+        ),
+        ("authentication.scheme", {"authentication": {"scheme": "Bearer x", "credentials": "c"}}),
+    ],
+)
+def test_push_header_values_that_could_never_be_sent_are_invalid_params(
+    agents, client, task, any_host, field, config
+):
+    # Sent as headers: a line break could never be sent, and the HTTP library's error would
+    # quote the secret into the delivery's recorded error.
+    params = {"taskId": task["id"], "url": HOOK, **config}
+    response = rpc(
+        client, SUPPORT, "CreateTaskPushNotificationConfig", params, token=agents.a.token
+    )
+    assert invalid_params_field(response) == field
+    assert not PushConfig.objects.exists()

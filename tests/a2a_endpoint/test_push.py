@@ -704,3 +704,39 @@ def test_the_migration_encrypts_the_tokens_already_stored(push_world):
     assert "old-plaintext" not in stored["with"]
     assert secret_decrypt(stored["with"]) == "old-plaintext"
     assert PushConfig.objects.get(public_id="with").token_plaintext() == "old-plaintext"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_that_cannot_be_sent_as_a_header_gives_the_config_up_without_quoting_it(
+    push_world, receiver, eager
+):
+    from a2a_endpoint.tasks import sweep_push
+    from connections.crypto import secret_encrypt
+
+    a = push_world.a
+    task_id = send(a, "support", "hello")
+    task = Task.objects.get(public_id=task_id)
+    # A row written before the edge checked header values: straight into the database.
+    config = PushConfig.objects.create(
+        tenant=a.tenant,
+        task=task,
+        subject=task.subject,
+        public_id="crlf",
+        url=receiver.url,
+        receiver=receiver.url.split("//")[1].split("/")[0],
+        token=secret_encrypt("hush\r\nX-Injected: yes"),
+    )
+    event = TaskEvent.objects.filter(task=task).order_by("seq").first()
+    PushDelivery.objects.create(
+        tenant=a.tenant, config=config, event=event, seq=event.seq, webhook_id="w1"
+    )
+
+    sweep_push()
+
+    config.refresh_from_db()
+    assert config.disabled_at is not None
+    assert "cannot be sent in an HTTP header" in config.disabled_reason
+    errors = list(PushAttempt.objects.values_list("error", flat=True))
+    errors += list(PushDelivery.objects.values_list("last_error", flat=True))
+    assert errors and not any("hush" in e for e in errors)
+    assert receiver.events == []

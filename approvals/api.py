@@ -8,6 +8,7 @@ in-band over A2A, never here. The same services and the same audit as the pages.
 
 from dataclasses import dataclass
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -222,6 +223,19 @@ class InteractionCursor(CursorPagination):
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 200
+
+    def decode_cursor(self, request):
+        # A cursor is ours only if its position is a time we could have written: a crafted
+        # one (base64 of "p=x") would otherwise reach the query and fail there (a 500).
+        cursor = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            try:
+                valid = parse_datetime(cursor.position) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
 
 
 class InteractionFilters(serializers.Serializer):

@@ -351,3 +351,16 @@ def test_rest_validation_errors_name_their_field():
     assert response.data["field"] == "reason"
     assert response.data["detail"] == "reason: Too long."
     assert response.data["errors"] == {"reason": ["Too long."]}
+
+
+def test_a_crafted_cursor_on_the_rest_list_is_404_never_500(agents, client):
+    import base64
+
+    agents.a.extra["make"].approval()
+    auth = bearer(agents.a.extra["operator_token"])
+    # base64 of "p=x" and the like: a position that is not a time we could have written.
+    for raw in ("p=x", "p=2026-13-45", "o=1&p=9999-99-99"):
+        cursor = base64.b64encode(raw.encode()).decode()
+        response = client.get("/api/v1/interactions", {"cursor": cursor}, **auth)
+        assert response.status_code == HTTPStatus.NOT_FOUND, (raw, response.status_code)
+    assert client.get("/api/v1/interactions", **auth).status_code == HTTPStatus.OK

@@ -2,7 +2,7 @@
 
 from a2a_endpoint import errors, files
 from a2a_endpoint.asyncdb import db
-from runtime.models import ANONYMOUS, Agent
+from runtime.models import ANONYMOUS, Agent, is_anonymous_subject
 from tenants.tokens import TokenError, aauthenticate_bearer
 
 
@@ -43,6 +43,12 @@ async def identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, s
         identity = await aauthenticate_bearer(header, kind="partner")
     except TokenError as exc:
         raise errors.unauthenticated(str(exc), exc.reason) from None
+    if is_anonymous_subject(identity.subject):
+        # Anonymous subjects are made by the core for callers without a token; a token made
+        # before that rule (ApiToken.clean) must not reach anonymous callers' tasks.
+        raise errors.unauthenticated(
+            "This token's subject is reserved for anonymous callers.", "reserved_subject"
+        )
     if (
         agent is None
         or identity.tenant.pk != agent.tenant_id

@@ -112,6 +112,19 @@ def test_a_token_cannot_act_as_an_anonymous_subject(agents):
             api_token_create(tenant=agents.a.tenant, subject=subject, name="x")
 
 
+def test_a_token_made_before_the_rule_with_an_anonymous_subject_is_refused(agents, client):
+    # ApiToken.clean refuses such subjects now; a row from before it must not become a key to
+    # every anonymous caller's tasks.
+    from tenants.models import ApiToken
+
+    token_row, token = api_token_create(tenant=agents.a.tenant, subject="partner:old", name="old")
+    ApiToken.objects.filter(pk=token_row.pk).update(subject="anonymous:abc")
+    response = send(client, TCK, user_message(), token)
+    assert response.status_code == 401
+    assert error_info(response.json()["error"])["metadata"]["reason"] == "reserved_subject"
+    assert not Task.objects.exists()
+
+
 # --- 2. a retried SendMessage is one task --------------------------------------------------
 
 

@@ -62,8 +62,8 @@ def _message_bounds(message: dict) -> None:
     """Refuse, before anything is written, the ids of a message that no column would hold."""
     length_check("message.messageId", message["messageId"], MESSAGE_ID_MAX)
     context_id = message.get("contextId")
-    # The core's own check (runtime.services.message_send) matches with ``$``, which lets a
-    # trailing newline through into the 128-character column; fullmatch does not.
+    # fullmatch, as the core's own check (runtime.services.messages): ``$`` would let a
+    # trailing newline through into the 128-character column.
     if context_id and not CONTEXT_ID_RE.fullmatch(context_id):
         raise errors.invalid_params(
             "message.contextId", "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"

@@ -346,6 +346,16 @@ LOGGING = {
 # sweep gives the turn to another worker, which continues from the stored transcript.
 TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60)
 TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
+
+# What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
+# (runtime.llm.prices). Admins may override a model's price in Django admin.
+MODEL_PRICES = {
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+}
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
 # Threads that run the A2A endpoint's database calls (shared by all callers of a process).
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)

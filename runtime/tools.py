@@ -136,3 +136,12 @@ SERVERS: dict[str, ToolServer] = {"deploy": DeployServer(), "github": GithubServ
 
 def server_for(name: str) -> ToolServer | None:
     return SERVERS.get(name)
+
+
+def tools_offered(agent: Agent) -> list[dict]:
+    """The tools a model may call for this agent, each ``{server, tool, description, schema}``.
+
+    Today these are the tools its AGENT.md declares; tool servers (MCP, HTTP) add the tools
+    they were found to offer. Providers that show tools to a model (runtime.llm) read this.
+    """
+    return [dict(spec) for spec in agent.tools or [] if spec.get("server") and spec.get("tool")]

@@ -1,0 +1,21 @@
+"""What a model's tokens cost: a per-model price table (settings.MODEL_PRICES, USD per million
+tokens), which telemetry/v1's costUsd is computed from."""
+
+from decimal import Decimal
+
+from django.conf import settings
+
+MILLION = Decimal(1_000_000)
+
+
+def price_for(model: str) -> tuple[Decimal, Decimal]:
+    """(input, output) USD per million tokens for ``model``; unknown models cost nothing."""
+    prices = getattr(settings, "MODEL_PRICES", {}).get(model)
+    if not prices:
+        return Decimal(0), Decimal(0)
+    return Decimal(str(prices[0])), Decimal(str(prices[1]))
+
+
+def cost_usd(model: str, input_tokens: int, output_tokens: int) -> Decimal:
+    price_in, price_out = price_for(model)
+    return (price_in * input_tokens + price_out * output_tokens) / MILLION

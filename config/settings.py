@@ -356,6 +356,9 @@ MODEL_PRICES = {
     "gpt-4.1-mini": (0.40, 1.60),
     "gpt-4.1-nano": (0.10, 0.40),
 }
+# Credentials (AGENT.md's model.credential) that may come from the environment when the
+# tenant has none of that name in admin (runtime.credentials): single-tenant installs.
+CREDENTIAL_ENV_NAMES = env_list("CREDENTIAL_ENV_NAMES", ["OPENAI_API_KEY"])
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
 # Threads that run the A2A endpoint's database calls (shared by all callers of a process).
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)

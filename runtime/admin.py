@@ -1,12 +1,24 @@
 import json
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
+from django.views.decorators.debug import sensitive_post_parameters
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.llm.registry import PROVIDERS
 from runtime.llm.scripted import ScriptError, validate_script
-from runtime.models import Agent, AuditEvent, Effect, Interaction, Task
+from runtime.models import (
+    Agent,
+    AuditEvent,
+    Credential,
+    Effect,
+    Interaction,
+    ModelPrice,
+    Task,
+)
+from runtime.services.credentials import credential_delete, credential_set
 
 
 class AgentForm(forms.ModelForm):
@@ -45,8 +57,12 @@ class AgentForm(forms.ModelForm):
 
     def clean_model(self):
         model = self.cleaned_data["model"]
-        if not isinstance(model, dict) or model.get("provider") != "scripted":
-            raise forms.ValidationError('An object {"provider": "scripted", "script": [...]}.')
+        if not isinstance(model, dict) or model.get("provider") not in PROVIDERS:
+            raise forms.ValidationError(
+                f'An object {{"provider": ..., ...}} with a provider of {sorted(PROVIDERS)}.'
+            )
+        if model["provider"] != "scripted":
+            return model  # the provider checks its own mapping when a turn starts
         try:
             validate_script(model.get("script", []))
         except ScriptError as exc:
@@ -141,3 +157,111 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["action", "via", "tenant"]
     search_fields = ["actor"]
     list_select_related = ["tenant"]
+
+
+class CredentialForm(forms.ModelForm):
+    """The secret is a write-only field: typed once, never rendered back (not even masked)."""
+
+    secret = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted and never shown again. On a change, leave it blank to keep "
+        "the current secret; whatever you type replaces it.",
+    )
+
+    class Meta:
+        model = Credential
+        fields = ["tenant", "name"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is None and not cleaned.get("secret"):
+            self.add_error("secret", "Type the secret to store.")
+        return cleaned
+
+
+@admin.register(Credential)
+class CredentialAdmin(admin.ModelAdmin):
+    """Tenants' secrets for model providers (AGENT.md's model.credential), set here, shown once.
+
+    Like the other runtime models, the admin is for staff across tenants: every row names its
+    tenant, and only staff reach Django admin.
+    """
+
+    form = CredentialForm
+    list_display = ["name", "tenant", "secret_status", "updated_at", "created_by"]
+    list_filter = ["tenant"]
+    search_fields = ["name", "tenant__slug"]
+    list_select_related = ["tenant", "created_by"]
+    actions = ["delete_audited"]
+
+    def get_queryset(self, request):
+        # The ciphertext has no business on an admin page; not even loaded.
+        return super().get_queryset(request).defer("secret_encrypted")
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["tenant", "name", "secret"]
+        return [
+            "tenant",
+            "name",
+            "secret_status",
+            "secret",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        # Renaming would silently break the agents that name it: add a new one instead.
+        return ["tenant", "name", "secret_status", "created_by", "created_at", "updated_at"]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # in favour of the audited delete below
+        return actions
+
+    @method_decorator(sensitive_post_parameters("secret"))
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Keeps the secret out of Django's error reports, should the request ever fail.
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="secret")
+    def secret_status(self, obj):
+        if obj is None or obj.pk is None:
+            return "not set"
+        ending = f", ending {obj.secret_hint}" if obj.secret_hint else ""
+        return f"set{ending} (last changed {obj.updated_at:%Y-%m-%d %H:%M} UTC)"
+
+    def save_model(self, request, obj, form, change):
+        saved, _ = credential_set(
+            tenant=obj.tenant,
+            name=obj.name,
+            secret=form.cleaned_data.get("secret") or None,
+            by=request.user,
+        )
+        # The admin's redirect and its history entry name the row the service saved.
+        obj.pk = saved.pk
+        obj.updated_at = saved.updated_at
+
+    def delete_model(self, request, obj):
+        credential_delete(credential=obj, by=request.user)
+
+    @admin.action(description="Delete the selected credentials (audited)", permissions=["delete"])
+    def delete_audited(self, request, queryset):
+        done = 0
+        for credential in queryset.select_related("tenant"):
+            credential_delete(credential=credential, by=request.user)
+            done += 1
+        self.message_user(request, f"Deleted {done} credential(s).", messages.SUCCESS)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Overrides of settings.MODEL_PRICES, which telemetry/v1's costUsd is computed from."""
+
+    list_display = ["model", "input_usd_per_million", "output_usd_per_million", "updated_at"]
+    search_fields = ["model"]

@@ -1,7 +1,19 @@
 """Credentials for model providers and agent URLs, referenced by name from AGENT.md
-(``model.credential``). Never logged, never in an error message, never on the wire."""
+(``model.credential``). Never logged, never in an error message, never on the wire.
 
-import os
+A tenant's own credential (runtime.models.Credential, set in Django admin, stored encrypted)
+comes first. Otherwise a single-tenant install may give it in the environment, but only for
+the names settings.CREDENTIAL_ENV_NAMES lists: an agent's file names its credential, and an
+open lookup would let any tenant's agent send, say, SECRET_KEY or DATABASE_URL to a model URL
+of its choosing.
+"""
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_secret
+from connections.crypto import InvalidToken, secret_decrypt
+from runtime.models import Credential
 
 
 class CredentialMissing(Exception):
@@ -11,7 +23,41 @@ class CredentialMissing(Exception):
 def credential_value(*, tenant, name: str) -> str:
     """The secret a provider sends for ``name``: the tenant's own credential of that name,
     else the environment variable of that name (single-tenant installs)."""
-    value = os.environ.get(name, "") if name else ""
+    if not name:
+        raise CredentialMissing("no credential is named")
+    encrypted = (
+        Credential.objects.filter(tenant=tenant, name=name)
+        .values_list("secret_encrypted", flat=True)
+        .first()
+        if tenant is not None
+        else None
+    )
+    if encrypted is not None:
+        try:
+            return secret_decrypt(encrypted)
+        except InvalidToken:
+            # The encryption key changed since it was set; the row is unreadable, and falling
+            # back to the environment would quietly use another secret than the admin set.
+            raise CredentialMissing(
+                f"the credential {name!r} cannot be decrypted (the encryption key changed?); "
+                "set it again in admin"
+            ) from None
+    try:
+        # NAME_FILE (a file holding the secret) works as for every other secret setting.
+        value = env_secret(name) if name in env_names() else ""
+    except ImproperlyConfigured:
+        raise CredentialMissing(f"the credential {name!r}: {name}_FILE cannot be read") from None
     if not value:
         raise CredentialMissing(f"the credential {name!r} is not set")
     return value
+
+
+def env_names() -> frozenset[str]:
+    """The credential names that may come from the environment (CREDENTIAL_ENV_NAMES)."""
+    return frozenset(getattr(settings, "CREDENTIAL_ENV_NAMES", ()))
+
+
+def credential_hint(secret: str) -> str:
+    """What admin may show of a secret once it is set: its last four characters when it is
+    long enough (32 or more) that they give nothing away, else nothing."""
+    return f"…{secret[-4:]}" if len(secret) >= 32 else ""

@@ -7,7 +7,10 @@ the row too, and never leaves the server.
 
 import secrets
 import uuid
+from decimal import Decimal
 
+from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -409,3 +412,67 @@ class TaskFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.filename or self.artifact_id} v{self.version}"
+
+
+# An environment variable's shape: what AGENT.md's ``model.credential`` names, so that one
+# name means the same secret in a tenant's admin and in a single-tenant install's environment.
+CREDENTIAL_NAME_RE = r"^[A-Z][A-Z0-9_]{0,99}$"
+
+
+class Credential(models.Model):
+    """A secret a model provider or an agent URL sends (an API key), set by a tenant's admin
+    and referenced by name from AGENT.md (``model.credential``).
+
+    Only the Fernet ciphertext (connections.crypto) is stored; admin shows that it is set and
+    the last characters of a long secret, never the secret (runtime.credentials reads it).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(
+        max_length=100,
+        validators=[
+            RegexValidator(
+                CREDENTIAL_NAME_RE,
+                "Upper-case letters, digits and underscores, starting with a letter "
+                "(like an environment variable, e.g. OPENAI_API_KEY).",
+            )
+        ],
+        help_text="The name AGENT.md's model.credential refers to, e.g. OPENAI_API_KEY.",
+    )
+    secret_encrypted = models.TextField(editable=False)
+    # "…abcd" for secrets long enough that four characters give nothing away, else blank.
+    secret_hint = models.CharField(max_length=8, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="credential_name_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, USD per million; a row here overrides settings.MODEL_PRICES
+    (runtime.llm.prices)."""
+
+    model = models.CharField(max_length=200, unique=True, help_text="e.g. gpt-4o-mini")
+    input_usd_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal(0))]
+    )
+    output_usd_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal(0))]
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return self.model

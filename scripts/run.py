@@ -30,6 +30,66 @@ def static_commands() -> list[list[str]]:
     return [[sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"]]
 
 
+def curl_command(base: str, path: str, token: str, text: str, message_id: str) -> str:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": message_id,
+                    "role": "ROLE_USER",
+                    "parts": [{"text": text}],
+                }
+            },
+        }
+    )
+    return f"""  curl -s {base}{path} \\
+    -H 'Authorization: Bearer {token}' -H 'A2A-Version: 1.0' \\
+    -H 'Content-Type: application/json' \\
+    -d {shlex.quote(body)}"""
+
+
+def assistant_note(demo: dict, base: str, environ=None) -> str:
+    """The banner's lines on the `assistant` agent: how to call it when seed_demo added it
+    (a model is configured), else how to turn it on."""
+    environ = os.environ if environ is None else environ
+    path = demo["agents"].get("assistant")
+    if path is None:
+        return """The demo runs offline (scripted agents). To add an `assistant` agent on a real model:
+  export OPENAI_API_KEY=...                       # your key (any value for a local server)
+  export OPENAI_MODEL=gpt-4o-mini                 # optional, the model name
+  export OPENAI_BASE_URL=http://127.0.0.1:11434/v1  # optional: Ollama, vLLM, ... (loopback is fine)
+then run `make run` again; its deployments and pull requests wait for your approval."""
+    model = environ.get("OPENAI_MODEL") or "gpt-4o-mini"
+    where = environ.get("OPENAI_BASE_URL") or "api.openai.com"
+    call = curl_command(
+        base, path, demo["token"], "deploy build 2026.10.06-1 to staging", "assistant-1"
+    )
+    return f"""Ask the assistant (model {model} at {where}); its deployment waits in the inbox:
+{call}"""
+
+
+def banner(demo: dict, base: str, environ=None) -> str:
+    operator = demo["logins"]["operator"]
+    agent_path = demo["agents"].get("support", "/a2a/demo/support")
+    call = curl_command(base, agent_path, demo["token"], "Hello", "hello-1")
+    return f"""
+Countersign is starting at {base}/
+  operator login: {operator["email"]} / {operator["password"]}
+  admin login:    {demo["logins"]["admin"]["email"]} / {demo["logins"]["admin"]["password"]}  ({base}/admin/)
+  partner token:  {demo["token"]}
+
+Call the demo agent:
+{call}
+
+{assistant_note(demo, base, environ)}
+
+Press Ctrl-C to stop.
+"""
+
+
 def main() -> int:
     port = os.environ.get("PORT", "8000")
     host = os.environ.get("HOST", "127.0.0.1")
@@ -44,39 +104,7 @@ def main() -> int:
     )
     demo = json.loads(seeded.stdout.strip().splitlines()[-1])
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    operator = demo["logins"]["operator"]
-    agent_path = demo["agents"].get("support", "/a2a/demo/support")
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": "hello-1",
-                    "role": "ROLE_USER",
-                    "parts": [{"text": "Hello"}],
-                }
-            },
-        }
-    )
-    print(
-        f"""
-Countersign is starting at {base}/
-  operator login: {operator["email"]} / {operator["password"]}
-  admin login:    {demo["logins"]["admin"]["email"]} / {demo["logins"]["admin"]["password"]}  ({base}/admin/)
-  partner token:  {demo["token"]}
-
-Call the demo agent:
-  curl -s {base}{agent_path} \\
-    -H 'Authorization: Bearer {demo["token"]}' -H 'A2A-Version: 1.0' \\
-    -H 'Content-Type: application/json' \\
-    -d {shlex.quote(body)}
-
-Press Ctrl-C to stop.
-""",
-        flush=True,
-    )
+    print(banner(demo, base), flush=True)
     commands = [
         [
             str(BIN / "uvicorn"),

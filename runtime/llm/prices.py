@@ -1,15 +1,25 @@
-"""What a model's tokens cost: a per-model price table (settings.MODEL_PRICES, USD per million
-tokens), which telemetry/v1's costUsd is computed from."""
+"""What a model's tokens cost: a per-model price table, which telemetry/v1's costUsd is
+computed from. A row in Django admin ("Model prices", runtime.models.ModelPrice) overrides
+settings.MODEL_PRICES (USD per million tokens); a model in neither costs nothing."""
 
 from decimal import Decimal
 
 from django.conf import settings
+
+from runtime.models import ModelPrice
 
 MILLION = Decimal(1_000_000)
 
 
 def price_for(model: str) -> tuple[Decimal, Decimal]:
     """(input, output) USD per million tokens for ``model``; unknown models cost nothing."""
+    row = (
+        ModelPrice.objects.filter(model=model)
+        .values_list("input_usd_per_million", "output_usd_per_million")
+        .first()
+    )
+    if row is not None:
+        return row[0], row[1]
     prices = getattr(settings, "MODEL_PRICES", {}).get(model)
     if not prices:
         return Decimal(0), Decimal(0)

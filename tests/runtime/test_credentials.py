@@ -187,3 +187,12 @@ def test_the_lookup_is_one_query(world, django_assert_num_queries):
     credential_set(tenant=world.a.tenant, name="OPENAI_API_KEY", secret=SECRET)
     with django_assert_num_queries(1):
         credential_value(tenant=world.a.tenant, name="OPENAI_API_KEY")
+
+
+def test_the_tenant_audit_page_shows_a_credential_change_to_that_tenant_only(world):
+    credential_set(tenant=world.a.tenant, name="OPENAI_API_KEY", secret=SECRET, by=world.a.admin)
+    mine = world.a.client_for(world.a.operator).get("/audit/")
+    assert mine.status_code == HTTPStatus.OK
+    assert b"credential_created" in mine.content and SECRET.encode() not in mine.content
+    theirs = world.b.client_for(world.b.operator).get("/audit/")
+    assert theirs.status_code == HTTPStatus.OK and b"credential_created" not in theirs.content

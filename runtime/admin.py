@@ -165,6 +165,7 @@ class CredentialForm(forms.ModelForm):
     secret = forms.CharField(
         required=False,
         strip=True,
+        max_length=8192,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted and never shown again. On a change, leave it blank to keep "
         "the current secret; whatever you type replaces it.",

@@ -196,3 +196,19 @@ def test_the_tenant_audit_page_shows_a_credential_change_to_that_tenant_only(wor
     assert b"credential_created" in mine.content and SECRET.encode() not in mine.content
     theirs = world.b.client_for(world.b.operator).get("/audit/")
     assert theirs.status_code == HTTPStatus.OK and b"credential_created" not in theirs.content
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"name": "OPENAI\x00KEY", "secret": SECRET},
+        {"name": "OPENAI_API_KEY", "secret": "sk-\x00-nul"},
+        {"name": "OPENAI_API_KEY", "secret": "x" * 9000},
+        {"name": "K" * 101, "secret": SECRET},
+        {"name": "OPENAI_API_KEY", "secret": SECRET, "tenant": "not-a-tenant"},
+    ],
+)
+def test_hostile_input_is_a_form_error_and_stores_nothing(world, staff, fields):
+    response = staff.post("/admin/runtime/credential/add/", {"tenant": world.a.tenant.pk, **fields})
+    assert response.status_code == HTTPStatus.OK and b"errorlist" in response.content
+    assert not Credential.objects.exists()

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.llm.http_agent import ModelConfigError, validate_model
 from runtime.llm.scripted import ScriptError, validate_script
 from runtime.models import Agent, AuditEvent, Effect, Interaction, Task
 
@@ -45,6 +46,12 @@ class AgentForm(forms.ModelForm):
 
     def clean_model(self):
         model = self.cleaned_data["model"]
+        if isinstance(model, dict) and model.get("provider") == "http":
+            try:
+                validate_model(model)
+            except ModelConfigError as exc:
+                raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+            return model
         if not isinstance(model, dict) or model.get("provider") != "scripted":
             raise forms.ValidationError('An object {"provider": "scripted", "script": [...]}.')
         try:

@@ -151,7 +151,10 @@ def history(transcript: list[dict]) -> list[dict]:
                 }
             )
         elif kind == "answer":
-            out.append({"type": "answer", **{k: entry[k] for k in ANSWER_FIELDS if k in entry}})
+            # An approval's or a connection's answer has an empty questionId: left out.
+            out.append(
+                {"type": "answer", **{k: entry[k] for k in ANSWER_FIELDS if entry.get(k, "") != ""}}
+            )
     return out
 
 

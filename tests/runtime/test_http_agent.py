@@ -4,13 +4,18 @@ a real agent server on loopback that verifies each request's Standard Webhooks s
 """
 
 import base64
+import json
 import logging
+import re
 import secrets
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 import jsonschema
 import pytest
 
-from runtime.agentfile import AgentSpec
+from runtime.agentfile import AgentFileError, AgentSpec, parse_agent_file
 from runtime.llm import http_agent
 from runtime.llm.http_agent import PARTNER_MESSAGE, schema
 from runtime.models import DemoRecord, Effect, Interaction, TaskState
@@ -364,3 +369,145 @@ def test_plan_progress_and_an_artifact_from_the_agent_reach_the_task(
         "note": "built",
     }
     assert [d["step"] for d in server.documents] == [0, 1, 2, 3]
+
+
+# --- AGENT.md: the http model mapping -------------------------------------------------------
+
+AGENT_FILE = """---
+name: byo
+description: An agent behind a URL.
+model:
+  provider: http
+  url: https://agents.example.com/byo
+  secret: BYO_SECRET
+  timeout: 20
+---
+Instructions.
+"""
+
+
+def test_an_agent_file_declares_an_http_agent(tmp_path):
+    path = tmp_path / "byo.md"
+    path.write_text(AGENT_FILE)
+    spec = parse_agent_file(path)
+    assert spec.model == {
+        "provider": "http",
+        "url": "https://agents.example.com/byo",
+        "secret": "BYO_SECRET",
+        "timeout": 20,
+    }
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "field", "message"),
+    [
+        ("  url: https://agents.example.com/byo\n", "", 5, "model.url", "there is no URL"),
+        (
+            "https://agents.example.com/byo",
+            "ftp://agents.example.com/byo",
+            6,
+            "model.url",
+            "must be http or https",
+        ),
+        (
+            "https://agents.example.com/byo",
+            "https://user:pw@agents.example.com/byo",
+            6,
+            "model.url",
+            "must not carry credentials",
+        ),
+        ("  secret: BYO_SECRET\n", "", 5, "model.secret", "is required"),
+        ("secret: BYO_SECRET", "secret: [a, b]", 7, "model.secret", "is required"),
+        ("timeout: 20", "timeout: soon", 8, "model.timeout", "must be a number of seconds"),
+        ("timeout: 20", "timeout: 0", 8, "model.timeout", "more than 0"),
+        ("timeout: 20", "timeout: 20\n  retries: 9", 9, "model.retries", "is not a field"),
+    ],
+    ids=[
+        "no-url",
+        "not-http",
+        "url-credentials",
+        "no-secret",
+        "secret-not-a-name",
+        "timeout-not-a-number",
+        "timeout-zero",
+        "unknown-field",
+    ],
+)
+def test_a_broken_http_model_names_its_line_and_field(tmp_path, old, new, line, field, message):
+    assert old in AGENT_FILE
+    path = tmp_path / "byo.md"
+    path.write_text(AGENT_FILE.replace(old, new, 1))
+    with pytest.raises(AgentFileError) as caught:
+        parse_agent_file(path)
+    assert (caught.value.line, caught.value.field) == (line, field)
+    assert message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("model", "error"),
+    [
+        ({"provider": "http", "url": "https://agents.example.com/a", "secret": "S"}, None),
+        ({"provider": "http", "url": "https://agents.example.com/a"}, "secret: is required"),
+        ({"provider": "http", "url": "gopher://x", "secret": "S"}, "url: the URL must be http"),
+    ],
+)
+def test_admin_checks_an_http_model_as_agent_files_do(model, error):
+    from django import forms
+
+    from runtime.admin import AgentForm
+
+    form = AgentForm()
+    form.cleaned_data = {"model": model}
+    if error is None:
+        assert form.clean_model() == model
+    else:
+        with pytest.raises(forms.ValidationError, match=error):
+            form.clean_model()
+
+
+# --- the protocol's document ------------------------------------------------------------------
+
+PROTOCOL_DOC = Path(__file__).resolve().parents[2] / "docs" / "agent-http-protocol.md"
+
+
+def fenced(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", PROTOCOL_DOC.read_text(), re.DOTALL)
+
+
+def test_the_protocol_document_shows_the_schemas_replies_are_validated_against():
+    shown = []
+    for block in fenced("json"):
+        try:
+            shown.append(json.loads(block))
+        except ValueError:
+            continue  # an excerpt, not a whole document
+    assert schema("request") in shown and schema("action") in shown
+
+
+def test_the_example_agent_in_the_protocol_document_runs_a_held_call_to_the_end(
+    agents, server, http_agent_for, secret, monkeypatch, settings
+):
+    """The example agent, as printed, against a real turn: it calls the tool, and tells the
+    caller what became of it."""
+    [example] = fenced("python")
+    monkeypatch.setenv("DEPLOYER_AGENT_SECRET", secret)
+    code, serve = example.rstrip().rsplit("\n", 1)
+    assert "serve_forever" in serve
+    scope: dict = {}
+    exec(compile(code, str(PROTOCOL_DOC), "exec"), scope)
+    example_server = ThreadingHTTPServer(("127.0.0.1", 0), scope["Agent"])
+    threading.Thread(target=example_server.serve_forever, daemon=True).start()
+    try:
+        agent = http_agent_for()
+        agent.model = {**agent.model, "url": f"http://127.0.0.1:{example_server.server_port}/"}
+        agent.save(update_fields=["model"])
+        task = run(send(agents.a, "byo", "deploy build b-42"))
+        decide(open_interaction(task), approved=True)
+        task = run(task)
+    finally:
+        example_server.shutdown()
+        example_server.server_close()
+    effect = Effect.objects.get(task=task)
+    assert effect.arguments == {"build": "b-42", "environment": "staging"}
+    assert task.state == TaskState.COMPLETED
+    assert status_text(task) == f"Deployed: {effect.outcome['result']['deploymentId']}"

@@ -9,16 +9,20 @@ import logging
 import re
 import secrets
 import threading
+import time
+from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import jsonschema
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from runtime.agentfile import AgentFileError, AgentSpec, parse_agent_file
 from runtime.llm import http_agent
 from runtime.llm.http_agent import PARTNER_MESSAGE, schema
-from runtime.models import DemoRecord, Effect, Interaction, TaskState
+from runtime.models import DemoRecord, Effect, Interaction, Task, TaskState
 from runtime.services.agents import agent_upsert
 from tests.core import DEPLOY_TOOL, decide, open_interaction, reply, run, send, status_text
 from tests.runtime.agent_server import AgentServer
@@ -511,3 +515,89 @@ def test_the_example_agent_in_the_protocol_document_runs_a_held_call_to_the_end(
     assert effect.arguments == {"build": "b-42", "environment": "staging"}
     assert task.state == TaskState.COMPLETED
     assert status_text(task) == f"Deployed: {effect.outcome['result']['deploymentId']}"
+
+
+def test_a_connection_requested_then_connected_is_in_the_next_request(
+    agents, server, http_agent_for, django_capture_on_commit_callbacks
+):
+    from connections.models import App
+    from connections.services import connection_connect_token
+
+    http_agent_for(connections_enabled=True)
+    server.script = [
+        {
+            "action": "call",
+            "server": "countersign",
+            "tool": "request_connection",
+            "arguments": {"app": "github", "reason": "to open the pull request"},
+        },
+        {"action": "reply", "text": "Connected, thanks."},
+    ]
+    task = run(send(agents.a, "byo", "open a pull request"))
+    assert task.state == TaskState.AUTH_REQUIRED
+    assert open_interaction(task).kind == Interaction.Kind.CONNECTION
+    first = server.documents[0]
+    assert ("countersign", "request_connection") in [
+        (t["server"], t["tool"]) for t in first["tools"]
+    ]
+    assert first["connectedApps"] == []
+
+    # The connection answers the task's open request once it commits (connections.signals).
+    with django_capture_on_commit_callbacks(execute=True):
+        connection_connect_token(
+            tenant=agents.a.tenant,
+            app=App.objects.get_or_create(slug="github", defaults={"name": "GitHub"})[0],
+            token="ghp_test_token_1234567890",
+            by=agents.a.operator,
+        )
+    task = run(task)
+
+    assert task.state == TaskState.COMPLETED
+    second = server.documents[1]
+    assert second["connectedApps"] == ["github"]
+    [result] = entries(second, "tool_result")
+    assert (result["ok"], result["result"]) == (True, "Connected: github")
+    assert "ghp_test_token_1234567890" not in server.requests[1]["raw"].decode()
+
+
+def test_a_name_that_resolves_to_a_private_address_is_refused_at_connect(
+    agents, server, http_agent_for, settings
+):
+    agent = http_agent_for()
+    agent.model = {**agent.model, "url": server.url.replace("127.0.0.1", "localhost")}
+    agent.save(update_fields=["model"])
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    server.script = [{"action": "reply", "text": "never asked"}]
+    task = run(send(agents.a, "byo", "go"))
+
+    assert_failed_for_admin_only(task, "the agent URL is refused")
+    assert server.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lease_is_kept_while_the_agent_takes_longer_than_the_lease(
+    agents, server, http_agent_for, settings
+):
+    settings.TURN_LEASE_SECONDS = 1  # renewed every half second while the agent thinks
+    http_agent_for()
+    leases = []
+
+    def slow(document):
+        # On the agent server's thread, with its own database connection: the lease as the
+        # sweep would see it, after the agent took longer than a whole lease.
+        try:
+            asked_at = timezone.now()
+            time.sleep(2.5)
+            task = Task.objects.get(public_id=document["taskId"])
+            leases.append((asked_at, task.lease_owner, task.lease_expires_at, timezone.now()))
+        finally:
+            connection.close()
+        return {"action": "reply", "text": "Slow but sure."}
+
+    server.script = [slow]
+    task = run(send(agents.a, "byo", "go"), worker_id="w-slow")
+
+    assert task.state == TaskState.COMPLETED and status_text(task) == "Slow but sure."
+    [(asked_at, owner, expires, read_at)] = leases
+    assert owner == "w-slow"
+    assert expires > read_at > asked_at + timedelta(seconds=2)

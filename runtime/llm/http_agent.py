@@ -66,7 +66,7 @@ ALLOWED_HOSTS = ("*",)
 USER_AGENT = "Countersign-Agent/1"
 # What the partner reads when the agent failed; the detail is for the admin.
 PARTNER_MESSAGE = "The agent could not complete this request."
-# The transcript's internal fields the agent has no use for.
+# What an answer entry of the history carries (not who answered, nor through which channel).
 ANSWER_FIELDS = ("kind", "questionId", "value", "approved", "connected", "reason")
 
 
@@ -269,7 +269,7 @@ class HttpAgent:
         # The same step of the same turn has the same id, so that an agent may recognise a
         # request that is asked again (a retry, or a turn resumed by another worker).
         message_id = f"msg_{view.task_id}_{len(view.transcript)}"
-        headers = self.headers(view, message_id, body)
+        secret = self.secret(view)
         try:
             check_url(self.url, ALLOWED_HOSTS)
         except OutboundRefused as exc:
@@ -278,6 +278,9 @@ class HttpAgent:
         with guarded_client(timeout=self.timeout, max_connections=1) as client:
             for attempt in range(ATTEMPTS):
                 try:
+                    # Signed again for each attempt: a receiver refuses old timestamps (five
+                    # minutes in the reference libraries), and attempts may take that long.
+                    headers = self.headers(secret, message_id, body)
                     return self.attempt(client, body, headers)
                 except Retry as retry:
                     last = retry.detail
@@ -286,11 +289,13 @@ class HttpAgent:
                         time.sleep(backoff_seconds(attempt, retry.wait))
         raise AgentError(PARTNER_MESSAGE, f"no usable answer after {ATTEMPTS} attempts: {last}")
 
-    def headers(self, view: TurnView, message_id: str, body: str) -> dict:
+    def secret(self, view: TurnView) -> str:
         try:
-            secret = credential_value(tenant=view.agent.tenant, name=self.secret_name)
+            return credential_value(tenant=view.agent.tenant, name=self.secret_name)
         except CredentialMissing as exc:
             raise AgentError(PARTNER_MESSAGE, str(exc)) from None
+
+    def headers(self, secret: str, message_id: str, body: str) -> dict:
         now = timezone.now()
         try:
             signature = Webhook(secret).sign(msg_id=message_id, timestamp=now, data=body)

@@ -7,6 +7,7 @@ from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.llm.http_agent import ModelConfigError, validate_model
 from runtime.llm.registry import PROVIDERS
 from runtime.llm.scripted import ScriptError, validate_script
 from runtime.models import (
@@ -61,6 +62,12 @@ class AgentForm(forms.ModelForm):
             raise forms.ValidationError(
                 f'An object {{"provider": ..., ...}} with a provider of {sorted(PROVIDERS)}.'
             )
+        if model["provider"] == "http":
+            try:
+                validate_model(model)
+            except ModelConfigError as exc:
+                raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+            return model
         if model["provider"] != "scripted":
             return model  # the provider checks its own mapping when a turn starts
         try:

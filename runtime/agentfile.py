@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 from django.utils.text import slugify
 
+from runtime.llm.http_agent import ModelConfigError, validate_model
 from runtime.llm.scripted import ScriptError, validate_script
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
@@ -150,8 +151,15 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             validate_script(model.get("script", []))
         except ScriptError as exc:
             fail(["model", "script", *exc.path], exc.message)
+    elif model["provider"] == "http":
+        try:
+            validate_model(model)
+        except ModelConfigError as exc:
+            fail(["model", exc.field], exc.message)
     else:
-        fail(["model", "provider"], f"unknown provider {model['provider']!r} (known: scripted)")
+        fail(
+            ["model", "provider"], f"unknown provider {model['provider']!r} (known: scripted, http)"
+        )
 
     tools = data.get("tools", []) or []
     if not isinstance(tools, list):

@@ -72,6 +72,16 @@ class Fail:
 Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | AdvancePlan | Wait | Fail
 
 
+class AgentError(Exception):
+    """The model or agent could not give a usable next action (an agent URL that answered
+    with an invalid reply, or not at all): the turn fails with ``str(exc)``, a message for
+    the partner, while ``detail`` (what exactly went wrong) is kept for the admin only."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
 @dataclass
 class TurnView:
     """What a model may see of a turn: the caller's message and what happened since."""
@@ -86,6 +96,11 @@ class TurnView:
     # sha256, and text for text files (runtime.files); a part that could not be fetched has
     # an ``error`` saying why instead of its content (runtime.turn.inputs).
     files: list[dict] = field(default_factory=list)
+    # For providers that describe the turn to something outside (runtime.llm.http_agent):
+    # the agent row (its tenant, tools and instructions), the task's public id, its plan.
+    agent: Any = None
+    task_id: str = ""
+    plan: list[dict] = field(default_factory=list)
 
     @property
     def answers(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from config.logging import log_context
 from runtime import extensions as ext
 from runtime.llm.actions import (
     AdvancePlan,
+    AgentError,
     Ask,
     CallTool,
     EmitArtifact,
@@ -84,8 +85,13 @@ class TurnRunner(ToolCalls):
             if pending is not None:
                 return self.continue_call(task, pending)
             view = turn_view(task, connected_apps=self.connected_apps(task))
-            # Asking the model is outside any lock: a hosted model's call is network I/O.
-            action = self.model.next_action(view)
+            # Asking the model is outside any lock: a hosted model's call is network I/O, and
+            # with its retries it may outlast the lease, so the lease is kept meanwhile.
+            try:
+                with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+                    action = self.model.next_action(view)
+            except AgentError as exc:
+                return self.agent_failed(exc)
             return self.apply(task, action)
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")
@@ -241,6 +247,20 @@ class TurnRunner(ToolCalls):
         return True
 
     # --- outcomes -------------------------------------------------------------------------
+
+    def agent_failed(self, exc: AgentError) -> bool:
+        """The model gave no usable action: the turn fails with a message for the partner;
+        what went wrong is logged and kept on the transcript's entry, for the admin only."""
+        with transaction.atomic():
+            task = self.locked()
+            logger.warning(
+                "turn %s failed: the model gave no usable action: %s",
+                task.public_id,
+                exc.detail or exc,
+            )
+            action_record(task, {"kind": "fail", "text": str(exc), "error": exc.detail})
+            self.finish(task, TaskState.FAILED, str(exc))
+        return False
 
     def finish(self, task: Task, state: str, text: str = "", message: dict | None = None) -> None:
         message = message or agent_message(task, text)

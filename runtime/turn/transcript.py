@@ -62,4 +62,7 @@ def turn_view(task: Task, *, connected_apps: frozenset[str]) -> TurnView:
         transcript=task.transcript,
         connected_apps=connected_apps,
         files=input_files(task),
+        agent=task.agent,
+        task_id=task.public_id,
+        plan=list(task.plan or []),
     )

@@ -39,8 +39,14 @@ CALL_DEPLOY = {
 
 
 @pytest.fixture
-def secret(monkeypatch) -> str:
+def secret(monkeypatch, settings) -> str:
     value = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    # A single-tenant install names the credentials that may come from the environment.
+    settings.CREDENTIAL_ENV_NAMES = [
+        *settings.CREDENTIAL_ENV_NAMES,
+        SECRET_NAME,
+        "DEPLOYER_AGENT_SECRET",
+    ]
     monkeypatch.setenv(SECRET_NAME, value)
     return value
 

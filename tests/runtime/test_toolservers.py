@@ -743,3 +743,30 @@ def test_the_refresh_button_takes_only_post(agents, mcp_stub, staff_client):
     url = reverse("admin:runtime_toolserver_refresh", args=[server.pk])
     assert staff_client.get(url).status_code == 405
     assert ToolServer.objects.get(pk=server.pk).refreshed_at is None
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
+    agents, settings, mcp_stub, make_agent
+):
+    # check_url passes a host name; the guarded async client checks the address it resolves
+    # to and connects to nothing.
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    ToolServer.objects.create(
+        tenant=agents.a.tenant,
+        name="calc",
+        kind="mcp",
+        url=mcp_stub.url.replace("127.0.0.1", "localhost"),
+        tools=[{"name": "add", "description": "", "inputSchema": {"type": "object"}}],
+    )
+    make_agent(
+        "calcer",
+        [call_step("add", a=1, b=1), *REPORT_RESULT],
+        tools=[{"server": "calc"}],
+        tool_policy={"calc": "allow"},
+    )
+    mcp_stub.authorizations.clear()
+    task = start(agents.a, "calcer", "go")
+    assert status_text(task).startswith(
+        "error: the tool server calc cannot be called: localhost resolves only to refused"
+    )
+    assert mcp_stub.authorizations == [] and mcp_stub.calls == []

@@ -170,9 +170,7 @@ class McpToolServer:
             return run_async(lambda: self.session_run(token, work))
         except ToolError:
             raise
-        except BaseException as exc:
-            if not isinstance(exc, Exception):
-                raise
+        except Exception as exc:  # anyio's task groups wrap what failed in ExceptionGroups
             leaves = leaf_errors(exc)
             for leaf in leaves:
                 if isinstance(leaf, ToolError):

@@ -12,6 +12,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
+import anyio
 import pytest
 import uvicorn
 from allauth.socialaccount.models import SocialApp
@@ -72,6 +73,12 @@ class McpStub:
         def explode(reason: str) -> str:
             self.calls.append(("explode", {"reason": reason}))
             raise ValueError(f"exploded: {reason}")
+
+        @self.mcp.tool(description="Takes its time.")
+        async def slow(seconds: float) -> str:
+            self.calls.append(("slow", {"seconds": seconds}))
+            await anyio.sleep(seconds)
+            return "done"
 
         @self.mcp.tool(description="Goes away later.")
         def retired(note: str) -> str:
@@ -152,6 +159,8 @@ class HttpStub:
                     )
                 if request.get("tool") == "broken":
                     return self.answer(500, {"error": "the database is down"})
+                if request.get("tool") == "slow":
+                    time.sleep(3)
                 who = request["arguments"]["who"]
                 return self.answer(200, {"greeting": f"hello {who}"})
 
@@ -217,8 +226,8 @@ def test_mcp_tools_are_discovered_held_approved_and_called_once(
 ):
     server = mcp_server(agents.a.tenant, mcp_stub.url)
     response = refresh_in_admin(staff_client, server)
-    assert "found 3 tool(s)" in response.content.decode()
-    assert {t["name"] for t in server.tools} == {"add", "explode", "retired"}
+    assert "found 4 tool(s)" in response.content.decode()
+    assert {t["name"] for t in server.tools} == {"add", "explode", "slow", "retired"}
     add = server.tool_named("add")
     assert add["description"] == "Add two numbers."
     assert add["inputSchema"]["required"] == ["a", "b"]
@@ -251,7 +260,7 @@ def test_discovered_schemas_validate_and_are_offered(agents, make_agent, mcp_stu
         tool_policy={"calc": "allow"},
     )
     offered = {(t["server"], t["tool"]): t for t in tools_offered(agent)}
-    assert set(offered) == {("calc", "add"), ("calc", "explode"), ("calc", "retired")}
+    assert set(offered) == {("calc", t) for t in ("add", "explode", "slow", "retired")}
     assert offered["calc", "add"]["schema"]["properties"]["a"]["type"] == "integer"
     assert offered["calc", "add"]["description"] == "Add two numbers."
     assert tool_spec(agent, "calc", "nope") is None
@@ -721,7 +730,10 @@ def test_admin_pages_render_and_the_refresh_action_works(agents, mcp_stub, staff
         changelist, {"action": "refresh_tools", "_selected_action": [server.pk]}, follow=True
     )
     assert response.status_code == 200
-    assert "Tool server calc: found 3 tool(s): add, explode, retired." in response.content.decode()
+    assert (
+        "Tool server calc: found 4 tool(s): add, explode, slow, retired."
+        in response.content.decode()
+    )
     page = staff_client.get(reverse("admin:runtime_toolserver_change", args=[server.pk]))
     assert page.status_code == 200
     content = page.content.decode()
@@ -735,7 +747,7 @@ def test_a_refresh_that_fails_keeps_the_cache_and_says_why(agents, mcp_stub, sta
     mcp_stub.stop()
     response = refresh_in_admin(staff_client, server)
     assert "could not be reached" in response.content.decode()
-    assert len(server.tools) == 3 and "could not be reached" in server.refresh_error
+    assert len(server.tools) == 4 and "could not be reached" in server.refresh_error
 
 
 def test_the_refresh_button_takes_only_post(agents, mcp_stub, staff_client):
@@ -770,3 +782,39 @@ def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
         "error: the tool server calc cannot be called: localhost resolves only to refused"
     )
     assert mcp_stub.authorizations == [] and mcp_stub.calls == []
+
+
+def test_an_mcp_call_that_takes_too_long_is_a_timeout_error(
+    agents, make_agent, mcp_stub, staff_client
+):
+    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url, timeout_seconds=1))
+    make_agent(
+        "sleeper",
+        [call_step("slow", seconds=2), *REPORT_RESULT],
+        tools=[{"server": "calc"}],
+        tool_policy={"calc": "allow"},
+    )
+    task = start(agents.a, "sleeper", "go")
+    assert status_text(task) == "error: calc did not answer the call of slow within 1s"
+    assert Effect.objects.get().state == Effect.State.FAILED
+
+
+def test_an_http_call_that_takes_too_long_is_a_timeout_error(agents, make_agent, http_stub):
+    server = ToolServer(
+        tenant=agents.a.tenant,
+        name="calc",
+        kind="http",
+        url=http_stub.url,
+        timeout_seconds=1,
+        tools=[{"name": "slow", "description": "", "inputSchema": {"type": "object"}}],
+    )
+    http_stub.secret = server.signing_secret_new()
+    server.save()
+    make_agent(
+        "sleeper",
+        [{"call": {"server": "calc", "tool": "slow", "args": {}}}, *REPORT_RESULT],
+        tools=[{"server": "calc"}],
+        tool_policy={"calc": "allow"},
+    )
+    task = start(agents.a, "sleeper", "go")
+    assert status_text(task) == "error: calc did not answer the call of slow within 1s"

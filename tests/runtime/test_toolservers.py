@@ -818,3 +818,17 @@ def test_an_http_call_that_takes_too_long_is_a_timeout_error(agents, make_agent,
     )
     task = start(agents.a, "sleeper", "go")
     assert status_text(task) == "error: calc did not answer the call of slow within 1s"
+
+
+def test_rotating_the_signing_secret_shows_the_new_one_once(agents, staff_client, http_stub):
+    server = ToolServer(tenant=agents.a.tenant, name="calc", kind="http", url=http_stub.url)
+    old = server.signing_secret_new()
+    server.save()
+    response = staff_client.post(
+        reverse("admin:runtime_toolserver_changelist"),
+        {"action": "rotate_signing_secret", "_selected_action": [server.pk]},
+    )
+    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
+    new = re.search(r'value="(whsec_[^"]+)"', response.content.decode()).group(1)
+    server.refresh_from_db()
+    assert new != old and secret_decrypt(server.signing_secret_encrypted) == new

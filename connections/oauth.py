@@ -9,6 +9,7 @@ OAuth2 App links a SocialApp, configured in Django admin, whose settings name th
 import base64
 import hashlib
 import json
+import logging
 import secrets
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -16,11 +17,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import httpx
 from allauth.socialaccount.models import SocialApp
 
-from connections.models import App
+from connections.crypto import InvalidToken, secret_decrypt
+from connections.models import App, Connection
 from connections.outbound import OutboundRefused, guarded_client
-from connections.services import MAX_EXPIRES_IN
+from connections.services import MAX_EXPIRES_IN, connection_tokens_refreshed
 
 HTTP_TIMEOUT = httpx.Timeout(10.0)
+
+logger = logging.getLogger(__name__)
 
 
 class OAuthError(Exception):
@@ -141,13 +145,24 @@ def oauth_token_exchange(
     *, app: App, endpoints: OAuthEndpoints, code: str, redirect_uri: str, code_verifier: str
 ) -> OAuthTokens:
     """Trade the authorization code for tokens at the provider's token endpoint."""
-    social_app = app.social_app
     data = {
         "grant_type": "authorization_code",
         "code": code,
         "redirect_uri": redirect_uri,
         "code_verifier": code_verifier,
     }
+    return _token_request(app=app, endpoints=endpoints, data=data, what="the authorization code")
+
+
+def oauth_token_refresh(*, app: App, endpoints: OAuthEndpoints, refresh_token: str) -> OAuthTokens:
+    """The refresh_token grant (RFC 6749 section 6): new tokens for an expired access token."""
+    # No scope: the grant then keeps the scopes first granted (RFC 6749 section 6).
+    data = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+    return _token_request(app=app, endpoints=endpoints, data=data, what="the refresh token")
+
+
+def _token_request(*, app: App, endpoints: OAuthEndpoints, data: dict, what: str) -> OAuthTokens:
+    social_app = app.social_app
     auth = None
     if endpoints.basic_auth:
         auth = (social_app.client_id, social_app.secret)
@@ -167,7 +182,7 @@ def oauth_token_exchange(
     body = _token_body(response)
     if response.status_code != 200 or "error" in body:
         reason = body.get("error_description") or body.get("error") or response.status_code
-        raise OAuthError(f"{app.name} refused the authorization code ({reason}).")
+        raise OAuthError(f"{app.name} refused {what} ({reason}).")
     access_token = body.get("access_token")
     if not isinstance(access_token, str) or not access_token:
         raise OAuthError(f"{app.name} answered without an access token.")
@@ -193,3 +208,57 @@ def _token_body(response: httpx.Response) -> dict:
     except (ValueError, json.JSONDecodeError):
         body = dict(parse_qsl(response.text))
     return body if isinstance(body, dict) else {}
+
+
+def connection_access_token(*, tenant, app: App) -> str | None:
+    """The token a tool server is called with: the tenant's pasted token, or its OAuth2 access
+    token, renewed with the refresh token when it has expired. None when the app is not
+    connected (or its row cannot be decrypted); OAuthError when an expired token could not be
+    renewed. Network I/O happens with no row locked; the new tokens are stored encrypted and
+    audited (connection_tokens_refreshed)."""
+    connection = (
+        Connection.objects.filter(
+            tenant=tenant, app=app, app__active=True, status=Connection.Status.CONNECTED
+        )
+        .select_related("app__social_app")
+        .first()
+    )
+    if connection is None or not connection.access_token_encrypted:
+        return None
+    try:
+        if not connection.is_expired():
+            return secret_decrypt(connection.access_token_encrypted)
+        if not (connection.app.is_oauth2 and connection.refresh_token_encrypted):
+            raise OAuthError(f"The {app.name} token has expired and there is no refresh token.")
+        refresh_token = secret_decrypt(connection.refresh_token_encrypted)
+    except InvalidToken:
+        logger.error(
+            "connection %s of %s cannot be decrypted (was CONNECTIONS_ENCRYPTION_KEY changed?)",
+            app.slug,
+            tenant.slug,
+        )
+        return None
+    endpoints = oauth_endpoints(social_app=connection.app.social_app)
+    try:
+        tokens = oauth_token_refresh(
+            app=connection.app, endpoints=endpoints, refresh_token=refresh_token
+        )
+    except OAuthError:
+        # Another worker may have refreshed first with the same refresh token (providers that
+        # rotate refresh tokens refuse the second use): its tokens are as good as ours.
+        again = Connection.objects.filter(
+            pk=connection.pk, status=Connection.Status.CONNECTED
+        ).first()
+        if again is not None and again.access_token_encrypted and not again.is_expired():
+            return secret_decrypt(again.access_token_encrypted)
+        raise
+    if not connection_tokens_refreshed(
+        connection=connection,
+        access_token=tokens.access_token,
+        refresh_token=tokens.refresh_token,
+        expires_in=tokens.expires_in,
+    ):
+        logger.info("connection %s of %s changed during a token refresh", app.slug, tenant.slug)
+    else:
+        logger.info("refreshed the %s token of %s", app.slug, tenant.slug)
+    return tokens.access_token

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import anyio
 import httpcore
 import httpx
 from django.conf import settings
@@ -281,6 +282,61 @@ def guarded_client(
             limits=httpx.Limits(max_connections=max_connections), allow_private=allow_private
         ),
         timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+class GuardedAsyncBackend(httpcore.AnyIOBackend):
+    """``GuardedBackend`` for async clients (the MCP client, runtime.toolservers): the same
+    resolve-check-connect, so that the address checked is the address connected to."""
+
+    def __init__(self, *, allow_private: bool | None = None):
+        self.allow_private = allow_private
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from None
+        refused = []
+        last_error: Exception | None = None
+        for _family, _type, _proto, _canon, sockaddr in infos:
+            ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
+            if not address_allowed(ip, allow_private=self.allow_private):
+                refused.append(str(ip))
+                continue
+            try:
+                return await super().connect_tcp(
+                    str(ip), port, timeout, local_address, socket_options
+                )
+            except httpcore.ConnectError as exc:
+                last_error = exc
+        if last_error is not None:
+            raise last_error
+        raise OutboundRefused(f"{host} resolves only to refused addresses ({', '.join(refused)})")
+
+
+class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, *, allow_private: bool | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self._pool._network_backend = GuardedAsyncBackend(allow_private=allow_private)
+
+
+def guarded_async_client(
+    *,
+    timeout: float | httpx.Timeout,
+    headers: dict[str, str] | None = None,
+    max_connections: int = 10,
+    allow_private: bool | None = None,
+) -> httpx.AsyncClient:
+    """``guarded_client``, async: for SDKs that take an ``httpx.AsyncClient`` (mcp)."""
+    return httpx.AsyncClient(
+        transport=GuardedAsyncTransport(
+            limits=httpx.Limits(max_connections=max_connections), allow_private=allow_private
+        ),
+        timeout=timeout,
+        headers=headers,
         follow_redirects=False,
         trust_env=False,
     )

@@ -30,7 +30,8 @@ def connection_secret_for(*, tenant: Tenant, app_slug: str) -> str | None:
     if connection is None or not connection.access_token_encrypted:
         return None
     if connection.is_expired():
-        # TODO: refresh with the stored refresh token; until then the operator reconnects.
+        # Tool servers renew it with connections.oauth.connection_access_token; this read
+        # (the demo github server's) does no network I/O and treats it as not connected.
         logger.info("connection %s of %s has expired", app_slug, tenant.slug)
         return None
     try:

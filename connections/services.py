@@ -160,6 +160,55 @@ def connection_connect_oauth(
         )
 
 
+# The actor of a token refresh in the connection audit: nobody connected anything, the
+# stored refresh token was used.
+TOKEN_REFRESH_ACTOR = "system:token-refresh"
+TOKEN_REFRESH_METHOD = "refresh"
+
+
+def connection_tokens_refreshed(
+    *,
+    connection: Connection,
+    access_token: str,
+    refresh_token: str = "",
+    expires_in: int | None = None,
+) -> bool:
+    """Store the tokens a refresh_token grant gave (encrypted) with their audit row; False, and
+    nothing stored, when the connection changed since ``connection`` was read (disconnected,
+    reconnected, or refreshed by another worker: its tokens win)."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = (
+            Connection.objects.select_for_update()
+            .filter(pk=connection.pk, status=Connection.Status.CONNECTED)
+            .first()
+        )
+        if current is None or current.refresh_token_encrypted != connection.refresh_token_encrypted:
+            return False
+        current.access_token_encrypted = secret_encrypt(access_token)
+        if refresh_token:
+            # A provider that rotates refresh tokens sends a new one; one that does not keeps
+            # the old one valid (RFC 6749 section 6).
+            current.refresh_token_encrypted = secret_encrypt(refresh_token)
+        current.expires_at = (
+            now + timedelta(seconds=min(expires_in, MAX_EXPIRES_IN))
+            if expires_in and expires_in > 0
+            else None
+        )
+        current.save(
+            update_fields=["access_token_encrypted", "refresh_token_encrypted", "expires_at"]
+        )
+        ConnectionAuditEvent.objects.create(
+            tenant_id=current.tenant_id,
+            app_id=current.app_id,
+            action=ConnectionAuditEvent.Action.CONNECTED,
+            actor=TOKEN_REFRESH_ACTOR,
+            method=TOKEN_REFRESH_METHOD,
+            created_at=now,
+        )
+    return True
+
+
 def connection_disconnect(*, tenant: Tenant, app: App, by: User) -> bool:
     """Disconnect and forget the secrets; False when the app was not connected (no audit)."""
     now = timezone.now()

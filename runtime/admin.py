@@ -2,6 +2,10 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
@@ -18,8 +22,10 @@ from runtime.models import (
     Interaction,
     ModelPrice,
     Task,
+    ToolServer,
 )
 from runtime.services.credentials import credential_delete, credential_set
+from runtime.toolservers import DiscoveryError, tool_server_refresh
 
 
 class AgentForm(forms.ModelForm):
@@ -273,3 +279,132 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
     list_display = ["model", "input_usd_per_million", "output_usd_per_million", "updated_at"]
     search_fields = ["model"]
+
+
+@admin.register(ToolServer)
+class ToolServerAdmin(admin.ModelAdmin):
+    """A tenant's MCP and HTTP tool servers: tools discovered with "Refresh tools" and cached;
+    an HTTP server's signing secret is made with the server and shown once."""
+
+    list_display = ["name", "tenant", "kind", "url", "app", "active", "tool_count", "refreshed_at"]
+    list_filter = ["kind", "active", "tenant"]
+    search_fields = ["name", "url"]
+    list_select_related = ["tenant", "app"]
+    fields = [
+        "tenant",
+        "name",
+        "kind",
+        "url",
+        "app",
+        "timeout_seconds",
+        "active",
+        "signing_secret",
+        "refreshed_at",
+        "refresh_error",
+        "discovered_tools",
+        "created_at",
+    ]
+    readonly_fields = [
+        "signing_secret",
+        "refreshed_at",
+        "refresh_error",
+        "discovered_tools",
+        "created_at",
+    ]
+    actions = ["refresh_tools", "rotate_signing_secret"]
+    change_form_template = "runtime/admin/toolserver_change_form.html"
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: ToolServer) -> int:
+        return len(obj.tools or [])
+
+    @admin.display(description="signing secret")
+    def signing_secret(self, obj: ToolServer) -> str:
+        # The secret itself is never rendered again; only whether there is one.
+        return "set (shown once, when made)" if obj.signing_secret_encrypted else "—"
+
+    @admin.display(description="discovered tools")
+    def discovered_tools(self, obj: ToolServer):
+        if not obj.tools:
+            return "none yet: use Refresh tools"
+        return pretty(obj.tools)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return self.readonly_fields
+        # A server's tenant is its identity: its agents, policies and connection are that
+        # tenant's; make a new server for another tenant.
+        return [*self.readonly_fields, "tenant"]
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            request._countersign_secret = obj.signing_secret_new()
+        obj.save()
+
+    def response_add(self, request, obj, post_url_continue=None):
+        secret = getattr(request, "_countersign_secret", None)
+        if obj.kind != ToolServer.Kind.HTTP or not secret:
+            return super().response_add(request, obj, post_url_continue)
+        return self.secrets_page(request, "Tool server created", [(obj, secret)])
+
+    def secrets_page(self, request, title: str, secrets: list) -> TemplateResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "secrets": secrets,
+            "opts": self.model._meta,
+        }
+        # Rendered straight from the POST: the secret is in no session, log or URL.
+        response = TemplateResponse(request, "runtime/admin/toolserver_secret.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:object_id>/refresh/",
+                self.admin_site.admin_view(self.refresh_view),
+                name="runtime_toolserver_refresh",
+            ),
+            *super().get_urls(),
+        ]
+
+    def refresh_one(self, request, server: ToolServer) -> bool:
+        try:
+            tools = tool_server_refresh(server=server)
+        except DiscoveryError as exc:
+            self.message_user(request, f"Tool server {server.name}: {exc}", messages.ERROR)
+            return False
+        names = ", ".join(t["name"] for t in tools) or "none"
+        self.message_user(
+            request,
+            f"Tool server {server.name}: found {len(tools)} tool(s): {names}.",
+            messages.SUCCESS,
+        )
+        return True
+
+    def refresh_view(self, request, object_id: int):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        server = get_object_or_404(ToolServer.objects.select_related("tenant", "app"), pk=object_id)
+        if not self.has_change_permission(request, server):
+            return HttpResponseRedirect(reverse("admin:index"))
+        self.refresh_one(request, server)
+        return HttpResponseRedirect(reverse("admin:runtime_toolserver_change", args=[server.pk]))
+
+    @admin.action(description="Refresh tools (discover what the servers offer)")
+    def refresh_tools(self, request, queryset):
+        for server in queryset.select_related("tenant", "app"):
+            self.refresh_one(request, server)
+
+    @admin.action(description="Rotate the signing secret (HTTP servers; shown once)")
+    def rotate_signing_secret(self, request, queryset):
+        rotated = []
+        for server in queryset.filter(kind=ToolServer.Kind.HTTP).select_related("tenant"):
+            secret = server.signing_secret_new()
+            server.save(update_fields=["signing_secret_encrypted"])
+            rotated.append((server, secret))
+        if not rotated:
+            self.message_user(request, "No HTTP tool server was selected.", messages.WARNING)
+            return None
+        return self.secrets_page(request, "Signing secrets rotated", rotated)

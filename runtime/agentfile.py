@@ -167,9 +167,11 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     for i, tool in enumerate(tools):
         if not isinstance(tool, dict):
             fail(["tools", i], "must be a mapping with server and tool")
-        for key in ("server", "tool"):
-            if not isinstance(tool.get(key), str) or not tool.get(key):
-                fail(["tools", i, key], "is required")
+        if not isinstance(tool.get("server"), str) or not tool.get("server"):
+            fail(["tools", i, "server"], "is required")
+        # {server: NAME} alone offers every tool a tenant's tool server was found to offer.
+        if "tool" in tool and (not isinstance(tool["tool"], str) or not tool["tool"]):
+            fail(["tools", i, "tool"], "must be a tool name (or leave it out for all of them)")
         if "schema" in tool and not isinstance(tool["schema"], dict):
             fail(["tools", i, "schema"], "must be a JSON schema object")
 

@@ -5,16 +5,20 @@ GetTask is one indexed query. Everything a paused turn needs to resume (its tran
 the row too, and never leaves the server.
 """
 
+import base64
 import secrets
 import uuid
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from connections.crypto import secret_encrypt
+from connections.outbound import OutboundRefused, check_url
 from tenants.models import Tenant
 
 
@@ -476,3 +480,92 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return self.model
+
+
+# Names tool servers may not take: the demo servers and the built-in tools' server answer to
+# these (runtime.tools.SERVERS, BUILTIN_SERVER), and a tenant's server of the same name
+# would never be reached.
+RESERVED_SERVER_NAMES = frozenset({"deploy", "github", "countersign"})
+
+
+def new_signing_secret() -> str:
+    # Standard Webhooks' format: "whsec_" + base64 of 24-64 random bytes.
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class ToolServer(models.Model):
+    """A tenant's tool server, the ``server`` of ``server/tool`` in AGENT.md and the policy.
+
+    ``mcp``: a Model Context Protocol server over streamable HTTP; ``http``: a URL that takes
+    signed JSON posts (README, "Tool servers"). Its tools are discovered on demand (admin's
+    "Refresh tools") and cached here; a call of a tool the cache does not hold is refused
+    before it is journalled. With an ``app``, calls carry the tenant's connection to that app.
+    """
+
+    class Kind(models.TextChoices):
+        MCP = "mcp", "MCP (streamable HTTP)"
+        HTTP = "http", "HTTP (signed JSON POST)"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_servers")
+    name = models.SlugField(
+        max_length=63, help_text="The server in server/tool, as AGENT.md and the policy name it."
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    url = models.CharField(
+        max_length=2000,
+        help_text="http(s) URL of the server (MCP: its streamable HTTP endpoint). Loopback and "
+        "private addresses are refused unless PUSH_ALLOW_PRIVATE_HOSTS is on.",
+    )
+    app = models.ForeignKey(
+        "connections.App",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The app whose connection (this tenant's) authorizes the calls, if any.",
+    )
+    # Fernet ciphertext (connections.crypto) of the Standard Webhooks secret http servers are
+    # signed with; shown once, when made.
+    signing_secret_encrypted = models.TextField(blank=True, editable=False)
+    timeout_seconds = models.PositiveIntegerField(
+        default=30, help_text="How long one call or discovery may take (1 to 300 seconds)."
+    )
+    tools = models.JSONField(
+        default=list, blank=True, editable=False, help_text="[{name, description, inputSchema}]"
+    )
+    refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    refresh_error = models.TextField(blank=True, editable=False)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="toolserver_unique_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind}) of {self.tenant.slug if self.tenant_id else '?'}"
+
+    def clean(self) -> None:
+        errors = {}
+        if self.name in RESERVED_SERVER_NAMES:
+            errors["name"] = f"{self.name!r} is a built-in server's name; choose another."
+        try:
+            check_url(self.url, ["*"])
+        except OutboundRefused as exc:
+            errors["url"] = f"This URL cannot be called: {exc}."
+        if not 1 <= (self.timeout_seconds or 0) <= 300:
+            errors["timeout_seconds"] = "From 1 to 300 seconds."
+        if errors:
+            raise ValidationError(errors)
+
+    def signing_secret_new(self) -> str:
+        """Make a new signing secret, keep it encrypted, and return it (to show once)."""
+        secret = new_signing_secret()
+        self.signing_secret_encrypted = secret_encrypt(secret)
+        return secret
+
+    def tool_named(self, tool: str) -> dict | None:
+        """The discovered tool of that name, as the last refresh cached it."""
+        return next((t for t in self.tools or [] if t.get("name") == tool), None)

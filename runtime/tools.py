@@ -2,7 +2,8 @@
 
 A tool is ``<server> / <tool>`` with a JSON schema for its arguments. The demo servers are
 local and offline but behave like real ones: they validate, they can fail, and what they do
-is recorded. HTTP and MCP servers will implement the same ``ToolServer`` protocol.
+is recorded. Tenants' MCP and HTTP servers (runtime.toolservers) implement the same protocol,
+``ToolServer``.
 """
 
 import time
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 import jsonschema
 
 from runtime.models import Agent, DemoRecord
+from runtime.models import ToolServer as ServerRow
 
 BUILTIN_SERVER = "countersign"
 REQUEST_CONNECTION = "request_connection"
@@ -34,6 +36,9 @@ class CallContext:
 
 
 class ToolServer(Protocol):
+    """What the turn loop sends a call to: a demo server here, or a tenant's MCP or HTTP
+    server (runtime.toolservers); ``server_for`` there picks one."""
+
     def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict: ...
 
 
@@ -43,10 +48,54 @@ class Policy:
     deciders: str = "either"  # either | operators
 
 
+def tenant_server(agent: Agent, server: str) -> ServerRow | None:
+    """The agent's tenant's active tool server of that name (None for a demo server's name)."""
+    if server in SERVERS or server == BUILTIN_SERVER:
+        return None
+    return ServerRow.objects.filter(tenant_id=agent.tenant_id, name=server, active=True).first()
+
+
+def discovered_spec(declared: dict, server: str, found: dict) -> dict:
+    """A tool as offered: what AGENT.md declares wins, discovery fills in the rest."""
+    return {
+        **declared,
+        "server": server,
+        "tool": found["name"],
+        "description": declared.get("description") or found.get("description", ""),
+        "schema": declared.get("schema") or found.get("inputSchema") or {"type": "object"},
+    }
+
+
 def tool_spec(agent: Agent, server: str, tool: str) -> dict | None:
-    for spec in agent.tools or []:
-        if spec.get("server") == server and spec.get("tool") == tool:
-            return spec
+    """The spec of a tool the agent may call, or None. AGENT.md names a tool as
+    ``{server, tool}`` or all of a tenant server's tools as ``{server}``; a tenant server's
+    tool counts only while its last discovery found it, and takes its schema from there
+    unless AGENT.md gives one."""
+    declared = [
+        spec
+        for spec in agent.tools or []
+        if spec.get("server") == server and spec.get("tool") in (tool, None)
+    ]
+    if not declared:
+        return None
+    exact = next((spec for spec in declared if spec.get("tool") == tool), declared[0])
+    if server in SERVERS:
+        return exact if exact.get("tool") == tool else None
+    row = tenant_server(agent, server)
+    found = row.tool_named(tool) if row is not None else None
+    return discovered_spec(exact, server, found) if found is not None else None
+
+
+def tool_unavailable(agent: Agent, server: str, tool: str) -> str | None:
+    """Why a tenant server's tool cannot be called now (the server is gone, or its last
+    discovery did not find the tool), for the model; None for the demo servers."""
+    if server in SERVERS:
+        return None
+    row = tenant_server(agent, server)
+    if row is None:
+        return f"there is no tool server {server} for this tenant"
+    if row.tool_named(tool) is None:
+        return f"the tool server {server} does not offer {tool} (as of its last discovery)"
     return None
 
 
@@ -134,14 +183,34 @@ class GithubServer:
 SERVERS: dict[str, ToolServer] = {"deploy": DeployServer(), "github": GithubServer()}
 
 
-def server_for(name: str) -> ToolServer | None:
-    return SERVERS.get(name)
-
-
 def tools_offered(agent: Agent) -> list[dict]:
     """The tools a model may call for this agent, each ``{server, tool, description, schema}``.
 
-    Today these are the tools its AGENT.md declares; tool servers (MCP, HTTP) add the tools
-    they were found to offer. Providers that show tools to a model (runtime.llm) read this.
+    The tools its AGENT.md declares: of the demo servers as declared; of the tenant's tool
+    servers those their last discovery found (``{server: NAME}`` is all of them), with the
+    discovered description and schema unless AGENT.md gives its own. Providers that show
+    tools to a model (runtime.llm) read this.
     """
-    return [dict(spec) for spec in agent.tools or [] if spec.get("server") and spec.get("tool")]
+    offered: list[dict] = []
+    seen: set[tuple[str, str]] = set()
+    rows: dict[str, ServerRow | None] = {}
+    for spec in agent.tools or []:
+        server, tool = spec.get("server"), spec.get("tool")
+        if not server:
+            continue
+        if server in SERVERS:
+            if tool and (server, tool) not in seen:
+                seen.add((server, tool))
+                offered.append(dict(spec))
+            continue
+        if server not in rows:
+            rows[server] = tenant_server(agent, server)
+        row = rows[server]
+        if row is None:
+            continue
+        found = [row.tool_named(tool)] if tool else list(row.tools or [])
+        for item in found:
+            if item is not None and (server, item["name"]) not in seen:
+                seen.add((server, item["name"]))
+                offered.append(discovered_spec(spec, server, item))
+    return offered

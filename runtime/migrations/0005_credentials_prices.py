@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0003_send_message_idempotency'),
+        ('runtime', '0004_tool_servers'),
         ('tenants', '0002_apitoken_kind'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

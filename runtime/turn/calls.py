@@ -23,10 +23,11 @@ from runtime.tools import (
     CallContext,
     ToolError,
     policy_for,
-    server_for,
     tool_spec,
+    tool_unavailable,
     validate_arguments,
 )
+from runtime.toolservers import server_for
 from runtime.turn.claim import lease_kept
 from runtime.turn.transcript import TURN_FIELDS, action_record, tool_result_record
 
@@ -70,7 +71,7 @@ class ToolCalls:
         ):
             return self.request_connection(task, step, action.arguments)
         spec = tool_spec(task.agent, action.server, action.tool)
-        error = self.call_error(action, spec)
+        error = self.call_error(task, action, spec)
         if error:
             tool_result_record(task, step, ok=False, error=error)
             self.save(task)
@@ -100,9 +101,18 @@ class ToolCalls:
         return False
 
     @staticmethod
-    def call_error(action: CallTool, spec: dict | None) -> str | None:
-        """Why the call cannot be made: an unknown tool, or invalid arguments."""
-        if spec is None or server_for(action.server) is None:
+    def call_error(task: Task, action: CallTool, spec: dict | None) -> str | None:
+        """Why the call cannot be made: an unknown tool, a tool server that no longer offers
+        it, or invalid arguments."""
+        declared = any(
+            s.get("server") == action.server and s.get("tool") in (action.tool, None)
+            for s in task.agent.tools or []
+        )
+        if declared:
+            gone = tool_unavailable(task.agent, action.server, action.tool)
+            if gone:
+                return gone
+        if spec is None or server_for(task.tenant, action.server) is None:
             return f"unknown tool {action.server} / {action.tool}"
         # Arguments are checked before the policy: invalid ones never reach a person.
         return validate_arguments(spec.get("schema"), action.arguments)
@@ -229,6 +239,14 @@ class ToolCalls:
         return True
 
     def send(self, effect: Effect, resend: bool = False) -> bool:
+        # The tool may have gone while the call was held (its server deleted or deactivated,
+        # or a refresh no longer finds it): then the call is closed as failed, never sent.
+        server = server_for(effect.task.tenant, effect.server)
+        gone = (
+            f"there is no tool server {effect.server} for this tenant"
+            if server is None
+            else tool_unavailable(effect.task.agent, effect.server, effect.tool)
+        )
         # The journal says "sending" and is committed before the call leaves, so a crash
         # after this point is seen as an uncertain outcome, never as "not sent".
         with transaction.atomic():
@@ -242,8 +260,9 @@ class ToolCalls:
         effect.refresh_from_db()
         if arguments_hash(effect.arguments) != effect.arguments_hash:
             outcome, ok = {"error": "the stored arguments do not match their hash; not sent"}, False
+        elif gone:
+            outcome, ok = {"error": f"{gone}; not sent"}, False
         else:
-            server = server_for(effect.server)
             try:
                 with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
                     result = server.call(

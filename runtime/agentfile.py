@@ -18,7 +18,9 @@ from pathlib import Path
 import yaml
 from django.utils.text import slugify
 
+from runtime.llm.openai_chat import ModelSpecError, validate_model
 from runtime.llm.scripted import ScriptError, validate_script
+from runtime.turn.limits import LIMIT_KEYS
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 DECIDERS = {"either", "operators"}
@@ -150,8 +152,16 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             validate_script(model.get("script", []))
         except ScriptError as exc:
             fail(["model", "script", *exc.path], exc.message)
+    elif model["provider"] == "openai":
+        try:
+            validate_model(model)
+        except ModelSpecError as exc:
+            fail(["model", *exc.path], exc.message)
     else:
-        fail(["model", "provider"], f"unknown provider {model['provider']!r} (known: scripted)")
+        fail(
+            ["model", "provider"],
+            f"unknown provider {model['provider']!r} (known: scripted, openai)",
+        )
 
     tools = data.get("tools", []) or []
     if not isinstance(tools, list):
@@ -181,6 +191,19 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     connections = loop.get("connections", False)
     if not isinstance(connections, bool):
         fail(["loop", "connections"], "must be true or false")
+    limits = loop.get("limits", {}) or {}
+    if not isinstance(limits, dict):
+        fail(["loop", "limits"], f"must be a mapping of {', '.join(LIMIT_KEYS)}")
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            fail(["loop", "limits", key], f"unknown limit (known: {', '.join(LIMIT_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            fail(["loop", "limits", key], "must be a positive whole number")
+    if "limits" in model:
+        fail(["model", "limits"], "limits go under loop.limits")
+    if limits:
+        # Kept with the model (the agent row has no field of its own for them).
+        model = {**model, "limits": limits}
     public = data.get("public", False)
     if not isinstance(public, bool):
         fail(["public"], "must be true or false")

@@ -1,11 +1,13 @@
 """The model providers an agent's ``model.provider`` may name."""
 
 from runtime.llm.actions import ModelProvider
+from runtime.llm.openai_chat import OpenAIChatModel
 from runtime.llm.scripted import ScriptedModel
 
 # provider name -> a factory taking the agent's ``model`` mapping.
 PROVIDERS = {
     "scripted": lambda model: ScriptedModel(model.get("script", [])),
+    "openai": OpenAIChatModel,
 }
 
 

@@ -94,7 +94,7 @@ BUILTINS = {
                 "name": {"type": "string", "minLength": 1},
                 "description": {"type": "string"},
                 "text": {"type": "string"},
-                "data": {},
+                "data": {"type": "object"},
             },
             "required": ["name"],
         },
@@ -300,14 +300,19 @@ def conversation(view: TurnView) -> list[dict]:
 
 
 def no_nul(value: Any) -> Any:
-    """PostgreSQL's JSON refuses NUL characters: drop them from what the model sent."""
+    """PostgreSQL's JSON refuses NUL characters and lone surrogates: drop the first and
+    replace the others in what the model sent, so that it can be journalled."""
     if isinstance(value, str):
-        return value.replace("\x00", "")
+        return value.replace("\x00", "").encode("utf-8", errors="replace").decode("utf-8")
     if isinstance(value, dict):
         return {no_nul(k): no_nul(v) for k, v in value.items()}
     if isinstance(value, list):
         return [no_nul(v) for v in value]
     return value
+
+
+def not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: str):
@@ -319,11 +324,11 @@ def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: 
     if name not in offered:
         return BadToolCall(
             tool=name,
-            error=f"unknown tool {name!r}; the tools offered are: {', '.join(sorted(offered))}",
+            error=f"unknown tool {name[:100]!r}; the tools offered are: {', '.join(sorted(offered))}",
         )
     try:
-        arguments = json.loads(raw or "{}")
-    except ValueError as exc:
+        arguments = json.loads(raw or "{}", parse_constant=not_json)
+    except (ValueError, RecursionError) as exc:
         return BadToolCall(tool=name, error=f"the arguments are not valid JSON: {exc}")
     if not isinstance(arguments, dict):
         return BadToolCall(tool=name, error="the arguments must be a JSON object")

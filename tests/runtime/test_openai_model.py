@@ -301,6 +301,8 @@ def test_bad_tool_calls_go_back_to_the_model_as_tool_errors_and_nothing_is_sent(
                 call(DEPLOY, "[1, 2]", "not_object"),
                 call("ask_question", {"choices": ["a"]}, "no_prompt"),
                 call("emit_artifact", {"name": "x", "text": "t", "data": {}}, "both"),
+                call(DEPLOY, '{"build": NaN, "environment": "staging"}', "nan"),
+                call(DEPLOY, "[" * 100_000 + "]" * 100_000, "deep"),
             ]
         ),
         completion("Sorry, I could not do it."),
@@ -315,6 +317,8 @@ def test_bad_tool_calls_go_back_to_the_model_as_tool_errors_and_nothing_is_sent(
     assert results["not_object"]["error"] == "the arguments must be a JSON object"
     assert "'prompt' is a required property" in results["no_prompt"]["error"]
     assert results["both"]["error"] == "give exactly one of text or data"
+    assert results["nan"]["error"] == "the arguments are not valid JSON: NaN is not a JSON value"
+    assert results["deep"]["error"].startswith("the arguments are not valid JSON")
     assert not Effect.objects.exists()
     assert not DemoRecord.objects.exists()
     assert not Interaction.objects.exists()
@@ -439,3 +443,11 @@ def test_a_tenant_base_url_on_loopback_is_refused_unless_private_hosts_are_allow
     task = start(agents)
     assert task.state == "TASK_STATE_COMPLETED"
     assert len(llm.requests) == 1
+
+
+def test_characters_postgresql_cannot_store_are_cleaned_from_the_reply(agents, llm, make_llm_agent):
+    make_llm_agent()
+    llm.play(completion("Done\u0000 \ud800."))
+    task = start(agents)
+    assert task.state == "TASK_STATE_COMPLETED"
+    assert status_text(task) == "Done ?."

@@ -4,8 +4,12 @@ connections, limits, bad input from the model, and provider errors."""
 
 import json
 import logging
+import threading
+import time
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from runtime import extensions as ext
 from runtime.agentfile import AgentSpec
@@ -451,3 +455,33 @@ def test_characters_postgresql_cannot_store_are_cleaned_from_the_reply(agents, l
     task = start(agents)
     assert task.state == "TASK_STATE_COMPLETED"
     assert status_text(task) == "Done ?."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_turn_keeps_its_lease_while_a_call_waits_to_be_retried(
+    agents, llm, make_llm_agent, settings
+):
+    settings.TURN_LEASE_SECONDS = 2
+    make_llm_agent()
+    llm.play(error(429, "slow down", headers={"retry-after": "3"}), completion("Fine."))
+    task = send(agents.a, "assistant", "go")
+
+    def worker():
+        try:
+            run(task, worker_id="w1")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        llm.wait_for_requests(1)
+        time.sleep(2.5)  # longer than the lease the claim took
+        waiting = Task.objects.get(pk=task.pk)
+        assert waiting.lease_owner == "w1"
+        assert waiting.lease_expires_at > timezone.now()
+    finally:
+        thread.join(30)
+    task.refresh_from_db()
+    assert task.state == "TASK_STATE_COMPLETED"
+    assert len(llm.requests) == 2

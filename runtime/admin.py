@@ -5,8 +5,10 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.llm.openai_chat import ModelSpecError, validate_model
 from runtime.llm.scripted import ScriptError, validate_script
 from runtime.models import Agent, AuditEvent, Effect, Interaction, Task
+from runtime.turn.limits import limits_error
 
 
 class AgentForm(forms.ModelForm):
@@ -45,12 +47,25 @@ class AgentForm(forms.ModelForm):
 
     def clean_model(self):
         model = self.cleaned_data["model"]
-        if not isinstance(model, dict) or model.get("provider") != "scripted":
-            raise forms.ValidationError('An object {"provider": "scripted", "script": [...]}.')
+        provider = model.get("provider") if isinstance(model, dict) else None
+        if provider not in ("scripted", "openai"):
+            raise forms.ValidationError(
+                'An object {"provider": "scripted", "script": [...]} or '
+                '{"provider": "openai", "model": "...", ...}.'
+            )
+        # loop.limits, kept with the model (runtime.turn.limits).
+        wrong = limits_error(model.get("limits", {}))
+        if wrong:
+            raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")
         try:
-            validate_script(model.get("script", []))
+            if provider == "scripted":
+                validate_script(model.get("script", []))
+            else:
+                validate_model({k: v for k, v in model.items() if k != "limits"})
         except ScriptError as exc:
             raise forms.ValidationError(f"script: {exc}") from None
+        except ModelSpecError as exc:
+            raise forms.ValidationError(f"model: {exc}") from None
         return model
 
     def clean_tool_policy(self):

@@ -20,7 +20,7 @@ from django.utils.text import slugify
 
 from runtime.llm.openai_chat import ModelSpecError, validate_model
 from runtime.llm.scripted import ScriptError, validate_script
-from runtime.turn.limits import LIMIT_KEYS
+from runtime.turn.limits import limits_error
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 DECIDERS = {"either", "operators"}
@@ -192,13 +192,9 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     if not isinstance(connections, bool):
         fail(["loop", "connections"], "must be true or false")
     limits = loop.get("limits", {}) or {}
-    if not isinstance(limits, dict):
-        fail(["loop", "limits"], f"must be a mapping of {', '.join(LIMIT_KEYS)}")
-    for key, value in limits.items():
-        if key not in LIMIT_KEYS:
-            fail(["loop", "limits", key], f"unknown limit (known: {', '.join(LIMIT_KEYS)})")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            fail(["loop", "limits", key], "must be a positive whole number")
+    wrong = limits_error(limits)
+    if wrong:
+        fail(["loop", "limits", *wrong[0]], wrong[1])
     if "limits" in model:
         fail(["model", "limits"], "limits go under loop.limits")
     if limits:

@@ -9,6 +9,18 @@ DEFAULT_LIMITS = {"steps": 25, "tool_calls": 100, "tokens": 1_000_000}
 LIMIT_KEYS = tuple(DEFAULT_LIMITS)
 
 
+def limits_error(limits) -> tuple[list, str] | None:
+    """What is wrong with a ``loop.limits`` mapping: (the path under it, why), or None."""
+    if not isinstance(limits, dict):
+        return [], f"must be a mapping of {', '.join(LIMIT_KEYS)}"
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            return [key], f"unknown limit (known: {', '.join(LIMIT_KEYS)})"
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return [key], "must be a positive whole number"
+    return None
+
+
 def turn_limits(agent) -> dict[str, int]:
     """The agent's limits over the defaults; agentfile keeps ``loop.limits`` in ``model``."""
     return {**DEFAULT_LIMITS, **((agent.model or {}).get("limits") or {})}

@@ -485,3 +485,30 @@ def test_the_turn_keeps_its_lease_while_a_call_waits_to_be_retried(
     task.refresh_from_db()
     assert task.state == "TASK_STATE_COMPLETED"
     assert len(llm.requests) == 2
+
+
+def test_an_expired_question_and_approval_reach_the_model_as_such(agents, llm, make_llm_agent):
+    from datetime import timedelta
+
+    from runtime.services.interactions import interactions_expire
+
+    make_llm_agent()
+    llm.play(
+        completion(calls=[call("ask_question", {"prompt": "Which build?"}, "q1")]),
+        completion(calls=[call(DEPLOY, STAGING, "d1")]),
+        completion("Nobody answered; nothing deployed."),
+    )
+    task = start(agents)
+    assert task.state == "TASK_STATE_INPUT_REQUIRED"
+    assert interactions_expire(now=timezone.now() + timedelta(days=2)) == 1
+    task = run(task)
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"
+    assert tool_messages(llm.requests[1]["body"])["q1"] == {
+        "error": "The question expired without an answer."
+    }
+    assert interactions_expire(now=timezone.now() + timedelta(days=4)) == 1
+    task = run(task)
+    assert task.state == "TASK_STATE_COMPLETED"
+    denied = tool_messages(llm.requests[2]["body"])["d1"]
+    assert (denied["ok"], denied["reason"]) == (False, "expired")
+    assert not DemoRecord.objects.exists()

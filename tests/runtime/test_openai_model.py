@@ -512,3 +512,33 @@ def test_an_expired_question_and_approval_reach_the_model_as_such(agents, llm, m
     denied = tool_messages(llm.requests[2]["body"])["d1"]
     assert (denied["ok"], denied["reason"]) == (False, "expired")
     assert not DemoRecord.objects.exists()
+
+
+def test_two_held_calls_in_one_reply_are_decided_each_on_its_own(agents, llm, make_llm_agent):
+    make_llm_agent()
+    production = {"build": "b-1", "environment": "production"}
+    llm.play(
+        completion(calls=[call(DEPLOY, STAGING, "d_staging"), call(DEPLOY, production, "d_prod")]),
+        completion("Staging yes, production no."),
+    )
+    task = start(agents)
+    first = open_interaction(task)
+    decide(first, approved=True)
+    task = run(task)
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"
+    second = open_interaction(task)
+    assert second.pk != first.pk
+    assert DemoRecord.objects.count() == 1  # the first was sent before the second was held
+    assert len(llm.requests) == 1
+    decide(second, approved=False, reason="not production")
+    task = run(task)
+    assert task.state == "TASK_STATE_COMPLETED"
+    results = tool_messages(llm.requests[1]["body"])
+    assert results["d_staging"]["ok"] is True
+    assert (results["d_prod"]["ok"], results["d_prod"]["reason"]) == (False, "not production")
+    effects = Effect.objects.order_by("step")
+    assert [(e.arguments["environment"], e.state) for e in effects] == [
+        ("staging", Effect.State.SUCCEEDED),
+        ("production", Effect.State.DENIED),
+    ]
+    assert DemoRecord.objects.count() == 1

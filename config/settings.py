@@ -359,6 +359,14 @@ MODEL_PRICES = {
 # Credentials (AGENT.md's model.credential) that may come from the environment when the
 # tenant has none of that name in admin (runtime.credentials): single-tenant installs.
 CREDENTIAL_ENV_NAMES = env_list("CREDENTIAL_ENV_NAMES", ["OPENAI_API_KEY"])
+# provider: openai (runtime.llm.openai_chat). OPENAI_BASE_URL is the installer's, so trusted
+# (it may be loopback: a model server on this host); a tenant's model.base_url goes through
+# the outbound guard. A 429, 5xx, timeout or lost connection is retried MODEL_MAX_ATTEMPTS
+# times in all, with exponential backoff from MODEL_RETRY_BASE_SECONDS (or Retry-After).
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+MODEL_TIMEOUT_SECONDS = env_int("MODEL_TIMEOUT_SECONDS", 120)
+MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 5)
+MODEL_RETRY_BASE_SECONDS = env_int("MODEL_RETRY_BASE_SECONDS", 1)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
 # Threads that run the A2A endpoint's database calls (shared by all callers of a process).
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)

@@ -11,7 +11,10 @@ from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
-from runtime.llm.http_agent import ModelConfigError, validate_model
+from runtime.llm.http_agent import ModelConfigError
+from runtime.llm.http_agent import validate_model as http_model_validate
+from runtime.llm.openai_chat import ModelSpecError
+from runtime.llm.openai_chat import validate_model as openai_model_validate
 from runtime.llm.registry import PROVIDERS
 from runtime.llm.scripted import ScriptError, validate_script
 from runtime.models import (
@@ -26,6 +29,7 @@ from runtime.models import (
 )
 from runtime.services.credentials import credential_delete, credential_set
 from runtime.toolservers import DiscoveryError, tool_server_refresh
+from runtime.turn.limits import limits_error
 
 
 class AgentForm(forms.ModelForm):
@@ -64,22 +68,29 @@ class AgentForm(forms.ModelForm):
 
     def clean_model(self):
         model = self.cleaned_data["model"]
-        if not isinstance(model, dict) or model.get("provider") not in PROVIDERS:
+        provider = model.get("provider") if isinstance(model, dict) else None
+        if provider not in PROVIDERS:
             raise forms.ValidationError(
                 f'An object {{"provider": ..., ...}} with a provider of {sorted(PROVIDERS)}.'
             )
-        if model["provider"] == "http":
-            try:
-                validate_model(model)
-            except ModelConfigError as exc:
-                raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
-            return model
-        if model["provider"] != "scripted":
-            return model  # the provider checks its own mapping when a turn starts
+        # loop.limits, kept with the model (runtime.turn.limits).
+        wrong = limits_error(model.get("limits", {}))
+        if wrong:
+            raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")
+        mapping = {k: v for k, v in model.items() if k != "limits"}
         try:
-            validate_script(model.get("script", []))
+            if provider == "scripted":
+                validate_script(model.get("script", []))
+            elif provider == "http":
+                http_model_validate(mapping)
+            else:
+                openai_model_validate(mapping)
         except ScriptError as exc:
             raise forms.ValidationError(f"script: {exc}") from None
+        except ModelConfigError as exc:
+            raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+        except ModelSpecError as exc:
+            raise forms.ValidationError(f"model: {exc}") from None
         return model
 
     def clean_tool_policy(self):

@@ -18,8 +18,12 @@ from pathlib import Path
 import yaml
 from django.utils.text import slugify
 
-from runtime.llm.http_agent import ModelConfigError, validate_model
+from runtime.llm.http_agent import ModelConfigError
+from runtime.llm.http_agent import validate_model as http_model_validate
+from runtime.llm.openai_chat import ModelSpecError
+from runtime.llm.openai_chat import validate_model as openai_model_validate
 from runtime.llm.scripted import ScriptError, validate_script
+from runtime.turn.limits import limits_error
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 DECIDERS = {"either", "operators"}
@@ -153,12 +157,18 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             fail(["model", "script", *exc.path], exc.message)
     elif model["provider"] == "http":
         try:
-            validate_model(model)
+            http_model_validate(model)
         except ModelConfigError as exc:
             fail(["model", exc.field], exc.message)
+    elif model["provider"] == "openai":
+        try:
+            openai_model_validate(model)
+        except ModelSpecError as exc:
+            fail(["model", *exc.path], exc.message)
     else:
         fail(
-            ["model", "provider"], f"unknown provider {model['provider']!r} (known: scripted, http)"
+            ["model", "provider"],
+            f"unknown provider {model['provider']!r} (known: scripted, http, openai)",
         )
 
     tools = data.get("tools", []) or []
@@ -191,6 +201,15 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     connections = loop.get("connections", False)
     if not isinstance(connections, bool):
         fail(["loop", "connections"], "must be true or false")
+    limits = loop.get("limits", {}) or {}
+    wrong = limits_error(limits)
+    if wrong:
+        fail(["loop", "limits", *wrong[0]], wrong[1])
+    if "limits" in model:
+        fail(["model", "limits"], "limits go under loop.limits")
+    if limits:
+        # Kept with the model (the agent row has no field of its own for them).
+        model = {**model, "limits": limits}
     public = data.get("public", False)
     if not isinstance(public, bool):
         fail(["public"], "must be true or false")

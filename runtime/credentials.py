@@ -20,9 +20,13 @@ class CredentialMissing(Exception):
     """The named credential is not set for this tenant (the message names it, not its value)."""
 
 
-def credential_value(*, tenant, name: str) -> str:
+def credential_value(*, tenant, name: str, environment: bool = True) -> str:
     """The secret a provider sends for ``name``: the tenant's own credential of that name,
-    else the environment variable of that name (single-tenant installs)."""
+    else (when ``environment``) the environment variable of that name (single-tenant installs).
+
+    A provider that sends the secret to a URL a tenant entered passes ``environment=False``:
+    the installer's key goes only where the installer said (OPENAI_BASE_URL or the provider's
+    own endpoint), never to a tenant's server."""
     if not name:
         raise CredentialMissing("no credential is named")
     encrypted = (
@@ -44,7 +48,7 @@ def credential_value(*, tenant, name: str) -> str:
             ) from None
     try:
         # NAME_FILE (a file holding the secret) works as for every other secret setting.
-        value = env_secret(name) if name in env_names() else ""
+        value = env_secret(name) if environment and name in env_names() else ""
     except ImproperlyConfigured:
         raise CredentialMissing(f"the credential {name!r}: {name}_FILE cannot be read") from None
     if not value:

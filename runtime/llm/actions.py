@@ -1,6 +1,8 @@
 """The model interface the turn loop talks to: the actions a model may take, what it sees of
 a turn, and the protocol a provider implements (runtime.llm.registry names the providers)."""
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,7 +71,62 @@ class Fail:
     cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
-Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | AdvancePlan | Wait | Fail
+@dataclass(frozen=True)
+class BadToolCall:
+    """A tool call the model made that cannot be made (arguments that are not JSON, a tool it
+    was not offered): the turn loop hands ``error`` back to the model as the call's result."""
+
+    tool: str
+    error: str
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
+
+
+Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | AdvancePlan | Wait | Fail | BadToolCall
+ACTION_TYPES = {
+    cls.__name__: cls
+    for cls in (Reply, Ask, EmitArtifact, CallTool, SetPlan, AdvancePlan, Wait, Fail, BadToolCall)
+}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The tokens one model call took; ``model`` names its price (runtime.llm.prices)."""
+
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """One reply of a model that may hold several actions (a hosted model's parallel tool
+    calls). The turn loop records it in the transcript in one step, then applies its actions
+    one step each, in order, without asking the model again until every one has its result.
+
+    ``ids`` names each action (a provider's tool call id) so that the provider finds each
+    result again; ``message`` is the reply as the provider will show it back to the model.
+    """
+
+    actions: tuple[Action, ...]
+    ids: tuple[str, ...]
+    message: dict
+    usage: Usage | None = None
+
+
+class ModelError(Exception):
+    """The model provider cannot answer and retrying will not help (a refused request, a
+    missing credential, retries used up): the turn fails with this message. The message
+    never carries a credential."""
+
+
+def action_dump(action: Action) -> dict:
+    """An action as JSON, to keep queued in the transcript (``action_load`` reads it back)."""
+    return {"type": type(action).__name__, **dataclasses.asdict(action)}
+
+
+def action_load(data: dict) -> Action:
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "type"}
+    return ACTION_TYPES[data["type"]](**fields)
 
 
 class AgentError(Exception):
@@ -101,6 +158,15 @@ class TurnView:
     agent: Any = None
     task_id: str = ""
     plan: list[dict] = field(default_factory=list)
+    # The agent as a hosted model needs it: its instructions (AGENT.md's body), the tools it
+    # may call (runtime.tools.tools_offered) and whether it may ask for connections.
+    instructions: str = ""
+    tools: list[dict] = field(default_factory=list)
+    connections_enabled: bool = False
+    # (name, environment=True) -> the secret of the task's own tenant, else the environment's
+    # (runtime.credentials.credential_value); raises CredentialMissing. A provider sends it and
+    # never shows it to the model.
+    credential: Callable[..., str] | None = None
 
     @property
     def answers(self) -> dict[str, Any]:
@@ -127,4 +193,4 @@ class TurnView:
 
 
 class ModelProvider(Protocol):
-    def next_action(self, view: TurnView) -> Action: ...
+    def next_action(self, view: TurnView) -> Action | ModelTurn: ...

@@ -2,12 +2,14 @@
 
 from runtime.llm.actions import ModelProvider
 from runtime.llm.http_agent import HttpAgent
+from runtime.llm.openai_chat import OpenAIChatModel
 from runtime.llm.scripted import ScriptedModel
 
 # provider name -> a factory taking the agent's ``model`` mapping.
 PROVIDERS = {
     "scripted": lambda model: ScriptedModel(model.get("script", [])),
     "http": HttpAgent,
+    "openai": OpenAIChatModel,
 }
 
 

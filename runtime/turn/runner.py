@@ -11,13 +11,17 @@ from runtime.llm.actions import (
     AdvancePlan,
     AgentError,
     Ask,
+    BadToolCall,
     CallTool,
     EmitArtifact,
     Fail,
+    ModelError,
+    ModelTurn,
     Reply,
     SetPlan,
     Wait,
 )
+from runtime.llm.prices import cost_usd
 from runtime.llm.registry import model_for
 from runtime.models import Interaction, Task, TaskState, new_key
 from runtime.services.interactions import interaction_open
@@ -27,7 +31,17 @@ from runtime.turn.artifacts import artifact_add
 from runtime.turn.calls import ToolCalls
 from runtime.turn.claim import LeaseLost, lease_expiry, lease_kept, lease_wait, turn_claim
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
-from runtime.turn.transcript import TURN_FIELDS, action_record, pending_call, turn_view
+from runtime.turn.limits import action_error, steps_error, tokens_error
+from runtime.turn.transcript import (
+    TURN_FIELDS,
+    action_record,
+    model_turn_record,
+    pending_call,
+    queued_applied,
+    queued_next,
+    tool_result_record,
+    turn_view,
+)
 
 logger = logging.getLogger(__name__)
 MAX_STEPS = 200
@@ -80,30 +94,78 @@ class TurnRunner(ToolCalls):
     def step(self, task: Task) -> bool:
         """Do one step; return False when the turn paused, finished or was taken away."""
         try:
-            self.fetch_inputs(task)
+            if self.fetch_inputs(task):
+                return True  # look again at the task as stored, inputs and all
             pending = pending_call(task)
             if pending is not None:
                 return self.continue_call(task, pending)
+            queued = queued_next(task)
+            if queued is not None:
+                # The model's last reply held several actions: apply the next one, without
+                # asking the model again until each has its result.
+                call_id, action = queued
+                return self.apply(task, action, queued_id=call_id)
+            error = steps_error(task)
+            if error:
+                return self.stop(task, error)
             view = turn_view(task, connected_apps=self.connected_apps(task))
-            # Asking the model is outside any lock: a hosted model's call is network I/O, and
-            # with its retries it may outlast the lease, so the lease is kept meanwhile.
+            # Asking the model is outside any lock: a hosted model's call is network I/O (and
+            # may be retried with backoff), so the lease is kept meanwhile.
             try:
                 with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
                     action = self.model.next_action(view)
             except AgentError as exc:
                 return self.agent_failed(exc)
+            except ModelError as exc:
+                logger.warning("the model call failed: %s", exc)
+                return self.stop(task, str(exc), expected=len(view.transcript))
+            if isinstance(action, ModelTurn):
+                return self.model_turn(task, action)
             return self.apply(task, action)
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")
             return False
 
-    def fetch_inputs(self, task: Task) -> None:
+    def stop(self, task: Task, text: str, expected: int | None = None) -> bool:
+        """Fail the turn with ``text`` (a limit hit, a model that cannot answer)."""
+        with transaction.atomic():
+            task = self.locked()
+            if expected is not None and len(task.transcript) != expected:
+                return True  # something else advanced the turn; look again
+            self.finish(task, TaskState.FAILED, text)
+        return False
+
+    def model_turn(self, task: Task, turn: ModelTurn) -> bool:
+        """Record a model's reply (its queued actions and its usage) in one committed step."""
+        expected = len(task.transcript)
+        with transaction.atomic():
+            task = self.locked()
+            if len(task.transcript) != expected:
+                return True
+            if not turn.actions:
+                self.finish(task, TaskState.FAILED, "The model's reply held nothing to do.")
+                return False
+            model_turn_record(task, turn)
+            if turn.usage is not None:
+                task.tokens += turn.usage.input_tokens + turn.usage.output_tokens
+                task.cost_usd += cost_usd(
+                    turn.usage.model, turn.usage.input_tokens, turn.usage.output_tokens
+                )
+            error = tokens_error(task)
+            if error:
+                self.finish(task, TaskState.FAILED, error)
+                return False
+            self.save(task)
+        return True
+
+    def fetch_inputs(self, task: Task) -> bool:
         """Fetch the caller's url parts once, before the model's first step; a part that cannot
         be fetched is recorded as failed, with why, for the model to see (files/v1: it fails
-        that part, not the turn). Raises LeaseLost when the turn was taken away meanwhile."""
+        that part, not the turn). Return True when this step stored them. Raises LeaseLost
+        when the turn was taken away meanwhile."""
         wanted = inputs_wanted(task)
         if not wanted:
-            return
+            return False
         # Network I/O, so outside any lock. Each part may take the fetch timeout, so several
         # slow parts could outlast the lease: keep it, or the sweep hands the turn to another
         # worker that fetches everything again, and again.
@@ -112,9 +174,10 @@ class TurnRunner(ToolCalls):
         with transaction.atomic():
             task = self.locked()
             if inputs_recorded(task):
-                return
+                return True
             inputs_store(task, fetched)
             self.save(task)
+        return True
 
     @staticmethod
     def connected_apps(task: Task) -> frozenset[str]:
@@ -124,8 +187,9 @@ class TurnRunner(ToolCalls):
 
     # --- the model's actions --------------------------------------------------------------
 
-    def apply(self, task: Task, action) -> bool:
-        """Apply the model's action in one transaction; return False when the turn stopped."""
+    def apply(self, task: Task, action, queued_id: str | None = None) -> bool:
+        """Apply the model's action in one transaction; return False when the turn stopped.
+        ``queued_id``: the action is the next queued one of the model's last reply."""
         expected = len(task.transcript)
         if isinstance(action, Wait):
             lease_wait(task_pk=self.task_pk, worker_id=self.worker_id, seconds=action.seconds)
@@ -133,6 +197,12 @@ class TurnRunner(ToolCalls):
             task = self.locked()
             if len(task.transcript) != expected:
                 return True  # something else advanced the turn; look again
+            error = action_error(task, action)
+            if error:
+                self.finish(task, TaskState.FAILED, error)
+                return False
+            if queued_id is not None:
+                queued_applied(task, queued_id)
             match action:
                 case Reply():
                     return self.reply(task, action)
@@ -150,6 +220,8 @@ class TurnRunner(ToolCalls):
                     return self.waited(task, action)
                 case CallTool():
                     return self.start_call(task, action)
+                case BadToolCall():
+                    return self.bad_call(task, action)
         raise TypeError(f"unknown action {action!r}")
 
     def reply(self, task: Task, action: Reply) -> bool:
@@ -240,6 +312,17 @@ class TurnRunner(ToolCalls):
             status_ext={ext.PROGRESS: {"steps": task.plan}},
             also=TURN_FIELDS,
         )
+
+    def bad_call(self, task: Task, action: BadToolCall) -> bool:
+        """A call that cannot be made: its error goes back to the model; nothing is sent."""
+        step = action_record(
+            task,
+            {"kind": "bad_call", "tool": action.tool[:200], "error": action.error},
+            action.cursor,
+        )
+        tool_result_record(task, step, ok=False, error=action.error)
+        self.save(task)
+        return True
 
     def waited(self, task: Task, action: Wait) -> bool:
         action_record(task, {"kind": "wait", "seconds": action.seconds}, action.cursor)

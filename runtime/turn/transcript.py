@@ -1,8 +1,10 @@
 """The transcript: what the model saw and did in a turn, kept on the task row. These helpers
 read and append entries in memory; the runner saves them with its step."""
 
-from runtime.llm.actions import TurnView
+from runtime.credentials import credential_value
+from runtime.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
 from runtime.models import Task
+from runtime.tools import tools_offered
 from runtime.turn.inputs import input_files
 
 # The fields of the task row a turn's step writes besides its status (runtime.task_state):
@@ -16,6 +18,8 @@ TURN_FIELDS = (
     "plan",
     "steps",
     "reply_message",
+    "tokens",
+    "cost_usd",
 )
 
 
@@ -51,9 +55,45 @@ def pending_call(task: Task) -> dict | None:
     return actions[-1]
 
 
+def model_turn_record(task: Task, turn: ModelTurn) -> None:
+    """Keep a model's reply and the actions it holds, queued, to apply one step each."""
+    entry = {
+        "type": "model",
+        "message": turn.message,
+        "queue": [
+            {"id": call_id, "action": action_dump(action)}
+            for call_id, action in zip(turn.ids, turn.actions, strict=True)
+        ],
+        "applied": [],  # {id, step}: the queued actions applied so far, and their steps
+    }
+    if turn.usage is not None:
+        entry["usage"] = {
+            "model": turn.usage.model,
+            "inputTokens": turn.usage.input_tokens,
+            "outputTokens": turn.usage.output_tokens,
+        }
+    task.transcript.append(entry)
+
+
+def queued_next(task: Task) -> tuple[str, Action] | None:
+    """The next action of the model's last reply still to apply: (its id, the action)."""
+    entry = next((e for e in reversed(task.transcript) if e["type"] == "model"), None)
+    if entry is None or len(entry["applied"]) >= len(entry["queue"]):
+        return None
+    queued = entry["queue"][len(entry["applied"])]
+    return queued["id"], action_load(queued["action"])
+
+
+def queued_applied(task: Task, call_id: str) -> None:
+    """Mark the next queued action applied; its action entry is the next one recorded."""
+    entry = next(e for e in reversed(task.transcript) if e["type"] == "model")
+    entry["applied"].append({"id": call_id, "step": len(task.transcript)})
+
+
 def turn_view(task: Task, *, connected_apps: frozenset[str]) -> TurnView:
     """What the model sees of the turn."""
     first = task.transcript[0]
+    tenant = task.tenant
     return TurnView(
         text=first.get("text", ""),
         message_id=first.get("messageId", ""),
@@ -65,4 +105,10 @@ def turn_view(task: Task, *, connected_apps: frozenset[str]) -> TurnView:
         agent=task.agent,
         task_id=task.public_id,
         plan=list(task.plan or []),
+        instructions=task.agent.instructions,
+        tools=tools_offered(task.agent),
+        connections_enabled=task.agent.connections_enabled,
+        credential=lambda name, environment=True: credential_value(
+            tenant=tenant, name=name, environment=environment
+        ),
     )

@@ -1,3 +1,4 @@
+import json
 from http import HTTPStatus
 
 import pytest
@@ -47,3 +48,32 @@ def test_a_broken_script_is_a_form_error_and_changes_nothing(demo, staff):
 def test_runtime_records_are_read_only_in_admin(demo, staff):
     assert staff.get("/admin/runtime/task/").status_code == HTTPStatus.OK
     assert staff.get("/admin/runtime/task/add/").status_code == HTTPStatus.FORBIDDEN
+
+
+@pytest.mark.parametrize(
+    "model, error",
+    [
+        ('{"provider": "openai", "model": "gpt-4o-mini", "limits": {"steps": 5}}', None),
+        ('{"provider": "openai", "model": "gpt-4o-mini", "base_url": "ftp://x"}', b"base_url"),
+        ('{"provider": "openai"}', b"model: model: is required"),
+        ('{"provider": "openai", "model": "m", "limits": {"steps": 0}}', b"limits: steps"),
+        ('{"provider": "nonesuch"}', b"provider"),
+    ],
+    ids=["valid", "bad-base-url", "no-model", "bad-limit", "unknown-provider"],
+)
+def test_an_openai_model_is_checked_in_admin(demo, staff, model, error):
+    agent = Agent.objects.get(tenant__slug="demo", slug="support")
+    page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields}
+    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data["model"] = model
+    response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    agent.refresh_from_db()
+    if error is None:
+        assert response.status_code == HTTPStatus.FOUND, response.content[:3000]
+        assert agent.model == json.loads(model)
+    else:
+        assert response.status_code == HTTPStatus.OK
+        assert error in response.content and b"errorlist" in response.content
+        assert agent.model["provider"] == "scripted"

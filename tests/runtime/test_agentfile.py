@@ -99,7 +99,7 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
             14,
             "model.script.0.steps.0.ask",
         ),
-        ("provider: scripted", "provider: openai", 11, "model.provider"),
+        ("provider: scripted", "provider: nonesuch", 11, "model.provider"),
         ("description: Helps.\n", "description: [unclosed\n", 4, "front matter"),
         ("description: Helps.\n", "description: Helps.\n  bad: indent: here\n", 4, "front matter"),
     ],
@@ -142,3 +142,81 @@ def test_front_matter_fences_are_required(world, tmp_path, text, line):
     path.write_text(text)
     with pytest.raises(CommandError, match=rf"^{path}:{line}: front matter: "):
         load(path)
+
+
+OPENAI = """---
+name: assistant
+description: A hosted model.
+model:
+  provider: openai
+  model: gpt-4o-mini
+  base_url: https://llm.example.com/v1
+  credential: ACME_LLM_KEY
+  temperature: 0.3
+  max_output_tokens: 500
+loop:
+  connections: true
+  limits: {steps: 10, tool_calls: 4, tokens: 20000}
+---
+You help.
+"""
+
+
+def test_an_openai_agent_file_loads_with_its_model_and_limits(world, tmp_path):
+    (tmp_path / "assistant.md").write_text(OPENAI)
+    load(tmp_path)
+    agent = Agent.objects.get(tenant=world.a.tenant, slug="assistant")
+    assert agent.model == {
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "base_url": "https://llm.example.com/v1",
+        "credential": "ACME_LLM_KEY",
+        "temperature": 0.3,
+        "max_output_tokens": 500,
+        "limits": {"steps": 10, "tool_calls": 4, "tokens": 20000},
+    }
+    assert agent.instructions == "You help."
+    assert agent.connections_enabled
+
+
+@pytest.mark.parametrize(
+    "old, new, line, field",
+    [
+        ("  model: gpt-4o-mini\n", "", 5, "model.model"),
+        ("  model: gpt-4o-mini", "  model: 4", 6, "model.model"),
+        ("https://llm.example.com/v1", "ftp://llm.example.com/v1", 7, "model.base_url"),
+        ("https://llm.example.com/v1", "https://user:pw@llm.example.com/v1", 7, "model.base_url"),
+        ("ACME_LLM_KEY", "'my key'", 8, "model.credential"),
+        ("temperature: 0.3", "temperature: 3", 9, "model.temperature"),
+        ("max_output_tokens: 500", "max_output_tokens: 0", 10, "model.max_output_tokens"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  top_k: 3", 11, "model.top_k"),
+        ("steps: 10", "steps: 0", 13, "loop.limits.steps"),
+        ("tokens: 20000", "tokens: lots", 13, "loop.limits.tokens"),
+        ("tokens: 20000", "tokens: 2, minutes: 3", 13, "loop.limits.minutes"),
+        ("limits: {steps: 10, tool_calls: 4, tokens: 20000}", "limits: 5", 13, "loop.limits"),
+    ],
+    ids=[
+        "no-model",
+        "model-not-a-string",
+        "base-url-scheme",
+        "base-url-credentials",
+        "credential-name",
+        "temperature",
+        "max-output-tokens",
+        "unknown-field",
+        "limit-zero",
+        "limit-not-a-number",
+        "unknown-limit",
+        "limits-not-a-mapping",
+    ],
+)
+def test_a_broken_openai_agent_file_names_its_line_and_field(
+    world, tmp_path, old, new, line, field
+):
+    assert old in OPENAI
+    path = tmp_path / "broken.md"
+    path.write_text(OPENAI.replace(old, new, 1))
+    with pytest.raises(CommandError) as caught:
+        load(tmp_path)
+    assert str(caught.value).startswith(f"{path}:{line}: {field}: "), str(caught.value)
+    assert not Agent.objects.exists()

@@ -1,0 +1,174 @@
+"""A local OpenAI-compatible Chat Completions server for tests: real HTTP on 127.0.0.1, started
+by the test. It records every request it receives and plays the responses the test scripted,
+in order (several tool calls in one reply, usage, a 429 then success, a 500 storm, a
+timeout, a call that hangs until the test lets it go). It also serves files for url parts.
+"""
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Respond:
+    status: int = 200
+    body: dict | str = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering (a timeout, when over the client's)
+    hold: threading.Event | None = None  # answer only once this is set (a call in flight)
+
+
+_ids = itertools.count(1)
+
+
+def call(name: str, arguments: dict | str, call_id: str | None = None) -> dict:
+    """One tool call of a reply; ``arguments`` as a dict, or a raw (maybe broken) string."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {
+        "id": call_id or f"call_{next(_ids)}",
+        "type": "function",
+        "function": {"name": name, "arguments": raw},
+    }
+
+
+def completion(
+    content: str | None = None,
+    calls: list[dict] = (),
+    usage: tuple[int, int] = (100, 20),
+    model: str = "gpt-4o-mini",
+    **respond,
+) -> Respond:
+    message: dict = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return Respond(
+        body={
+            "id": f"chatcmpl-{next(_ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if calls else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": usage[0],
+                "completion_tokens": usage[1],
+                "total_tokens": usage[0] + usage[1],
+            },
+        },
+        **respond,
+    )
+
+
+def error(status: int, message: str = "error", **respond) -> Respond:
+    return Respond(
+        status=status,
+        body={"error": {"message": message, "type": "error", "code": None}},
+        **respond,
+    )
+
+
+class LLMStub:
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.script: list[Respond] = []
+        self.fallback: Respond | None = None
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                found = stub.files.get(self.path)
+                if found is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body, media_type = found
+                self.send_response(200)
+                self.send_header("Content-Type", media_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length).decode("utf-8")
+                with stub.lock:
+                    stub.requests.append(
+                        {
+                            "path": self.path,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                            "raw": raw,
+                            "body": json.loads(raw) if raw else None,
+                        }
+                    )
+                    stub.arrived.notify_all()
+                    if stub.script:
+                        response = stub.script.pop(0)
+                    else:
+                        response = stub.fallback or error(500, "the stub has no response left")
+                if response.hold is not None:
+                    response.hold.wait(120)
+                if response.delay:
+                    time.sleep(response.delay)
+                body = response.body
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                try:
+                    self.send_response(response.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in response.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client went away (a timeout, a killed worker)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        """The base URL an OpenAI client takes."""
+        return f"{self.base}/v1"
+
+    def play(self, *responses: Respond) -> "LLMStub":
+        with self.lock:
+            self.script.extend(responses)
+        return self
+
+    def wait_for_requests(self, count: int, timeout: float = 30) -> None:
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(f"the stub got {len(self.requests)} requests, not {count}")
+
+    def bodies(self) -> list[dict]:
+        return [r["body"] for r in self.requests]
+
+    def start(self) -> "LLMStub":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -431,6 +431,8 @@ def test_a_tenant_base_url_on_loopback_is_refused_unless_private_hosts_are_allow
 ):
     settings.OPENAI_BASE_URL = ""
     settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    # A tenant's own server gets the tenant's own key (the installer's stays home: below).
+    credential_set(tenant=agents.a.tenant, name="OPENAI_API_KEY", secret=KEY)
     make_llm_agent(base_url=llm.url)
     task = start(agents)
     assert task.state == "TASK_STATE_FAILED"
@@ -444,8 +446,6 @@ def test_a_tenant_base_url_on_loopback_is_refused_unless_private_hosts_are_allow
     assert not llm.requests
 
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
-    # A tenant's own server gets the tenant's own key (the installer's stays home: below).
-    credential_set(tenant=agents.a.tenant, name="OPENAI_API_KEY", secret=KEY)
     llm.play(completion("Reached."))
     task = start(agents)
     assert task.state == "TASK_STATE_COMPLETED"

@@ -418,5 +418,5 @@ def interaction_answer_view(request, public_id: str):
         by=request.operator.subject,
         via="rest",
     )
-    decided = interaction_for_tenant(tenant=request.operator.tenant, public_id=decided.public_id)
+    # The service hands back the decided row with its task and agent: nothing to read again.
     return Response(InteractionDetailSerializer(decided).data)

@@ -230,13 +230,6 @@ def inbox_page(
     )
 
 
-def inbox_items(
-    *, tenant, kind: str | None = None, agent: Agent | None = None, limit: int = INBOX_PAGE_SIZE
-) -> list[InboxItem]:
-    """The first page of the inbox (newest first)."""
-    return inbox_page(tenant=tenant, kind=kind, agent=agent, page_size=limit).items
-
-
 def agents_for_tenant(*, tenant) -> list[Agent]:
     return list(Agent.objects.filter(tenant=tenant).order_by("slug").only("pk", "slug", "name"))
 

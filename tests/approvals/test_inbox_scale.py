@@ -241,6 +241,16 @@ def test_the_fragment_of_a_later_page_polls_that_page(agents, bulk):
     assert "Newest</a>" in later  # a later page links back to the newest
 
 
+def test_the_count_a_page_announces_says_when_more_are_waiting(agents, bulk):
+    # static/inbox.js reads data-count to tell screen readers how many are waiting.
+    client = agents.a.client_for(agents.a.operator)
+    _, params = inbox_walk(client, "approvals:inbox", {"agent": "deployer"})
+    first = client.get(reverse("approvals:inbox"), params[0]).content.decode()
+    last = client.get(reverse("approvals:inbox"), params[-1]).content.decode()
+    assert 'data-count="50+"' in first
+    assert 'data-count="16"' in last  # 60 open interactions and 6 uncertain effects
+
+
 @pytest.mark.parametrize("before", ["nonsense", "2026-01-01T00:00:00~1~x", "x~1~1", "\x00"])
 def test_a_cursor_that_does_not_parse_starts_at_the_newest(agents, bulk, before):
     client = agents.a.client_for(agents.a.operator)

@@ -244,6 +244,16 @@ class AnswerSerializer(serializers.Serializer):
         return attrs
 
 
+class InteractionPageSerializer(serializers.Serializer):
+    """A page of the list: follow ``next`` for older rows, ``previous`` for newer ones."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, or null.")
+    previous = serializers.URLField(
+        allow_null=True, help_text="The previous (newer) page, or null."
+    )
+    results = InteractionSerializer(many=True)
+
+
 class DecidedSerializer(serializers.Serializer):
     detail = serializers.CharField()
     state = serializers.CharField()
@@ -327,17 +337,6 @@ class InteractionKeyset(BasePagination):
     def get_paginated_response(self, data):
         return Response({"next": self.next_link, "previous": self.previous_link, "results": data})
 
-    def get_paginated_response_schema(self, schema):
-        return {
-            "type": "object",
-            "required": ["results"],
-            "properties": {
-                "next": {"type": "string", "nullable": True, "format": "uri"},
-                "previous": {"type": "string", "nullable": True, "format": "uri"},
-                "results": schema,
-            },
-        }
-
 
 class InteractionFilters(serializers.Serializer):
     state = serializers.ChoiceField(choices=Interaction.State.choices, required=False)
@@ -360,7 +359,7 @@ def _interaction_or_404(request, public_id: str) -> Interaction:
         OpenApiParameter("limit", int, description="Page size (at most 200)."),
         OpenApiParameter("cursor", str, description="The cursor of the next or previous page."),
     ],
-    responses={200: InteractionSerializer(many=True), 400: ErrorSerializer, 403: ErrorSerializer},
+    responses={200: InteractionPageSerializer, 400: ErrorSerializer, 403: ErrorSerializer},
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])

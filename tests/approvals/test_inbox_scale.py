@@ -384,3 +384,13 @@ def test_rest_rows_are_what_the_declared_fields_say(agents, bulk):
             slow = serializers.Serializer.to_representation(cls(row), row)
             assert dict(fast) == dict(slow), (cls.__name__, row.public_id)
             assert list(fast) == list(slow)
+
+
+def test_the_schema_describes_the_list_as_a_page(agents, client):
+    schema = client.get("/api/schema", {"format": "json"}).json()
+    ok = schema["paths"]["/api/v1/interactions"]["get"]["responses"]["200"]
+    ref = ok["content"]["application/json"]["schema"]["$ref"]
+    page = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert set(page["properties"]) == {"next", "previous", "results"}
+    params = {p["name"] for p in schema["paths"]["/api/v1/interactions"]["get"]["parameters"]}
+    assert {"cursor", "limit"} <= params

@@ -6,8 +6,13 @@ token's subject; people in a browser use their session (CSRF enforced by DRF) an
 in-band over A2A, never here. The same services and the same audit as the pages.
 """
 
+import binascii
+from base64 import b64decode, b64encode
 from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import parse_qs, urlencode
 
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -18,9 +23,10 @@ from drf_spectacular.utils import (
 from rest_framework import permissions, serializers
 from rest_framework.decorators import api_view, parser_classes, permission_classes
 from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import BasePagination
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
 from approvals.forms import (
     ANSWER_MAX,
@@ -30,7 +36,12 @@ from approvals.forms import (
     json_text_problem,
 )
 from runtime.models import Interaction
-from runtime.selectors import held_call_for, interaction_for_tenant, interactions_for_tenant
+from runtime.selectors import (
+    held_call_for,
+    interaction_for_tenant,
+    interactions_for_tenant,
+    interactions_keyset_page,
+)
 from runtime.services.interactions import interaction_answer
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, token_kind_check
@@ -74,6 +85,14 @@ class IsOperator(permissions.BasePermission):
 # --- serializers ---------------------------------------------------------------------------
 
 
+def wire_time(value: datetime | None) -> str | None:
+    """A time as DRF's DateTimeField writes it: ISO 8601 in the current zone, UTC as "Z"."""
+    if value is None:
+        return None
+    text = timezone.localtime(value).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
 class HeldCallSerializer(serializers.Serializer):
     server = serializers.CharField()
     tool = serializers.CharField()
@@ -104,6 +123,31 @@ class InteractionSerializer(serializers.Serializer):
     def get_choices(self, obj) -> list[str]:
         return [str(c) for c in (obj.request or {}).get("choices") or []]
 
+    def to_representation(self, instance) -> dict:
+        # The same object the fields above describe (the schema reads them), built directly:
+        # a page of 200 rows through DRF's per-field machinery costs more than its query.
+        task = instance.task
+        return {
+            "id": instance.public_id,
+            "kind": instance.kind,
+            "state": instance.state,
+            "prompt": instance.prompt,
+            "detail": instance.detail,
+            "choices": self.get_choices(instance),
+            "allowCustom": self.get_allowCustom(instance),
+            "agent": task.agent.slug,
+            "taskId": task.public_id,
+            "contextId": task.wire_context_id,
+            "subject": instance.subject,
+            "deciders": instance.deciders,
+            "createdAt": wire_time(instance.created_at),
+            "expiresAt": wire_time(instance.expires_at),
+            "answer": instance.answer,
+            "answeredBy": instance.answered_by,
+            "answeredVia": instance.answered_via,
+            "answeredAt": wire_time(instance.answered_at),
+        }
+
     def get_allowCustom(self, obj) -> bool:  # noqa: N802 - the wire's spelling
         request = obj.request or {}
         return bool(request.get("allowCustom")) or not request.get("choices")
@@ -118,6 +162,9 @@ class InteractionDetailSerializer(InteractionSerializer):
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
         effect = held_call_for(interaction=obj)
         return HeldCallSerializer(effect).data if effect else None
+
+    def to_representation(self, instance) -> dict:
+        return {**super().to_representation(instance), "heldCall": self.get_heldCall(instance)}
 
 
 class JSONOnlyParser(JSONParser):
@@ -197,6 +244,16 @@ class AnswerSerializer(serializers.Serializer):
         return attrs
 
 
+class InteractionPageSerializer(serializers.Serializer):
+    """A page of the list: follow ``next`` for older rows, ``previous`` for newer ones."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, or null.")
+    previous = serializers.URLField(
+        allow_null=True, help_text="The previous (newer) page, or null."
+    )
+    results = InteractionSerializer(many=True)
+
+
 class DecidedSerializer(serializers.Serializer):
     detail = serializers.CharField()
     state = serializers.CharField()
@@ -218,24 +275,67 @@ class ErrorSerializer(serializers.Serializer):
 # --- views ---------------------------------------------------------------------------------
 
 
-class InteractionCursor(CursorPagination):
-    ordering = ("-created_at", "-pk")
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
+class InteractionKeyset(BasePagination):
+    """Keyset pages of interactions, newest first, by (created_at, id).
 
-    def decode_cursor(self, request):
-        # A cursor is ours only if its position is a time we could have written: a crafted
-        # one (base64 of "p=x") would otherwise reach the query and fail there (a 500).
-        cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None:
-            try:
-                valid = parse_datetime(cursor.position) is not None
-            except ValueError:
-                valid = False
-            if not valid:
-                raise NotFound(self.invalid_cursor_message)
-        return cursor
+    The cursor is opaque to programs: base64 of ``p=<time>~<id>`` (``&r=1`` to page back
+    towards newer rows). Each page is one query that reads ``limit + 1`` rows through an
+    index, however deep it is; ``next`` and ``previous`` are links (null at either end).
+    """
+
+    page_size = 50
+    max_page_size = 200
+    invalid_cursor_message = "Invalid cursor"
+
+    def decode_cursor(self, request) -> tuple[tuple[datetime, int], bool] | None:
+        raw = request.query_params.get("cursor")
+        if not raw:
+            return None
+        try:
+            query = parse_qs(b64decode(raw.encode("ascii"), validate=True).decode("ascii"))
+            ts, _, pk = query["p"][0].rpartition("~")
+            when, pk = parse_datetime(ts), int(pk)
+            back = query.get("r", ["0"])[0] == "1"
+        except (KeyError, ValueError, UnicodeError, binascii.Error):
+            raise NotFound(self.invalid_cursor_message) from None
+        # Only a position we could have written: an aware time and a bigint id.
+        if when is None or when.tzinfo is None or not 0 < pk < 2**63:
+            raise NotFound(self.invalid_cursor_message)
+        return (when, pk), back
+
+    def page_limit(self, request) -> int:
+        try:
+            limit = int(request.query_params.get("limit", self.page_size))
+        except ValueError:
+            return self.page_size
+        return min(max(limit, 1), self.max_page_size)
+
+    def link(self, position: Interaction, *, back: bool) -> str:
+        fields = {"p": f"{position.created_at.isoformat()}~{position.pk}"}
+        text = urlencode({**fields, "r": "1"} if back else fields)
+        cursor = b64encode(text.encode("ascii")).decode("ascii")
+        return replace_query_param(self.base_url, "cursor", cursor)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        decoded = self.decode_cursor(request)
+        self.base_url = request.build_absolute_uri()
+        position, back = decoded if decoded else (None, False)
+        page, more = interactions_keyset_page(
+            queryset,
+            after=None if back else position,
+            before=position if back else None,
+            size=self.page_limit(request),
+        )
+        # Going back, there is an older page (the one we came from); going forward from a
+        # cursor, a newer one. Either way, "more" speaks for the direction taken.
+        has_older = more if not back else position is not None
+        has_newer = more if back else position is not None
+        self.next_link = self.link(page[-1], back=False) if page and has_older else None
+        self.previous_link = self.link(page[0], back=True) if page and has_newer else None
+        return page
+
+    def get_paginated_response(self, data):
+        return Response({"next": self.next_link, "previous": self.previous_link, "results": data})
 
 
 class InteractionFilters(serializers.Serializer):
@@ -259,7 +359,7 @@ def _interaction_or_404(request, public_id: str) -> Interaction:
         OpenApiParameter("limit", int, description="Page size (at most 200)."),
         OpenApiParameter("cursor", str, description="The cursor of the next or previous page."),
     ],
-    responses={200: InteractionSerializer(many=True), 400: ErrorSerializer, 403: ErrorSerializer},
+    responses={200: InteractionPageSerializer, 400: ErrorSerializer, 403: ErrorSerializer},
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -273,7 +373,7 @@ def interaction_list(request):
         kind=filters.validated_data.get("kind"),
         agent_slug=filters.validated_data.get("agent"),
     )
-    paginator = InteractionCursor()
+    paginator = InteractionKeyset()
     page = paginator.paginate_queryset(rows, request)
     return paginator.get_paginated_response(InteractionSerializer(page, many=True).data)
 
@@ -317,5 +417,5 @@ def interaction_answer_view(request, public_id: str):
         by=request.operator.subject,
         via="rest",
     )
-    decided = interaction_for_tenant(tenant=request.operator.tenant, public_id=decided.public_id)
+    # The service hands back the decided row with its task and agent: nothing to read again.
     return Response(InteractionDetailSerializer(decided).data)

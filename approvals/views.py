@@ -8,12 +8,14 @@ import base64
 import binascii
 import json
 from datetime import datetime
+from urllib.parse import quote
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_GET, require_http_methods
@@ -30,7 +32,7 @@ from runtime.selectors import (
     audit_page,
     effect_resolutions,
     held_call_for,
-    inbox_items,
+    inbox_page,
     task_effects,
     task_events,
     task_interactions,
@@ -76,34 +78,102 @@ def pretty(value) -> str:
 # --- the inbox -----------------------------------------------------------------------------
 
 
-def _inbox_filters(request) -> tuple[str, str, list]:
+# What reverse() leaves unquoted in a path segment (RFC 3986 sub-delimiters, "~:@").
+URL_SAFE = "!$&'()*+,;=~:@"
+_SPANS = (
+    ("year", 365 * 86400),
+    ("month", 30 * 86400),
+    ("week", 7 * 86400),
+    ("day", 86400),
+    ("hour", 3600),
+    ("minute", 60),
+)
+
+
+def span_text(seconds: float) -> str:
+    """A duration in its largest unit: "3 hours", "1 day" ("" under a minute)."""
+    for unit, size in _SPANS:
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return ""
+
+
+def _when(moment: datetime) -> tuple[str, str]:
+    """An aware time as (ISO 8601, "30 Nov 2026, 11:41:46") in the site's time zone."""
+    local = timezone.localtime(moment)
+    return local.isoformat(), f"{local.day} {local:%b %Y, %H:%M:%S}"
+
+
+def inbox_rows(items, *, now: datetime) -> list[dict]:
+    """What the inbox's list shows of each item, worked out once here, not by template filters
+    (a page of 50 items formats 200 times; the filters cost more than the page's queries)."""
+    interaction_url = reverse("approvals:interaction", args=["-"])[: -len("-/")]
+    effect_url = reverse("approvals:effect", args=["-"])[: -len("-/")]
+    rows = []
+    for item in items:
+        created, created_title = _when(item.created_at)
+        base = effect_url if item.kind == "uncertain" else interaction_url
+        row = {
+            "kind": item.kind,
+            "public_id": item.public_id,
+            "url": f"{base}{quote(item.public_id, safe=URL_SAFE)}/",
+            "prompt": item.prompt,
+            "agent_name": item.agent.name,
+            "subject": item.subject,
+            "created": created,
+            "created_title": created_title,
+            "age": span_text((now - item.created_at).total_seconds()),
+            "expires": None,
+        }
+        if item.expires_at:
+            expires, expires_title = _when(item.expires_at)
+            row["expires"] = expires
+            row["expires_title"] = expires_title
+            row["expires_in"] = span_text((item.expires_at - now).total_seconds()) or "0 minutes"
+        rows.append(row)
+    return rows
+
+
+def _inbox_filters(request) -> tuple[str, object, list]:
     agents = agents_for_tenant(tenant=request.membership.tenant)
     kind = request.GET.get("kind", "")
-    agent = request.GET.get("agent", "")
+    slug = request.GET.get("agent", "")
     # Unknown filter values are ignored rather than refused: a stale bookmark still works.
     if kind not in INBOX_KINDS:
         kind = ""
-    if agent not in {a.slug for a in agents}:
-        agent = ""
+    agent = next((a for a in agents if a.slug == slug), None)
     return kind, agent, agents
 
 
 def _inbox_context(request) -> dict:
     kind, agent, agents = _inbox_filters(request)
-    items = inbox_items(
-        tenant=request.membership.tenant, kind=kind or None, agent_slug=agent or None
+    # A cursor that does not parse starts at the newest, like the audit trail's.
+    cursor = _parse_keyset_cursor(request.GET.get("before", ""))
+    page = inbox_page(
+        tenant=request.membership.tenant, kind=kind or None, agent=agent, cursor=cursor
     )
     query = request.GET.copy()
     for name in list(query):
-        if name not in ("kind", "agent"):
+        if name not in ("kind", "agent", "before") or (name == "before" and cursor is None):
             del query[name]
+    newest = query.copy()
+    newest.pop("before", None)
+    next_url = None
+    if page.next_cursor:
+        older = newest.copy()
+        older["before"] = _format_keyset_cursor(page.next_cursor)
+        next_url = f"?{older.urlencode()}"
     return {
         "nav": "inbox",
-        "items": items,
+        "items": inbox_rows(page.items, now=timezone.now()),
         "kind": kind,
-        "agent": agent,
+        "agent": agent.slug if agent else "",
         "agents": agents,
         "kinds": INBOX_KINDS,
+        "paged": cursor is not None,
+        "next_url": next_url,
+        "newest_url": reverse("approvals:inbox") + (f"?{newest.urlencode()}" if newest else ""),
         "fragment_url": reverse("approvals:inbox_fragment")
         + (f"?{query.urlencode()}" if query else ""),
     }
@@ -258,19 +328,28 @@ def effect_detail(request, public_id: str):
 # --- the audit trail -----------------------------------------------------------------------
 
 
-def _parse_audit_cursor(raw: str) -> tuple[datetime, int, int] | None:
+def _parse_keyset_cursor(raw: str) -> tuple[datetime, int, int] | None:
     try:
         ts, rank, pk = raw.rsplit("~", 2)
         when = parse_datetime(ts)
-        return (when, int(rank), int(pk)) if when else None
+        rank, pk = int(rank), int(pk)
     except ValueError:
         return None
+    # Only a position we could have written: an aware time, a source rank, a bigint id.
+    if when is None or when.tzinfo is None or rank not in (0, 1) or not 0 < pk < 2**63:
+        return None
+    return when, rank, pk
+
+
+def _format_keyset_cursor(cursor: tuple[datetime, int, int]) -> str:
+    ts, rank, pk = cursor
+    return f"{ts.isoformat()}~{rank}~{pk}"
 
 
 @require_GET
 @member_required
 def audit(request):
-    cursor = _parse_audit_cursor(request.GET.get("before", ""))
+    cursor = _parse_keyset_cursor(request.GET.get("before", ""))
     entries, next_cursor = audit_page(tenant=request.membership.tenant, cursor=cursor)
     next_url = None
     if next_cursor:

@@ -292,7 +292,17 @@ class Interaction(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["tenant", "state", "-created_at"], name="interaction_inbox"),
+            # Keyset pages, newest first (migration 0006): the REST list, whole or by state,
+            # and the inbox (open only, whole or by kind); each page reads limit + 1 entries.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="interaction_tenant_keyset"),
+            models.Index(
+                fields=["tenant", "state", "-created_at", "-id"], name="interaction_state_keyset"
+            ),
+            models.Index(
+                fields=["tenant", "kind", "-created_at", "-id"],
+                condition=Q(state="open"),
+                name="interaction_open_by_kind",
+            ),
             models.Index(fields=["state", "expires_at"], name="interaction_expiry"),
         ]
         constraints = [

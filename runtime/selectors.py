@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runtime.errors import TaskNotFound
@@ -90,55 +91,143 @@ class InboxItem:
     effect: Effect | None = None
 
 
-def inbox_items(
-    *, tenant, kind: str | None = None, agent_slug: str | None = None, limit: int = 200
-) -> list[InboxItem]:
-    """Open interactions and uncertain effects of the tenant, newest first (one query each)."""
-    items: list[InboxItem] = []
+INBOX_PAGE_SIZE = 50
+# Ties on the time are broken by source (interactions first) and then by id, both descending,
+# so the keyset cursor (time, source rank, id) names one place in the merged order.
+_INBOX_RANK = {"interaction": 1, "effect": 0}
+# The columns a list of interactions shows; a task's JSON (transcript, history) is never read.
+_INTERACTION_LIST_FIELDS = (
+    "public_id",
+    "tenant",
+    "kind",
+    "prompt",
+    "detail",
+    "request",
+    "subject",
+    "deciders",
+    "state",
+    "answer",
+    "answered_by",
+    "answered_via",
+    "answered_at",
+    "expires_at",
+    "created_at",
+    "task__public_id",
+    "task__wire_context_id",
+    "task__subject",
+    "task__agent__slug",
+    "task__agent__name",
+)
+
+
+def _keyset_after(rows, cursor, *, rank: int, field: str = "created_at"):
+    """Rows strictly after the cursor (time, rank, id) in the newest-first merged order.
+
+    The redundant ``<= time`` keeps the time an index condition; the OR only filters ties.
+    """
+    if cursor is None:
+        return rows
+    ts, cursor_rank, cursor_pk = cursor
+    if rank < cursor_rank:
+        return rows.filter(**{f"{field}__lte": ts})
+    if rank > cursor_rank:
+        return rows.filter(**{f"{field}__lt": ts})
+    return rows.filter(**{f"{field}__lte": ts}).filter(
+        Q(**{f"{field}__lt": ts}) | Q(**{field: ts, "pk__lt": cursor_pk})
+    )
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    items: list[InboxItem]
+    # (time, source rank, id) of the last item when there are older ones, else None.
+    next_cursor: tuple[datetime, int, int] | None
+
+
+def inbox_page(
+    *,
+    tenant,
+    kind: str | None = None,
+    agent: Agent | None = None,
+    cursor: tuple[datetime, int, int] | None = None,
+    page_size: int = INBOX_PAGE_SIZE,
+) -> InboxPage:
+    """A keyset page of what waits for a person in the tenant, newest first.
+
+    Open interactions and uncertain effects, merged: two queries whatever the page holds
+    (each reads at most ``page_size + 1`` rows through an index, see migration 0006).
+    """
+    items: list[tuple[tuple, InboxItem]] = []
     if kind != "uncertain":
-        interactions = Interaction.objects.filter(
-            tenant=tenant, state=Interaction.State.OPEN
-        ).select_related("task", "task__agent")
+        interactions = Interaction.objects.filter(tenant=tenant, state=Interaction.State.OPEN)
         if kind:
             interactions = interactions.filter(kind=kind)
-        if agent_slug:
-            interactions = interactions.filter(task__agent__slug=agent_slug)
-        for interaction in interactions.order_by("-created_at", "-pk")[:limit]:
+        if agent is not None:
+            interactions = interactions.filter(task__agent=agent)
+        interactions = _keyset_after(interactions, cursor, rank=_INBOX_RANK["interaction"])
+        rows = (
+            interactions.select_related("task", "task__agent")
+            .only(*_INTERACTION_LIST_FIELDS)
+            .order_by("-created_at", "-pk")[: page_size + 1]
+        )
+        for interaction in rows:
+            item = InboxItem(
+                kind=interaction.kind,
+                public_id=interaction.public_id,
+                agent=interaction.task.agent,
+                task=interaction.task,
+                prompt=interaction.prompt,
+                subject=interaction.task.subject,
+                created_at=interaction.created_at,
+                expires_at=interaction.expires_at,
+                interaction=interaction,
+            )
             items.append(
-                InboxItem(
-                    kind=interaction.kind,
-                    public_id=interaction.public_id,
-                    agent=interaction.task.agent,
-                    task=interaction.task,
-                    prompt=interaction.prompt,
-                    subject=interaction.task.subject,
-                    created_at=interaction.created_at,
-                    expires_at=interaction.expires_at,
-                    interaction=interaction,
-                )
+                ((interaction.created_at, _INBOX_RANK["interaction"], interaction.pk), item)
             )
     if not kind or kind == "uncertain":
-        effects = Effect.objects.filter(tenant=tenant, state=Effect.State.UNCERTAIN).select_related(
-            "task", "task__agent"
+        effects = Effect.objects.filter(tenant=tenant, state=Effect.State.UNCERTAIN).annotate(
+            inbox_at=Coalesce("sent_at", "created_at")
         )
-        if agent_slug:
-            effects = effects.filter(task__agent__slug=agent_slug)
-        for effect in effects.order_by("-created_at", "-pk")[:limit]:
-            items.append(
-                InboxItem(
-                    kind="uncertain",
-                    public_id=effect.public_id,
-                    agent=effect.task.agent,
-                    task=effect.task,
-                    prompt=f"Did {effect.server} / {effect.tool} happen? Its outcome was lost.",
-                    subject=effect.task.subject,
-                    created_at=effect.sent_at or effect.created_at,
-                    expires_at=None,
-                    effect=effect,
-                )
+        if agent is not None:
+            effects = effects.filter(task__agent=agent)
+        effects = _keyset_after(effects, cursor, rank=_INBOX_RANK["effect"], field="inbox_at")
+        rows = (
+            effects.select_related("task", "task__agent")
+            .only(
+                "public_id",
+                "tenant",
+                "server",
+                "tool",
+                "state",
+                "created_at",
+                "sent_at",
+                "task__public_id",
+                "task__subject",
+                "task__agent__slug",
+                "task__agent__name",
             )
-    items.sort(key=lambda item: item.created_at, reverse=True)
-    return items[:limit]
+            .order_by("-inbox_at", "-pk")[: page_size + 1]
+        )
+        for effect in rows:
+            item = InboxItem(
+                kind="uncertain",
+                public_id=effect.public_id,
+                agent=effect.task.agent,
+                task=effect.task,
+                prompt=f"Did {effect.server} / {effect.tool} happen? Its outcome was lost.",
+                subject=effect.task.subject,
+                created_at=effect.inbox_at,
+                expires_at=None,
+                effect=effect,
+            )
+            items.append(((effect.inbox_at, _INBOX_RANK["effect"], effect.pk), item))
+    items.sort(key=lambda pair: pair[0], reverse=True)
+    more = len(items) > page_size
+    page = items[:page_size]
+    return InboxPage(
+        items=[item for _, item in page], next_cursor=page[-1][0] if more and page else None
+    )
 
 
 def agents_for_tenant(*, tenant) -> list[Agent]:
@@ -148,15 +237,39 @@ def agents_for_tenant(*, tenant) -> list[Agent]:
 def interactions_for_tenant(
     *, tenant, state: str | None = None, kind: str | None = None, agent_slug: str | None = None
 ):
-    """The tenant's interactions (a queryset, for the REST API's cursor pagination)."""
-    rows = Interaction.objects.filter(tenant=tenant).select_related("task", "task__agent")
+    """The tenant's interactions (a queryset, for the REST API's keyset pagination)."""
+    rows = Interaction.objects.filter(tenant=tenant)
     if state:
         rows = rows.filter(state=state)
     if kind:
         rows = rows.filter(kind=kind)
     if agent_slug:
         rows = rows.filter(task__agent__slug=agent_slug)
-    return rows
+    return rows.select_related("task", "task__agent").only(*_INTERACTION_LIST_FIELDS)
+
+
+def interactions_keyset_page(
+    rows, *, after: tuple[datetime, int] | None, before: tuple[datetime, int] | None, size: int
+) -> tuple[list[Interaction], bool]:
+    """A keyset page of ``rows``, newest first: (the page, whether more lie that way).
+
+    ``after`` (time, id) pages towards older rows, ``before`` back towards newer ones.
+    The redundant bound on the time keeps it an index condition; the OR only filters ties.
+    """
+    if before is not None:
+        ts, pk = before
+        rows = rows.filter(created_at__gte=ts).filter(
+            Q(created_at__gt=ts) | Q(created_at=ts, pk__gt=pk)
+        )
+        page = list(rows.order_by("created_at", "pk")[: size + 1])
+        return list(reversed(page[:size])), len(page) > size
+    if after is not None:
+        ts, pk = after
+        rows = rows.filter(created_at__lte=ts).filter(
+            Q(created_at__lt=ts) | Q(created_at=ts, pk__lt=pk)
+        )
+    page = list(rows.order_by("-created_at", "-pk")[: size + 1])
+    return page[:size], len(page) > size
 
 
 def interaction_for_tenant(*, tenant, public_id: str) -> Interaction | None:

@@ -74,18 +74,24 @@ def interaction_close(
     message: dict | None = None,
 ) -> Interaction:
     """Claim the open interaction for this answer and resume the turn (caller holds the task lock)."""
-    now = timezone.now()
+    decision = {
+        "state": Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
+        "answer": answer,
+        "answered_by": by,
+        "answered_via": via,
+        "answered_at": timezone.now(),
+        "answer_message_id": message_id,
+    }
     claimed = Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
-        state=Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
-        answer=answer,
-        answered_by=by,
-        answered_via=via,
-        answered_at=now,
-        answer_message_id=message_id,
+        **decision
     )
-    interaction.refresh_from_db()
     if claimed != 1:
+        interaction.refresh_from_db()
         raise AlreadyDecided(interaction)
+    # What the row now says, without reading it back; and the (locked) task it belongs to.
+    for name, value in decision.items():
+        setattr(interaction, name, value)
+    interaction.task = task
     entry = {
         "type": "answer",
         "interactionId": interaction.public_id,
@@ -106,13 +112,25 @@ def interaction_close(
 def interaction_answer(
     *, tenant, interaction_id: str, answer: dict, by: str, via: str
 ) -> Interaction:
-    """An operator's or a program's decision on an interaction; exactly one decision wins."""
-    interaction = Interaction.objects.filter(tenant=tenant, public_id=interaction_id).first()
+    """An operator's or a program's decision on an interaction; exactly one decision wins.
+
+    The interaction comes back decided, with its task (and the task's agent) loaded.
+    """
+    # Lock the task first (the same order as in-band answers), found through the interaction
+    # (only the task's row is locked), then read the interaction under that lock and claim it.
+    task = (
+        Task.objects.select_for_update(of=("self",))
+        .select_related("agent")
+        .filter(tenant=tenant, interactions__public_id=interaction_id)
+        .first()
+    )
+    interaction = (
+        Interaction.objects.filter(tenant=tenant, public_id=interaction_id).first()
+        if task is not None
+        else None
+    )
     if interaction is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
-    # Lock the task first (the same order as in-band answers), then claim the interaction.
-    task = Task.objects.select_for_update().get(pk=interaction.task_id)
-    interaction.refresh_from_db()
     if interaction.state != Interaction.State.OPEN:
         raise AlreadyDecided(interaction)
     clean = answer_from_decider(interaction, answer)

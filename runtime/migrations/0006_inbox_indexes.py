@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0003_send_message_idempotency"),
+        ("runtime", "0005_credentials_prices"),
         ("tenants", "0002_apitoken_kind"),
     ]
 

@@ -1,6 +1,6 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
@@ -21,10 +21,6 @@ def home(request):
 
 
 @require_GET
-def healthz(request):
-    return HttpResponse("ok", content_type="text/plain")
-
-
 @login_required
 @require_POST
 def tenant_switch(request):

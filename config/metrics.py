@@ -24,7 +24,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
+    CONTENT_TYPE_PLAIN_0_0_4,
     REGISTRY,
     CollectorRegistry,
     Counter,
@@ -127,7 +127,8 @@ def metrics_view(request):
         )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse(metrics_text(), content_type=CONTENT_TYPE_LATEST)
+    # The classic text format (0.0.4): every Prometheus version reads it.
+    return HttpResponse(metrics_text(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
 def process_exited(pid: int) -> None:

@@ -37,6 +37,10 @@ from prometheus_client.core import Metric
 
 logger = logging.getLogger(__name__)
 
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # prometheus_client opens its files there as the metrics below are made.
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
 A2A_REQUESTS = Counter(
     "countersign_a2a_requests",
     "A2A JSON-RPC requests by method and outcome (ok, or the JSON-RPC error code).",

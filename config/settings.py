@@ -236,7 +236,7 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # The A2A endpoint is called by programs over plain HTTP in development; the SSL redirect
 # must never turn a POST into a GET, so these paths are exempt (TLS is the proxy's job).
-SECURE_REDIRECT_EXEMPT = [r"^a2a/", r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^a2a/", r"^healthz$", r"^readyz$", r"^metrics$"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 
 # --- REST framework -----------------------------------------------------------------------

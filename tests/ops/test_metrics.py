@@ -115,14 +115,14 @@ def test_open_interactions_and_decision_latency(agents, client, token):
         interaction_id=asked.public_id,
         answer={"value": "main"},
         by="operator@acme.test",
-        via="api",
+        via="rest",
     )
     after = scrape(client)
     assert value(after, "countersign_interactions_open", kind="question") == 0
     count = "countersign_decision_latency_seconds_count"
     assert (
-        value(after, count, kind="question", via="api")
-        - value(before, count, kind="question", via="api")
+        value(after, count, kind="question", via="rest")
+        - value(before, count, kind="question", via="rest")
         == 1
     )
 

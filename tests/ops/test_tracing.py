@@ -112,7 +112,7 @@ def test_a_turn_resumed_by_an_operator_stays_in_the_tasks_trace(agents, client, 
             interaction_id=asked.public_id,
             answer={"value": "main"},
             by="operator@acme.test",
-            via="api",
+            via="rest",
         )
     turns = [s for s in spans.get_finished_spans() if s.name == "turn"]
     assert len(turns) == 1

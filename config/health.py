@@ -18,12 +18,14 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
 
 logger = logging.getLogger(__name__)
 
 BROKER_TIMEOUT_SECONDS = 2
 
 
+@require_GET
 def healthz(request):
     return HttpResponse("ok", content_type="text/plain")
 
@@ -82,6 +84,7 @@ def migrations_check() -> dict:
 CHECKS = {"database": database_check, "broker": broker_check, "migrations": migrations_check}
 
 
+@require_GET
 @never_cache
 def readyz(request):
     checks = {}

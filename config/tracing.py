@@ -81,6 +81,9 @@ def current_trace_id() -> str | None:
 @contextmanager
 def request_span(name: str, headers, **attributes):
     """A server span for an incoming request, continuing the caller's ``traceparent``."""
+    if _state["provider"] is None:  # tracing off: not even the header is read
+        yield trace.INVALID_SPAN
+        return
     parent = propagate.extract({k.lower(): v for k, v in headers.items()})
     with tracer().start_as_current_span(
         name, context=parent, kind=SpanKind.SERVER, attributes=attributes
@@ -103,6 +106,9 @@ def _remote_parent(trace_id: str):
 def task_span(name: str, trace_id: str, **attributes):
     """A span in the task's trace: the current span's child when it is of that trace (the
     request that enqueued the turn), else a new span of that trace linking to the current one."""
+    if _state["provider"] is None:
+        yield trace.INVALID_SPAN
+        return
     current = trace.get_current_span().get_span_context()
     try:
         wanted = int(trace_id, 16)

@@ -10,6 +10,7 @@ admin.site.site_title = "Countersign admin"
 
 urlpatterns = [
     path("", tenant_views.home, name="home"),
+    path("favicon.ico", tenant_views.favicon, name="favicon"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),

@@ -89,7 +89,12 @@ class _ScrapeTime:
         self._collect = collect
 
     def collect(self):
-        return list(self._collect())
+        try:
+            return list(self._collect())
+        except Exception:
+            # The database is down, say: the process's own metrics are still worth serving.
+            logger.warning("a scrape-time metrics collector failed", exc_info=True)
+            return []
 
 
 def multiprocess_dir() -> str:
@@ -136,7 +141,8 @@ def metrics_view(request):
 
 
 def process_exited(pid: int) -> None:
-    """Drop a dead process's live gauges (multiprocess mode); gunicorn and Celery call it."""
+    """Drop a dead process's live gauges (multiprocess mode); Celery's pool children call it
+    as they exit (gunicorn.conf.py does the same for gunicorn's workers)."""
     if multiprocess_dir():
         multiprocess.mark_process_dead(pid)
 

@@ -63,6 +63,11 @@ def provider_use(provider) -> None:
     _state["provider"] = provider
 
 
+def provider_current():
+    """The provider this process's spans go to (None: tracing off)."""
+    return _state["provider"]
+
+
 def tracer() -> trace.Tracer:
     provider = _state["provider"]
     if provider is None:

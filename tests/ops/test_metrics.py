@@ -224,3 +224,15 @@ def test_live_web_serves_the_worker_turn_counters(agents, tmp_path, settings):
         assert value(found, "countersign_turn_duration_seconds_count", state="completed") == 1
     finally:
         stack.stop()
+
+
+@pytest.mark.django_db
+def test_a_failing_database_collector_leaves_the_rest_of_the_scrape(client, token, monkeypatch):
+    def broken():
+        raise RuntimeError("database unavailable")
+        yield  # pragma: no cover - a generator, as the real collectors are
+
+    monkeypatch.setitem(metrics._collectors, "broken", broken)
+    found = scrape(client)
+    assert ("countersign_push_backlog", frozenset()) in found
+    assert any(name == "countersign_turns_started_total" for name, _ in found)

@@ -146,3 +146,53 @@ def test_the_trace_context_travels_in_the_celery_message_headers(spans):
     finally:
         task_postrun.send(sender=task, task_id="x", task=task, args=(), kwargs={}, retval=None)
     assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_an_otlp_endpoint_turns_tracing_on_and_receives_the_spans(monkeypatch):
+    """A local OTLP/HTTP receiver (a real server) gets the spans, service name included."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    received = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.end_headers()
+            self.wfile.write(b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "countersign-test")
+    tracing.provider_use(None)
+    try:
+        tracing.tracing_setup()
+        with tracing.tracer().start_as_current_span("exported") as span:
+            trace_id = tracing.current_trace_id()
+        provider = tracing.provider_current()
+        assert provider.force_flush(10_000)
+        provider.shutdown()
+    finally:
+        tracing.provider_use(None)
+        server.shutdown()
+    assert trace_id == trace_hex(span)
+    (path, content_type, body), *_ = received
+    assert path == "/v1/traces" and content_type == "application/x-protobuf"
+    export = ExportTraceServiceRequest.FromString(body)
+    resource = export.resource_spans[0].resource
+    attributes = {a.key: a.value.string_value for a in resource.attributes}
+    assert attributes["service.name"] == "countersign-test"
+    spans_sent = export.resource_spans[0].scope_spans[0].spans
+    assert [s.name for s in spans_sent] == ["exported"]
+    assert spans_sent[0].trace_id.hex() == trace_id

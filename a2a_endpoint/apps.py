@@ -5,11 +5,14 @@ class A2aEndpointConfig(AppConfig):
     name = "a2a_endpoint"
 
     def ready(self) -> None:
+        from a2a_endpoint.observe import push_deliveries_collect
         from a2a_endpoint.push_delivery import queue_deliveries
+        from config import metrics
         from runtime.models import TaskEvent
         from runtime.signals import task_event_written
 
         task_event_written.connect(queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue")
+        metrics.collector_register("push_deliveries", push_deliveries_collect)
 
     def seed_demo(self, *, tenant, **options) -> dict:
         """Push to any public host, and to localhost (the conformance kit's webhook); loopback

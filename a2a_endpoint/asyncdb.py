@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 
+from config.metrics import A2A_WAITERS
 from runtime.models import SETTLED_STATES, Task
 from runtime.notify import wait_for_state
 
@@ -64,5 +65,6 @@ async def wait_for_settled(task: Task) -> Task:
     async def read_state():
         return await db(_read_state, task.pk)
 
-    await wait_for_state(task.pk, SETTLED_STATES, deadline, read_state)
+    with A2A_WAITERS.track_inprogress():
+        await wait_for_state(task.pk, SETTLED_STATES, deadline, read_state)
     return await db(Task.objects.get, pk=task.pk)

@@ -1,10 +1,24 @@
 """JSON-RPC and A2A errors, each with the google.rpc.ErrorInfo detail (A2A §3.3.2, §9.5)."""
 
+from a2a.utils import errors as sdk
+
 from runtime import errors as domain
 
 DOMAIN = "a2a-protocol.org"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+
+
+def from_sdk(error_type: type[sdk.A2AError], message: str, reason: str = "", **kwargs):
+    """An error with the JSON-RPC code and ErrorInfo reason that a2a-sdk's tables give
+    ``error_type`` (a2a.utils.errors); ``reason`` overrides the reason (-32004's variants)."""
+    code = sdk.JSON_RPC_ERROR_CODE_MAP[error_type]
+    return RpcError(code, message, reason or sdk.A2A_ERROR_MAPPING[error_type].reason, **kwargs)
+
+
+# Not from a2a-sdk: PARSE_ERROR (its tables have no reason for -32700), INTERNAL (they say
+# INTERNAL_ERROR; ours is on the wire already) and this gateway's -32000 errors
+# (UNAUTHENTICATED, AGENT_NOT_FOUND).
 
 
 class RpcError(Exception):
@@ -52,54 +66,47 @@ def parse_error(detail: str) -> RpcError:
 
 
 def invalid_request(detail: str, http_status: int = 200) -> RpcError:
-    return RpcError(
-        -32600, f"Invalid request: {detail}", "INVALID_REQUEST", http_status=http_status
-    )
+    return from_sdk(sdk.InvalidRequestError, f"Invalid request: {detail}", http_status=http_status)
 
 
 def method_not_found(method: str) -> RpcError:
-    return RpcError(
-        -32601, f"Method not found: {method}", "METHOD_NOT_FOUND", metadata={"method": method}
+    return from_sdk(
+        sdk.MethodNotFoundError, f"Method not found: {method}", metadata={"method": method}
     )
 
 
 def invalid_params(field: str, description: str, **metadata) -> RpcError:
-    return RpcError(
-        -32602,
+    return from_sdk(
+        sdk.InvalidParamsError,
         f"Invalid parameters: {field}: {description}",
-        "INVALID_PARAMS",
         metadata=metadata,
         violations=[(field, description)],
     )
 
 
-def unsupported(message: str, reason: str = "UNSUPPORTED_OPERATION", **metadata) -> RpcError:
-    return RpcError(-32004, message, reason, metadata=metadata)
+def unsupported(message: str, reason: str = "", **metadata) -> RpcError:
+    return from_sdk(sdk.UnsupportedOperationError, message, reason, metadata=metadata)
 
 
 def push_not_supported() -> RpcError:
-    return RpcError(
-        -32003,
-        "Push notifications are not supported by this agent.",
-        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    return from_sdk(
+        sdk.PushNotificationNotSupportedError, "Push notifications are not supported by this agent."
     )
 
 
 def content_type_not_supported(content_type: str) -> RpcError:
-    return RpcError(
-        -32005,
+    return from_sdk(
+        sdk.ContentTypeNotSupportedError,
         f"Content type {content_type or '(none)'} is not supported; send application/json.",
-        "CONTENT_TYPE_NOT_SUPPORTED",
         http_status=415,
     )
 
 
 def version_not_supported(version: str) -> RpcError:
-    return RpcError(
-        -32009,
+    return from_sdk(
+        sdk.VersionNotSupportedError,
         f"A2A version {version or '0.3 (no A2A-Version header)'} is not supported; this endpoint serves A2A 1.0 "
         "(send the header A2A-Version: 1.0).",
-        "VERSION_NOT_SUPPORTED",
         metadata={"supported": "1.0"},
     )
 
@@ -118,9 +125,9 @@ def agent_not_found() -> RpcError:
 
 def from_domain(exc: domain.RuntimeFault) -> RpcError:
     if isinstance(exc, domain.TaskNotFound):
-        return RpcError(-32001, exc.message, "TASK_NOT_FOUND", metadata=exc.metadata)
+        return from_sdk(sdk.TaskNotFoundError, exc.message, metadata=exc.metadata)
     if isinstance(exc, domain.TaskNotCancelable):
-        return RpcError(-32002, exc.message, "TASK_NOT_CANCELABLE", metadata=exc.metadata)
+        return from_sdk(sdk.TaskNotCancelableError, exc.message, metadata=exc.metadata)
     if isinstance(exc, domain.InvalidParams):
         return invalid_params(exc.field, exc.description, **exc.metadata)
     if isinstance(exc, domain.UnsupportedOperation):

@@ -28,6 +28,7 @@ from a2a_endpoint.jsonrpc import (
     rpc_response,
     version_check,
 )
+from a2a_endpoint.observe import a2a_error, a2a_method, a2a_observed
 from config.logging import bind
 from runtime.errors import RuntimeFault
 
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 
 @csrf_exempt
+@a2a_observed
 async def endpoint(request, tenant: str, agent: str):
     if request.method != "POST":
         response = JsonResponse(
@@ -52,6 +54,7 @@ async def endpoint(request, tenant: str, agent: str):
         bind(tenant=tenant, subject=subject)
         activated = extensions_activated(request)
         request_id, envelope = body_read(request)
+        a2a_method(envelope["method"])
         version_check(request)
         caller = Caller(
             found,
@@ -64,16 +67,22 @@ async def endpoint(request, tenant: str, agent: str):
             {"jsonrpc": "2.0", "id": request_id, "result": result}, activated=activated
         )
     except errors.RpcError as exc:
+        a2a_error(exc.code)
         return rpc_response(exc.body(request_id), status=exc.http_status, activated=activated)
     except RuntimeFault as exc:
-        return rpc_response(errors.from_domain(exc).body(request_id), activated=activated)
+        error = errors.from_domain(exc)
+        a2a_error(error.code)
+        return rpc_response(error.body(request_id), activated=activated)
     except RecursionError:
         # Only input nests this deeply (inputs.json_read stops deep bodies before parsing;
         # this catches whatever recursed on them later), so it is the caller's error.
         logger.warning("A2A request recursed too deeply", exc_info=True)
-        return rpc_response(inputs.too_deep().body(request_id), activated=activated)
+        error = inputs.too_deep()
+        a2a_error(error.code)
+        return rpc_response(error.body(request_id), activated=activated)
     except Exception:
         logger.exception("A2A request failed")
+        a2a_error(-32603)
         return rpc_response(
             errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id),
             activated=activated,

@@ -236,7 +236,7 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # The A2A endpoint is called by programs over plain HTTP in development; the SSL redirect
 # must never turn a POST into a GET, so these paths are exempt (TLS is the proxy's job).
-SECURE_REDIRECT_EXEMPT = [r"^a2a/", r"^healthz$"]
+SECURE_REDIRECT_EXEMPT = [r"^a2a/", r"^healthz$", r"^readyz$", r"^metrics$"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 
 # --- REST framework -----------------------------------------------------------------------
@@ -411,3 +411,8 @@ A2A_MAX_RAW_PART_BYTES = env_int("A2A_MAX_RAW_PART_BYTES", 1024 * 1024)
 # How many url parts one message may carry (the worker fetches each before the turn starts).
 A2A_MAX_URL_PARTS = env_int("A2A_MAX_URL_PARTS", 10)
 PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))
+
+# --- Operations: /metrics and tracing (config.metrics, config.tracing) ---------------------
+# The bearer token /metrics asks for; unset, /metrics answers 404. PROMETHEUS_MULTIPROC_DIR
+# (read by prometheus_client itself) makes the web processes serve the workers' counters.
+METRICS_TOKEN = env_secret("METRICS_TOKEN")

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from config import health, metrics
 from tenants import views as tenant_views
 
 admin.site.site_header = "Countersign administration"
@@ -9,7 +10,10 @@ admin.site.site_title = "Countersign admin"
 
 urlpatterns = [
     path("", tenant_views.home, name="home"),
-    path("healthz", tenant_views.healthz, name="healthz"),
+    path("favicon.ico", tenant_views.favicon, name="favicon"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
     path("", include("approvals.urls")),
     path("connections/", include("connections.urls")),

@@ -9,9 +9,22 @@ class RuntimeConfig(AppConfig):
         from runtime.receivers import app_connected_received
 
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
+        observability_setup()
 
     def seed_demo(self, *, tenant, **options) -> dict:
         """The demo agents (runtime/agents/*.md), for tenants' seed_demo command."""
         from runtime.demo import seed_demo_agents
 
         return {"agents": seed_demo_agents(tenant=tenant)}
+
+
+def observability_setup() -> None:
+    """Tracing (when configured), the Celery hooks that carry it and retire a dead process's
+    metrics, and the scrape-time collectors of open interactions (config.metrics)."""
+    from config import metrics, tracing
+    from runtime.observe import open_interactions_collect
+
+    tracing.tracing_setup()
+    tracing.celery_hooks_connect()
+    metrics.celery_hooks_connect()
+    metrics.collector_register("interactions_open", open_interactions_collect)

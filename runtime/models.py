@@ -17,6 +17,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from config.tracing import current_trace_id
 from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url
 from tenants.models import Tenant
@@ -51,7 +52,8 @@ def new_file_id() -> str:
 
 
 def new_trace_id() -> str:
-    return uuid.uuid4().hex
+    """The trace id of the span creating the task when tracing is on (one trace per task)."""
+    return current_trace_id() or uuid.uuid4().hex
 
 
 class TaskState(models.TextChoices):

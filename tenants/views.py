@@ -1,7 +1,8 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -21,8 +22,9 @@ def home(request):
 
 
 @require_GET
-def healthz(request):
-    return HttpResponse("ok", content_type="text/plain")
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page links (Django admin links none)."""
+    return HttpResponseRedirect(static("favicon.ico"))
 
 
 @login_required

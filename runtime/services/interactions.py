@@ -13,6 +13,7 @@ from runtime.answers import answer_from_decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, TaskNotFound
 from runtime.models import Interaction, Task, TaskState
+from runtime.observe import decision_observe
 from runtime.shapes import agent_message
 from runtime.task_state import task_pause, task_status_set, turn_enqueue, with_plan
 
@@ -92,6 +93,7 @@ def interaction_close(
     for name, value in decision.items():
         setattr(interaction, name, value)
     interaction.task = task
+    decision_observe(interaction)
     entry = {
         "type": "answer",
         "interactionId": interaction.public_id,

@@ -24,6 +24,7 @@ from runtime.llm.actions import (
 from runtime.llm.prices import cost_usd
 from runtime.llm.registry import model_for
 from runtime.models import Interaction, Task, TaskState, new_key
+from runtime.observe import turn_observed
 from runtime.services.interactions import interaction_open
 from runtime.shapes import agent_message
 from runtime.task_state import STATUS_FIELDS, task_end, task_status_set, with_plan
@@ -364,4 +365,5 @@ def turn_run(*, task_pk: int, worker_id: str) -> None:
     task = turn_claim(task_pk=task_pk, worker_id=worker_id)
     if task is None:
         return
-    TurnRunner(task, worker_id).run()
+    with turn_observed(task):
+        TurnRunner(task, worker_id).run()

@@ -1,0 +1,168 @@
+"""OpenTelemetry tracing: off by default, on when an OTLP endpoint is configured.
+
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) set, or
+``OTEL_TRACES_ENABLED=true``, turns it on: spans go to that collector over OTLP/HTTP
+(protobuf), batched; the exporter reads the other standard ``OTEL_EXPORTER_OTLP_*`` variables
+(headers, timeout) itself, ``OTEL_SERVICE_NAME`` names the service (``countersign``).
+
+One task, one trace: a task's ``trace_id`` (the ``trace=`` of every log line about it) is the
+trace id of the span that created it (``current_trace_id``), and each turn in a worker runs
+in a span of that trace (``task_span``). The Celery message carries the W3C ``traceparent`` of
+the span that enqueued it, so a turn started by a SendMessage is that request's child; a turn
+started by someone else (an operator's decision, the sweep) stays in the task's trace and
+links to the span that started it.
+"""
+
+import logging
+import os
+import secrets
+from contextlib import contextmanager
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+logger = logging.getLogger(__name__)
+
+INSTRUMENTATION = "countersign"
+_state: dict = {"provider": None}
+_CELERY_TOKEN = "_otel_context_token"
+
+
+def tracing_enabled_by_env(environ=os.environ) -> bool:
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if environ.get("OTEL_TRACES_ENABLED", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    return bool(
+        environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+def tracing_setup() -> None:
+    """Install the OTLP exporter once per process when tracing is configured (else nothing)."""
+    if _state["provider"] is not None or not tracing_enabled_by_env():
+        return
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "countersign")})
+    provider = TracerProvider(resource=resource)
+    # BatchSpanProcessor restarts its thread after a fork (Celery's prefork children).
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider_use(provider)
+    logger.info("tracing on: OTLP exporter configured")
+
+
+def provider_use(provider) -> None:
+    """Send this process's spans to ``provider`` (None: tracing off). Tests pass an SDK
+    provider with an in-memory exporter."""
+    _state["provider"] = provider
+
+
+def provider_current():
+    """The provider this process's spans go to (None: tracing off)."""
+    return _state["provider"]
+
+
+def tracer() -> trace.Tracer:
+    provider = _state["provider"]
+    if provider is None:
+        return trace.NoOpTracer()
+    return provider.get_tracer(INSTRUMENTATION)
+
+
+def current_trace_id() -> str | None:
+    """The trace id (32 hex digits) of the current span, if one is being recorded."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return trace.format_trace_id(context.trace_id)
+
+
+@contextmanager
+def request_span(name: str, headers, **attributes):
+    """A server span for an incoming request, continuing the caller's ``traceparent``."""
+    if _state["provider"] is None:  # tracing off: not even the header is read
+        yield trace.INVALID_SPAN
+        return
+    parent = propagate.extract({k.lower(): v for k, v in headers.items()})
+    with tracer().start_as_current_span(
+        name, context=parent, kind=SpanKind.SERVER, attributes=attributes
+    ) as span:
+        yield span
+
+
+def _remote_parent(trace_id: str):
+    """A context whose parent is in trace ``trace_id`` (not a span we hold: a remote one)."""
+    span_context = SpanContext(
+        trace_id=int(trace_id, 16),
+        span_id=secrets.randbits(64) or 1,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(span_context))
+
+
+@contextmanager
+def task_span(name: str, trace_id: str, **attributes):
+    """A span in the task's trace: the current span's child when it is of that trace (the
+    request that enqueued the turn), else a new span of that trace linking to the current one."""
+    if _state["provider"] is None:
+        yield trace.INVALID_SPAN
+        return
+    current = trace.get_current_span().get_span_context()
+    try:
+        wanted = int(trace_id, 16)
+    except (TypeError, ValueError):
+        wanted = 0
+    if not wanted or (current.is_valid and current.trace_id == wanted):
+        parent, links = None, ()
+    else:
+        parent = _remote_parent(trace_id)
+        links = [trace.Link(current)] if current.is_valid else ()
+    with tracer().start_as_current_span(
+        name, context=parent, links=links, kind=SpanKind.CONSUMER, attributes=attributes
+    ) as span:
+        yield span
+
+
+# --- Celery: the trace context travels in the message headers -----------------------------
+
+
+def _before_publish(headers=None, **_kwargs):
+    if headers is not None:
+        propagate.inject(headers)
+
+
+def _prerun(task=None, **_kwargs):
+    if task is None:
+        return
+    request = task.request
+    carrier = {}
+    for key in ("traceparent", "tracestate"):
+        value = getattr(request, key, None) or (request.headers or {}).get(key)
+        if value:
+            carrier[key] = value
+    if not carrier:
+        return
+    token = otel_context.attach(propagate.extract(carrier))
+    setattr(request, _CELERY_TOKEN, token)
+
+
+def _postrun(task=None, **_kwargs):
+    token = getattr(task.request, _CELERY_TOKEN, None) if task is not None else None
+    if token is not None:
+        otel_context.detach(token)
+        setattr(task.request, _CELERY_TOKEN, None)
+
+
+def celery_hooks_connect() -> None:
+    from celery.signals import before_task_publish, task_postrun, task_prerun
+
+    before_task_publish.connect(_before_publish, weak=False, dispatch_uid="otel-publish")
+    task_prerun.connect(_prerun, weak=False, dispatch_uid="otel-prerun")
+    task_postrun.connect(_postrun, weak=False, dispatch_uid="otel-postrun")

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import DisallowedHost, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -19,20 +19,34 @@ from tenants.management.commands.tokens import tenant_named
 from tenants.models import Membership, User
 
 
-def invitation_send(*, user: User, base_url: str) -> None:
-    """Mail the user a link to set their password, as the admin action does."""
-    from allauth.account.forms import ResetPasswordForm
-
+def site_request(base_url: str):
+    """A request to the site at base_url, which the invitation's link is built from."""
     parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CommandError(f"--base-url must be http(s)://host[:port], not {base_url!r}.")
     request = RequestFactory().get(
         "/", HTTP_HOST=parts.netloc, secure=parts.scheme == "https", REMOTE_ADDR="127.0.0.1"
     )
+    try:
+        request.get_host()
+    except DisallowedHost:
+        raise CommandError(f"{parts.netloc} is not in ALLOWED_HOSTS.") from None
     request.user = AnonymousUser()
     request.session = import_module(settings.SESSION_ENGINE).SessionStore()
+    return request
+
+
+def invitation_send(*, user: User, request) -> None:
+    """Mail the user a link to set their password, as the admin action does."""
+    from allauth.account.forms import ResetPasswordForm
+    from allauth.core.context import request_context
+
     form = ResetPasswordForm(data={"email": user.email})
     if not form.is_valid():
         raise CommandError(f"No invitation sent: {form.errors.as_text()}")
-    form.save(request)
+    # allauth builds the link from the request it finds in its context (there is no site).
+    with request_context(request):
+        form.save(request)
 
 
 class Command(BaseCommand):
@@ -72,6 +86,10 @@ class Command(BaseCommand):
             validate_email(email)
         except ValidationError:
             raise CommandError(f"{options['email']!r} is not an e-mail address.") from None
+        request = None
+        if options["action"] == "invite":
+            base = options["base_url"] or settings.PUBLIC_BASE_URL or "http://127.0.0.1:8000"
+            request = site_request(base.rstrip("/"))
         with transaction.atomic():
             user = User.objects.filter(email__iexact=email).first()
             created = user is None
@@ -87,7 +105,6 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{'Added' if created else 'Updated'} {user.email} as {options['role']} in {tenant.slug}."
         )
-        if options["action"] == "invite":
-            base = options["base_url"] or settings.PUBLIC_BASE_URL or "http://127.0.0.1:8000"
-            invitation_send(user=user, base_url=base.rstrip("/"))
+        if request is not None:
+            invitation_send(user=user, request=request)
             self.stdout.write(f"Sent an invitation to {user.email}.")

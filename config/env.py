@@ -31,6 +31,7 @@ def dotenv_load(path: Path | str | None = None) -> Path | None:
         if named:
             raise ImproperlyConfigured(f"ENV_FILE points at {str(path)!r}, which is not a file.")
         return None
+    values = {}  # all read before any is set: a bad line sets nothing
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -43,6 +44,8 @@ def dotenv_load(path: Path | str | None = None) -> Path | None:
             value = value[1:-1]
         else:
             value = re.split(r"\s+#", value, maxsplit=1)[0].rstrip()
+        values[name] = value
+    for name, value in values.items():
         os.environ.setdefault(name, value)
     return path
 

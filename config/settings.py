@@ -308,7 +308,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 A2A_WAIT_MS = env_int("A2A_WAIT_MS", 300_000)
 # The documented default demo password; seed_demo refuses it when DEBUG is off.
 DEMO_OPERATOR_PASSWORD_DEFAULT = "countersign-demo"
-DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD", DEMO_OPERATOR_PASSWORD_DEFAULT)
+# Empty (as in a .env copied from .env.example) means the default, never an empty password.
+DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD") or DEMO_OPERATOR_PASSWORD_DEFAULT
 
 # The keys that encrypt stored secrets at rest (connections/crypto.py: Fernet, key derived by
 # HKDF). Any long random strings, comma-separated: the first encrypts, all decrypt, so a new

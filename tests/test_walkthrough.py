@@ -96,6 +96,14 @@ def test_the_walkthrough_runs_by_copy_paste_against_make_run(make_run):
     assert result.returncode == 0, (
         f"the walk-through failed:\n{output}\n--- make run:\n{log.read_text()}"
     )
+    # What make run printed while serving it: one line per event, none of the old noise.
+    printed = log.read_text()
+    assert printed.index(" ready.") < printed.index("Countersign is running at")
+    for noise in ("No hostname was supplied", "lifespan", "synchronous iterators",
+                  "Sending due task", "-------------- celery@"):  # fmt: skip
+        assert noise not in printed, noise
+    lines = [line for line in printed.splitlines() if " WARNING " in line or " ERROR " in line]
+    assert len(lines) == len(set(lines)), "a warning was printed twice"
     position = 0
     for expected in expectations(blocks):
         found = output.find(expected, position)

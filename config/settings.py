@@ -315,7 +315,10 @@ DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD") or DEMO_OPERATOR_P
 # HKDF). Any long random strings, comma-separated: the first encrypts, all decrypt, so a new
 # key goes first and `manage.py rotate_secrets` re-encrypts everything under it before the
 # old one is dropped. Defaults to SECRET_KEY; set it on its own in production.
-CONNECTIONS_ENCRYPTION_KEY = env_secret("CONNECTIONS_ENCRYPTION_KEY") or SECRET_KEY
+# SECRET_KEY is one key as it is (it may hold a comma); the setting is a list.
+CONNECTIONS_ENCRYPTION_KEY = [
+    key.strip() for key in env_secret("CONNECTIONS_ENCRYPTION_KEY").split(",") if key.strip()
+] or [SECRET_KEY]
 # How long an operator has to finish an OAuth2 connect at the provider, in seconds.
 CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 

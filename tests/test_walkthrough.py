@@ -109,3 +109,31 @@ def test_the_walkthrough_runs_by_copy_paste_against_make_run(make_run):
         found = output.find(expected, position)
         assert found >= 0, f"{expected!r} missing (in order) from:\n{output}"
         position = found + len(expected)
+
+
+def a2a_sh(*args, **env) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("TOKEN", "A2A_BASE")}
+    return subprocess.run(
+        [str(ROOT / "scripts" / "a2a.sh"), *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_a2a_sh_says_what_is_missing_or_wrong():
+    no_token = a2a_sh("support", "send", "hi")
+    assert no_token.returncode == 2 and "set TOKEN first" in no_token.stderr
+    usage = a2a_sh("support", "dance", "hi", TOKEN="cs_x")
+    assert usage.returncode == 2 and "usage: scripts/a2a.sh" in usage.stderr
+    down = a2a_sh("support", "send", "hi", TOKEN="cs_x", A2A_BASE=f"http://127.0.0.1:{free_port()}")
+    assert down.returncode == 2 and "is `make run` running?" in down.stderr
+    assert down.stdout == ""
+
+
+def test_the_banner_has_a_command_for_every_demo_agent_but_the_conformance_one():
+    from config.banner import AGENT_EXAMPLES
+
+    files = {path.stem for path in (ROOT / "runtime" / "agents").glob("*.md")}
+    assert files - set(AGENT_EXAMPLES) == {"tck"}

@@ -54,12 +54,11 @@ def curl_command(base: str, path: str, token: str, text: str, message_id: str) -
 
 
 def exports(demo: dict, base: str) -> str:
-    """Lines to paste (or eval) into a shell: the tokens, and the base URL off port 8000."""
+    """Lines to paste (or eval) into a shell: the tokens and the base URL (scripts/a2a.sh)."""
     lines = [f"export TOKEN={demo['token']}"]
     if demo.get("operator_token"):
         lines.append(f"export OPERATOR_TOKEN={demo['operator_token']}")
-    if base != "http://127.0.0.1:8000":
-        lines.append(f"export A2A_BASE={base}")
+    lines.append(f"export A2A_BASE={base}")
     return "\n".join(lines)
 
 

@@ -45,7 +45,9 @@ class Command(BaseCommand):
         create.add_argument("--expires-days", type=int, default=None)
         listing = sub.add_parser("list", help="List tokens (never their plaintext).")
         listing.add_argument("--tenant", help="Only this tenant's tokens.")
-        listing.add_argument("--all", action="store_true", help="Include revoked tokens.")
+        listing.add_argument(
+            "--all", dest="include_revoked", action="store_true", help="Include revoked tokens."
+        )
         revoke = sub.add_parser("revoke", help="Revoke a token by its prefix or id.")
         revoke.add_argument("token", help="The prefix (cs_<prefix>_...) or the id from `list`.")
         revoke.add_argument("--tenant", help="Only look in this tenant.")
@@ -80,11 +82,11 @@ class Command(BaseCommand):
         )
         self.stdout.write(plaintext)
 
-    def handle_list(self, *, tenant, all, **_):
+    def handle_list(self, *, tenant, include_revoked, **_):
         tokens = ApiToken.objects.select_related("tenant").order_by("tenant__slug", "-created_at")
         if tenant:
             tokens = tokens.filter(tenant=tenant_named(tenant))
-        if not all:
+        if not include_revoked:
             tokens = tokens.filter(revoked_at__isnull=True)
         self.stdout.write("prefix        tenant        kind      state    subject  (name)")
         now = timezone.now()

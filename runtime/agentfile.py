@@ -87,6 +87,7 @@ AGENT_SCHEMA = {
                 "then": {"enum": sorted(POLICY_ACTIONS)},
                 "else": {
                     "type": "object",
+                    "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...})",
                     "required": ["action"],
                     "properties": {
                         "action": {"enum": sorted(POLICY_ACTIONS)},

@@ -172,6 +172,8 @@ policy:
         ("name: helper\n", "name: helper\nloop: {connections: maybe}\n", 3, "loop.connections", "must be true or false"),
         ("name: helper\n", "name: helper\nloop: [1]\n", 3, "loop", "must be a mapping"),
         ("  provider: scripted\n", "  provider: 7\n", 18, "model.provider", "must be a string"),
+        ("  deploy/deploy_build: approve\n", "  deploy/deploy_build:\n", 16, "policy.deploy/deploy_build", "must be allow, approve or deny"),
+        ("  deploy/deploy_build: approve\n", "  deploy/deploy_build: {action: maybe}\n", 16, "policy.deploy/deploy_build.action", "must be one of allow, approve, deny"),
     ],
     ids=[
         "tool-schema-nested-type-12",
@@ -185,6 +187,8 @@ policy:
         "loop-connections-not-a-boolean",
         "loop-not-a-mapping",
         "provider-not-a-string",
+        "policy-empty",
+        "policy-bad-action-in-mapping",
     ],
 )  # fmt: skip
 def test_agent_file_errors_from_the_schema_name_file_line_and_field(

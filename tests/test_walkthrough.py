@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from django.conf import settings
@@ -96,6 +97,10 @@ def test_the_walkthrough_runs_by_copy_paste_against_make_run(make_run):
     assert result.returncode == 0, (
         f"the walk-through failed:\n{output}\n--- make run:\n{log.read_text()}"
     )
+    # A static file, as every page loads: whitenoise under ASGI once warned on each.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/countersign.css") as css:
+        assert css.status == 200
+    time.sleep(0.5)
     # What make run printed while serving it: one line per event, none of the old noise.
     printed = log.read_text()
     assert printed.index(" ready.") < printed.index("Countersign is running at")

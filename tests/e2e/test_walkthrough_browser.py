@@ -19,7 +19,7 @@ def bash(script: str, env: dict, port: int) -> str:
 
 
 def test_the_walkthrough_with_the_approval_in_the_browser(make_run, browser, tmp_path):
-    env, port, _log = make_run
+    env, port, log = make_run
     blocks = walkthrough_blocks((ROOT / "README.md").read_text())
     tokens = blocks[0]
     [held] = [b for b in blocks if "deployer send" in b]

@@ -43,3 +43,4 @@ def test_the_walkthrough_with_the_approval_in_the_browser(make_run, browser, tmp
     out = bash(f"{tokens}\nTASK=$(cat {state})\n{result}", env, port)
     for expected in expectations([result]):
         assert expected in out, out
+    assert "Traceback" not in log.read_text()

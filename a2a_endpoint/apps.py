@@ -3,6 +3,8 @@ from django.apps import AppConfig
 
 class A2aEndpointConfig(AppConfig):
     name = "a2a_endpoint"
+    # Fields holding secret_encrypt() output, for `manage.py rotate_secrets`.
+    encrypted_fields = {"PushConfig": ("token", "auth_credentials")}
 
     def ready(self) -> None:
         from a2a_endpoint.observe import push_deliveries_collect

@@ -5,8 +5,50 @@ that container secrets never have to sit in the environment itself.
 """
 
 import os
+import re
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+_DOTENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$")
+
+
+def dotenv_load(path: Path | str | None = None) -> Path | None:
+    """Set the variables of a ``.env`` file that the environment does not set already.
+
+    The file is ``.env`` beside manage.py, or the one ``ENV_FILE`` names (``ENV_FILE=``, empty,
+    reads none). Lines are ``NAME=value`` (``export`` allowed, ``#`` comments, values may be
+    quoted); a real environment variable always wins. Returns the file read, if any.
+    """
+    named = os.environ.get("ENV_FILE")
+    if path is None:
+        if named == "":
+            return None
+        path = named or BASE_DIR / ".env"
+    path = Path(path)
+    if not path.is_file():
+        if named:
+            raise ImproperlyConfigured(f"ENV_FILE points at {str(path)!r}, which is not a file.")
+        return None
+    values = {}  # all read before any is set: a bad line sets nothing
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _DOTENV_LINE.match(line)
+        if match is None:
+            raise ImproperlyConfigured(f"{path}:{number}: not a NAME=value line.")
+        name, value = match.group(1), match.group(2).strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0].rstrip()
+        values[name] = value
+    for name, value in values.items():
+        os.environ.setdefault(name, value)
+    return path
+
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

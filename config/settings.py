@@ -6,12 +6,16 @@ Every deployment knob comes from the environment; ``.env.example`` lists them.
 """
 
 import secrets
+import warnings
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_secret, env_str
+from config.env import dotenv_load, env_bool, env_int, env_list, env_secret, env_str
+
+# .env beside manage.py (or ENV_FILE), for what the environment does not set itself.
+dotenv_load()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -304,18 +308,29 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 A2A_WAIT_MS = env_int("A2A_WAIT_MS", 300_000)
 # The documented default demo password; seed_demo refuses it when DEBUG is off.
 DEMO_OPERATOR_PASSWORD_DEFAULT = "countersign-demo"
-DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD", DEMO_OPERATOR_PASSWORD_DEFAULT)
+# Empty (as in a .env copied from .env.example) means the default, never an empty password.
+DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD") or DEMO_OPERATOR_PASSWORD_DEFAULT
 
-# The key that encrypts connection secrets at rest (Fernet, key derived by HKDF). Any long
-# random string; defaults to SECRET_KEY, so changing SECRET_KEY then makes stored connections
-# unreadable (they must be connected again). Set it on its own in production.
-CONNECTIONS_ENCRYPTION_KEY = env_secret("CONNECTIONS_ENCRYPTION_KEY") or SECRET_KEY
+# The keys that encrypt stored secrets at rest (connections/crypto.py: Fernet, key derived by
+# HKDF). Any long random strings, comma-separated: the first encrypts, all decrypt, so a new
+# key goes first and `manage.py rotate_secrets` re-encrypts everything under it before the
+# old one is dropped. Defaults to SECRET_KEY; set it on its own in production.
+# SECRET_KEY is one key as it is (it may hold a comma); the setting is a list.
+CONNECTIONS_ENCRYPTION_KEY = [
+    key.strip() for key in env_secret("CONNECTIONS_ENCRYPTION_KEY").split(",") if key.strip()
+] or [SECRET_KEY]
 # How long an operator has to finish an OAuth2 connect at the provider, in seconds.
 CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 
 # --- Logging: every line names the task, tenant and subject it is about -------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
-LOG_FORMAT = env_str("LOG_FORMAT", "text")  # "text" (key=value) or "json"
+# "text" (key=value) or "json"; JSON by default in production (DEBUG off).
+LOG_FORMAT = env_str("LOG_FORMAT", "text" if DEBUG else "json")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
+# Chatter that says nothing about a task: beat's "Sending due task" every sweep, and each
+# periodic task's "received" and "succeeded" lines. LOG_LEVEL=DEBUG shows them again.
+_QUIET_LEVEL = "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -336,10 +351,34 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # Django's defaults give "django" a handler of its own, which printed every
+        # django.request warning twice (there and at the root): one handler, the root's.
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.server": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
         "django.db.backends": {"level": "INFO"},
+        # uvicorn's own lines, in our format (JSON in production) rather than its own.
+        "uvicorn": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "uvicorn.error": {"handlers": [], "propagate": True},
+        # Configuring "uvicorn" resets its children: the access log is off again in
+        # development (make run passes --no-access-log), one line per request in production.
+        "uvicorn.access": {"handlers": [], "level": "WARNING" if DEBUG else LOG_LEVEL},
         "celery": {"level": LOG_LEVEL},
+        "celery.beat": {"level": _QUIET_LEVEL},
+        "celery.app.trace": {"level": _QUIET_LEVEL},
+        "celery.worker.strategy": {"level": _QUIET_LEVEL},
+        # "celery@host ready.": scripts/run.py prints its banner after it.
+        "celery.apps.worker": {"level": "INFO"},
     },
 }
+if CELERY_BROKER_URL == "filesystem://":
+    # The filesystem transport has no host; kombu warns "No hostname was supplied" at every
+    # connection it makes.
+    LOGGING["loggers"]["kombu.connection"] = {"level": "ERROR"}
+# Under ASGI, whitenoise's static files are a synchronous iterator, which Django consumes in
+# a thread and warns about on every file (whitenoise has no async iterator yet).
+warnings.filterwarnings(
+    "ignore", message="StreamingHttpResponse must consume synchronous iterators"
+)
 
 # --- The turn runtime ---------------------------------------------------------------------
 # A turn's lease: a worker renews it at every step; when it runs out (the worker died) the

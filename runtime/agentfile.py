@@ -8,13 +8,17 @@
     ---
     Instructions for the model...
 
-Errors name the file, the line and the field, so that a broken file is fixed in one go.
+The front matter is checked against one JSON Schema (AGENT_SCHEMA), and every tool's
+``schema`` must itself be a valid JSON Schema; then the checks a schema cannot say (the slug,
+unique skill ids, the provider's own fields). Errors name the file, the line and the field,
+so that a broken file is fixed in one go.
 """
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema
 import yaml
 from django.utils.text import slugify
 
@@ -28,6 +32,104 @@ from runtime.turn.limits import limits_error
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 DECIDERS = {"either", "operators"}
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+_TEXT = {"type": ["string", "number"], "minLength": 1, "x-message": "must be a string"}
+_STRINGS = {"type": "array", "items": {"type": "string"}, "x-message": "must be a list of strings"}
+# The front matter. ``x-message`` is what an error on that value says (house wording); other
+# keys are allowed, and ``model`` is only "a mapping with a provider": each provider's own
+# fields are checked by its code below.
+AGENT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["name", "description"],
+    "properties": {
+        "name": _TEXT,
+        "slug": {"type": "string", "x-message": "must be a string"},
+        "description": _TEXT,
+        "version": _TEXT,
+        "skills": {
+            "type": ["array", "null"],
+            "x-message": "must be a list",
+            "items": {
+                "type": "object",
+                "x-message": "must be a mapping with id, name, description",
+                "required": ["id", "name", "description"],
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "name": {"type": "string", "minLength": 1},
+                    "description": {"type": "string", "minLength": 1},
+                    "tags": _STRINGS,
+                    "examples": _STRINGS,
+                },
+            },
+        },
+        "model": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping with a provider",
+            "properties": {"provider": {"type": "string"}},
+        },
+        "tools": {
+            "type": ["array", "null"],
+            "x-message": "must be a list",
+            "items": {
+                "type": "object",
+                # {server: NAME} alone offers every tool a tenant's tool server was found to
+                # offer (runtime.toolservers).
+                "x-message": "must be a mapping with server (and tool)",
+                "required": ["server"],
+                "properties": {
+                    "server": {"type": "string", "minLength": 1},
+                    "tool": {"type": "string", "minLength": 1},
+                    "description": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "schema": {"type": "object", "x-message": "must be a JSON schema object"},
+                },
+            },
+        },
+        "policy": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
+            "additionalProperties": {
+                "if": {"type": "string"},
+                "then": {"enum": sorted(POLICY_ACTIONS)},
+                "else": {
+                    "type": "object",
+                    "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...})",
+                    "required": ["action"],
+                    "properties": {
+                        "action": {"enum": sorted(POLICY_ACTIONS)},
+                        "deciders": {
+                            "enum": sorted(DECIDERS),
+                            "x-message": "must be either or operators",
+                        },
+                    },
+                },
+                "x-message": "must be allow, approve or deny",
+            },
+        },
+        "loop": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping",
+            "properties": {"connections": {"type": "boolean"}},
+        },
+        "public": {"type": "boolean"},
+        "interactionTtlSeconds": {
+            "type": "integer",
+            "exclusiveMinimum": 0,
+            "x-message": "must be a positive number of seconds",
+        },
+    },
+}
+_AGENT_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA)
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "empty",
+}
 
 
 class AgentFileError(Exception):
@@ -72,6 +174,25 @@ def _line_of(node: yaml.Node | None, path: list, offset: int) -> int:
     return (best.start_mark.line if best is not None else 0) + offset
 
 
+def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
+    """The field path and the message for one schema error, in the house's words."""
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        missing = next(k for k in error.validator_value if k not in error.instance)
+        return [*path, missing], "is required"
+    if error.validator == "minLength" and error.instance == "":
+        return path, "is required"
+    if "x-message" in error.schema:
+        return path, error.schema["x-message"]
+    if error.validator == "type":
+        expected = error.validator_value
+        words = [_TYPE_WORDS[t] for t in ([expected] if isinstance(expected, str) else expected)]
+        return path, f"must be {' or '.join(w for w in words if w != 'empty')}"
+    if error.validator == "enum":
+        return path, f"must be one of {', '.join(map(str, error.validator_value))}"
+    return path, error.message
+
+
 def parse_agent_file(path: Path | str) -> AgentSpec:
     path = Path(path)
     text = path.read_text(encoding="utf-8")
@@ -103,14 +224,24 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             str(path), _line_of(node, field_path, offset), ".".join(map(str, field_path)), message
         )
 
+    # The first problem in the file's order: the one a reader meets first.
+    problems = sorted(
+        (
+            (_line_of(node, list(e.absolute_path), offset), _schema_problem(e))
+            for e in _AGENT_VALIDATOR.iter_errors(data)
+        ),
+        key=lambda problem: problem[0],
+    )
+    if problems:
+        line, (field_path, message) = problems[0]
+        raise AgentFileError(str(path), line, ".".join(map(str, field_path)), message)
+
     def text_field(key: str, required: bool = False, default: str = "") -> str:
         value = data.get(key, default)
         if value is None or value == "":
             if required:
                 fail([key], "is required")
             return default
-        if not isinstance(value, str | int | float):
-            fail([key], "must be a string")
         return str(value)
 
     name = text_field("name", required=True)
@@ -119,31 +250,16 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
         fail(["slug" if "slug" in data else "name"], f"{slug!r} is not a valid slug (a-z, 0-9, -)")
     description = text_field("description", required=True)
 
-    skills = data.get("skills", []) or []
-    if not isinstance(skills, list):
-        fail(["skills"], "must be a list")
-    clean_skills = []
-    for i, skill in enumerate(skills):
-        if not isinstance(skill, dict):
-            fail(["skills", i], "must be a mapping with id, name, description")
-        for key in ("id", "name", "description"):
-            if not isinstance(skill.get(key), str) or not skill.get(key):
-                fail(["skills", i, key], "is required")
-        tags = skill.get("tags", [])
-        examples = skill.get("examples", [])
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            fail(["skills", i, "tags"], "must be a list of strings")
-        if not isinstance(examples, list) or not all(isinstance(t, str) for t in examples):
-            fail(["skills", i, "examples"], "must be a list of strings")
-        clean_skills.append(
-            {
-                "id": skill["id"],
-                "name": skill["name"],
-                "description": skill["description"],
-                "tags": tags,
-                "examples": examples,
-            }
-        )
+    clean_skills = [
+        {
+            "id": skill["id"],
+            "name": skill["name"],
+            "description": skill["description"],
+            "tags": skill.get("tags", []),
+            "examples": skill.get("examples", []),
+        }
+        for skill in data.get("skills", []) or []
+    ]
     if len({s["id"] for s in clean_skills}) != len(clean_skills):
         fail(["skills"], "skill ids must be unique")
 
@@ -172,35 +288,24 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
         )
 
     tools = data.get("tools", []) or []
-    if not isinstance(tools, list):
-        fail(["tools"], "must be a list")
     for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            fail(["tools", i], "must be a mapping with server and tool")
-        if not isinstance(tool.get("server"), str) or not tool.get("server"):
-            fail(["tools", i, "server"], "is required")
-        # {server: NAME} alone offers every tool a tenant's tool server was found to offer.
-        if "tool" in tool and (not isinstance(tool["tool"], str) or not tool["tool"]):
-            fail(["tools", i, "tool"], "must be a tool name (or leave it out for all of them)")
-        if "schema" in tool and not isinstance(tool["schema"], dict):
-            fail(["tools", i, "schema"], "must be a JSON schema object")
+        # A tool's arguments are checked against its schema when the model calls it; a schema
+        # that is no JSON Schema (say {type: 12}) is this file's error, not a failed call.
+        if "schema" in tool:
+            checker = jsonschema.validators.validator_for(
+                tool["schema"], default=jsonschema.Draft202012Validator
+            )
+            try:
+                checker.check_schema(tool["schema"])
+            except jsonschema.SchemaError as exc:
+                fail(
+                    ["tools", i, "schema", *exc.absolute_path],
+                    f"is not a valid JSON Schema: {exc.message}",
+                )
 
     policy = data.get("policy", {}) or {}
-    if not isinstance(policy, dict):
-        fail(["policy"], "must be a mapping of 'server/tool' or 'server' to allow, approve or deny")
-    for key, rule in policy.items():
-        action = rule.get("action") if isinstance(rule, dict) else rule
-        if action not in POLICY_ACTIONS:
-            fail(["policy", key], "must be allow, approve or deny")
-        if isinstance(rule, dict) and rule.get("deciders", "either") not in DECIDERS:
-            fail(["policy", key, "deciders"], "must be either or operators")
-
     loop = data.get("loop", {}) or {}
-    if not isinstance(loop, dict):
-        fail(["loop"], "must be a mapping")
     connections = loop.get("connections", False)
-    if not isinstance(connections, bool):
-        fail(["loop", "connections"], "must be true or false")
     limits = loop.get("limits", {}) or {}
     wrong = limits_error(limits)
     if wrong:
@@ -211,11 +316,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
         # Kept with the model (the agent row has no field of its own for them).
         model = {**model, "limits": limits}
     public = data.get("public", False)
-    if not isinstance(public, bool):
-        fail(["public"], "must be true or false")
     ttl = data.get("interactionTtlSeconds", 24 * 3600)
-    if not isinstance(ttl, int) or ttl <= 0:
-        fail(["interactionTtlSeconds"], "must be a positive number of seconds")
 
     return AgentSpec(
         slug=slug,

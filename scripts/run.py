@@ -1,19 +1,29 @@
 """`make run`: seed the demo tenant, then run the web server and a Celery worker (with beat)
-in the foreground. Ctrl-C (or SIGTERM) stops all of them."""
+in the foreground, and print the banner (config/banner.py) once both answer, so that it is
+the last thing on the screen. Ctrl-C (or SIGTERM) stops all of them."""
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from config.banner import assistant_note, banner, base_url, curl_command  # noqa: E402
+from config.env import dotenv_load  # noqa: E402
+
+__all__ = ["assistant_note", "banner", "curl_command", "main", "static_commands"]
+# What the worker logs (celery.apps.worker, INFO) once it consumes: the banner waits for it.
+WORKER_READY = " ready."
 
 
 def static_commands() -> list[list[str]]:
@@ -30,67 +40,25 @@ def static_commands() -> list[list[str]]:
     return [[sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"]]
 
 
-def curl_command(base: str, path: str, token: str, text: str, message_id: str) -> str:
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "messageId": message_id,
-                    "role": "ROLE_USER",
-                    "parts": [{"text": text}],
-                }
-            },
-        }
-    )
-    return f"""  curl -s {base}{path} \\
-    -H 'Authorization: Bearer {token}' -H 'A2A-Version: 1.0' \\
-    -H 'Content-Type: application/json' \\
-    -d {shlex.quote(body)}"""
+def web_ready(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
+            return response.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
-def assistant_note(demo: dict, base: str, environ=None) -> str:
-    """The banner's lines on the `assistant` agent: how to call it when seed_demo added it
-    (a model is configured), else how to turn it on."""
-    environ = os.environ if environ is None else environ
-    path = demo["agents"].get("assistant")
-    if path is None:
-        return """The demo runs offline (scripted agents). To add an `assistant` agent on a real model:
-  export OPENAI_API_KEY=...                       # your key (any value for a local server)
-  export OPENAI_MODEL=gpt-4o-mini                 # optional, the model name
-  export OPENAI_BASE_URL=http://127.0.0.1:11434/v1  # optional: Ollama, vLLM, ... (loopback is fine)
-then run `make run` again; its deployments and pull requests wait for your approval."""
-    model = environ.get("OPENAI_MODEL") or "gpt-4o-mini"
-    where = environ.get("OPENAI_BASE_URL") or "api.openai.com"
-    call = curl_command(
-        base, path, demo["token"], "deploy build 2026.10.06-1 to staging", "assistant-1"
-    )
-    return f"""Ask the assistant (model {model} at {where}); its deployment waits in the inbox:
-{call}"""
-
-
-def banner(demo: dict, base: str, environ=None) -> str:
-    operator = demo["logins"]["operator"]
-    agent_path = demo["agents"].get("support", "/a2a/demo/support")
-    call = curl_command(base, agent_path, demo["token"], "Hello", "hello-1")
-    return f"""
-Countersign is starting at {base}/
-  operator login: {operator["email"]} / {operator["password"]}
-  admin login:    {demo["logins"]["admin"]["email"]} / {demo["logins"]["admin"]["password"]}  ({base}/admin/)
-  partner token:  {demo["token"]}
-
-Call the demo agent:
-{call}
-
-{assistant_note(demo, base, environ)}
-
-Press Ctrl-C to stop.
-"""
+def forward(stream, ready: threading.Event) -> None:
+    """Copy a child's output to ours line by line, and note when it says it is ready."""
+    for line in iter(stream.readline, ""):
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        if WORKER_READY in line:
+            ready.set()
 
 
 def main() -> int:
+    dotenv_load()
     port = os.environ.get("PORT", "8000")
     host = os.environ.get("HOST", "127.0.0.1")
     for command in static_commands():
@@ -103,8 +71,7 @@ def main() -> int:
         text=True,
     )
     demo = json.loads(seeded.stdout.strip().splitlines()[-1])
-    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    print(banner(demo, base), flush=True)
+    base = base_url({"HOST": host, "PORT": port})
     commands = [
         [
             str(BIN / "uvicorn"),
@@ -114,11 +81,15 @@ def main() -> int:
             "--port",
             port,
             "--no-access-log",
+            # Django has no lifespan handler; uvicorn's "auto" would say so at every start.
+            "--lifespan",
+            "off",
         ],
         [
             str(BIN / "celery"),
             "-A",
             "config",
+            "--quiet",  # no 40-line banner: ours comes last
             "worker",
             "--beat",
             "--loglevel",
@@ -127,8 +98,21 @@ def main() -> int:
             "2",
         ],
     ]
-    children = [subprocess.Popen(cmd, cwd=ROOT) for cmd in commands]
+    web = subprocess.Popen(commands[0], cwd=ROOT)
+    worker = subprocess.Popen(
+        commands[1],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    children = [web, worker]
+    worker_ready = threading.Event()
+    threading.Thread(target=forward, args=(worker.stdout, worker_ready), daemon=True).start()
     stopping = False
+    announced = False
+    started = time.monotonic()
 
     def stop(*_):
         nonlocal stopping
@@ -147,6 +131,11 @@ def main() -> int:
                 )
                 code = child.returncode or 1
                 stopping = True
+        # The worker's "ready." line is INFO; should it never come, the banner still does.
+        worker_up = worker_ready.is_set() or time.monotonic() - started > 60
+        if not stopping and not announced and worker_up and web_ready(base):
+            print(banner(demo, base), flush=True)
+            announced = True
         time.sleep(0.5)
     for child in children:
         if child.poll() is None:

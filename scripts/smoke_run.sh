@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start `make run` on the embedded default (SQLite, filesystem broker) in a scratch folder,
-# poll until GET / answers with the login page, then stop it. Exits non-zero on failure.
+# poll until it prints its banner and GET / answers with the login page, then stop it. Exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=$(mktemp -d)
@@ -12,9 +12,11 @@ pid=$!
 cleanup() { kill -TERM -- -"$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$scratch"; }
 trap cleanup EXIT
 for _ in $(seq 1 120); do
-  if page=$(curl -fsSL "http://127.0.0.1:$port/" 2>/dev/null) && grep -q 'name="password"' <<<"$page"; then
+  # The banner comes last, once the web server and the worker are up.
+  if grep -q "Press Ctrl-C to stop." "$log" && page=$(curl -fsSL "http://127.0.0.1:$port/" 2>/dev/null) \
+      && grep -q 'name="password"' <<<"$page"; then
     echo "smoke: make run answered GET / with the login page on port $port"
-    grep -E "operator login|partner token" "$log" | sed 's/cs_[A-Za-z0-9_-]*/cs_…/'
+    grep -E "operator login|partner token|operator token" "$log" | sed 's/cs_[A-Za-z0-9_-]*/cs_…/'
     exit 0
   fi
   if ! kill -0 "$pid" 2>/dev/null; then break; fi

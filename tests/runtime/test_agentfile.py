@@ -220,3 +220,77 @@ def test_a_broken_openai_agent_file_names_its_line_and_field(
         load(tmp_path)
     assert str(caught.value).startswith(f"{path}:{line}: {field}: "), str(caught.value)
     assert not Agent.objects.exists()
+
+
+WITH_TOOL = GOOD.replace(
+    "policy:\n",
+    """tools:
+  - server: deploy
+    tool: deploy_build
+    schema:
+      type: object
+      properties:
+        build: {type: string}
+policy:
+""",
+)
+
+
+@pytest.mark.parametrize(
+    "old, new, line, field, message",
+    [
+        ("        build: {type: string}", "        build: {type: 12}", 14, "tools.0.schema.properties.build.type", "is not a valid JSON Schema"),
+        ("      type: object\n", "      type: 12\n", 12, "tools.0.schema.type", "is not a valid JSON Schema"),
+        ("      properties:\n", "      required: notalist\n      properties:\n", 13, "tools.0.schema.required", "is not a valid JSON Schema"),
+        ("    schema:\n", "    schema: [1]\n    x:\n", 11, "tools.0.schema", "must be a JSON schema object"),
+        ("  - server: deploy\n", "  - server: ''\n", 9, "tools.0.server", "is required"),
+        ("name: helper\n", "name: helper\npublic: yes please\n", 3, "public", "must be true or false"),
+        ("name: helper\n", "name: helper\ninteractionTtlSeconds: 0\n", 3, "interactionTtlSeconds", "must be a positive number of seconds"),
+        ("name: helper\n", "name: helper\nloop: {connections: maybe}\n", 3, "loop.connections", "must be true or false"),
+        ("name: helper\n", "name: helper\nloop: [1]\n", 3, "loop", "must be a mapping"),
+        ("  provider: scripted\n", "  provider: 7\n", 18, "model.provider", "must be a string"),
+        ("  deploy/deploy_build: approve\n", "  deploy/deploy_build:\n", 16, "policy.deploy/deploy_build", "must be allow, approve or deny"),
+        ("  deploy/deploy_build: approve\n", "  deploy/deploy_build: {action: maybe}\n", 16, "policy.deploy/deploy_build.action", "must be one of allow, approve, deny"),
+    ],
+    ids=[
+        "tool-schema-nested-type-12",
+        "tool-schema-type-12",
+        "tool-schema-required-not-a-list",
+        "tool-schema-not-a-mapping",
+        "tool-without-server",
+        "public-not-a-boolean",
+        "ttl-zero",
+        "loop-connections-not-a-boolean",
+        "loop-not-a-mapping",
+        "provider-not-a-string",
+        "policy-empty",
+        "policy-bad-action-in-mapping",
+    ],
+)  # fmt: skip
+def test_agent_file_errors_from_the_schema_name_file_line_and_field(
+    world, tmp_path, old, new, line, field, message
+):
+    assert old in WITH_TOOL
+    path = tmp_path / "broken.md"
+    path.write_text(WITH_TOOL.replace(old, new, 1))
+    with pytest.raises(CommandError) as caught:
+        load(path)
+    assert str(caught.value).startswith(f"{path}:{line}: {field}: {message}"), str(caught.value)
+    assert not Agent.objects.exists()
+
+
+def test_a_file_with_a_valid_tool_schema_loads(world, tmp_path):
+    (tmp_path / "helper.md").write_text(WITH_TOOL)
+    assert "1 created" in load(tmp_path)
+    assert Agent.objects.get(slug="helper").tools[0]["schema"]["properties"] == {
+        "build": {"type": "string"}
+    }
+
+
+def test_the_first_problem_in_the_file_is_the_one_reported(world, tmp_path):
+    path = tmp_path / "two.md"
+    path.write_text(WITH_TOOL.replace("name: helper\n", "name: helper\npublic: 1\n").replace(
+        "type: object\n", "type: 12\n"
+    ))  # fmt: skip
+    with pytest.raises(CommandError, match=rf"^{path}:3: public: "):
+        load(path)

@@ -5,13 +5,15 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from tenants.models import Membership, Tenant, User
+from tenants.models import ApiToken, Membership, Tenant, User
 from tenants.tokens import api_token_create
 
 DEMO_OPERATOR = "operator@demo.test"
 DEMO_ADMIN = "admin@demo.test"
 OTHER_OPERATOR = "operator@other.test"
 DEMO_SUBJECT = "partner:demo-client"
+# The subject of the demo's operator token: a program that decides over the REST API.
+DEMO_OPERATOR_SUBJECT = "program:demo-operator"
 
 
 def _member(
@@ -35,7 +37,8 @@ def _member(
 
 class Command(BaseCommand):
     help = (
-        "Create (or refresh) the demo tenants, logins and agents, and mint a fresh partner token."
+        "Create (or refresh) the demo tenants, logins and agents, and mint fresh partner and "
+        "operator tokens."
     )
 
     def add_arguments(self, parser):
@@ -74,11 +77,20 @@ class Command(BaseCommand):
             _, token = api_token_create(
                 tenant=demo, subject=DEMO_SUBJECT, name="demo client (seed_demo)", created_by=admin
             )
+            _, operator_token = api_token_create(
+                tenant=demo,
+                subject=DEMO_OPERATOR_SUBJECT,
+                name="demo operator program (seed_demo)",
+                kind=ApiToken.Kind.OPERATOR,
+                created_by=admin,
+            )
 
         summary = {
             "tenant": demo.slug,
             "token": token,
             "subject": DEMO_SUBJECT,
+            "operator_token": operator_token,
+            "operator_subject": DEMO_OPERATOR_SUBJECT,
             "agents": {slug: f"/a2a/{demo.slug}/{slug}" for slug in seeded.get("agents", [])},
             "logins": {
                 "operator": {"email": DEMO_OPERATOR, "password": password},
@@ -96,6 +108,7 @@ class Command(BaseCommand):
         for slug, path in summary["agents"].items():
             self.stdout.write(f"  agent {slug}: {path}")
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
+        self.stdout.write(f"  operator token ({DEMO_OPERATOR_SUBJECT}, REST API): {operator_token}")
 
     def seed_app_demos(self, tenant: Tenant, **options) -> dict:
         """Let every installed app that has demo data seed it, in INSTALLED_APPS order.

@@ -1,0 +1,160 @@
+"""Issue 14, item 6: CONNECTIONS_ENCRYPTION_KEY rotates (MultiFernet): with a new key first,
+old secrets stay readable; `rotate_secrets` re-encrypts every stored one under the new key;
+after it, the new key alone reads them all."""
+
+import os
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from a2a_endpoint.models import PushConfig
+from a2a_endpoint.selectors import push_settings_for
+from connections.crypto import InvalidToken, secret_decrypt, secret_is_current
+from connections.models import Connection
+from connections.selectors import connection_secret_for
+from connections.services import connection_connect_token
+from runtime.credentials import CredentialMissing, credential_value
+from runtime.models import Credential
+from runtime.services.credentials import credential_set
+
+OLD, NEW, STRANGER = "the-old-key-" + "o" * 40, "the-new-key-" + "n" * 40, "s" * 50
+GITHUB_TOKEN = "ghp_" + "a" * 36
+MODEL_KEY = "sk-test-" + "k" * 30
+
+
+def stored() -> list[str]:
+    """Every ciphertext at rest, in the four fields that hold one."""
+    values = []
+    for row in Connection.objects.values_list("access_token_encrypted", "refresh_token_encrypted"):
+        values.extend(row)
+    for row in PushConfig.objects.values_list("token", "auth_credentials"):
+        values.extend(row)
+    values.extend(Credential.objects.values_list("secret_encrypted", flat=True))
+    return [value for value in values if value]
+
+
+def readable(side) -> tuple:
+    config = PushConfig.objects.get(tenant=side.tenant)
+    return (
+        connection_secret_for(tenant=side.tenant, app_slug="github"),
+        config.token_plaintext(),
+        secret_decrypt(config.auth_credentials),
+        credential_value(tenant=side.tenant, name="OPENAI_API_KEY"),
+    )
+
+
+EXPECTED = (GITHUB_TOKEN, "push-tok", "push-cred", MODEL_KEY)
+
+
+@pytest.fixture
+def secrets_at_rest(transactional_db, agents, github, settings):
+    """A connection, a push config with a token and credentials, and a model credential,
+    all stored under OLD. (Committed: the A2A view closes its connection when it is done,
+    which a test's open transaction would not survive.)"""
+    settings.CONNECTIONS_ENCRYPTION_KEY = [OLD]
+    side = agents.a
+    connection_connect_token(tenant=side.tenant, app=github, token=GITHUB_TOKEN, by=side.operator)
+    credential_set(tenant=side.tenant, name="OPENAI_API_KEY", secret=MODEL_KEY)
+    push = push_settings_for(tenant=side.tenant)
+    push.allowed_hosts = "*.acme.test"
+    push.save(update_fields=["allowed_hosts"])
+    message = {"messageId": "rot-1", "role": "ROLE_USER", "parts": [{"text": "How do I log in?"}]}
+    configuration = {
+        "returnImmediately": True,
+        "taskPushNotificationConfig": {
+            "url": "https://hooks.acme.test/a2a",
+            "token": "push-tok",
+            "authentication": {"scheme": "Bearer", "credentials": "push-cred"},
+        },
+    }
+    response = Client().post(
+        f"/a2a/{side.tenant.slug}/support",
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {"message": message, "configuration": configuration},
+        },
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {side.token}", "A2A-Version": "1.0"},
+    )
+    assert "result" in response.json(), response.content
+    assert len(stored()) == 4 and readable(side) == EXPECTED
+    return side
+
+
+def rotate(*args) -> str:
+    out = StringIO()
+    call_command("rotate_secrets", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_old_secrets_stay_readable_with_a_new_key_first(secrets_at_rest, settings):
+    settings.CONNECTIONS_ENCRYPTION_KEY = [NEW, OLD]
+    assert readable(secrets_at_rest) == EXPECTED
+    assert not any(secret_is_current(value) for value in stored())
+    with pytest.raises(CommandError, match="4 secret\\(s\\) still need an older key"):
+        rotate("--check")
+
+
+def test_rotate_secrets_reencrypts_everything_so_the_new_key_alone_reads_it(
+    secrets_at_rest, settings
+):
+    before = stored()
+    settings.CONNECTIONS_ENCRYPTION_KEY = "  " + NEW + " , " + OLD  # the environment's form
+    out = rotate()
+    assert "connections.Connection.access_token_encrypted: 1 re-encrypted" in out
+    assert "a2a_endpoint.PushConfig.auth_credentials: 1 re-encrypted" in out
+    assert "runtime.Credential.secret_encrypted: 1 re-encrypted" in out
+    after = stored()
+    assert len(after) == 4 and not set(before) & set(after)
+    assert all(secret_is_current(value) for value in after)
+    assert "opens with the first key alone" in rotate("--check")
+
+    settings.CONNECTIONS_ENCRYPTION_KEY = [NEW]
+    assert readable(secrets_at_rest) == EXPECTED
+    settings.CONNECTIONS_ENCRYPTION_KEY = [OLD]  # the old key no longer opens any of them
+    for value in after:
+        with pytest.raises(InvalidToken):
+            secret_decrypt(value)
+    with pytest.raises(CredentialMissing):
+        credential_value(tenant=secrets_at_rest.tenant, name="OPENAI_API_KEY")
+
+
+def test_secrets_no_key_opens_are_named_and_left_as_they_were(secrets_at_rest, settings):
+    before = stored()
+    settings.CONNECTIONS_ENCRYPTION_KEY = [STRANGER]
+    with pytest.raises(CommandError, match="4 secret\\(s\\) open with none") as raised:
+        rotate()
+    assert "runtime.Credential.secret_encrypted pk=" in str(raised.value)
+    assert MODEL_KEY not in str(raised.value) and GITHUB_TOKEN not in str(raised.value)
+    assert stored() == before
+    settings.CONNECTIONS_ENCRYPTION_KEY = [OLD]
+    assert readable(secrets_at_rest) == EXPECTED
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("k1-" + "a" * 40 + ", k2-" + "b" * 40, ["k1-" + "a" * 40, "k2-" + "b" * 40]), ("", None)],
+)
+def test_the_setting_is_a_list_of_keys_defaulting_to_secret_key(value, expected):
+    code = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        f"print(s.CONNECTIONS_ENCRYPTION_KEY == ({expected!r} or [s.SECRET_KEY]))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": ""}
+    env["CONNECTIONS_ENCRYPTION_KEY"] = value
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=django_settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "True"

@@ -1,0 +1,98 @@
+"""Issue 14, item 6: `.env` is read, and every knob the settings read is documented."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import dotenv_load
+
+ROOT = Path(__file__).resolve().parent.parent
+READ = re.compile(
+    r"""(?:env_(?:str|bool|int|list|secret)|os\.environ\.get)\(\s*"([A-Z][A-Z0-9_]+)\""""
+)
+
+
+def names_read() -> set[str]:
+    sources = ["config/settings.py", "config/env.py", "scripts/run.py"]
+    return {name for path in sources for name in READ.findall((ROOT / path).read_text())}
+
+
+def test_every_setting_read_from_the_environment_is_in_the_readme_table():
+    table = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    assert len(names_read()) > 60
+    assert names_read() - documented == set()
+
+
+def test_every_setting_is_in_env_example():
+    listed = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    assert names_read() - listed == set()
+
+
+@pytest.fixture
+def clean_environ(monkeypatch):
+    for name in ("CS_A", "CS_B", "CS_C", "CS_D", "CS_E", "CS_F", "ENV_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_dotenv_sets_what_the_environment_does_not(tmp_path, clean_environ):
+    env = tmp_path / ".env"
+    env.write_text(
+        "# a comment\n\n"
+        "CS_A=plain value  # trailing comment\n"
+        "export CS_B='single # not a comment'\n"
+        'CS_C="double"\n'
+        "CS_D=from the file\n"
+        "CS_E=\n"
+        "CS_F=a=b,c\n"
+    )
+    clean_environ.setenv("CS_D", "from the environment")
+    assert dotenv_load(env) == env
+    assert os.environ["CS_A"] == "plain value"
+    assert os.environ["CS_B"] == "single # not a comment"
+    assert os.environ["CS_C"] == "double"
+    assert os.environ["CS_D"] == "from the environment"
+    assert os.environ["CS_E"] == ""
+    assert os.environ["CS_F"] == "a=b,c"
+
+
+def test_a_bad_dotenv_line_names_the_file_and_line_and_sets_nothing(tmp_path, clean_environ):
+    env = tmp_path / ".env"
+    env.write_text("CS_A=1\nthis is not a setting\nCS_B=2\n")
+    with pytest.raises(ImproperlyConfigured, match=rf"{re.escape(str(env))}:2: not a NAME=value"):
+        dotenv_load(env)
+    assert "CS_A" not in os.environ and "CS_B" not in os.environ
+
+
+def test_env_file_names_the_file_and_empty_reads_none(tmp_path, clean_environ):
+    clean_environ.setenv("ENV_FILE", str(tmp_path / "missing.env"))
+    with pytest.raises(ImproperlyConfigured, match="missing.env"):
+        dotenv_load()
+    clean_environ.setenv("ENV_FILE", "")
+    assert dotenv_load() is None
+
+
+def test_settings_read_the_env_file(tmp_path):
+    env = tmp_path / "countersign.env"
+    env.write_text("A2A_WAIT_MS=1234\nTIME_ZONE=Europe/Paris\nDEMO_OPERATOR_PASSWORD=\n")
+    code = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        "print(s.A2A_WAIT_MS, s.TIME_ZONE, s.DEMO_OPERATOR_PASSWORD)"
+    )
+    base = {k: v for k, v in os.environ.items() if k not in ("A2A_WAIT_MS", "TIME_ZONE")}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": str(env)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # An empty DEMO_OPERATOR_PASSWORD (as .env.example has it) is the default, not "".
+    assert out.stdout.split() == ["1234", "Europe/Paris", "countersign-demo"]

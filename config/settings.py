@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "a2a_endpoint",
     "approvals",
     "connections",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -411,3 +412,27 @@ A2A_MAX_RAW_PART_BYTES = env_int("A2A_MAX_RAW_PART_BYTES", 1024 * 1024)
 # How many url parts one message may carry (the worker fetches each before the turn starts).
 A2A_MAX_URL_PARTS = env_int("A2A_MAX_URL_PARTS", 10)
 PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))
+
+# Notifications to operators (notifications/): channels, reminders and escalation, digests.
+# Links in notifications point at PUBLIC_BASE_URL, or this when it is not set.
+NOTIFY_BASE_URL = env_str("NOTIFY_BASE_URL", "http://localhost:8000").rstrip("/")
+NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10)
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8)
+NOTIFY_RETRY_BASE_SECONDS = float(env_str("NOTIFY_RETRY_BASE_SECONDS", "30"))
+NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 30)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "sweep-notifications": {
+            "task": "notifications.tasks.sweep_notifications",
+            "schedule": float(NOTIFY_SWEEP_SECONDS),
+        },
+        "advance-ladders": {
+            "task": "notifications.tasks.advance_ladders",
+            "schedule": float(NOTIFY_SWEEP_SECONDS),
+        },
+        "send-digests": {
+            "task": "notifications.tasks.send_digests",
+            "schedule": 60.0,
+        },
+    }
+)

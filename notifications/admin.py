@@ -6,9 +6,10 @@ import json
 from django import forms
 from django.contrib import admin
 
-from notifications.ladders import steps_clean
+from notifications.ladders import ROLES, steps_clean
 from notifications.models import Attempt, Channel, Delivery, Ladder, Preference
-from notifications.services import ChannelError, channel_save, channel_test
+from notifications.services import ChannelError, channel_check, channel_save, channel_test
+from runtime.models import Interaction
 
 
 class ChannelAdminForm(forms.ModelForm):
@@ -41,6 +42,25 @@ class ChannelAdminForm(forms.ModelForm):
             value = data.get(name) or []
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 self.add_error(name, "A JSON list of texts.")
+        allowed = {"email_roles": set(ROLES), "kinds": set(Interaction.Kind.values)}
+        for name, values in allowed.items():
+            value = data.get(name) or []
+            if isinstance(value, list) and not set(value) <= values:
+                self.add_error(name, f"Each one of: {', '.join(sorted(values))}.")
+        if self.errors:
+            return data
+        try:
+            channel_check(
+                tenant=data["tenant"],
+                channel=Channel.objects.get(pk=self.instance.pk) if self.instance.pk else None,
+                name=data["name"],
+                kind=data["kind"],
+                email_roles=data.get("email_roles") or [],
+                email_addresses=data.get("email_addresses") or [],
+                url=data.get("url", ""),
+            )
+        except ChannelError as exc:
+            raise forms.ValidationError(str(exc)) from None
         return data
 
 

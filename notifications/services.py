@@ -574,6 +574,31 @@ def signing_secret_new() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
 
 
+def channel_check(
+    *, tenant, channel: Channel | None, name: str, kind: str, email_roles, email_addresses, url: str
+) -> None:
+    """Raise ChannelError saying why these settings cannot be saved (no network I/O)."""
+    if kind not in Channel.Kind.values:
+        raise ChannelError("unknown channel kind")
+    if channel is not None and channel.kind != kind:
+        raise ChannelError("a channel's kind cannot change; make a new channel")
+    others = Channel.objects.filter(tenant=tenant, name=name)
+    if channel is not None:
+        others = others.exclude(pk=channel.pk)
+    if others.exists():
+        raise ChannelError("another channel has this name")
+    if kind == Channel.Kind.EMAIL:
+        if not email_roles and not email_addresses:
+            raise ChannelError("an e-mail channel needs roles or addresses")
+    elif url:
+        try:
+            check_url(url, ["*"])
+        except OutboundRefused as exc:
+            raise ChannelError(f"the URL cannot be used: {exc}") from None
+    elif channel is None or not channel.url_encrypted:
+        raise ChannelError("this channel needs a URL")
+
+
 @transaction.atomic
 def channel_save(
     *,
@@ -591,30 +616,20 @@ def channel_save(
     include_arguments: bool = False,
 ) -> tuple[Channel, str]:
     """Create or change a channel; returns it and a new signing secret ("" if none was made)."""
-    if kind not in Channel.Kind.values:
-        raise ChannelError("unknown channel kind")
-    if channel is not None and channel.kind != kind:
-        raise ChannelError("a channel's kind cannot change; make a new channel")
-    if (
-        Channel.objects.filter(tenant=tenant, name=name)
-        .exclude(pk=getattr(channel, "pk", None))
-        .exists()
-    ):
-        raise ChannelError("another channel has this name")
+    channel_check(
+        tenant=tenant,
+        channel=channel,
+        name=name,
+        kind=kind,
+        email_roles=email_roles,
+        email_addresses=email_addresses,
+        url=url,
+    )
     new_secret = ""
     channel = channel or Channel(tenant=tenant, kind=kind)
-    if kind == Channel.Kind.EMAIL:
-        if not email_roles and not email_addresses:
-            raise ChannelError("an e-mail channel needs roles or addresses")
-    elif url:
-        try:
-            check_url(url, ["*"])
-        except OutboundRefused as exc:
-            raise ChannelError(f"the URL cannot be used: {exc}") from None
+    if kind != Channel.Kind.EMAIL and url:
         channel.url_encrypted = secret_encrypt(url)
         channel.url_hint = _url_hint(url)
-    elif not channel.url_encrypted:
-        raise ChannelError("this channel needs a URL")
     if kind == Channel.Kind.WEBHOOK and not channel.signing_secret_encrypted:
         new_secret = signing_secret_new()
         channel.signing_secret_encrypted = secret_encrypt(new_secret)

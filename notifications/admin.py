@@ -113,6 +113,13 @@ class LadderAdminForm(forms.ModelForm):
         model = Ladder
         fields = ["tenant", "agent", "tool", "steps"]
 
+    def clean(self):
+        data = super().clean()
+        agent, tenant = data.get("agent"), data.get("tenant")
+        if agent is not None and tenant is not None and agent.tenant_id != tenant.pk:
+            self.add_error("agent", "This agent belongs to another tenant.")
+        return data
+
     def clean_steps(self):
         try:
             cleaned = steps_clean(self.cleaned_data["steps"])

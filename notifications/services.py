@@ -663,6 +663,8 @@ def channel_delete(*, channel: Channel) -> None:
 
 def ladder_save(*, tenant, agent=None, tool: str = "", steps) -> Ladder:
     """Create or replace the ladder of an agent (or tool, or the whole tenant)."""
+    if agent is not None and agent.tenant_id != tenant.pk:
+        raise ValueError("the agent belongs to another tenant")
     cleaned = steps_clean(steps)
     stored = [{k: v for k, v in s.items() if k != "seconds"} for s in cleaned]
     ladder, _ = Ladder.objects.update_or_create(

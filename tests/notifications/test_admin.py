@@ -90,6 +90,21 @@ def test_admin_refuses_a_bad_ladder_with_the_reason(staff, world):
     assert Ladder.objects.get().steps == [{"after": "15m", "action": "remind", "roles": []}]
 
 
+def test_admin_refuses_a_ladder_for_another_tenants_agent(staff, agents):
+    other = agents.b.tenant.agents.get(slug="deployer")
+    response = staff.post(
+        "/admin/notifications/ladder/add/",
+        {
+            "tenant": agents.a.tenant.pk,
+            "agent": other.pk,
+            "tool": "",
+            "steps": '[{"after": "15m", "action": "remind"}]',
+        },
+    )
+    assert response.status_code == 200 and "another tenant" in response.content.decode()
+    assert not Ladder.objects.exists()
+
+
 @pytest.mark.parametrize("page", ["channel", "delivery", "ladder", "preference"])
 def test_admin_lists_load(staff, page):
     assert staff.get(f"/admin/notifications/{page}/").status_code == 200

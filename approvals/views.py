@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import effect_for_member, interaction_for_member, task_for_member
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from notifications.selectors import deliveries_for_interaction, ladder_positions, ladder_steps_for
 from runtime import extensions as ext
 from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import Effect, Interaction, TaskState
@@ -135,6 +136,23 @@ def inbox_rows(items, *, now: datetime) -> list[dict]:
     return rows
 
 
+def ladder_text(step) -> str:
+    """Where an item stands on its reminder ladder, in the inbox's words."""
+    if step.action == "escalate":
+        return f"escalated to {', '.join(step.roles) or 'admin'}"
+    return "reminded"
+
+
+def with_ladders(rows: list[dict], items, *, tenant) -> list[dict]:
+    positions = ladder_positions(
+        tenant=tenant, interaction_ids=[i.interaction.pk for i in items if i.interaction]
+    )
+    for row, item in zip(rows, items, strict=True):
+        step = positions.get(item.interaction.pk) if item.interaction else None
+        row["ladder"] = ladder_text(step) if step else ""
+    return rows
+
+
 def _inbox_filters(request) -> tuple[str, object, list]:
     agents = agents_for_tenant(tenant=request.membership.tenant)
     kind = request.GET.get("kind", "")
@@ -166,7 +184,11 @@ def _inbox_context(request) -> dict:
         next_url = f"?{older.urlencode()}"
     return {
         "nav": "inbox",
-        "items": inbox_rows(page.items, now=timezone.now()),
+        "items": with_ladders(
+            inbox_rows(page.items, now=timezone.now()),
+            page.items,
+            tenant=request.membership.tenant,
+        ),
         "kind": kind,
         "agent": agent.slug if agent else "",
         "agents": agents,
@@ -214,6 +236,10 @@ def _interaction_page(request, interaction: Interaction, *, forms=None, already=
         "already": already,
         "approval_form": forms.get("approval") or ApprovalForm(),
         "answer_form": forms.get("answer") or AnswerForm(interaction=interaction),
+        "deliveries": deliveries_for_interaction(
+            tenant=request.membership.tenant, interaction=interaction
+        ),
+        "ladder_steps": ladder_steps_for(tenant=request.membership.tenant, interaction=interaction),
     }
     return render(request, "approvals/interaction_detail.html", context, status=status)
 

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "a2a_endpoint",
     "approvals",
     "connections",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -455,3 +456,27 @@ PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))
 # The bearer token /metrics asks for; unset, /metrics answers 404. PROMETHEUS_MULTIPROC_DIR
 # (read by prometheus_client itself) makes the web processes serve the workers' counters.
 METRICS_TOKEN = env_secret("METRICS_TOKEN")
+
+# Notifications to operators (notifications/): channels, reminders and escalation, digests.
+# Links in notifications point at PUBLIC_BASE_URL, or this when it is not set.
+NOTIFY_BASE_URL = env_str("NOTIFY_BASE_URL", "http://localhost:8000").rstrip("/")
+NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10)
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8)
+NOTIFY_RETRY_BASE_SECONDS = float(env_str("NOTIFY_RETRY_BASE_SECONDS", "30"))
+NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 30)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "sweep-notifications": {
+            "task": "notifications.tasks.sweep_notifications",
+            "schedule": float(NOTIFY_SWEEP_SECONDS),
+        },
+        "advance-ladders": {
+            "task": "notifications.tasks.advance_ladders",
+            "schedule": float(NOTIFY_SWEEP_SECONDS),
+        },
+        "send-digests": {
+            "task": "notifications.tasks.send_digests",
+            "schedule": 60.0,
+        },
+    }
+)

@@ -17,6 +17,7 @@ urlpatterns = [
     path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
     path("", include("approvals.urls")),
     path("connections/", include("connections.urls")),
+    path("settings/notifications/", include("notifications.urls")),
     path("a2a/", include("a2a_endpoint.urls")),
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),

@@ -4,7 +4,10 @@ from django.apps import AppConfig
 class RuntimeConfig(AppConfig):
     name = "runtime"
     # Fields holding secret_encrypt() output, for `manage.py rotate_secrets`.
-    encrypted_fields = {"Credential": ("secret_encrypted",)}
+    encrypted_fields = {
+        "Credential": ("secret_encrypted",),
+        "ToolServer": ("signing_secret_encrypted",),
+    }
 
     def ready(self) -> None:
         from connections.signals import app_connected

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("config", "tenants", "connections", "runtime", "a2a_endpoint", "approvals")
+APPS = (
+    "config",
+    "tenants",
+    "connections",
+    "runtime",
+    "a2a_endpoint",
+    "approvals",
+    "notifications",
+)
 
 # Lower layers never import higher ones. Within a layer, modules may import each other, as
 # long as no cycle forms. `config`'s settings, Celery app and logging sit below everything;
@@ -20,7 +28,14 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (5, ("config.urls", "config.asgi", "config.wsgi")),
     (
         4,
-        ("a2a_endpoint", "approvals", "connections.views", "connections.urls", "connections.forms"),
+        (
+            "a2a_endpoint",
+            "approvals",
+            "notifications",
+            "connections.views",
+            "connections.urls",
+            "connections.forms",
+        ),
     ),
     (3, ("runtime",)),
     (2, ("connections",)),

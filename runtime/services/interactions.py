@@ -15,6 +15,7 @@ from runtime.errors import AlreadyDecided, TaskNotFound
 from runtime.models import Interaction, Task, TaskState
 from runtime.observe import decision_observe
 from runtime.shapes import agent_message
+from runtime.signals import interaction_opened
 from runtime.task_state import task_pause, task_status_set, turn_enqueue, with_plan
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ def interaction_open(
         status_ext=with_plan(task, extension),
         also=also,
     )
+    interaction_opened.send(sender=Interaction, interaction=interaction)
     logger.info("turn paused: %s %s", kind, public_id)
     return interaction
 

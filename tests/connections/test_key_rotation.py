@@ -158,3 +158,21 @@ def test_the_setting_is_a_list_of_keys_defaulting_to_secret_key(value, expected)
         check=True,
     )
     assert out.stdout.strip() == "True"
+
+
+def test_every_encrypted_column_is_known_to_rotate_secrets():
+    """A column named ``*_encrypted`` holds secret_encrypt() output: rotate_secrets must know it,
+    or a retired key would leave it unreadable."""
+    from django.apps import apps
+
+    from connections.management.commands.rotate_secrets import encrypted_fields
+
+    known = {(model, field) for model, field in encrypted_fields()}
+    columns = {
+        (model, field.name)
+        for model in apps.get_models()
+        for field in model._meta.concrete_fields
+        if field.name.endswith("_encrypted")
+    }
+    assert columns, "no encrypted columns found: the test looks in the wrong place"
+    assert columns - known == set()

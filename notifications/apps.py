@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "notifications"
+    verbose_name = "Notifications"
+    default_auto_field = "django.db.models.BigAutoField"
+    # Fields holding secret_encrypt() output, for `manage.py rotate_secrets`.
+    encrypted_fields = {"Channel": ("url_encrypted", "signing_secret_encrypted")}
+
+    def ready(self) -> None:
+        from notifications.services import interaction_opened_received
+        from runtime.models import Interaction
+        from runtime.signals import interaction_opened
+
+        interaction_opened.connect(
+            interaction_opened_received, sender=Interaction, dispatch_uid="notifications-opened"
+        )

@@ -1,0 +1,89 @@
+"""Forms of the notification settings; the services check again (they are the rule)."""
+
+import re
+
+from django import forms
+from django.core.validators import validate_email
+
+from notifications.ladders import ROLES
+from notifications.models import Channel
+from runtime.models import Interaction
+
+_TOOL = re.compile(r"^[A-Za-z0-9_.-]{1,100}(/[A-Za-z0-9_.-]{1,100})?$")
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.split(r"[\s,]+", text or "") if w]
+
+
+class ChannelForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    kind = forms.ChoiceField(choices=Channel.Kind.choices)
+    enabled = forms.BooleanField(required=False, initial=True)
+    email_roles = forms.MultipleChoiceField(
+        choices=[(r, r) for r in ROLES], required=False, widget=forms.CheckboxSelectMultiple
+    )
+    email_addresses = forms.CharField(
+        required=False, max_length=2000, help_text="Comma- or space-separated e-mail addresses."
+    )
+    url = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="The incoming webhook URL (kept encrypted; leave empty to keep the current one).",
+        widget=forms.PasswordInput(render_value=False),
+    )
+    kinds = forms.MultipleChoiceField(
+        choices=Interaction.Kind.choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    agents = forms.CharField(required=False, max_length=1000, help_text="Agent slugs; empty: all.")
+    tools = forms.CharField(
+        required=False, max_length=1000, help_text='"server/tool" or "server"; empty: all.'
+    )
+    include_arguments = forms.BooleanField(
+        required=False, help_text="Send a held call's arguments (off: never)."
+    )
+
+    def clean_name(self):
+        name = self.cleaned_data["name"].strip()
+        if not name or "\x00" in name:
+            raise forms.ValidationError("Give the channel a name.")
+        return name
+
+    def clean_email_addresses(self):
+        addresses = _words(self.cleaned_data["email_addresses"])
+        for address in addresses:
+            try:
+                validate_email(address)
+            except forms.ValidationError:
+                raise forms.ValidationError(f"{address[:80]} is not an e-mail address.") from None
+        return addresses
+
+    def clean_url(self):
+        url = self.cleaned_data["url"].strip()
+        if "\x00" in url:
+            raise forms.ValidationError("Not a URL.")
+        return url
+
+    def clean_agents(self):
+        slugs = _words(self.cleaned_data["agents"])
+        for slug in slugs:
+            if not re.match(r"^[-a-zA-Z0-9_]{1,63}$", slug):
+                raise forms.ValidationError(f"{slug[:80]} is not an agent slug.")
+        return slugs
+
+    def clean_tools(self):
+        tools = _words(self.cleaned_data["tools"])
+        for tool in tools:
+            if not _TOOL.match(tool):
+                raise forms.ValidationError(f'{tool[:80]} is not "server/tool" or "server".')
+        return tools
+
+
+class PreferenceForm(forms.Form):
+    email_enabled = forms.BooleanField(required=False, label="E-mail me")
+    digest_minutes = forms.IntegerField(
+        min_value=0,
+        max_value=7 * 24 * 60,
+        label="Digest every N minutes",
+        help_text="0: one e-mail per item.",
+    )

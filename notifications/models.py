@@ -1,0 +1,218 @@
+"""Notification channels of a tenant, their deliveries (with every attempt), reminder and
+escalation ladders, and each member's own preferences."""
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from runtime.models import Agent, Interaction
+from tenants.models import Membership, Tenant
+
+
+def new_channel_id() -> str:
+    return f"nch_{secrets.token_hex(8)}"
+
+
+class Channel(models.Model):
+    """Where a tenant's notifications go: e-mail, a Slack-compatible incoming webhook, or a
+    generic webhook signed with Standard Webhooks."""
+
+    class Kind(models.TextChoices):
+        EMAIL = "email", "E-mail"
+        SLACK = "slack", "Slack-compatible incoming webhook"
+        WEBHOOK = "webhook", "Webhook (Standard Webhooks, JSON)"
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_channel_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    enabled = models.BooleanField(default=True)
+    # E-mail: the members of these roles (admin, operator, viewer), and these addresses.
+    email_roles = models.JSONField(default=list, blank=True)
+    email_addresses = models.JSONField(default=list, blank=True)
+    # Slack and webhook: the URL is a secret of its own (a Slack hook URL is its credential).
+    url_encrypted = models.TextField(blank=True, editable=False)
+    url_hint = models.CharField(max_length=120, blank=True, editable=False)
+    signing_secret_encrypted = models.TextField(blank=True, editable=False)
+    # Filters: empty means every kind / agent / tool.
+    kinds = models.JSONField(default=list, blank=True)
+    agents = models.JSONField(default=list, blank=True, help_text="Agent slugs.")
+    tools = models.JSONField(default=list, blank=True, help_text='"server/tool" or "server".')
+    include_arguments = models.BooleanField(
+        default=False,
+        help_text="Send a held call's arguments in the notification (off: never).",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="notify_channel_name_unique")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class Delivery(models.Model):
+    """One notification of one channel about one interaction (or a test), with its attempts."""
+
+    class Event(models.TextChoices):
+        OPENED = "opened", "opened"
+        REMINDER = "reminder", "reminder"
+        ESCALATION = "escalation", "escalation"
+        TEST = "test", "test"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        DELIVERED = "delivered", "delivered"
+        FAILED = "failed", "given up"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    interaction = models.ForeignKey(
+        Interaction, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    event = models.CharField(max_length=16, choices=Event.choices)
+    step = models.PositiveSmallIntegerField(default=0, help_text="The ladder step (0: opened).")
+    # An escalation reaches these roles' members on e-mail channels (empty: the channel's).
+    roles = models.JSONField(default=list, blank=True)
+    webhook_id = models.CharField(max_length=60)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_error = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # A held call notifies each matching channel once per event and ladder step, however
+            # often the fan-out runs.
+            models.UniqueConstraint(
+                fields=["channel", "interaction", "event", "step"],
+                condition=Q(interaction__isnull=False),
+                name="notify_delivery_once",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"], condition=Q(state="pending"), name="notify_due"
+            )
+        ]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.event} via {self.channel_id} ({self.state})"
+
+
+class Attempt(models.Model):
+    """One try of a delivery: what happened, never a secret."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_rows")
+    number = models.PositiveSmallIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    ok = models.BooleanField()
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["number"]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number}: {'ok' if self.ok else self.error}"
+
+
+class Ladder(models.Model):
+    """Reminders and escalation for an agent's (or one tool's) open interactions.
+
+    ``steps``: ``[{"after": "15m", "action": "remind"}, {"after": "1h", "action": "escalate",
+    "roles": ["admin"]}]``, times counted from when the interaction opened. Expiry is the
+    agent's ``interactionTtlSeconds``.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Empty: every agent of the tenant.",
+    )
+    tool = models.CharField(
+        max_length=201, blank=True, help_text='"server/tool" (approvals of that tool only).'
+    )
+    steps = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "agent", "tool"],
+                nulls_distinct=False,
+                name="notify_ladder_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent.slug if self.agent else 'every agent'} {self.tool}".strip()
+
+
+class LadderStep(models.Model):
+    """A ladder step taken for an interaction: where the item stands."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.ForeignKey(Interaction, on_delete=models.CASCADE, related_name="+")
+    step = models.PositiveSmallIntegerField()
+    action = models.CharField(max_length=16)  # remind, escalate
+    roles = models.JSONField(default=list, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["interaction", "step"], name="notify_ladder_step_once")
+        ]
+        ordering = ["step"]
+
+    def __str__(self) -> str:
+        return f"step {self.step}: {self.action}"
+
+
+class Preference(models.Model):
+    """A member's own choice: e-mail on or off, and a digest every N minutes instead of one
+    message per item."""
+
+    membership = models.OneToOneField(
+        Membership, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    email_enabled = models.BooleanField(default=True)
+    digest_minutes = models.PositiveIntegerField(
+        default=0, help_text="0: one e-mail per item; otherwise one digest every N minutes."
+    )
+    last_digest_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.membership}"
+
+
+class DigestItem(models.Model):
+    """A notification held for a member's next digest."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    interaction = models.ForeignKey(Interaction, on_delete=models.CASCADE, related_name="+")
+    event = models.CharField(max_length=16)
+    line = models.CharField(max_length=500)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "sent_at"], name="notify_digest_pending")]
+
+    def __str__(self) -> str:
+        return self.line

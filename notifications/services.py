@@ -1,0 +1,685 @@
+"""Notifications: who hears of an open interaction, how, and when again.
+
+- An interaction opens inside the turn's transaction (runtime.signals.interaction_opened);
+  the receiver only asks, after the commit, for ``notifications_fan_out``: nothing here can
+  slow or undo a turn or a decision.
+- The fan-out writes one Delivery per enabled channel whose filters match (a unique
+  constraint: each channel hears once of each event), and schedules each after the commit.
+- ``delivery_send`` claims a due delivery (a conditional update), sends it with no row lock
+  held, records the Attempt and either finishes it or schedules the next try with
+  exponential backoff and jitter; after NOTIFY_MAX_ATTEMPTS it is given up, with the reason.
+- Ladders (reminders, escalation) are advanced by beat (``ladders_advance(now=...)``): each
+  step is a LadderStep row, an audit entry and a fan-out of its own, in one transaction.
+- A held call's arguments leave only through channels marked ``include_arguments``; links
+  point at the decision page, which requires a login.
+"""
+
+import base64
+import json
+import logging
+import random
+import secrets
+import uuid
+from datetime import datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.core.mail import EmailMessage, get_connection
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from config.celery import queue
+from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
+from connections.outbound import OutboundRefused, check_url, guarded_client
+from notifications.ladders import steps_clean
+from notifications.models import (
+    Attempt,
+    Channel,
+    Delivery,
+    DigestItem,
+    Ladder,
+    LadderStep,
+    Preference,
+)
+from notifications.tasks import deliver_notification as deliver_notification_task
+from notifications.tasks import notify_interaction as notify_interaction_task
+from runtime.audit import audit_record
+from runtime.models import Interaction
+from runtime.selectors import held_call_for
+from tenants.models import Membership
+
+logger = logging.getLogger(__name__)
+
+# A retry further away than this is left to the sweep (no message sits in the broker long).
+MAX_COUNTDOWN = 300
+# How long a claimed delivery is another worker's to finish before it is due again.
+CLAIM_SECONDS = 120
+
+
+class ChannelError(ValueError):
+    """A channel's settings cannot be saved; the message says why (never a secret)."""
+
+
+# --- after an interaction opens -------------------------------------------------------------
+
+
+def interaction_opened_received(sender, *, interaction: Interaction, **kwargs) -> None:
+    """Ask for the fan-out once the turn's transaction commits; never fail the turn."""
+    pk = interaction.pk
+
+    def enqueue() -> None:
+        try:
+            notify_interaction_task.apply_async((pk,), queue=queue())
+        except Exception:  # noqa: BLE001 - a broker hiccup must not fail the committed turn
+            logger.warning("could not queue notifications for interaction %s", pk, exc_info=True)
+
+    transaction.on_commit(enqueue)
+
+
+def tool_of(interaction: Interaction) -> str:
+    detail = interaction.detail or {}
+    if interaction.kind == Interaction.Kind.APPROVAL and detail.get("server"):
+        return f"{detail['server']}/{detail.get('tool', '')}"
+    return ""
+
+
+def channel_matches(channel: Channel, interaction: Interaction) -> bool:
+    """The channel's filters (kinds, agents, tools; empty: any) let the interaction through."""
+    if channel.kinds and interaction.kind not in channel.kinds:
+        return False
+    if channel.agents and interaction.task.agent.slug not in channel.agents:
+        return False
+    if channel.tools:
+        tool = tool_of(interaction)
+        server = tool.partition("/")[0]
+        if not tool or not ({tool, server} & set(channel.tools)):
+            return False
+    return True
+
+
+def _schedule(pks: list[int]) -> None:
+    def enqueue() -> None:
+        for pk in pks:
+            try:
+                deliver_notification_task.apply_async((pk,), queue=queue())
+            except Exception:  # noqa: BLE001 - the sweep delivers what could not be queued
+                logger.warning("could not queue notification delivery %s", pk, exc_info=True)
+
+    if pks:
+        transaction.on_commit(enqueue)
+
+
+def _fan_out(interaction: Interaction, *, event: str, step: int = 0, roles=()) -> list[int]:
+    channels = [
+        c
+        for c in Channel.objects.filter(tenant_id=interaction.tenant_id, enabled=True)
+        if channel_matches(c, interaction)
+    ]
+    if not channels:
+        return []
+    Delivery.objects.bulk_create(
+        [
+            Delivery(
+                tenant_id=interaction.tenant_id,
+                channel=c,
+                interaction=interaction,
+                event=event,
+                step=step,
+                roles=list(roles),
+                webhook_id=f"msg_{uuid.uuid4().hex}",
+            )
+            for c in channels
+        ],
+        ignore_conflicts=True,
+    )
+    pks = list(
+        Delivery.objects.filter(
+            interaction=interaction, event=event, step=step, state=Delivery.State.PENDING
+        ).values_list("pk", flat=True)
+    )
+    _schedule(pks)
+    return pks
+
+
+@transaction.atomic
+def notifications_fan_out(*, interaction_pk: int) -> int:
+    """One delivery per matching channel for an open interaction (safe to run twice)."""
+    interaction = (
+        Interaction.objects.select_related("task__agent").filter(pk=interaction_pk).first()
+    )
+    if interaction is None or interaction.state != Interaction.State.OPEN:
+        return 0
+    return len(_fan_out(interaction, event=Delivery.Event.OPENED))
+
+
+@transaction.atomic
+def channel_test(*, channel: Channel) -> Delivery:
+    """A test notification through the channel (the settings page's test button)."""
+    delivery = Delivery.objects.create(
+        tenant_id=channel.tenant_id,
+        channel=channel,
+        event=Delivery.Event.TEST,
+        webhook_id=f"msg_{uuid.uuid4().hex}",
+    )
+    _schedule([delivery.pk])
+    return delivery
+
+
+# --- what a notification says ---------------------------------------------------------------
+
+
+def base_url() -> str:
+    return settings.PUBLIC_BASE_URL or settings.NOTIFY_BASE_URL
+
+
+def notification_content(delivery: Delivery) -> dict:
+    """The facts a notification carries; arguments only if the channel allows them."""
+    interaction = delivery.interaction
+    if interaction is None:
+        return {
+            "event": "test",
+            "title": f"Test notification from Countersign ({delivery.channel.name})",
+            "prompt": "This is a test: the channel works.",
+            "url": base_url() + reverse("approvals:inbox"),
+        }
+    task = interaction.task
+    content = {
+        "event": delivery.event,
+        "interactionId": interaction.public_id,
+        "taskId": task.public_id,
+        "kind": interaction.kind,
+        "prompt": interaction.prompt,
+        "agent": task.agent.slug,
+        "agentName": task.agent.name,
+        "caller": interaction.subject,
+        "expiresAt": interaction.expires_at.isoformat(),
+        "url": base_url() + reverse("approvals:interaction", args=[interaction.public_id]),
+    }
+    tool = tool_of(interaction)
+    if tool:
+        content["tool"] = tool
+    if delivery.event == Delivery.Event.ESCALATION:
+        content["roles"] = list(delivery.roles)
+    if delivery.channel.include_arguments:
+        held = held_call_for(interaction=interaction)
+        if held is not None:
+            content["arguments"] = held.arguments
+    verb = {"opened": "waits for", "reminder": "still waits for", "escalation": "escalated:"}
+    content["title"] = (
+        f"[{task.agent.name}] {verb.get(delivery.event, '')} a decision: {interaction.prompt}"
+    ).replace("escalated: a decision", "escalated, a decision waits")
+    return content
+
+
+def _email_body(content: dict) -> str:
+    lines = [content["title"], ""]
+    for label, key in (
+        ("Agent", "agentName"),
+        ("Caller", "caller"),
+        ("Tool", "tool"),
+        ("Expires", "expiresAt"),
+    ):
+        if content.get(key):
+            lines.append(f"{label}: {content[key]}")
+    if "arguments" in content:
+        lines += ["Arguments:", json.dumps(content["arguments"], indent=2, sort_keys=True)]
+    lines += ["", f"Decide (after logging in): {content['url']}"]
+    return "\n".join(lines)
+
+
+def _slack_message(content: dict) -> dict:
+    fields = [
+        f"*Agent:* {content.get('agentName', '-')}",
+        f"*Caller:* `{content.get('caller', '-')}`",
+        f"*Expires:* {content.get('expiresAt', '-')}",
+    ]
+    if content.get("tool"):
+        fields.append(f"*Tool:* `{content['tool']}`")
+    blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{content['title']}*"}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
+    ]
+    if "arguments" in content:
+        text = json.dumps(content["arguments"], indent=2, sort_keys=True)[:2900]
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"```{text}```"}})
+    # A link button: it opens the decision page; nothing is decided from the chat.
+    blocks.append(
+        {
+            "type": "actions",
+            "elements": [
+                {
+                    "type": "button",
+                    "text": {"type": "plain_text", "text": "Open in Countersign"},
+                    "url": content["url"],
+                }
+            ],
+        }
+    )
+    return {"text": f"{content['title']} {content['url']}", "blocks": blocks}
+
+
+# --- delivering ------------------------------------------------------------------------------
+
+
+class SendFailed(Exception):
+    def __init__(self, message: str, *, status: int | None = None, final: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.final = final
+
+
+def _email_recipients(delivery: Delivery, content: dict) -> list[str]:
+    """Addresses to mail now; members who chose a digest get a DigestItem instead."""
+    channel = delivery.channel
+    roles = delivery.roles or channel.email_roles
+    now_to: list[str] = list(channel.email_addresses)
+    memberships = Membership.objects.filter(
+        tenant_id=delivery.tenant_id, role__in=roles, user__is_active=True
+    ).select_related("user", "notification_preference")
+    for membership in memberships:
+        preference = getattr(membership, "notification_preference", None)
+        if delivery.event == Delivery.Event.TEST or preference is None:
+            now_to.append(membership.user.email)
+        elif not preference.email_enabled:
+            continue
+        elif preference.digest_minutes:
+            DigestItem.objects.get_or_create(
+                tenant_id=delivery.tenant_id,
+                user=membership.user,
+                interaction=delivery.interaction,
+                event=delivery.event,
+                line=f"{content['title']} {content['url']}"[:500],
+            )
+        else:
+            now_to.append(membership.user.email)
+    return sorted(set(now_to))
+
+
+def _send_email(delivery: Delivery, content: dict) -> None:
+    recipients = _email_recipients(delivery, content)
+    if not recipients:
+        return
+    body = _email_body(content)
+    subject = content["title"][:200]
+    # One message per recipient: nobody sees who else was told.
+    messages = [EmailMessage(subject, body, to=[address]) for address in recipients]
+    try:
+        get_connection(timeout=settings.NOTIFY_TIMEOUT_SECONDS).send_messages(messages)
+    except Exception as exc:  # noqa: BLE001 - any mail failure is an attempt to retry
+        raise SendFailed(f"mail: {type(exc).__name__}") from None
+
+
+def _post(delivery: Delivery, url: str, body: bytes, headers: dict) -> None:
+    try:
+        check_url(url, ["*"])
+    except OutboundRefused as exc:
+        raise SendFailed(f"refused: {exc}", final=True) from None
+    try:
+        with guarded_client(timeout=settings.NOTIFY_TIMEOUT_SECONDS, max_connections=1) as client:
+            response = client.post(url, content=body, headers=headers)
+    except OutboundRefused as exc:
+        raise SendFailed(f"refused: {exc}", final=True) from None
+    except httpx.HTTPError as exc:
+        raise SendFailed(f"network: {type(exc).__name__}") from None
+    if response.status_code >= 300:
+        final = response.status_code in (400, 401, 403, 404, 410)
+        raise SendFailed(f"HTTP {response.status_code}", status=response.status_code, final=final)
+
+
+def _send_slack(delivery: Delivery, content: dict) -> None:
+    body = json.dumps(_slack_message(content)).encode()
+    _post(delivery, _channel_url(delivery.channel), body, {"Content-Type": "application/json"})
+
+
+def _send_webhook(delivery: Delivery, content: dict, now: datetime) -> None:
+    event = {
+        "type": f"interaction.{content['event']}",
+        "timestamp": now.isoformat(),
+        "data": {k: v for k, v in content.items() if k not in ("event", "title")},
+    }
+    body = json.dumps(event, sort_keys=True).encode()
+    try:
+        secret = secret_decrypt(delivery.channel.signing_secret_encrypted)
+    except InvalidToken:
+        raise SendFailed("the signing secret cannot be read; make a new one", final=True) from None
+    signature = Webhook(secret).sign(msg_id=delivery.webhook_id, timestamp=now, data=body.decode())
+    headers = {
+        "Content-Type": "application/json",
+        "webhook-id": delivery.webhook_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": signature,
+        "User-Agent": "Countersign-Notify/1",
+    }
+    _post(delivery, _channel_url(delivery.channel), body, headers)
+
+
+def _channel_url(channel: Channel) -> str:
+    try:
+        return secret_decrypt(channel.url_encrypted)
+    except InvalidToken:
+        raise SendFailed("the URL cannot be read; set the channel again", final=True) from None
+
+
+def _backoff(attempts: int) -> float:
+    base = settings.NOTIFY_RETRY_BASE_SECONDS * 2 ** (attempts - 1)
+    return base / 2 + random.uniform(0, base / 2)
+
+
+def delivery_send(*, delivery_pk: int, now: datetime | None = None) -> float | None:
+    """Try a due delivery once; return seconds until the next try, or None when done."""
+    now = now or timezone.now()
+    claimed = Delivery.objects.filter(
+        pk=delivery_pk, state=Delivery.State.PENDING, next_attempt_at__lte=now
+    ).update(next_attempt_at=now + timedelta(seconds=CLAIM_SECONDS))
+    if claimed != 1:
+        return None
+    delivery = Delivery.objects.select_related("channel", "interaction__task__agent").get(
+        pk=delivery_pk
+    )
+    number = delivery.attempts + 1
+    error, status, final = "", None, False
+    try:
+        content = notification_content(delivery)
+        kind = delivery.channel.kind
+        if kind == Channel.Kind.EMAIL:
+            _send_email(delivery, content)
+        elif kind == Channel.Kind.SLACK:
+            _send_slack(delivery, content)
+        else:
+            # Signed at the wall clock: receivers check the timestamp against theirs.
+            _send_webhook(delivery, content, timezone.now())
+    except SendFailed as exc:
+        error, status, final = str(exc), exc.status, exc.final
+    except Exception as exc:  # noqa: BLE001 - an unexpected error is an attempt retried too
+        logger.exception("notification delivery %s failed", delivery_pk)
+        error = f"error: {type(exc).__name__}"
+    Attempt.objects.create(
+        delivery=delivery, number=number, at=now, ok=not error, status_code=status, error=error
+    )
+    fields = {"attempts": number, "last_error": error[:300]}
+    retry = None
+    if not error:
+        fields.update(state=Delivery.State.DELIVERED, delivered_at=now)
+    elif final or number >= settings.NOTIFY_MAX_ATTEMPTS:
+        fields.update(state=Delivery.State.FAILED)
+    else:
+        retry = _backoff(number)
+        fields.update(next_attempt_at=now + timedelta(seconds=retry))
+    Delivery.objects.filter(pk=delivery_pk).update(**fields)
+    return retry
+
+
+def deliveries_due(*, now: datetime | None = None) -> list[int]:
+    now = now or timezone.now()
+    return list(
+        Delivery.objects.filter(state=Delivery.State.PENDING, next_attempt_at__lte=now)
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:500]
+    )
+
+
+# --- ladders ---------------------------------------------------------------------------------
+
+
+def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> Ladder | None:
+    """The most specific ladder: agent and tool, agent, tool, then the tenant's own."""
+    tool = tool_of(interaction)
+    agent_id = interaction.task.agent_id
+    by_key = {(ladder.agent_id, ladder.tool): ladder for ladder in ladders}
+    for key in ((agent_id, tool), (agent_id, ""), (None, tool), (None, "")):
+        # A tool's ladder applies only to approvals of that tool.
+        if (key[1] == "" or tool) and key in by_key:
+            return by_key[key]
+    return None
+
+
+def ladders_advance(*, now: datetime | None = None) -> int:
+    """Take every ladder step that is due (beat); each step in its own transaction."""
+    now = now or timezone.now()
+    tenants = set(Ladder.objects.values_list("tenant_id", flat=True))
+    if not tenants:
+        return 0
+    taken = 0
+    ladders: dict[int, list[Ladder]] = {}
+    for ladder in Ladder.objects.filter(tenant_id__in=tenants):
+        ladders.setdefault(ladder.tenant_id, []).append(ladder)
+    interactions = Interaction.objects.filter(
+        tenant_id__in=tenants, state=Interaction.State.OPEN
+    ).select_related("task__agent")
+    for interaction in interactions:
+        ladder = ladder_for(interaction, ladders[interaction.tenant_id])
+        if ladder is None:
+            continue
+        done = set(
+            LadderStep.objects.filter(interaction=interaction).values_list("step", flat=True)
+        )
+        for number, step in enumerate(steps_clean(ladder.steps), start=1):
+            if number in done or interaction.created_at + timedelta(seconds=step["seconds"]) > now:
+                continue
+            taken += _ladder_step(interaction, number, step, now)
+    return taken
+
+
+def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetime) -> int:
+    try:
+        with transaction.atomic():
+            # A decision since the read above ends the ladder (the unique step row below
+            # makes a second beat's copy of this step roll back).
+            if not Interaction.objects.filter(
+                pk=interaction.pk, state=Interaction.State.OPEN
+            ).exists():
+                return 0
+            LadderStep.objects.create(
+                tenant_id=interaction.tenant_id,
+                interaction=interaction,
+                step=number,
+                action=step["action"],
+                roles=step["roles"],
+                at=now,
+            )
+            audit_record(
+                tenant_id=interaction.tenant_id,
+                actor="system:ladder",
+                action="reminded" if step["action"] == "remind" else "escalated",
+                via="ladder",
+                interaction=interaction,
+                task=interaction.task,
+                detail={
+                    "kind": interaction.kind,
+                    "prompt": interaction.prompt,
+                    "step": number,
+                    "after": step["after"],
+                    "roles": step["roles"],
+                },
+            )
+            event = (
+                Delivery.Event.REMINDER if step["action"] == "remind" else Delivery.Event.ESCALATION
+            )
+            _fan_out(
+                interaction,
+                event=event,
+                step=number,
+                roles=step["roles"] if step["action"] == "escalate" else (),
+            )
+    except IntegrityError:
+        return 0  # another beat took this step first
+    return 1
+
+
+# --- digests ---------------------------------------------------------------------------------
+
+
+def digests_send(*, now: datetime | None = None) -> int:
+    """Mail each member who chose a digest what is held for them, every N minutes (beat)."""
+    now = now or timezone.now()
+    sent = 0
+    pending = (
+        DigestItem.objects.filter(sent_at__isnull=True)
+        .values_list("tenant_id", "user_id")
+        .distinct()
+    )
+    for tenant_id, user_id in list(pending):
+        preference = (
+            Preference.objects.filter(membership__tenant_id=tenant_id, membership__user_id=user_id)
+            .select_related("membership__user", "membership__tenant")
+            .first()
+        )
+        if preference is None or not preference.email_enabled:
+            DigestItem.objects.filter(
+                tenant_id=tenant_id, user_id=user_id, sent_at__isnull=True
+            ).update(sent_at=now)
+            continue
+        minutes = preference.digest_minutes or 0
+        if (
+            preference.last_digest_at
+            and preference.last_digest_at + timedelta(minutes=minutes) > now
+        ):
+            continue
+        items = list(
+            DigestItem.objects.filter(
+                tenant_id=tenant_id, user_id=user_id, sent_at__isnull=True
+            ).order_by("created_at")
+        )
+        tenant = preference.membership.tenant
+        body = "\n".join(
+            [f"{len(items)} item(s) in {tenant.name} wait for a decision:", ""]
+            + [f"- {item.line}" for item in items]
+        )
+        try:
+            EmailMessage(
+                f"Countersign digest: {len(items)} item(s) waiting",
+                body,
+                to=[preference.membership.user.email],
+            ).send()
+        except Exception:  # noqa: BLE001 - tried again at the next beat
+            logger.warning("digest mail failed for user %s", user_id, exc_info=True)
+            continue
+        DigestItem.objects.filter(pk__in=[i.pk for i in items]).update(sent_at=now)
+        Preference.objects.filter(pk=preference.pk).update(last_digest_at=now)
+        sent += 1
+    return sent
+
+
+# --- settings: channels, ladders, preferences --------------------------------------------------
+
+
+def _url_hint(url: str) -> str:
+    host = url.split("//", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    return f"{url.split('//', 1)[0]}//{host}/…"
+
+
+def signing_secret_new() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def channel_check(
+    *, tenant, channel: Channel | None, name: str, kind: str, email_roles, email_addresses, url: str
+) -> None:
+    """Raise ChannelError saying why these settings cannot be saved (no network I/O)."""
+    if kind not in Channel.Kind.values:
+        raise ChannelError("unknown channel kind")
+    if channel is not None and channel.kind != kind:
+        raise ChannelError("a channel's kind cannot change; make a new channel")
+    others = Channel.objects.filter(tenant=tenant, name=name)
+    if channel is not None:
+        others = others.exclude(pk=channel.pk)
+    if others.exists():
+        raise ChannelError("another channel has this name")
+    if kind == Channel.Kind.EMAIL:
+        if not email_roles and not email_addresses:
+            raise ChannelError("an e-mail channel needs roles or addresses")
+    elif url:
+        try:
+            check_url(url, ["*"])
+        except OutboundRefused as exc:
+            raise ChannelError(f"the URL cannot be used: {exc}") from None
+    elif channel is None or not channel.url_encrypted:
+        raise ChannelError("this channel needs a URL")
+
+
+@transaction.atomic
+def channel_save(
+    *,
+    tenant,
+    channel: Channel | None = None,
+    name: str,
+    kind: str,
+    enabled: bool = True,
+    email_roles=(),
+    email_addresses=(),
+    url: str = "",
+    kinds=(),
+    agents=(),
+    tools=(),
+    include_arguments: bool = False,
+) -> tuple[Channel, str]:
+    """Create or change a channel; returns it and a new signing secret ("" if none was made)."""
+    channel_check(
+        tenant=tenant,
+        channel=channel,
+        name=name,
+        kind=kind,
+        email_roles=email_roles,
+        email_addresses=email_addresses,
+        url=url,
+    )
+    new_secret = ""
+    channel = channel or Channel(tenant=tenant, kind=kind)
+    if kind != Channel.Kind.EMAIL and url:
+        channel.url_encrypted = secret_encrypt(url)
+        channel.url_hint = _url_hint(url)
+    if kind == Channel.Kind.WEBHOOK and not channel.signing_secret_encrypted:
+        new_secret = signing_secret_new()
+        channel.signing_secret_encrypted = secret_encrypt(new_secret)
+    channel.name = name
+    channel.enabled = enabled
+    channel.email_roles = list(email_roles)
+    channel.email_addresses = list(email_addresses)
+    channel.kinds = list(kinds)
+    channel.agents = list(agents)
+    channel.tools = list(tools)
+    channel.include_arguments = include_arguments
+    channel.save()
+    return channel, new_secret
+
+
+@transaction.atomic
+def channel_secret_rotate(*, channel: Channel) -> str:
+    """A new signing secret for a webhook channel; returned once, stored encrypted."""
+    if channel.kind != Channel.Kind.WEBHOOK:
+        raise ChannelError("only webhook channels sign their requests")
+    secret = signing_secret_new()
+    channel.signing_secret_encrypted = secret_encrypt(secret)
+    channel.save(update_fields=["signing_secret_encrypted", "updated_at"])
+    return secret
+
+
+@transaction.atomic
+def channel_delete(*, channel: Channel) -> None:
+    channel.delete()
+
+
+def ladder_save(*, tenant, agent=None, tool: str = "", steps) -> Ladder:
+    """Create or replace the ladder of an agent (or tool, or the whole tenant)."""
+    if agent is not None and agent.tenant_id != tenant.pk:
+        raise ValueError("the agent belongs to another tenant")
+    cleaned = steps_clean(steps)
+    stored = [{k: v for k, v in s.items() if k != "seconds"} for s in cleaned]
+    ladder, _ = Ladder.objects.update_or_create(
+        tenant=tenant, agent=agent, tool=tool, defaults={"steps": stored}
+    )
+    return ladder
+
+
+def preference_set(
+    *, membership: Membership, email_enabled: bool, digest_minutes: int
+) -> Preference:
+    if digest_minutes < 0 or digest_minutes > 7 * 24 * 60:
+        raise ValueError("a digest comes every 0 to 10080 minutes")
+    preference, _ = Preference.objects.update_or_create(
+        membership=membership,
+        defaults={"email_enabled": email_enabled, "digest_minutes": digest_minutes},
+    )
+    return preference

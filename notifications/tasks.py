@@ -1,0 +1,52 @@
+"""Celery tasks of notifications: thin, they take ids and call one service; safe to run twice.
+
+The services are imported inside the task bodies: notifications.services imports these tasks
+to schedule them, so a top-level import here would be a cycle.
+"""
+
+from celery import shared_task
+
+from config.celery import queue
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def notify_interaction(interaction_pk: int) -> int:
+    """Queue one delivery per matching channel for an interaction that just opened."""
+    from notifications.services import notifications_fan_out
+
+    return notifications_fan_out(interaction_pk=interaction_pk)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def deliver_notification(self, delivery_pk: int) -> None:
+    from notifications.services import MAX_COUNTDOWN, delivery_send
+
+    retry = delivery_send(delivery_pk=delivery_pk)
+    # Run eagerly (tests) a retry would recurse at once; the sweep picks it up instead.
+    if retry is not None and retry <= MAX_COUNTDOWN and not self.request.is_eager:
+        deliver_notification.apply_async((delivery_pk,), countdown=retry, queue=queue())
+
+
+@shared_task(ignore_result=True)
+def sweep_notifications() -> int:
+    """Deliveries that are due but have no message in the broker (lost, or a long retry)."""
+    from notifications.services import deliveries_due
+
+    due = deliveries_due()
+    for pk in due:
+        deliver_notification.apply_async((pk,), queue=queue())
+    return len(due)
+
+
+@shared_task(ignore_result=True)
+def advance_ladders() -> int:
+    from notifications.services import ladders_advance
+
+    return ladders_advance()
+
+
+@shared_task(ignore_result=True)
+def send_digests() -> int:
+    from notifications.services import digests_send
+
+    return digests_send()

@@ -1,0 +1,160 @@
+"""Reminders and escalation, driven by the beat service with a controlled clock."""
+
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+
+from notifications.models import Delivery, Ladder, LadderStep
+from notifications.services import digests_send, ladder_save, ladders_advance, preference_set
+from runtime.models import Agent, AuditEvent, Interaction
+from runtime.services.interactions import interactions_expire
+from tests.core import decide, start
+from tests.notifications.conftest import HOLD
+
+pytestmark = pytest.mark.django_db
+
+LADDER = [
+    {"after": "15m", "action": "remind"},
+    {"after": "1h", "action": "escalate", "roles": ["admin"]},
+]
+
+
+@pytest.fixture
+def held(agents, notify, channel, django_capture_on_commit_callbacks):
+    channel(agents.a.tenant, "ops mail", "email", email_roles=["operator"])
+    deployer = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    ladder_save(tenant=agents.a.tenant, agent=deployer, steps=LADDER)
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", HOLD)
+    mail.outbox.clear()
+    return Interaction.objects.get(tenant=agents.a.tenant, state="open")
+
+
+def advance(capture, at) -> int:
+    with capture(execute=True):
+        return ladders_advance(now=at)
+
+
+def test_reminder_then_escalation_each_notified_and_audited(
+    held, agents, django_capture_on_commit_callbacks
+):
+    capture, opened = django_capture_on_commit_callbacks, held.created_at
+    assert advance(capture, opened + timedelta(minutes=14)) == 0
+    assert not mail.outbox and not AuditEvent.objects.exists()
+
+    assert advance(capture, opened + timedelta(minutes=15)) == 1
+    assert [m.to for m in mail.outbox] == [["operator@acme.test"]]
+    assert "still waits" in mail.outbox[0].subject
+    reminded = AuditEvent.objects.get()
+    assert (reminded.action, reminded.actor, reminded.via) == (
+        "reminded",
+        "system:ladder",
+        "ladder",
+    )
+    assert reminded.interaction_id == held.pk and reminded.detail["step"] == 1
+
+    # The same beat again, or a second beat at once: the step is taken once.
+    assert advance(capture, opened + timedelta(minutes=20)) == 0
+    assert len(mail.outbox) == 1
+
+    page = agents.a.client_for(agents.a.operator).get("/inbox/")
+    assert "reminded" in page.content.decode()
+
+    assert advance(capture, opened + timedelta(hours=1)) == 1
+    assert [m.to for m in mail.outbox[1:]] == [["admin@acme.test"]]
+    assert "escalated" in mail.outbox[1].subject
+    escalated = AuditEvent.objects.filter(action="escalated").get()
+    assert escalated.detail["roles"] == ["admin"]
+    assert list(Delivery.objects.order_by("step").values_list("event", "step")) == [
+        ("opened", 0),
+        ("reminder", 1),
+        ("escalation", 2),
+    ]
+    page = agents.a.client_for(agents.a.operator).get("/inbox/")
+    assert "escalated to admin" in page.content.decode()
+    detail = agents.a.client_for(agents.a.operator).get(f"/inbox/{held.public_id}/")
+    assert "Step 2: escalated to admin" in detail.content.decode()
+
+    # Then the expiry (the agent's interactionTtlSeconds) closes it, audited as ever; the
+    # ladder has nothing left to do for a closed item.
+    assert interactions_expire(now=held.expires_at + timedelta(seconds=1)) == 1
+    assert AuditEvent.objects.filter(action="expired", interaction=held).exists()
+    assert advance(capture, held.expires_at + timedelta(hours=1)) == 0
+
+
+def test_a_decided_item_climbs_no_further(held, django_capture_on_commit_callbacks):
+    decide(held, approved=False, reason="not now")
+    assert advance(django_capture_on_commit_callbacks, held.created_at + timedelta(days=1)) == 0
+    assert not LadderStep.objects.exists() and not mail.outbox
+
+
+def test_a_tool_ladder_wins_over_the_agent_ladder_and_other_tenants_are_untouched(
+    held, agents, django_capture_on_commit_callbacks
+):
+    deployer = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    ladder_save(
+        tenant=agents.a.tenant,
+        agent=deployer,
+        tool="deploy/deploy_build",
+        steps=[{"after": "5m", "action": "escalate", "roles": ["operator", "admin"]}],
+    )
+    ladder_save(tenant=agents.b.tenant, steps=[{"after": "1m", "action": "remind"}])
+    assert advance(django_capture_on_commit_callbacks, held.created_at + timedelta(minutes=5)) == 1
+    assert sorted(m.to[0] for m in mail.outbox) == ["admin@acme.test", "operator@acme.test"]
+    assert LadderStep.objects.get().action == "escalate"
+    assert Ladder.objects.count() == 3
+
+
+@pytest.mark.parametrize(
+    "steps, problem",
+    [
+        ([], "non-empty"),
+        ([{"after": "soon", "action": "remind"}], "not a duration"),
+        ([{"after": "1h", "action": "page"}], "action must be"),
+        ([{"after": "1h", "action": "escalate", "roles": ["root"]}], "roles must be"),
+        ([{"after": "1h", "action": "remind"}, {"after": "5m", "action": "remind"}], "order"),
+    ],
+)
+def test_a_bad_ladder_is_refused_with_the_reason(agents, steps, problem):
+    with pytest.raises(ValueError, match=problem):
+        ladder_save(tenant=agents.a.tenant, steps=steps)
+    assert not Ladder.objects.exists()
+
+
+def test_a_member_who_turned_email_off_gets_none(
+    agents, notify, channel, django_capture_on_commit_callbacks
+):
+    channel(agents.a.tenant, "ops", "email", email_roles=["operator", "admin"])
+    operator = agents.a.operator.memberships.get()
+    preference_set(membership=operator, email_enabled=False, digest_minutes=0)
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", HOLD)
+    assert [m.to for m in mail.outbox] == [["admin@acme.test"]]
+
+
+def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
+    agents, notify, channel, django_capture_on_commit_callbacks
+):
+    channel(agents.a.tenant, "ops", "email", email_roles=["operator"])
+    operator = agents.a.operator.memberships.get()
+    preference_set(membership=operator, email_enabled=True, digest_minutes=30)
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", HOLD)
+        start(agents.a, "deployer", "deploy build b-2 to production")
+    assert not mail.outbox  # held for the digest
+    assert Delivery.objects.filter(state="delivered").count() == 2
+
+    first = Interaction.objects.earliest("created_at").created_at
+    assert digests_send(now=first + timedelta(minutes=1)) == 1
+    assert [m.to for m in mail.outbox] == [["operator@acme.test"]]
+    assert "2 item(s)" in mail.outbox[0].subject
+    assert mail.outbox[0].body.count("/inbox/") == 2
+
+    # Nothing new: no digest; something new within the 30 minutes waits for them to pass.
+    assert digests_send(now=first + timedelta(minutes=2)) == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", "deploy build b-3 to staging")
+    assert digests_send(now=first + timedelta(minutes=20)) == 0
+    assert digests_send(now=first + timedelta(minutes=31)) == 1
+    assert "1 item(s)" in mail.outbox[1].subject

@@ -95,8 +95,8 @@ Press Ctrl-C to stop.
             "--beat",
             "--loglevel",
             "INFO",
-            "--concurrency",
-            "2",
+            # The pool and its size come from the settings: threads, 8 turns at once on
+            # SQLite (one writer at a time), 200 on PostgreSQL (README "Workers").
         ],
     ]
     children = [subprocess.Popen(cmd, cwd=ROOT) for cmd in commands]

@@ -1,9 +1,12 @@
 """A turn's lease: the worker that holds it runs the turn; when it runs out (the worker died)
 the sweep gives the turn to another worker."""
 
+import logging
+import os
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,6 +17,8 @@ from django.utils import timezone
 from runtime.models import Task, TaskState, new_key
 from runtime.selectors import turn_may_start
 from runtime.task_state import task_status_set
+
+logger = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
@@ -81,10 +86,11 @@ def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
 
 
 def lease_wait(*, task_pk: int, worker_id: str, seconds: float) -> None:
-    """Sleep for a scripted pause, keeping the lease alive."""
+    """Sleep for a scripted pause, keeping the lease alive (and no database connection)."""
     deadline = time.monotonic() + seconds
     while (remaining := deadline - time.monotonic()) > 0:
-        time.sleep(min(remaining, max(1.0, lease_seconds() / 3)))
+        with db_released():
+            time.sleep(min(remaining, max(1.0, lease_seconds() / 3)))
         renewed = Task.objects.filter(
             pk=task_pk, lease_owner=worker_id, state=TaskState.WORKING
         ).update(lease_expires_at=lease_expiry())
@@ -93,28 +99,129 @@ def lease_wait(*, task_pk: int, worker_id: str, seconds: float) -> None:
 
 
 @contextmanager
+def db_released():
+    """Give this thread's database connection back before network I/O (a model, a tool server,
+    a url part): with psycopg's pool it returns to the pool for other turns' threads, so a
+    worker holding 200 waiting turns needs a few connections, not 200.
+
+    Inside a transaction it does nothing: nothing may be waited on while a lock is held (and
+    tests run inside one). SQLite's connections are files, not server slots: they are kept.
+    """
+    if not connection.in_atomic_block and connection.vendor != "sqlite":
+        connection.close()
+    yield
+
+
+@dataclass(eq=False)
+class LeaseHold:
+    task_pk: int
+    worker_id: str
+    since: float = field(default_factory=time.monotonic)
+    warned: bool = False
+
+
+class LeaseRenewer:
+    """One thread per worker process renews the leases of all its turns that wait on the
+    network, in one UPDATE every lease/3: no thread per turn, one query per round.
+
+    The thread starts with the first hold and sleeps while there is none. A hold older than
+    ``TURN_HOLD_MAX_SECONDS`` is no longer renewed: the threads pool cannot enforce Celery's
+    time limits, so this is what lets the sweep take back a turn whose call hangs for good
+    (the effect is then seen as uncertain, as when a prefork child is killed at its limit).
+    """
+
+    BATCH = 200  # keys per UPDATE; SQLite bounds the depth of an OR chain
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        # After a fork only the forking thread exists: start afresh (lock, holds, thread).
+        self._lock = threading.Lock()
+        self._holds: set[LeaseHold] = set()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, *, task_pk: int, worker_id: str) -> LeaseHold:
+        hold = LeaseHold(task_pk, worker_id)
+        with self._lock:
+            self._holds.add(hold)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+                self._thread.start()
+            self._wake.set()
+        return hold
+
+    def drop(self, hold: LeaseHold) -> None:
+        with self._lock:
+            self._holds.discard(hold)
+
+    def held(self) -> list[LeaseHold]:
+        with self._lock:
+            return list(self._holds)
+
+    def _run(self) -> None:
+        while True:
+            if not self.held():
+                self._wake.wait()  # idle until a turn holds a lease
+                self._wake.clear()
+                continue
+            # A hold is leased when it starts (claimed or locked moments ago): renewing it
+            # one interval later keeps it well within its lease.
+            time.sleep(max(0.5, lease_seconds() / 3))
+            if not self.held():
+                continue
+            try:
+                self.renew()
+            except Exception:  # the database may be away a moment: try again next round
+                logger.exception("lease renewal failed")
+            finally:
+                connection.close()  # this thread's own connection, back to the pool
+
+    def renew(self) -> int:
+        """Renew every held lease that is still this worker's; return how many were."""
+        limit = hold_max_seconds()
+        now = time.monotonic()
+        live = []
+        for hold in self.held():
+            if now - hold.since < limit:
+                live.append(hold)
+            elif not hold.warned:
+                hold.warned = True
+                logger.warning(
+                    "task %s: held for over %ss, its lease is no longer renewed",
+                    hold.task_pk,
+                    limit,
+                )
+        renewed = 0
+        for i in range(0, len(live), self.BATCH):
+            owned = Q()
+            for hold in live[i : i + self.BATCH]:
+                owned |= Q(pk=hold.task_pk, lease_owner=hold.worker_id)
+            renewed += Task.objects.filter(owned).update(lease_expires_at=lease_expiry())
+        return renewed
+
+
+def hold_max_seconds() -> int:
+    return getattr(settings, "TURN_HOLD_MAX_SECONDS", 600)
+
+
+lease_renewer = LeaseRenewer()
+
+
+@contextmanager
 def lease_kept(*, task_pk: int, worker_id: str):
-    """Renew the lease from a second thread while a tool call is out.
+    """Keep the turn's lease while this thread waits on the network (a model, a tool server,
+    a url part), and give its database connection back meanwhile (``db_released``).
 
     A call may take longer than the lease; without this the sweep would hand the turn to
     another worker, which would find the call sent but not closed and call it uncertain
-    while it is still running here.
+    while it is still running here. The process-wide ``lease_renewer`` does the renewing.
     """
-    stop = threading.Event()
-
-    def beat():
-        try:
-            while not stop.wait(max(0.5, lease_seconds() / 3)):
-                Task.objects.filter(pk=task_pk, lease_owner=worker_id).update(
-                    lease_expires_at=lease_expiry()
-                )
-        finally:
-            connection.close()  # this thread's own connection
-
-    heart = threading.Thread(target=beat, name=f"lease-{task_pk}", daemon=True)
-    heart.start()
+    hold = lease_renewer.hold(task_pk=task_pk, worker_id=worker_id)
     try:
-        yield
+        with db_released():
+            yield
     finally:
-        stop.set()
-        heart.join()
+        lease_renewer.drop(hold)

@@ -84,8 +84,10 @@ class TurnRunner(ToolCalls):
             if pending is not None:
                 return self.continue_call(task, pending)
             view = turn_view(task, connected_apps=self.connected_apps(task))
-            # Asking the model is outside any lock: a hosted model's call is network I/O.
-            action = self.model.next_action(view)
+            # Asking the model is outside any lock: a hosted model's call is network I/O, so
+            # the lease is kept and the database connection given back while it is out.
+            with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+                action = self.model.next_action(view)
             return self.apply(task, action)
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")

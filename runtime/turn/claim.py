@@ -169,7 +169,9 @@ class LeaseRenewer:
                 continue
             # A hold is leased when it starts (claimed or locked moments ago): renewing it
             # one interval later keeps it well within its lease.
-            time.sleep(max(0.5, lease_seconds() / 3))
+            slept = time.monotonic()
+            while time.monotonic() - slept < max(0.5, lease_seconds() / 3):
+                time.sleep(0.25)  # in slices: a shorter lease (settings) takes effect at once
             if not self.held():
                 continue
             try:

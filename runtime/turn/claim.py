@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from runtime.models import Task, TaskState, new_key
 from runtime.selectors import turn_may_start
-from runtime.task_state import task_status_set
+from runtime.task_state import LEASE_FIELDS, task_status_set
 
 logger = logging.getLogger(__name__)
 
@@ -39,49 +39,46 @@ def new_run_id() -> str:
 
 
 def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
-    """Take the turn's lease if it is free (or expired); start a new run phase."""
-    task = Task.objects.select_related("context").filter(pk=task_pk).first()
-    if (
-        task is None
-        or task.state not in (TaskState.SUBMITTED, TaskState.WORKING)
-        or not turn_may_start(task)
-    ):
-        return None
-    now = timezone.now()
-    run_id = new_run_id()
-    claimed = (
-        Task.objects.filter(pk=task_pk, state__in=[TaskState.SUBMITTED, TaskState.WORKING])
-        .filter(
-            Q(lease_expires_at__isnull=True)
-            | Q(lease_expires_at__lt=now)
-            | Q(lease_owner=worker_id)
-        )
-        .update(
-            lease_owner=worker_id,
-            lease_expires_at=now + timedelta(seconds=lease_seconds()),
-            attempts=F("attempts") + 1,
-            run_id=run_id,
-        )
-    )
-    if claimed != 1:
-        return None
+    """Take the turn's lease if it is free (or expired, or already this worker's) and start a
+    new run phase, in one transaction: the row lock makes the check and the take one step."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_pk)
+        # of=("self",): lock the task row only (see TurnRunner.locked).
+        task = (
+            Task.objects.select_for_update(of=("self",))
+            .select_related("context", "tenant", "agent")
+            .filter(pk=task_pk)
+            .first()
+        )
+        if task is None or task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
+            return None
+        now = timezone.now()
+        free = (
+            task.lease_expires_at is None
+            or task.lease_expires_at < now
+            or task.lease_owner == worker_id
+        )
+        if not free or not turn_may_start(task):
+            return None
         previous = task.runs[-1]["runId"] if task.runs else None
         answered = [e for e in task.transcript if e["type"] == "answer"]
+        task.lease_owner = worker_id
+        task.lease_expires_at = now + timedelta(seconds=lease_seconds())
+        task.attempts += 1
+        task.run_id = new_run_id()
         task.runs.append(
             {
-                "runId": run_id,
+                "runId": task.run_id,
                 "resumedFrom": previous,
                 "interactionId": answered[-1]["interactionId"] if answered and previous else None,
                 "startedAt": now.isoformat(),
                 "worker": worker_id,
             }
         )
+        claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
         if task.state == TaskState.SUBMITTED:
-            task_status_set(task, TaskState.WORKING, also=("runs",))
+            task_status_set(task, TaskState.WORKING, also=claimed)
         else:
-            task.save(update_fields=["runs"])
+            task.save(update_fields=claimed)
     return task
 
 

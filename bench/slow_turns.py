@@ -180,7 +180,9 @@ def start_worker(env: dict, pool: str, concurrency: int, logdir: Path) -> subpro
             "--without-heartbeat",
         ],
         cwd=ROOT,
-        env=env,
+        # Celery cannot tell `--pool prefork` from its default and then takes the setting
+        # instead: name the pool in the setting too.
+        env={**env, "CELERY_WORKER_POOL": pool},
         stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group: the prefork children are counted
@@ -294,6 +296,11 @@ def main() -> int:
                 except Exception:  # noqa: BLE001 - a queue that is already gone is fine
                     pass
 
+    banner = (logdir / "worker.log").read_text(errors="replace")
+    pool_line = next(
+        (line.split(".>", 1)[1].strip() for line in banner.splitlines() if "concurrency:" in line),
+        "?",
+    )  # what the worker says it ran, e.g. "200 (thread)"
     tasks = Task.objects.filter(pk__in=pks)
     states = Counter(tasks.values_list("state", flat=True))
     failures = Counter(
@@ -301,8 +308,8 @@ def main() -> int:
         for t in tasks.filter(state="TASK_STATE_FAILED")
     )
     print(
-        f"turns: {args.n}   model: {args.model} ({args.delay:g} s)   worker: --pool {args.pool} "
-        f"--concurrency {args.concurrency}, DB pool max {args.pool_max}   logs: {logdir}"
+        f"turns: {args.n}   model: {args.model} ({args.delay:g} s)   worker: {pool_line}, "
+        f"DB pool max {args.pool_max}   logs: {logdir}"
     )
     print(
         f"wall time: {elapsed:.1f} s until {done} of {args.n} ended "

@@ -70,6 +70,19 @@ def group_memory(pgid: int) -> tuple[int, int, int]:
     return rss, hwm, count
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of the worker's process group (its live processes)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def wait_until(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -252,6 +265,7 @@ def main() -> int:
     try:
         pks = take_messages(tenant, agent, args.n, hold_queue)
         idle_rss = group_memory(worker.pid)[0]
+        idle_cpu = group_cpu_seconds(worker.pid)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         started = time.monotonic()
@@ -271,6 +285,7 @@ def main() -> int:
             time.sleep(0.2)
         elapsed = time.monotonic() - started
         memory = group_memory(worker.pid)
+        cpu = group_cpu_seconds(worker.pid) - idle_cpu
         stop.set()
         sampler.join()
     finally:
@@ -298,7 +313,11 @@ def main() -> int:
 
     banner = (logdir / "worker.log").read_text(errors="replace")
     pool_line = next(
-        (line.split(".>", 1)[1].strip() for line in banner.splitlines() if "concurrency:" in line),
+        (
+            line.split("concurrency:", 1)[1].strip()
+            for line in banner.splitlines()
+            if "concurrency:" in line
+        ),
         "?",
     )  # what the worker says it ran, e.g. "200 (thread)"
     tasks = Task.objects.filter(pk__in=pks)

@@ -342,6 +342,7 @@ def main() -> int:
         f"worker RSS: idle {idle_rss / 1024:.0f} MiB, peak sampled {peak / 1024:.0f} MiB, "
         f"sum of VmHWM {memory[1] / 1024:.0f} MiB over {memory[2]} process(es)"
     )
+    print(f"worker CPU: {cpu:.1f} s, {cpu / max(done, 1) * 1000:.1f} ms per turn")
     print(
         f"stub: served {stub_stats.get('served')}, most at once {stub_stats.get('max_in_flight')}"
     )

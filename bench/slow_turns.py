@@ -224,6 +224,7 @@ def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("SECRET_KEY", "bench-" + uuid.uuid4().hex)
     os.environ["DEBUG"] = "false"  # DEBUG keeps every query in memory: not what we measure
+    os.environ["DATABASE_POOL"] = "false"  # this process: no pooled connection left open
     os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
@@ -257,10 +258,23 @@ def main() -> int:
     samples: list[tuple[int, int, int]] = []
     stop = threading.Event()
 
+    connections_seen: list[int] = []
+
     def sample():
-        while not stop.is_set():
-            samples.append(group_memory(worker.pid))
-            stop.wait(0.25)
+        import psycopg
+
+        # Its own connection, outside Django's: how many others are on this database (the
+        # worker's; this script's own is closed between its polls).
+        with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as db:
+            while not stop.is_set():
+                samples.append(group_memory(worker.pid))
+                connections_seen.append(
+                    db.execute(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    ).fetchone()[0]
+                )
+                stop.wait(0.25)
 
     try:
         pks = take_messages(tenant, agent, args.n, hold_queue)
@@ -341,6 +355,10 @@ def main() -> int:
     print(
         f"worker RSS: idle {idle_rss / 1024:.0f} MiB, peak sampled {peak / 1024:.0f} MiB, "
         f"sum of VmHWM {memory[1] / 1024:.0f} MiB over {memory[2]} process(es)"
+    )
+    print(
+        f"database connections: at most {max(connections_seen)} "
+        "(the worker's, and now and then this script's poll)"
     )
     print(f"worker CPU: {cpu:.1f} s, {cpu / max(done, 1) * 1000:.1f} ms per turn")
     print(

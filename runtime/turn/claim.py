@@ -3,6 +3,7 @@ the sweep gives the turn to another worker."""
 
 import logging
 import os
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -23,6 +24,12 @@ logger = logging.getLogger(__name__)
 
 class LeaseLost(Exception):
     """Another worker took the turn over, or it was canceled: stop quietly."""
+
+
+def worker_id_of(request) -> str:
+    """Who holds a turn's lease: host, process and the Celery message (``request.id``), so that
+    the threads of one worker process, each running a turn, never share a worker id."""
+    return f"{socket.gethostname()}:{os.getpid()}:{request.id or 'eager'}"
 
 
 def lease_seconds() -> int:

@@ -5,6 +5,7 @@ while they wait."""
 import threading
 from contextlib import ExitStack
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection, transaction
@@ -14,7 +15,13 @@ from runtime.llm.registry import model_for
 from runtime.models import Task, TaskState
 from runtime.selectors import turns_to_sweep
 from runtime.turn import runner
-from runtime.turn.claim import db_released, lease_kept, lease_renewer, turn_claim
+from runtime.turn.claim import (
+    db_released,
+    lease_kept,
+    lease_renewer,
+    turn_claim,
+    worker_id_of,
+)
 from runtime.turn.runner import turn_run
 from tests.core import send, status_text
 from tests.live import wait_until
@@ -146,3 +153,10 @@ def test_a_turn_keeps_its_lease_while_the_model_is_out(agents, make_agent, setti
     assert task.state == TaskState.COMPLETED
     assert status_text(task) == "Hello."
     assert (task.lease_owner, task.lease_expires_at) == ("", None)
+
+
+def test_turns_in_one_worker_process_have_worker_ids_of_their_own():
+    first, second = (worker_id_of(SimpleNamespace(id=str(i))) for i in ("a", "b"))
+    # Threads of one process run different turns: the lease tells them apart by message.
+    assert first != second
+    assert first.rsplit(":", 1)[0] == second.rsplit(":", 1)[0]  # same host and process

@@ -321,6 +321,8 @@ def main() -> int:
         with app.connection_for_write() as conn:
             for queue in (hold_queue, run_queue):
                 try:
+                    # Purge: the held copies of the turns would otherwise stay in the broker.
+                    conn.default_channel.queue_purge(queue)
                     conn.default_channel.queue_delete(queue)
                 except Exception:  # noqa: BLE001 - a queue that is already gone is fine
                     pass

@@ -296,6 +296,14 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A turn spends its time waiting on a model, an agent URL or a tool server: one worker
+# process holds many of them, a thread each, and gives its database connection back to the
+# pool while it waits (runtime.turn.claim.db_released); README "Workers" has the measurements.
+# SQLite (the embedded default) takes one writer at a time: a few threads are enough there.
+CELERY_WORKER_POOL = env_str("CELERY_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = env_int(
+    "CELERY_WORKER_CONCURRENCY", 8 if _db["ENGINE"] == "django.db.backends.sqlite3" else 200
+)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
@@ -386,6 +394,9 @@ warnings.filterwarnings(
 # sweep gives the turn to another worker, which continues from the stored transcript.
 TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60)
 TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
+# How long one wait on the network (a model or tool call) may keep its lease alive. The
+# threads pool cannot enforce Celery's time limits; past this the sweep takes the turn back.
+TURN_HOLD_MAX_SECONDS = env_int("TURN_HOLD_MAX_SECONDS", CELERY_TASK_TIME_LIMIT)
 
 # What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
 # (runtime.llm.prices). Admins may override a model's price in Django admin.

@@ -4,23 +4,17 @@ Services import these tasks at the top (as ``run_turn_task``); these tasks impor
 inside their bodies, so that no import cycle runs through the task modules.
 """
 
-import os
-import socket
-
 from celery import shared_task
 
 from config.celery import queue
 
 
-def _worker_id(request) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{request.id or 'eager'}"
-
-
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_turn(self, task_pk: int) -> None:
+    from runtime.turn.claim import worker_id_of
     from runtime.turn.runner import turn_run
 
-    turn_run(task_pk=task_pk, worker_id=_worker_id(self.request))
+    turn_run(task_pk=task_pk, worker_id=worker_id_of(self.request))
 
 
 @shared_task(ignore_result=True)

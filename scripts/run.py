@@ -94,8 +94,8 @@ def main() -> int:
             "--beat",
             "--loglevel",
             "INFO",
-            "--concurrency",
-            "2",
+            # The pool and its size come from the settings: threads, 8 turns at once on
+            # SQLite (one writer at a time), 200 on PostgreSQL (README "Workers").
         ],
     ]
     web = subprocess.Popen(commands[0], cwd=ROOT)

@@ -81,3 +81,31 @@ def test_secret_key_file_is_read(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "from-a-file-" + "k" * 50
+
+
+def test_the_worker_runs_a_threads_pool_sized_for_its_database(tmp_path):
+    """One worker process holds many waiting turns on PostgreSQL; SQLite takes one writer at a
+    time, so the embedded default runs few. `celery -A config worker` reads these."""
+    show = (
+        "import os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings';"
+        "from config.celery import app; app.loader.import_default_modules();"
+        "print(app.conf.worker_pool, app.conf.worker_concurrency)"
+    )
+    embedded = run(["-c", show], {"VAR_DIR": str(tmp_path)})
+    assert embedded.returncode == 0, embedded.stderr
+    assert embedded.stdout.split() == ["threads", "8"]
+    postgres = run(
+        ["-c", show],
+        {"VAR_DIR": str(tmp_path), "DATABASE_URL": "postgres://u@127.0.0.1:5432/db"},
+    )
+    assert postgres.returncode == 0, postgres.stderr
+    assert postgres.stdout.split() == ["threads", "200"]
+    chosen = run(
+        ["-c", show],
+        {
+            "VAR_DIR": str(tmp_path),
+            "CELERY_WORKER_POOL": "prefork",
+            "CELERY_WORKER_CONCURRENCY": "3",
+        },
+    )
+    assert chosen.stdout.split() == ["prefork", "3"], chosen.stderr

@@ -1,23 +1,35 @@
 """A turn's lease: the worker that holds it runs the turn; when it runs out (the worker died)
 the sweep gives the turn to another worker."""
 
+import logging
+import os
+import socket
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from runtime.models import Task, TaskState, new_key
 from runtime.selectors import turn_may_start
-from runtime.task_state import task_status_set
+from runtime.task_state import LEASE_FIELDS, task_status_set
+
+logger = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
     """Another worker took the turn over, or it was canceled: stop quietly."""
+
+
+def worker_id_of(request) -> str:
+    """Who holds a turn's lease: host, process and the Celery message (``request.id``), so that
+    the threads of one worker process, each running a turn, never share a worker id."""
+    return f"{socket.gethostname()}:{os.getpid()}:{request.id or 'eager'}"
 
 
 def lease_seconds() -> int:
@@ -34,57 +46,55 @@ def new_run_id() -> str:
 
 
 def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
-    """Take the turn's lease if it is free (or expired); start a new run phase."""
-    task = Task.objects.select_related("context").filter(pk=task_pk).first()
-    if (
-        task is None
-        or task.state not in (TaskState.SUBMITTED, TaskState.WORKING)
-        or not turn_may_start(task)
-    ):
-        return None
-    now = timezone.now()
-    run_id = new_run_id()
-    claimed = (
-        Task.objects.filter(pk=task_pk, state__in=[TaskState.SUBMITTED, TaskState.WORKING])
-        .filter(
-            Q(lease_expires_at__isnull=True)
-            | Q(lease_expires_at__lt=now)
-            | Q(lease_owner=worker_id)
-        )
-        .update(
-            lease_owner=worker_id,
-            lease_expires_at=now + timedelta(seconds=lease_seconds()),
-            attempts=F("attempts") + 1,
-            run_id=run_id,
-        )
-    )
-    if claimed != 1:
-        return None
+    """Take the turn's lease if it is free (or expired, or already this worker's) and start a
+    new run phase, in one transaction: the row lock makes the check and the take one step."""
     with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_pk)
+        # of=("self",): lock the task row only (see TurnRunner.locked).
+        task = (
+            Task.objects.select_for_update(of=("self",))
+            .select_related("context", "tenant", "agent")
+            .filter(pk=task_pk)
+            .first()
+        )
+        if task is None or task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
+            return None
+        now = timezone.now()
+        free = (
+            task.lease_expires_at is None
+            or task.lease_expires_at < now
+            or task.lease_owner == worker_id
+        )
+        if not free or not turn_may_start(task):
+            return None
         previous = task.runs[-1]["runId"] if task.runs else None
         answered = [e for e in task.transcript if e["type"] == "answer"]
+        task.lease_owner = worker_id
+        task.lease_expires_at = now + timedelta(seconds=lease_seconds())
+        task.attempts += 1
+        task.run_id = new_run_id()
         task.runs.append(
             {
-                "runId": run_id,
+                "runId": task.run_id,
                 "resumedFrom": previous,
                 "interactionId": answered[-1]["interactionId"] if answered and previous else None,
                 "startedAt": now.isoformat(),
                 "worker": worker_id,
             }
         )
+        claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
         if task.state == TaskState.SUBMITTED:
-            task_status_set(task, TaskState.WORKING, also=("runs",))
+            task_status_set(task, TaskState.WORKING, also=claimed)
         else:
-            task.save(update_fields=["runs"])
+            task.save(update_fields=claimed)
     return task
 
 
 def lease_wait(*, task_pk: int, worker_id: str, seconds: float) -> None:
-    """Sleep for a scripted pause, keeping the lease alive."""
+    """Sleep for a scripted pause, keeping the lease alive (and no database connection)."""
     deadline = time.monotonic() + seconds
     while (remaining := deadline - time.monotonic()) > 0:
-        time.sleep(min(remaining, max(1.0, lease_seconds() / 3)))
+        with db_released():
+            time.sleep(min(remaining, max(1.0, lease_seconds() / 3)))
         renewed = Task.objects.filter(
             pk=task_pk, lease_owner=worker_id, state=TaskState.WORKING
         ).update(lease_expires_at=lease_expiry())
@@ -93,28 +103,131 @@ def lease_wait(*, task_pk: int, worker_id: str, seconds: float) -> None:
 
 
 @contextmanager
+def db_released():
+    """Give this thread's database connection back before network I/O (a model, a tool server,
+    a url part): with psycopg's pool it returns to the pool for other turns' threads, so a
+    worker holding 200 waiting turns needs a few connections, not 200.
+
+    Inside a transaction it does nothing: nothing may be waited on while a lock is held (and
+    tests run inside one). SQLite's connections are files, not server slots: they are kept.
+    """
+    if not connection.in_atomic_block and connection.vendor != "sqlite":
+        connection.close()
+    yield
+
+
+@dataclass(eq=False)
+class LeaseHold:
+    task_pk: int
+    worker_id: str
+    since: float = field(default_factory=time.monotonic)
+    warned: bool = False
+
+
+class LeaseRenewer:
+    """One thread per worker process renews the leases of all its turns that wait on the
+    network, in one UPDATE every lease/3: no thread per turn, one query per round.
+
+    The thread starts with the first hold and sleeps while there is none. A hold older than
+    ``TURN_HOLD_MAX_SECONDS`` is no longer renewed: the threads pool cannot enforce Celery's
+    time limits, so this is what lets the sweep take back a turn whose call hangs for good
+    (the effect is then seen as uncertain, as when a prefork child is killed at its limit).
+    """
+
+    BATCH = 200  # keys per UPDATE; SQLite bounds the depth of an OR chain
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        # After a fork only the forking thread exists: start afresh (lock, holds, thread).
+        self._lock = threading.Lock()
+        self._holds: set[LeaseHold] = set()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, *, task_pk: int, worker_id: str) -> LeaseHold:
+        hold = LeaseHold(task_pk, worker_id)
+        with self._lock:
+            self._holds.add(hold)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-renewer", daemon=True)
+                self._thread.start()
+            self._wake.set()
+        return hold
+
+    def drop(self, hold: LeaseHold) -> None:
+        with self._lock:
+            self._holds.discard(hold)
+
+    def held(self) -> list[LeaseHold]:
+        with self._lock:
+            return list(self._holds)
+
+    def _run(self) -> None:
+        while True:
+            if not self.held():
+                self._wake.wait()  # idle until a turn holds a lease
+                self._wake.clear()
+                continue
+            # A hold is leased when it starts (claimed or locked moments ago): renewing it
+            # one interval later keeps it well within its lease.
+            slept = time.monotonic()
+            while time.monotonic() - slept < max(0.5, lease_seconds() / 3):
+                time.sleep(0.25)  # in slices: a shorter lease (settings) takes effect at once
+            if not self.held():
+                continue
+            try:
+                self.renew()
+            except Exception:  # the database may be away a moment: try again next round
+                logger.exception("lease renewal failed")
+            finally:
+                connection.close()  # this thread's own connection, back to the pool
+
+    def renew(self) -> int:
+        """Renew every held lease that is still this worker's; return how many were."""
+        limit = hold_max_seconds()
+        now = time.monotonic()
+        live = []
+        for hold in self.held():
+            if now - hold.since < limit:
+                live.append(hold)
+            elif not hold.warned:
+                hold.warned = True
+                logger.warning(
+                    "task %s: held for over %ss, its lease is no longer renewed",
+                    hold.task_pk,
+                    limit,
+                )
+        renewed = 0
+        for i in range(0, len(live), self.BATCH):
+            owned = Q()
+            for hold in live[i : i + self.BATCH]:
+                owned |= Q(pk=hold.task_pk, lease_owner=hold.worker_id)
+            renewed += Task.objects.filter(owned).update(lease_expires_at=lease_expiry())
+        return renewed
+
+
+def hold_max_seconds() -> int:
+    return getattr(settings, "TURN_HOLD_MAX_SECONDS", 600)
+
+
+lease_renewer = LeaseRenewer()
+
+
+@contextmanager
 def lease_kept(*, task_pk: int, worker_id: str):
-    """Renew the lease from a second thread while a tool call is out.
+    """Keep the turn's lease while this thread waits on the network (a model, a tool server,
+    a url part), and give its database connection back meanwhile (``db_released``).
 
     A call may take longer than the lease; without this the sweep would hand the turn to
     another worker, which would find the call sent but not closed and call it uncertain
-    while it is still running here.
+    while it is still running here. The process-wide ``lease_renewer`` does the renewing.
     """
-    stop = threading.Event()
-
-    def beat():
-        try:
-            while not stop.wait(max(0.5, lease_seconds() / 3)):
-                Task.objects.filter(pk=task_pk, lease_owner=worker_id).update(
-                    lease_expires_at=lease_expiry()
-                )
-        finally:
-            connection.close()  # this thread's own connection
-
-    heart = threading.Thread(target=beat, name=f"lease-{task_pk}", daemon=True)
-    heart.start()
+    hold = lease_renewer.hold(task_pk=task_pk, worker_id=worker_id)
     try:
-        yield
+        with db_released():
+            yield
     finally:
-        stop.set()
-        heart.join()
+        lease_renewer.drop(hold)

@@ -111,7 +111,8 @@ class TurnRunner(ToolCalls):
                 return self.stop(task, error)
             view = turn_view(task, connected_apps=self.connected_apps(task))
             # Asking the model is outside any lock: a hosted model's call is network I/O (and
-            # may be retried with backoff), so the lease is kept meanwhile.
+            # may be retried with backoff), so the lease is kept and the database connection
+            # given back while it is out.
             try:
                 with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
                     action = self.model.next_action(view)

@@ -17,7 +17,7 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from a2a_endpoint import errors, inputs
+from a2a_endpoint import dialect03, errors, inputs
 from a2a_endpoint.asyncdb import db
 from a2a_endpoint.card import agent_card, card_etag
 from a2a_endpoint.identity import Caller, identify
@@ -47,37 +47,50 @@ async def endpoint(request, tenant: str, agent: str):
         return response
     request_id = None
     activated = frozenset()
+    # The 0.3 dialect (a2a_endpoint.dialect03) is chosen per request, once the method is known.
+    legacy = False
+
+    def reply(body: dict, status: int = 200):
+        if not legacy:
+            return rpc_response(body, status=status, activated=activated)
+        return rpc_response(
+            dialect03.error_out(body),
+            status=status,
+            activated=activated,
+            extra_headers=dialect03.response_headers(activated),
+        )
+
     try:
         found, subject = await identify(request, tenant, agent)
         bind(tenant=tenant, subject=subject)
         activated = extensions_activated(request)
         request_id, envelope = body_read(request)
-        version_check(request)
+        legacy = dialect03.selected(request, envelope["method"])
+        if legacy:
+            activated = dialect03.extensions_activated(request)
+        else:
+            version_check(request)
         caller = Caller(
             found,
             subject,
             activated,
             settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
         )
-        result = await dispatch(caller, envelope["method"], envelope.get("params", {}))
-        return rpc_response(
-            {"jsonrpc": "2.0", "id": request_id, "result": result}, activated=activated
-        )
+        run = dialect03.dispatch if legacy else dispatch
+        result = await run(caller, envelope["method"], envelope.get("params", {}))
+        return reply({"jsonrpc": "2.0", "id": request_id, "result": result})
     except errors.RpcError as exc:
-        return rpc_response(exc.body(request_id), status=exc.http_status, activated=activated)
+        return reply(exc.body(request_id), exc.http_status)
     except RuntimeFault as exc:
-        return rpc_response(errors.from_domain(exc).body(request_id), activated=activated)
+        return reply(errors.from_domain(exc).body(request_id))
     except RecursionError:
         # Only input nests this deeply (inputs.json_read stops deep bodies before parsing;
         # this catches whatever recursed on them later), so it is the caller's error.
         logger.warning("A2A request recursed too deeply", exc_info=True)
-        return rpc_response(inputs.too_deep().body(request_id), activated=activated)
+        return reply(inputs.too_deep().body(request_id))
     except Exception:
         logger.exception("A2A request failed")
-        return rpc_response(
-            errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id),
-            activated=activated,
-        )
+        return reply(errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id))
     finally:
         await db(close_old_connections)
 

@@ -337,11 +337,12 @@ async def message_send(caller: Caller, params: dict):
         and task["status"]["state"] == "TASK_STATE_COMPLETED"
         and message
         and not task.get("artifacts")
+        and not core["message"].get("taskId")
     ):
         # Seed 004: a blocking message/send whose turn completes answers with the reply
         # Message and hands out no task (the message names no taskId, so nothing addresses
-        # the task). A turn that made artifacts answers with its Task: a Message cannot
-        # carry them.
+        # the task). A turn that made artifacts answers with its Task (a Message cannot
+        # carry them), and so does a message continuing a task the caller already holds.
         return message_out({k: v for k, v in message.items() if k != "taskId"})
     return task_out(task)
 

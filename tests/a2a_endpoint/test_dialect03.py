@@ -493,6 +493,18 @@ def test_x_a2a_extensions_activates_like_a2a_extensions(agents, client, header):
     assert pause["kind"] == "approval"
     assert response["X-A2A-Extensions"] == ext.INTERACTIONS
     assert response["A2A-Extensions"] == ext.INTERACTIONS
+    # Approved in band: a message that continues a task the caller holds answers with the
+    # task, even when the turn completes with no artifact.
+    answer = message03(
+        "ok",
+        taskId=task["id"],
+        contextId=task["contextId"],
+        metadata={ext.INTERACTIONS: {"interactionId": pause["interactionId"], "approved": True}},
+    )
+    done = task03(
+        send03(client, DEPLOYER, agents.a.token, message=answer, headers={header: ext.INTERACTIONS})
+    )
+    assert done["id"] == task["id"] and done["status"]["state"] == "completed"
 
 
 # --- one task, both dialects ------------------------------------------------------------------

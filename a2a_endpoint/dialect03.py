@@ -43,12 +43,13 @@ def requested_version(request) -> str:
 
 
 def selected(request, method: str) -> bool:
-    """Whether this request speaks 0.3: its A2A-Version says so, or it says no version and
-    names a slash-named method (A2A §3.6.2: a missing version is read as 0.3)."""
+    """Whether this request speaks 0.3: a slash-named method with no A2A-Version (A2A §3.6.2:
+    a missing version is read as 0.3) or with 0.3 / 0.2.x. A PascalCase method is 1.0 whatever
+    the header says, so that 0.3 with a 1.0 method name is -32009 (as the a2a-sdk answers)."""
+    if "/" not in method:
+        return False
     version = requested_version(request)
-    if version:
-        return tuple(version.split(".")[:2]) in VERSIONS
-    return "/" in method
+    return not version or tuple(version.split(".")[:2]) in VERSIONS
 
 
 def extensions_activated(request) -> frozenset:

@@ -85,7 +85,7 @@ def test_slash_named_methods_speak_0_3(agents, client, headers):
     assert message_result03(response)["role"] == "agent"
 
 
-def test_a2a_version_0_3_with_a_pascal_case_method_is_method_not_found(agents, client):
+def test_a2a_version_0_3_with_a_pascal_case_method_is_version_not_supported(agents, client):
     response = rpc03(
         client,
         SUPPORT,
@@ -94,7 +94,7 @@ def test_a2a_version_0_3_with_a_pascal_case_method_is_method_not_found(agents, c
         token=agents.a.token,
         headers={"A2A-Version": "0.3"},
     )
-    assert_error(response, -32601, "METHOD_NOT_FOUND")
+    assert_error(response, -32009, "VERSION_NOT_SUPPORTED")
 
 
 def test_pascal_case_stays_1_0_and_a_slash_method_under_1_0_is_method_not_found(agents, client):

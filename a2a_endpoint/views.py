@@ -22,12 +22,14 @@ from a2a_endpoint.asyncdb import db
 from a2a_endpoint.card import agent_card, card_etag
 from a2a_endpoint.identity import Caller, identify
 from a2a_endpoint.jsonrpc import (
+    STREAMING_METHODS,
     body_read,
     dispatch,
     extensions_activated,
     rpc_response,
     version_check,
 )
+from a2a_endpoint.streams import stream_open
 from config.logging import bind
 from runtime.errors import RuntimeFault
 
@@ -59,6 +61,8 @@ async def endpoint(request, tenant: str, agent: str):
             activated,
             settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
         )
+        if envelope["method"] in STREAMING_METHODS:
+            return await stream_open(caller, request_id, envelope["method"], envelope.get("params"))
         result = await dispatch(caller, envelope["method"], envelope.get("params", {}))
         return rpc_response(
             {"jsonrpc": "2.0", "id": request_id, "result": result}, activated=activated

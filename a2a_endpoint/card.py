@@ -32,8 +32,9 @@ def agent_card(request, agent: Agent) -> dict:
             }
         ],
         "capabilities": {
-            # Profile v2: no streaming; updates reach callers by push (a2a_endpoint.push_delivery).
-            "streaming": False,
+            # SSE streams (a2a_endpoint.streams); updates also reach callers by push
+            # (a2a_endpoint.push_delivery).
+            "streaming": True,
             "pushNotifications": True,
             "extendedAgentCard": False,
             "extensions": [

@@ -16,7 +16,7 @@ a data part whose value is not an object travels as ``{"value": ...}`` with
 
 from typing import Any
 
-from a2a_endpoint import errors, inputs, methods
+from a2a_endpoint import errors, inputs, methods, streams
 from a2a_endpoint.identity import Caller
 from runtime import extensions as ext
 from runtime.errors import TaskNotFound
@@ -416,25 +416,49 @@ HANDLERS = {
 }
 
 
-async def dispatch(caller: Caller, method: str, params):
-    """Run the 0.3 method ``method`` and return its 0.3 result."""
-    if method in STREAMING_METHODS:
-        # Capabilities before parameters (0.3 §7: UnsupportedOperationError when the card
-        # says streaming: false).
-        raise errors.unsupported(
-            "Streaming is not supported by this agent (its card says streaming: false)."
-        )
-    if method == "agent/getAuthenticatedExtendedCard":
-        raise extended_card_not_configured()
-    handler = HANDLERS.get(method)
-    if handler is None:
-        raise errors.method_not_found(method)
+def _params(params) -> dict:
     if params is None:
         params = {}
     if not isinstance(params, dict):
         raise errors.invalid_params("params", "must be an object")
     inputs.params_check(params)
-    return await handler(caller, params)
+    return params
+
+
+async def stream(caller: Caller, request_id, method: str, params):
+    """message/stream and tasks/resubscribe: the 1.0 streams (a2a_endpoint.streams) with
+    each event written in 0.3's shape (event_out). Errors before the stream starts are
+    raised, and answered as a plain JSON-RPC error."""
+    params = _params(params)
+    if method == "message/stream":
+        # blocking means nothing to a stream; the rest is message/send's.
+        core, _blocking = send_params_in(params)
+        core.get("configuration", {}).pop("returnImmediately", None)
+        response = await streams.stream_open(
+            caller, request_id, "SendStreamingMessage", core, translate=event_out
+        )
+    elif method == "tasks/resubscribe":
+        response = await streams.stream_open(
+            caller, request_id, "SubscribeToTask", _pick(params, "id"), translate=event_out
+        )
+    else:
+        raise errors.method_not_found(method)
+    for key, value in response_headers(caller.activated).items():
+        response[key] = value
+    return response
+
+
+async def dispatch(caller: Caller, method: str, params):
+    """Run the 0.3 method ``method`` and return its 0.3 result."""
+    if method in STREAMING_METHODS:
+        # Answered with a stream by the view (stream()), never with a result.
+        raise errors.invalid_request(f"{method} is answered with a stream, not a result")
+    if method == "agent/getAuthenticatedExtendedCard":
+        raise extended_card_not_configured()
+    handler = HANDLERS.get(method)
+    if handler is None:
+        raise errors.method_not_found(method)
+    return await handler(caller, _params(params))
 
 
 # --- the agent card ---------------------------------------------------------------------------

@@ -22,12 +22,14 @@ from a2a_endpoint.asyncdb import db
 from a2a_endpoint.card import agent_card, card_etag
 from a2a_endpoint.identity import Caller, identify
 from a2a_endpoint.jsonrpc import (
+    STREAMING_METHODS,
     body_read,
     dispatch,
     extensions_activated,
     rpc_response,
     version_check,
 )
+from a2a_endpoint.streams import stream_open
 from config.logging import bind
 from runtime.errors import RuntimeFault
 
@@ -76,8 +78,13 @@ async def endpoint(request, tenant: str, agent: str):
             activated,
             settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
         )
+        method, params = envelope["method"], envelope.get("params")
+        if legacy and method in dialect03.STREAMING_METHODS:
+            return await dialect03.stream(caller, request_id, method, params)
+        if not legacy and method in STREAMING_METHODS:
+            return await stream_open(caller, request_id, method, params)
         run = dialect03.dispatch if legacy else dispatch
-        result = await run(caller, envelope["method"], envelope.get("params", {}))
+        result = await run(caller, method, envelope.get("params", {}))
         return reply({"jsonrpc": "2.0", "id": request_id, "result": result})
     except errors.RpcError as exc:
         return reply(exc.body(request_id), exc.http_status)

@@ -41,7 +41,7 @@ def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client
         for version in ("1.0", "0.3")
     ]
     capabilities = card["capabilities"]
-    assert capabilities["streaming"] is False
+    assert capabilities["streaming"] is True
     assert capabilities["pushNotifications"] is True
     assert capabilities["extendedAgentCard"] is False
     assert [e["uri"] for e in capabilities["extensions"]] == ext.IMPLEMENTED

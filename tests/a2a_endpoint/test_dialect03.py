@@ -3,9 +3,11 @@ picks it, each 0.3 method and its shapes (checked against the a2a-sdk's 0.3 pyda
 its errors, and one task read in both dialects."""
 
 import base64
+import json
 import uuid
 
 import pytest
+from asgiref.sync import async_to_sync
 from a2a.compat.v0_3 import types as v03
 
 from a2a_endpoint import dialect03
@@ -436,10 +438,73 @@ def test_a_push_config_with_the_message_is_registered(agents, client):
 # --- the other methods and errors -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["message/stream", "tasks/resubscribe"])
-def test_streaming_methods_are_unsupported_operation(agents, client, method):
-    response = rpc03(client, SUPPORT, method, {"message": message03()}, token=agents.a.token)
-    assert_error(response, -32004, "UNSUPPORTED_OPERATION")
+def sse_results(response) -> list[dict]:
+    """The JSON-RPC bodies of an SSE response, in order."""
+    assert response["Content-Type"] == "text/event-stream", response.content
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    raw = async_to_sync(read)().decode()
+    return [
+        json.loads(line[len("data: ") :]) for line in raw.splitlines() if line.startswith("data: ")
+    ]
+
+
+def test_message_stream_writes_0_3_events(agents, client):
+    response = rpc03(
+        client,
+        REVIEWER,
+        "message/stream",
+        {"message": message03("review")},
+        token=agents.a.token,
+        request_id="s-1",
+    )
+    bodies = sse_results(response)
+    assert all(b["id"] == "s-1" and b["jsonrpc"] == "2.0" for b in bodies)
+    results = [b["result"] for b in bodies]
+    # The turn ran inline (eager) before the stream began: the task, in its pause, and the end.
+    assert results[0]["kind"] == "task"
+    v03.Task.model_validate(results[0])
+    assert results[-1]["status"]["state"] == "input-required"
+    for result in results[1:]:
+        if result["kind"] == "status-update":
+            v03.TaskStatusUpdateEvent.model_validate(result)
+        else:
+            assert result["kind"] == "artifact-update", result
+            v03.TaskArtifactUpdateEvent.model_validate(result)
+
+
+def test_tasks_resubscribe_sends_the_task_first_and_refuses_a_terminal_task(agents, client):
+    asked = task03(send03(client, REVIEWER, agents.a.token))
+    bodies = sse_results(
+        rpc03(client, REVIEWER, "tasks/resubscribe", {"id": asked["id"]}, token=agents.a.token)
+    )
+    assert [b["result"]["kind"] for b in bodies] == ["task"]
+    assert bodies[0]["result"]["status"]["state"] == "input-required"
+    rpc03(client, REVIEWER, "tasks/cancel", {"id": asked["id"]}, token=agents.a.token)
+    ended = rpc03(client, REVIEWER, "tasks/resubscribe", {"id": asked["id"]}, token=agents.a.token)
+    assert_error(ended, -32004, "UNSUPPORTED_OPERATION")
+    unknown = rpc03(client, REVIEWER, "tasks/resubscribe", {"id": "nope"}, token=agents.a.token)
+    assert_error(unknown, -32001, "TASK_NOT_FOUND")
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("message/stream", {"message": message03(role="user", parts=[{"text": "no kind"}])}),
+        ("message/stream", {}),
+        ("message/stream", [1]),
+        ("tasks/resubscribe", {}),
+    ],
+    ids=["part-without-kind", "no-message", "params-not-object", "no-id"],
+)
+def test_malformed_stream_requests_are_plain_json_errors_and_start_nothing(
+    agents, client, method, params
+):
+    response = rpc03(client, SUPPORT, method, params, token=agents.a.token)
+    assert response["Content-Type"] == "application/json"
+    assert_error(response, -32602)
     assert not Task.objects.exists()
 
 

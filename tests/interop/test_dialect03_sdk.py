@@ -45,8 +45,8 @@ class Partner03(Partner):
 
         self.http.event_hooks["request"].append(record)
 
-    def client(self, agent_path: str, *, polling: bool = False):
-        key = (agent_path, polling)
+    def client(self, agent_path: str, *, polling: bool = False, streaming: bool = False):
+        key = (agent_path, polling, streaming)
         if key not in self._clients:
 
             async def make():
@@ -55,7 +55,7 @@ class Partner03(Partner):
                 legacy = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
                 del card.supported_interfaces[:]
                 card.supported_interfaces.extend(legacy)
-                config = ClientConfig(httpx_client=self.http, polling=polling, streaming=False)
+                config = ClientConfig(httpx_client=self.http, polling=polling, streaming=streaming)
                 return ClientFactory(config).create(card)
 
             self._clients[key] = self.run(make())
@@ -219,3 +219,85 @@ def test_flow_4_connect_then_approve_the_pull_request(partner03, agents, demo):
     operator_answers(demo, held.id, approved=True)
     done = partner03.wait_for(coder, task.id)
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+# --- streamed: message/stream and tasks/resubscribe -------------------------------------------
+
+
+def stream_states(events) -> list[int]:
+    return [e.status_update.status.state for e in events if e.HasField("status_update")]
+
+
+def is_auth_required(event) -> bool:
+    return (
+        event.HasField("status_update")
+        and event.status_update.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    )
+
+
+def test_streamed_flow_1_the_task_then_its_updates_to_completion(partner03, agents):
+    events = partner03.stream(agents["support"], user_message("How do I reset my password?"))
+    assert events[0].WhichOneof("payload") == "task"
+    assert stream_states(events)[-1] == TaskState.TASK_STATE_COMPLETED
+    assert "Reset password" in status_text(events[-1].status_update)
+    assert ("message/stream", "0.3") in partner03.requests
+
+
+def test_streamed_flow_2_closes_at_the_question_and_the_answer_streams_on_the_same_task(
+    partner03, agents
+):
+    reviewer = agents["code-reviewer"]
+    asked = partner03.stream(reviewer, user_message("Review this diff of payments-api"))
+    first = asked[0].task
+    assert asked[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    answered = partner03.stream(
+        reviewer, user_message("main", task_id=first.id, context_id=first.context_id)
+    )
+    assert answered[0].task.id == first.id
+    assert stream_states(answered)[-1] == TaskState.TASK_STATE_COMPLETED
+    [artifact] = [e.artifact_update for e in answered if e.HasField("artifact_update")]
+    assert artifact.artifact.name == "review.json"
+    assert artifact.last_chunk is True
+
+
+def test_streamed_flow_3_stays_open_through_the_approval_and_carries_the_result(
+    partner03, agents, demo
+):
+    def on_event(event):
+        if is_auth_required(event):
+            operator_answers(demo, event.status_update.task_id, approved=True)
+
+    events = partner03.stream(agents["deployer"], user_message(DEPLOY), on_event=on_event)
+    states = stream_states(events)
+    assert TaskState.TASK_STATE_AUTH_REQUIRED in states
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert status_text(events[-1].status_update) == f"Deployed build {BUILD} to staging."
+
+
+def test_streamed_flow_4_and_resubscribe_after_a_disconnect(partner03, agents, demo):
+    coder = agents["coder"]
+    cut = partner03.stream(
+        coder,
+        user_message("open a pull request on payments-api: fix rounding"),
+        stop_when=is_auth_required,
+    )
+    task_id = cut[0].task.id
+    assert status_text(cut[-1].status_update).startswith("Connect github")
+
+    def on_event(event):
+        if event.HasField("task"):
+            connection_connect_token(
+                tenant=Tenant.objects.get(slug=demo["tenant"]),
+                app=App.objects.get(slug="github"),
+                token="ghp_x",
+                by=User.objects.get(email="operator@demo.test"),
+            )
+        elif is_auth_required(event) and "create_pull_request" in status_text(event.status_update):
+            operator_answers(demo, task_id, approved=True)
+
+    events = partner03.subscribe(coder, task_id, on_event=on_event)
+    assert events[0].task.id == task_id
+    assert stream_states(events)[-1] == TaskState.TASK_STATE_COMPLETED
+    assert ("tasks/resubscribe", "0.3") in partner03.requests
+    with pytest.raises(UnsupportedOperationError):
+        partner03.subscribe(coder, task_id)

@@ -7,8 +7,8 @@ import json
 import uuid
 
 import pytest
-from asgiref.sync import async_to_sync
 from a2a.compat.v0_3 import types as v03
+from asgiref.sync import async_to_sync
 
 from a2a_endpoint import dialect03
 from a2a_endpoint.models import PushConfig, PushSettings

@@ -701,3 +701,42 @@ def test_every_state_has_its_0_3_spelling():
     }
     assert spelled <= {s.value for s in v03.TaskState}
     assert dialect03.state_out("TASK_STATE_UNSPECIFIED") == "unknown"
+
+
+# --- artifacts and direct replies through the conformance agent ------------------------------
+
+TCK = "/a2a/acme/tck"
+
+
+def tck_send(client, token, prefix: str) -> dict:
+    message = message03("go", messageId=f"{prefix}-{uuid.uuid4()}")
+    return result_of(send03(client, TCK, token, message=message))
+
+
+def test_file_and_data_artifacts_are_written_as_0_3_parts(agents, client):
+    raw = tck_send(client, agents.a.token, "tck-artifact-file")
+    v03.Task.model_validate(raw)
+    [part] = raw["artifacts"][0]["parts"]
+    assert part["kind"] == "file"
+    assert part["file"]["mimeType"] == "text/plain" and part["file"]["name"] == "output.txt"
+    assert "bytes" in part["file"] or "uri" in part["file"]
+    linked = tck_send(client, agents.a.token, "tck-artifact-file-url")
+    [part] = linked["artifacts"][0]["parts"]
+    assert part == {
+        "kind": "file",
+        "file": {
+            "uri": "https://example.com/output.txt",
+            "mimeType": "text/plain",
+            "name": "output.txt",
+        },
+    }
+    data = tck_send(client, agents.a.token, "tck-artifact-data")
+    [part] = data["artifacts"][0]["parts"]
+    assert part["kind"] == "data" and part["data"] == {"key": "value", "count": 42}
+
+
+def test_a_direct_reply_is_a_message_and_a_rejection_is_a_rejected_task(agents, client):
+    direct = tck_send(client, agents.a.token, "tck-message-response")
+    assert direct["kind"] == "message" and text_of(direct) == "Direct message response"
+    rejected = tck_send(client, agents.a.token, "tck-reject-task")
+    assert rejected["kind"] == "task" and rejected["status"]["state"] == "rejected"

@@ -5,6 +5,7 @@ that offers only 0.3. Every request it makes is recorded, so the test also prove
 
 import json
 
+import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
@@ -301,3 +302,59 @@ def test_streamed_flow_4_and_resubscribe_after_a_disconnect(partner03, agents, d
     assert ("tasks/resubscribe", "0.3") in partner03.requests
     with pytest.raises(UnsupportedOperationError):
         partner03.subscribe(coder, task_id)
+
+
+# --- the 0.3 stream on the wire -------------------------------------------------------------
+
+
+def test_a_0_3_stream_on_the_wire_says_final_only_where_it_closes(live_stack, demo):
+    """Raw SSE: every frame a 0.3 object with the request's id; auth-required is not final
+    and the stream stays open through the operator's approval; completed is final."""
+    from a2a.compat.v0_3 import types as v03
+
+    frames = []
+    body = {
+        "jsonrpc": "2.0",
+        "id": "s-03",
+        "method": "message/stream",
+        "params": {
+            "message": {
+                "kind": "message",
+                "messageId": "m-stream-03",
+                "role": "user",
+                "parts": [{"kind": "text", "text": DEPLOY}],
+            }
+        },
+    }
+    with httpx.stream(
+        "POST",
+        f"{live_stack.url}{demo['agents']['deployer']}",
+        json=body,
+        headers={"Authorization": f"Bearer {demo['token']}", "A2A-Version": "0.3"},
+        timeout=60,
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            frame = json.loads(line[len("data: ") :])
+            frames.append(frame)
+            result = frame["result"]
+            if (
+                result.get("kind") == "status-update"
+                and result["status"]["state"] == "auth-required"
+            ):
+                operator_answers(demo, result["taskId"], approved=True)
+    assert all(f["id"] == "s-03" for f in frames)
+    results = [f["result"] for f in frames]
+    assert results[0]["kind"] == "task"
+    v03.Task.model_validate(results[0])
+    updates = results[1:]
+    for update in updates:
+        assert update["kind"] in ("status-update", "artifact-update")
+        if update["kind"] == "status-update":
+            v03.TaskStatusUpdateEvent.model_validate(update)
+    statuses = [(u["status"]["state"], u["final"]) for u in updates if u["kind"] == "status-update"]
+    assert ("auth-required", False) in statuses
+    assert statuses[-1] == ("completed", True)
+    assert [final for _state, final in statuses].count(True) == 1

@@ -7,6 +7,7 @@ from a2a import types as a2a
 from django.conf import settings
 from google.protobuf import json_format
 
+from a2a_endpoint import dialect03
 from runtime import extensions as ext
 from runtime.models import Agent
 
@@ -31,8 +32,9 @@ def agent_card(request, agent: Agent) -> dict:
             }
         ],
         "capabilities": {
-            # Profile v2: no streaming; updates reach callers by push (a2a_endpoint.push_delivery).
-            "streaming": False,
+            # SSE streams (a2a_endpoint.streams); updates also reach callers by push
+            # (a2a_endpoint.push_delivery).
+            "streaming": True,
             "pushNotifications": True,
             "extendedAgentCard": False,
             "extensions": [
@@ -64,7 +66,9 @@ def agent_card(request, agent: Agent) -> dict:
     # Checked against the SDK's type (a card it cannot read is our bug), but served as built:
     # ProtoJSON would drop `required: false`, which the profile asks to be explicit.
     json_format.ParseDict(card, a2a.AgentCard())
-    return card
+    # The same endpoint serves the 0.3 dialect (a2a_endpoint.dialect03): its interface and
+    # the fields 0.3 clients read are added after the 1.0 check, which they would not pass.
+    return dialect03.card_fields(card, endpoint_url(request, agent), public=agent.public)
 
 
 def card_etag(card: dict) -> str:

@@ -98,11 +98,10 @@ def body_read(request) -> tuple[object, object]:
 
 async def dispatch(caller: Caller, method: str, params):
     """Run the handler of ``method`` (a2a_endpoint.methods.HANDLERS) and return its result."""
-    # Capabilities are checked before parameters (A2A §3.3.4): streaming is off.
+    # The streaming methods answer with a stream (a2a_endpoint.streams.stream_open, from the
+    # view); they never reach this dispatch.
     if method in STREAMING_METHODS:
-        raise errors.unsupported(
-            "Streaming is not supported by this agent (its card says streaming: false)."
-        )
+        raise errors.invalid_request(f"{method} is answered with a stream, not a result")
     if method == "GetExtendedAgentCard":
         raise errors.unsupported(
             "This agent has no extended agent card (extendedAgentCard: false)."

@@ -70,7 +70,10 @@ def _message_bounds(message: dict) -> None:
         )
 
 
-async def send_message(caller: Caller, params: dict):
+async def message_accept(caller: Caller, params: dict):
+    """SendMessage up to the wait: parse, start or resume the task, register an inline push
+    config. Returns (task, configuration or None, historyLength); a2a_endpoint.streams
+    streams from here."""
     request = wire.parse(params, a2a.SendMessageRequest)
     message = wire.message_in(params, request)
     _message_bounds(message)
@@ -113,8 +116,13 @@ async def send_message(caller: Caller, params: dict):
             activated=caller.activated,
             from_start=True,
         )
+    return task, configuration, history_length, result.queued
+
+
+async def send_message(caller: Caller, params: dict):
+    task, configuration, history_length, queued = await message_accept(caller, params)
     blocking = not (configuration is not None and configuration.return_immediately)
-    if blocking and not result.queued and task.state not in SETTLED_STATES:
+    if blocking and not queued and task.state not in SETTLED_STATES:
         task = await wait_for_settled(task)
     if task.reply_message and task.state in SETTLED_STATES and blocking:
         return {"message": task.reply_message}

@@ -17,11 +17,12 @@ from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from a2a_endpoint import errors, inputs
+from a2a_endpoint import dialect03, errors, inputs
 from a2a_endpoint.asyncdb import db
 from a2a_endpoint.card import agent_card, card_etag
 from a2a_endpoint.identity import Caller, identify
 from a2a_endpoint.jsonrpc import (
+    STREAMING_METHODS,
     body_read,
     dispatch,
     extensions_activated,
@@ -29,6 +30,7 @@ from a2a_endpoint.jsonrpc import (
     version_check,
 )
 from a2a_endpoint.observe import a2a_error, a2a_method, a2a_observed
+from a2a_endpoint.streams import stream_open
 from config.logging import bind
 from runtime.errors import RuntimeFault
 
@@ -49,44 +51,62 @@ async def endpoint(request, tenant: str, agent: str):
         return response
     request_id = None
     activated = frozenset()
+    # The 0.3 dialect (a2a_endpoint.dialect03) is chosen per request, once the method is known.
+    legacy = False
+
+    def reply(body: dict, status: int = 200):
+        if not legacy:
+            return rpc_response(body, status=status, activated=activated)
+        return rpc_response(
+            dialect03.error_out(body),
+            status=status,
+            activated=activated,
+            extra_headers=dialect03.response_headers(activated),
+        )
+
     try:
         found, subject = await identify(request, tenant, agent)
         bind(tenant=tenant, subject=subject)
         activated = extensions_activated(request)
         request_id, envelope = body_read(request)
         a2a_method(envelope["method"])
-        version_check(request)
+        legacy = dialect03.selected(request, envelope["method"])
+        if legacy:
+            activated = dialect03.extensions_activated(request)
+        else:
+            version_check(request)
         caller = Caller(
             found,
             subject,
             activated,
             settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
         )
-        result = await dispatch(caller, envelope["method"], envelope.get("params", {}))
-        return rpc_response(
-            {"jsonrpc": "2.0", "id": request_id, "result": result}, activated=activated
-        )
+        method, params = envelope["method"], envelope.get("params")
+        if legacy and method in dialect03.STREAMING_METHODS:
+            return await dialect03.stream(caller, request_id, method, params)
+        if not legacy and method in STREAMING_METHODS:
+            return await stream_open(caller, request_id, method, params)
+        run = dialect03.dispatch if legacy else dispatch
+        result = await run(caller, method, envelope.get("params", {}))
+        return reply({"jsonrpc": "2.0", "id": request_id, "result": result})
     except errors.RpcError as exc:
         a2a_error(exc.code)
-        return rpc_response(exc.body(request_id), status=exc.http_status, activated=activated)
+        return reply(exc.body(request_id), exc.http_status)
     except RuntimeFault as exc:
         error = errors.from_domain(exc)
         a2a_error(error.code)
-        return rpc_response(error.body(request_id), activated=activated)
+        return reply(error.body(request_id))
     except RecursionError:
         # Only input nests this deeply (inputs.json_read stops deep bodies before parsing;
         # this catches whatever recursed on them later), so it is the caller's error.
         logger.warning("A2A request recursed too deeply", exc_info=True)
         error = inputs.too_deep()
         a2a_error(error.code)
-        return rpc_response(error.body(request_id), activated=activated)
+        return reply(error.body(request_id))
     except Exception:
         logger.exception("A2A request failed")
         a2a_error(-32603)
-        return rpc_response(
-            errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id),
-            activated=activated,
-        )
+        return reply(errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id))
     finally:
         await db(close_old_connections)
 

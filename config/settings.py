@@ -426,6 +426,14 @@ A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
 A2A_DB_THREAD_SENSITIVE = env_bool("A2A_DB_THREAD_SENSITIVE", False)
 # The largest JSON-RPC request body the A2A endpoint reads.
 A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# SSE streams (SendStreamingMessage, SubscribeToTask): a keep-alive comment this often, and
+# at most this many open streams per process and per token (a2a_endpoint.streams).
+A2A_STREAM_KEEPALIVE_SECONDS = env_int("A2A_STREAM_KEEPALIVE_SECONDS", 15)
+A2A_STREAMS_PER_PROCESS = env_int("A2A_STREAMS_PER_PROCESS", 2000)
+A2A_STREAMS_PER_TOKEN = env_int("A2A_STREAMS_PER_TOKEN", 100)
+# How long a streamed send holds its first event while the turn has only started, so that a
+# direct reply can still be sent as a Message (a stream is one Message or a Task's events).
+A2A_STREAM_FIRST_EVENT_MS = env_int("A2A_STREAM_FIRST_EVENT_MS", 1000)
 CELERY_BEAT_SCHEDULE = {
     "sweep-turns": {"task": "runtime.tasks.sweep_turns", "schedule": float(TURN_SWEEP_SECONDS)},
     "expire-interactions": {

@@ -7,6 +7,7 @@ sleep loop. The embedded default (SQLite) has no NOTIFY and polls instead.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -124,6 +125,39 @@ async def wait_for_state(task_pk: int, settled: frozenset, deadline: float, read
                 break
             state = announced or await read_state()
         return state
+    finally:
+        waiters = listener.waiters.get(task_pk)
+        if waiters is not None:
+            waiters.discard(queue)
+            if not waiters:
+                listener.waiters.pop(task_pk, None)
+
+
+def notifications_available() -> bool:
+    """Whether changes are announced (PostgreSQL); SQLite watchers poll instead."""
+    return connections["default"].vendor == "postgresql"
+
+
+@contextlib.asynccontextmanager
+async def task_watch(task_pk: int, ready_timeout: float = 5.0):
+    """A queue that receives a wake-up at each announced change of the task (a stream).
+
+    Registered before the caller reads the task, so that no change after that read is
+    missed; a wake-up may be empty (the listener reconnected: read again). On SQLite the
+    queue never receives anything and the caller polls.
+    """
+    queue: asyncio.Queue = asyncio.Queue()
+    if not notifications_available():
+        yield queue
+        return
+    listener = _listener()
+    listener.waiters[task_pk].add(queue)
+    try:
+        try:
+            await asyncio.wait_for(listener.ready.wait(), timeout=ready_timeout)
+        except TimeoutError:
+            pass
+        yield queue
     finally:
         waiters = listener.waiters.get(task_pk)
         if waiters is not None:

@@ -47,6 +47,9 @@ def event_emit(
     )
     # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
     task_event_written.send(sender=TaskEvent, task=task, event=event)
+    # Streams watch every event, artifacts included (PostgreSQL folds the status change's
+    # identical second announcement in one transaction into one).
+    task_changed(task)
     return event
 
 

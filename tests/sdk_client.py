@@ -21,6 +21,8 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -62,6 +64,20 @@ def user_message(
     return message
 
 
+def _with_own_connection(fn, *args):
+    from django.db import connection
+
+    try:
+        return fn(*args)
+    finally:
+        connection.close()
+
+
+def payload(event: StreamResponse):
+    """The task, message, statusUpdate or artifactUpdate a StreamResponse carries."""
+    return getattr(event, event.WhichOneof("payload"))
+
+
 def as_dict(proto) -> dict:
     return json_format.MessageToDict(proto)
 
@@ -85,10 +101,10 @@ class Partner:
     def run(self, coro):
         return self.loop.run_until_complete(coro)
 
-    def client(self, agent_path: str, *, polling: bool = False):
-        key = (agent_path, polling)
+    def client(self, agent_path: str, *, polling: bool = False, streaming: bool = False):
+        key = (agent_path, polling, streaming)
         if key not in self._clients:
-            config = ClientConfig(httpx_client=self.http, polling=polling, streaming=False)
+            config = ClientConfig(httpx_client=self.http, polling=polling, streaming=streaming)
             self._clients[key] = self.run(
                 ClientFactory(config).create_from_url(f"{self.base_url}{agent_path}")
             )
@@ -129,6 +145,54 @@ class Partner:
             return getattr(events[0], events[0].WhichOneof("payload"))
 
         return self.run(go())
+
+    def _collect(self, events, on_event, stop_when):
+        """Read a stream to its end (or until ``stop_when(event)``, then disconnect), calling
+        ``on_event(event)`` after each event in a thread of its own (it may use the ORM)."""
+
+        async def go():
+            seen = []
+            try:
+                async for event in events:
+                    seen.append(event)
+                    if on_event is not None:
+                        await asyncio.to_thread(_with_own_connection, on_event, event)
+                    if stop_when is not None and stop_when(event):
+                        break
+            finally:
+                await events.aclose()
+            return seen
+
+        return self.run(go())
+
+    def stream(
+        self,
+        agent_path: str,
+        message: Message,
+        *,
+        extensions=(),
+        on_event=None,
+        stop_when=None,
+        history_length: int | None = None,
+    ) -> list[StreamResponse]:
+        """SendStreamingMessage: the StreamResponses in the order they came."""
+        configuration = SendMessageConfiguration()
+        if history_length is not None:
+            configuration.history_length = history_length
+        request = SendMessageRequest(message=message, configuration=configuration)
+        client = self.client(agent_path, streaming=True)
+        events = client.send_message(request, context=self.context(extensions))
+        return self._collect(events, on_event, stop_when)
+
+    def subscribe(
+        self, agent_path: str, task_id: str, *, extensions=(), on_event=None, stop_when=None
+    ) -> list[StreamResponse]:
+        """SubscribeToTask: the StreamResponses in the order they came."""
+        client = self.client(agent_path, streaming=True)
+        events = client.subscribe(
+            SubscribeToTaskRequest(id=task_id), context=self.context(extensions)
+        )
+        return self._collect(events, on_event, stop_when)
 
     def get(self, agent_path: str, task_id: str, *, extensions=(), history_length=None) -> Task:
         request = GetTaskRequest(id=task_id)

@@ -24,20 +24,24 @@ def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     card = response.json()
-    json_format.ParseDict(card, a2a.AgentCard())
+    # The 0.3 fields beside the 1.0 ones are unknown to the 1.0 type (A2A §5.7: ignored).
+    json_format.ParseDict(card, a2a.AgentCard(), ignore_unknown_fields=True)
     agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
     assert card["name"] == agent.name
     assert card["description"] == agent.description
     assert card["version"] == agent.version
     assert card["provider"]["organization"] == agents.a.tenant.name
-    (interface,) = card["supportedInterfaces"]
-    assert interface == {
-        "url": "http://testserver/a2a/acme/deployer",
-        "protocolBinding": "JSONRPC",
-        "protocolVersion": "1.0",
-    }
+    # 1.0 first (preferred); the same URL serves the 0.3 dialect (a2a_endpoint.dialect03).
+    assert card["supportedInterfaces"] == [
+        {
+            "url": "http://testserver/a2a/acme/deployer",
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": version,
+        }
+        for version in ("1.0", "0.3")
+    ]
     capabilities = card["capabilities"]
-    assert capabilities["streaming"] is False
+    assert capabilities["streaming"] is True
     assert capabilities["pushNotifications"] is True
     assert capabilities["extendedAgentCard"] is False
     assert [e["uri"] for e in capabilities["extensions"]] == ext.IMPLEMENTED
@@ -88,7 +92,7 @@ def test_a_public_agents_card_is_served_to_anyone(agents, client):
     assert response.status_code == 200
     assert response["Cache-Control"].startswith("public")
     card = response.json()
-    json_format.ParseDict(card, a2a.AgentCard())
+    json_format.ParseDict(card, a2a.AgentCard(), ignore_unknown_fields=True)
     assert "securityRequirements" not in card
 
 
@@ -104,3 +108,36 @@ def test_the_card_only_answers_get(agents, client):
         CARD.format("support"), headers={"Authorization": f"Bearer {agents.a.token}"}
     )
     assert response.status_code == 405
+
+
+def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client):
+    from a2a.client.card_resolver import parse_agent_card
+    from a2a.compat.v0_3 import types as v03
+
+    card = get_card(client, "deployer", agents.a.token).json()
+    legacy = v03.AgentCard.model_validate(card)
+    url = "http://testserver/a2a/acme/deployer"
+    assert (legacy.url, legacy.preferred_transport, legacy.protocol_version) == (
+        url,
+        "JSONRPC",
+        "0.3.0",
+    )
+    assert [(i.url, i.transport) for i in legacy.additional_interfaces] == [(url, "JSONRPC")]
+    assert legacy.security == [{"bearer": []}]
+    assert legacy.security_schemes["bearer"].root.scheme.lower() == "bearer"
+    assert legacy.supports_authenticated_extended_card is False
+    assert [s.id for s in legacy.skills] == ["deploy"]
+    # The a2a-sdk 1.x reader maps the legacy fields and keeps the 1.0 interface first.
+    modern = parse_agent_card(card)
+    assert [(i.protocol_version, i.url) for i in modern.supported_interfaces] == [
+        ("1.0", url),
+        ("0.3", url),
+    ]
+    assert modern.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
+    assert len(modern.security_requirements) == 1
+
+
+def test_a_public_card_has_no_0_3_security_list(agents, client):
+    Agent.objects.filter(tenant=agents.a.tenant, slug="support").update(public=True)
+    card = get_card(client, "support").json()
+    assert "security" not in card and "securityRequirements" not in card

@@ -384,7 +384,7 @@ PARAMS = {
     for method in VALID
 }
 UNKNOWN_METHOD = st.one_of(
-    TEXT, st.sampled_from(["SendStreamingMessage", "GetExtendedAgentCard", "sendMessage"])
+    TEXT, st.sampled_from(["sendStreamingMessage", "GetExtendedAgentCard", "sendMessage"])
 ).filter(lambda name: name not in HANDLERS)
 REQUEST_ID = st.one_of(st.just(1), st.just(1), st.integers(), TEXT, st.none(), NUMBER)
 

@@ -217,14 +217,6 @@ def test_an_unknown_method_is_method_not_found(agents, client, method):
     assert error_info(error)["metadata"] == {"method": method}
 
 
-@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
-def test_streaming_methods_are_unsupported(agents, client, method):
-    params = {"message": user_message()} if method == "SendStreamingMessage" else {"id": "t1.x"}
-    response = rpc(client, SUPPORT, method, params, token=agents.a.token)
-    assert_error(response, -32004, "UNSUPPORTED_OPERATION")
-    assert not Task.objects.exists()
-
-
 @pytest.mark.parametrize(
     ("method", "params"),
     [

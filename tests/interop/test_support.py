@@ -19,7 +19,7 @@ def test_client_resolves_the_agent_card(partner, agents):
     interface = card.supported_interfaces[0]
     assert interface.url == f"{partner.base_url}{agents['support']}"
     assert (interface.protocol_binding, interface.protocol_version) == ("JSONRPC", "1.0")
-    assert card.capabilities.streaming is False
+    assert card.capabilities.streaming is True
     assert {e.uri for e in card.capabilities.extensions} == set(ext.IMPLEMENTED)
     assert "bearer" in card.security_schemes
 

@@ -1,0 +1,493 @@
+"""The A2A 0.3 (and 0.2.5) dialect on the 1.0 endpoint: one translation layer at the edge.
+
+A request is in this dialect when it says ``A2A-Version: 0.3`` (or 0.2.x), or says no version
+and names a slash-named method (``message/send``); PascalCase methods stay 1.0 (selected()).
+Its params are rewritten into the 1.0 shapes that a2a_endpoint.methods already handles, and
+the 1.0 results, stream events and errors are rewritten into the 0.3 shapes: ``kind`` on parts,
+messages, tasks and events, lowercase hyphenated states, ``{kind: "file", file: {...}}`` parts,
+``configuration.blocking``, the nested push config. The core (runtime) never sees 0.3.
+
+Sources: a2aproject/A2A at tag v0.3.0 (docs/specification.md, specification/json/a2a.json);
+the differences are listed in /work/shared/reference/a2a-1.0.md §9. Where 0.3 left something
+open, this follows the a2a-sdk's 0.3 compatibility layer (a2a/compat/v0_3/conversions.py):
+a data part whose value is not an object travels as ``{"value": ...}`` with
+``metadata.data_part_compat: true``.
+"""
+
+from typing import Any
+
+from a2a_endpoint import errors, inputs, methods, streams
+from a2a_endpoint.identity import Caller
+from runtime import extensions as ext
+from runtime.errors import TaskNotFound
+
+# The versions this dialect answers for (A2A §3.6.2: Major.Minor, the patch is ignored).
+VERSIONS = {("0", "3"), ("0", "2")}
+# What the card says to 0.3 clients (0.3 cards carry a full version string).
+CARD_PROTOCOL_VERSION = "0.3.0"
+
+ROLES_IN = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
+ROLES_OUT = {v: k for k, v in ROLES_IN.items()}
+TERMINAL = {"completed", "canceled", "failed", "rejected"}
+# A 0.3 status-update event is ``final`` when the stream closes after it: a terminal state or
+# input-required; auth-required keeps the stream open (the operator decides outside A2A and
+# the same stream carries the result, seed 003; a2a-go and a2a-js do the same).
+FINAL_STATES = TERMINAL | {"input-required"}
+STREAMING_METHODS = {"message/stream", "tasks/resubscribe"}
+
+
+def requested_version(request) -> str:
+    return (
+        request.headers.get("A2A-Version", "").strip() or request.GET.get("A2A-Version", "").strip()
+    )
+
+
+def selected(request, method: str) -> bool:
+    """Whether this request speaks 0.3: a slash-named method with no A2A-Version (A2A §3.6.2:
+    a missing version is read as 0.3) or with 0.3 / 0.2.x. A PascalCase method is 1.0 whatever
+    the header says, so that 0.3 with a 1.0 method name is -32009 (as the a2a-sdk answers)."""
+    if "/" not in method:
+        return False
+    version = requested_version(request)
+    return not version or tuple(version.split(".")[:2]) in VERSIONS
+
+
+def extensions_activated(request) -> frozenset:
+    """The extensions asked for in A2A-Extensions or 0.3's X-A2A-Extensions that we implement."""
+    raw = ",".join(request.headers.get(name, "") for name in ("A2A-Extensions", "X-A2A-Extensions"))
+    requested = {uri.strip() for uri in raw.split(",") if uri.strip()}
+    return frozenset(requested & set(ext.IMPLEMENTED))
+
+
+def response_headers(activated: frozenset) -> dict:
+    """0.3 clients read the activated extensions from X-A2A-Extensions."""
+    return {"X-A2A-Extensions": ", ".join(sorted(activated))} if activated else {}
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+# 1.0 codes without a 0.3 counterpart. ExtensionSupportRequired (-32008) is new in 1.0: to a
+# 0.3 client it is a request it must change, an invalid request. VersionNotSupported (-32009)
+# never reaches this dialect.
+ERROR_CODES_OUT = {-32008: -32600}
+
+
+def error_out(body: dict) -> dict:
+    """A 1.0 JSON-RPC error body in 0.3's terms. -32001..-32007 mean the same in both
+    (-32007 is 0.3's AuthenticatedExtendedCardNotConfigured); ``data`` is free-form in 0.3, so
+    the 1.0 ErrorInfo array stays as it is."""
+    error = body.get("error")
+    if not error or error.get("code") not in ERROR_CODES_OUT:
+        return body
+    return {**body, "error": {**error, "code": ERROR_CODES_OUT[error["code"]]}}
+
+
+def extended_card_not_configured() -> errors.RpcError:
+    # 0.3's agent/getAuthenticatedExtendedCard answers -32007 when the card does not offer
+    # one (supportsAuthenticatedExtendedCard: false).
+    return errors.RpcError(
+        -32007,
+        "This agent has no authenticated extended card (supportsAuthenticatedExtendedCard: false).",
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    )
+
+
+# --- requests: 0.3 -> 1.0 ---------------------------------------------------------------------
+
+
+def _object(value, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise errors.invalid_params(field, "must be an object")
+    return value
+
+
+def part_in(raw, field: str) -> dict:
+    """A 0.3 part ({kind: text|file|data, ...}) as a 1.0 part."""
+    raw = _object(raw, field)
+    kind = raw.get("kind")
+    metadata = raw.get("metadata")
+    out: dict[str, Any] = {}
+    if kind == "text":
+        if not isinstance(raw.get("text"), str):
+            raise errors.invalid_params(f"{field}.text", "must be a string")
+        out["text"] = raw["text"]
+    elif kind == "data":
+        data = _object(raw.get("data"), f"{field}.data")
+        if isinstance(metadata, dict) and metadata.get("data_part_compat"):
+            # The a2a-sdk's 0.3 form of a 1.0 data part that is not an object.
+            data = data.get("value")
+            metadata = {k: v for k, v in metadata.items() if k != "data_part_compat"} or None
+        out["data"] = data
+    elif kind == "file":
+        file = _object(raw.get("file"), f"{field}.file")
+        if ("bytes" in file) == ("uri" in file):
+            raise errors.invalid_params(f"{field}.file", "needs exactly one of bytes or uri")
+        key, target = ("bytes", "raw") if "bytes" in file else ("uri", "url")
+        if not isinstance(file[key], str):
+            raise errors.invalid_params(f"{field}.file.{key}", "must be a string")
+        out[target] = file[key]
+        for name, target in (("mimeType", "mediaType"), ("name", "filename")):
+            if file.get(name) is not None:
+                out[target] = file[name]
+    else:
+        raise errors.invalid_params(f"{field}.kind", 'must be "text", "file" or "data"')
+    if metadata is not None:
+        out["metadata"] = metadata
+    return out
+
+
+def message_in(raw, field: str = "message") -> dict:
+    """A 0.3 message ({kind: "message", role: "user", parts: [...]}) as a 1.0 message."""
+    raw = _object(raw, field)
+    if raw.get("kind", "message") != "message":
+        raise errors.invalid_params(f"{field}.kind", 'must be "message"')
+    if raw.get("role") != "user":
+        # The only role a client sends (the 1.0 core refuses ROLE_AGENT the same way).
+        raise errors.invalid_params(f"{field}.role", 'must be "user"')
+    out = {k: v for k, v in raw.items() if k not in ("kind", "role", "parts")}
+    out["role"] = ROLES_IN["user"]
+    parts = raw.get("parts")
+    if parts is not None:
+        if not isinstance(parts, list):
+            raise errors.invalid_params(f"{field}.parts", "must be a list of parts")
+        out["parts"] = [part_in(p, f"{field}.parts[{i}]") for i, p in enumerate(parts)]
+    return out
+
+
+def push_config_in(raw, field: str) -> dict:
+    """A 0.3 PushNotificationConfig ({id, url, token, authentication: {schemes, credentials}})
+    as the flat 1.0 fields. One Authorization header is sent, so the first scheme is used."""
+    raw = _object(raw, field)
+    out = {k: raw[k] for k in ("id", "url", "token") if raw.get(k) is not None}
+    auth = raw.get("authentication")
+    if auth is not None:
+        auth = _object(auth, f"{field}.authentication")
+        schemes = auth.get("schemes")
+        if (
+            not isinstance(schemes, list)
+            or not schemes
+            or not all(isinstance(s, str) for s in schemes)
+        ):
+            raise errors.invalid_params(
+                f"{field}.authentication.schemes", "must be a non-empty list of scheme names"
+            )
+        out["authentication"] = {"scheme": schemes[0]}
+        if auth.get("credentials") is not None:
+            out["authentication"]["credentials"] = auth["credentials"]
+    return out
+
+
+def send_params_in(params: dict) -> tuple[dict, bool]:
+    """message/send params as SendMessage params, and whether the caller blocks."""
+    out: dict[str, Any] = {}
+    if "message" in params:
+        out["message"] = message_in(params["message"])
+    if params.get("metadata") is not None:
+        out["metadata"] = params["metadata"]
+    configuration = params.get("configuration")
+    if configuration is None:
+        return out, True  # 0.3's default is blocking, as 1.0's
+    configuration = _object(configuration, "configuration")
+    blocking = configuration.get("blocking")
+    if blocking is None:
+        blocking = True
+    if not isinstance(blocking, bool):
+        raise errors.invalid_params("configuration.blocking", "must be true or false")
+    core: dict[str, Any] = {"returnImmediately": not blocking}
+    for key in ("acceptedOutputModes", "historyLength"):
+        if configuration.get(key) is not None:
+            core[key] = configuration[key]
+    if configuration.get("pushNotificationConfig") is not None:
+        core["taskPushNotificationConfig"] = push_config_in(
+            configuration["pushNotificationConfig"], "configuration.pushNotificationConfig"
+        )
+    out["configuration"] = core
+    return out, blocking
+
+
+# --- results and events: 1.0 -> 0.3 -----------------------------------------------------------
+
+
+def state_out(state: str) -> str:
+    """TASK_STATE_INPUT_REQUIRED -> input-required; UNSPECIFIED is 0.3's unknown."""
+    name = state.removeprefix("TASK_STATE_").lower().replace("_", "-")
+    return "unknown" if name == "unspecified" else name
+
+
+def part_out(part: dict) -> dict:
+    metadata = part.get("metadata")
+    if "text" in part:
+        out: dict[str, Any] = {"kind": "text", "text": part["text"]}
+    elif "data" in part:
+        data = part["data"]
+        if not isinstance(data, dict):
+            # 0.3's DataPart holds an object: wrapped as the a2a-sdk's compat layer does.
+            data = {"value": data}
+            metadata = {**(metadata or {}), "data_part_compat": True}
+        out = {"kind": "data", "data": data}
+    elif "raw" in part or "url" in part:
+        file = {"bytes": part["raw"]} if "raw" in part else {"uri": part["url"]}
+        if part.get("mediaType"):
+            file["mimeType"] = part["mediaType"]
+        if part.get("filename"):
+            file["name"] = part["filename"]
+        out = {"kind": "file", "file": file}
+    else:
+        out = {"kind": "data", "data": {}}
+    if metadata is not None:
+        out["metadata"] = metadata
+    return out
+
+
+def message_out(message: dict) -> dict:
+    out = {"kind": "message"}
+    out.update({k: v for k, v in message.items() if k not in ("role", "parts")})
+    out["role"] = ROLES_OUT.get(message.get("role"), "agent")
+    out["parts"] = [part_out(p) for p in message.get("parts", [])]
+    return out
+
+
+def status_out(status: dict) -> dict:
+    out = {"state": state_out(status["state"])}
+    if status.get("message"):
+        out["message"] = message_out(status["message"])
+    if status.get("timestamp"):
+        out["timestamp"] = status["timestamp"]
+    return out
+
+
+def artifact_out(artifact: dict) -> dict:
+    return {**artifact, "parts": [part_out(p) for p in artifact.get("parts", [])]}
+
+
+def task_out(task: dict) -> dict:
+    out = {
+        "kind": "task",
+        "id": task["id"],
+        "contextId": task["contextId"],
+        "status": status_out(task["status"]),
+    }
+    if "artifacts" in task:
+        out["artifacts"] = [artifact_out(a) for a in task["artifacts"]]
+    if "history" in task:
+        out["history"] = [message_out(m) for m in task["history"]]
+    if "metadata" in task:
+        out["metadata"] = task["metadata"]
+    return out
+
+
+def event_out(event: dict) -> dict:
+    """A 1.0 StreamResponse (the ``result`` of one SSE event) as the 0.3 event: a Task, a
+    Message, or a ``status-update`` (with ``final``) or ``artifact-update``."""
+    if "task" in event:
+        return task_out(event["task"])
+    if "message" in event:
+        return message_out(event["message"])
+    if "statusUpdate" in event:
+        update = event["statusUpdate"]
+        status = status_out(update["status"])
+        out = {
+            "kind": "status-update",
+            "taskId": update["taskId"],
+            "contextId": update["contextId"],
+            "status": status,
+            "final": status["state"] in FINAL_STATES,
+        }
+        if "metadata" in update:
+            out["metadata"] = update["metadata"]
+        return out
+    if "artifactUpdate" in event:
+        update = event["artifactUpdate"]
+        out = {
+            "kind": "artifact-update",
+            "taskId": update["taskId"],
+            "contextId": update["contextId"],
+            "artifact": artifact_out(update["artifact"]),
+        }
+        for key in ("append", "lastChunk", "metadata"):
+            if key in update:
+                out[key] = update[key]
+        return out
+    raise ValueError(f"not a StreamResponse: {sorted(event)}")
+
+
+def push_config_out(config: dict) -> dict:
+    """A 1.0 TaskPushNotificationConfig as 0.3's {taskId, pushNotificationConfig}."""
+    inner = {k: config[k] for k in ("id", "url", "token") if k in config}
+    if "authentication" in config:
+        inner["authentication"] = {"schemes": [config["authentication"]["scheme"]]}
+    return {"taskId": config["taskId"], "pushNotificationConfig": inner}
+
+
+# --- methods ----------------------------------------------------------------------------------
+
+
+def _pick(params: dict, *keys: str) -> dict:
+    return {k: params[k] for k in keys if k in params}
+
+
+async def message_send(caller: Caller, params: dict):
+    core, blocking = send_params_in(params)
+    result = await methods.send_message(caller, core)
+    if "message" in result:
+        return message_out(result["message"])
+    task = result["task"]
+    message = task["status"].get("message")
+    if (
+        blocking
+        and task["status"]["state"] == "TASK_STATE_COMPLETED"
+        and message
+        and not task.get("artifacts")
+        and not core["message"].get("taskId")
+    ):
+        # Seed 004: a blocking message/send whose turn completes answers with the reply
+        # Message and hands out no task (the message names no taskId, so nothing addresses
+        # the task). A turn that made artifacts answers with its Task (a Message cannot
+        # carry them), and so does a message continuing a task the caller already holds.
+        return message_out({k: v for k, v in message.items() if k != "taskId"})
+    return task_out(task)
+
+
+async def tasks_get(caller: Caller, params: dict):
+    return task_out(await methods.get_task(caller, _pick(params, "id", "historyLength")))
+
+
+async def tasks_cancel(caller: Caller, params: dict):
+    return task_out(await methods.cancel_task(caller, _pick(params, "id")))
+
+
+async def push_config_set(caller: Caller, params: dict):
+    if params.get("pushNotificationConfig") is None:
+        raise errors.invalid_params("pushNotificationConfig", "is required")
+    core = {
+        **_pick(params, "taskId"),
+        **push_config_in(params["pushNotificationConfig"], "pushNotificationConfig"),
+    }
+    return push_config_out(await methods.create_push_config(caller, core))
+
+
+async def push_config_get(caller: Caller, params: dict):
+    config_id = params.get("pushNotificationConfigId")
+    if config_id is None:
+        # 0.2.5 named only the task ({id}): its first config, as the a2a-sdk answers.
+        configs = await methods.list_push_configs(
+            caller, {"taskId": params.get("id"), "pageSize": 1}
+        )
+        if not configs["configs"]:
+            raise TaskNotFound(
+                f"Task {params.get('id')} has no push notification config.",
+                taskId=params.get("id"),
+            )
+        return push_config_out(configs["configs"][0])
+    core = {"taskId": params.get("id"), "id": config_id}
+    return push_config_out(await methods.get_push_config(caller, core))
+
+
+async def push_config_list(caller: Caller, params: dict):
+    # 0.3 answers with the whole list (no pages): read the 1.0 pages through.
+    out, token = [], ""
+    while True:
+        page = await methods.list_push_configs(
+            caller, {"taskId": params.get("id"), "pageToken": token}
+        )
+        out.extend(push_config_out(c) for c in page["configs"])
+        token = page["nextPageToken"]
+        if not token:
+            return out
+
+
+async def push_config_delete(caller: Caller, params: dict):
+    if params.get("pushNotificationConfigId") is None:
+        raise errors.invalid_params("pushNotificationConfigId", "is required")
+    await methods.delete_push_config(
+        caller, {"taskId": params.get("id"), "id": params["pushNotificationConfigId"]}
+    )
+    return None
+
+
+HANDLERS = {
+    "message/send": message_send,
+    "tasks/get": tasks_get,
+    "tasks/cancel": tasks_cancel,
+    "tasks/pushNotificationConfig/set": push_config_set,
+    "tasks/pushNotificationConfig/get": push_config_get,
+    "tasks/pushNotificationConfig/list": push_config_list,
+    "tasks/pushNotificationConfig/delete": push_config_delete,
+}
+
+
+def _params(params) -> dict:
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise errors.invalid_params("params", "must be an object")
+    inputs.params_check(params)
+    return params
+
+
+async def stream(caller: Caller, request_id, method: str, params):
+    """message/stream and tasks/resubscribe: the 1.0 streams (a2a_endpoint.streams) with
+    each event written in 0.3's shape (event_out). Errors before the stream starts are
+    raised, and answered as a plain JSON-RPC error."""
+    params = _params(params)
+    if method == "message/stream":
+        # blocking means nothing to a stream; the rest is message/send's.
+        core, _blocking = send_params_in(params)
+        core.get("configuration", {}).pop("returnImmediately", None)
+        response = await streams.stream_open(
+            caller, request_id, "SendStreamingMessage", core, translate=event_out
+        )
+    elif method == "tasks/resubscribe":
+        response = await streams.stream_open(
+            caller, request_id, "SubscribeToTask", _pick(params, "id"), translate=event_out
+        )
+    else:
+        raise errors.method_not_found(method)
+    for key, value in response_headers(caller.activated).items():
+        response[key] = value
+    return response
+
+
+async def dispatch(caller: Caller, method: str, params):
+    """Run the 0.3 method ``method`` and return its 0.3 result."""
+    if method in STREAMING_METHODS:
+        # Answered with a stream by the view (stream()), never with a result.
+        raise errors.invalid_request(f"{method} is answered with a stream, not a result")
+    if method == "agent/getAuthenticatedExtendedCard":
+        raise extended_card_not_configured()
+    handler = HANDLERS.get(method)
+    if handler is None:
+        raise errors.method_not_found(method)
+    return await handler(caller, _params(params))
+
+
+# --- the agent card ---------------------------------------------------------------------------
+
+
+def card_fields(card: dict, url: str, *, public: bool) -> dict:
+    """The 1.0 card with what 0.3 clients read beside it: the 0.3 interface as a second
+    supportedInterfaces entry, ``url``/``preferredTransport``/``protocolVersion``/
+    ``additionalInterfaces``, 0.3's ``security`` list and ``type`` on each security scheme
+    (the a2a-sdk 1.x card reader maps these legacy fields onto the 1.0 ones it also finds)."""
+    schemes = {}
+    for name, scheme in card.get("securitySchemes", {}).items():
+        http = scheme.get("httpAuthSecurityScheme")
+        if http is not None:
+            scheme = {**scheme, "type": "http", **http}
+        schemes[name] = scheme
+    out = {
+        **card,
+        "supportedInterfaces": [
+            *card["supportedInterfaces"],
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": CARD_PROTOCOL_VERSION,
+        "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
+        "supportsAuthenticatedExtendedCard": False,
+        "securitySchemes": schemes,
+    }
+    if not public:
+        out["security"] = [{name: []} for name in schemes]
+    return out

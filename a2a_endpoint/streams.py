@@ -1,0 +1,369 @@
+"""SendStreamingMessage and SubscribeToTask: A2A 1.0 JSON-RPC over Server-Sent Events.
+
+A stream is a coroutine of the async view, woken by the same change notifications as the
+blocking SendMessage (runtime.notify: one LISTEN connection per web process; SQLite polls).
+It holds no thread and no database connection between events: each wake-up reads the task's
+new events (TaskEvent, in seq order) on the shared database pool (a2a_endpoint.asyncdb).
+
+The first event is the Task (or the Message of a direct reply), then the stored status and
+artifact updates in order, each a JSON-RPC response with the request's id, written for this
+caller's activated extensions exactly as GetTask writes them (a2a_endpoint.wire). The stream
+stays open through AUTH_REQUIRED and closes after a Message, a terminal state or
+INPUT_REQUIRED. A client that goes away ends its watching, never the task.
+
+The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``.
+"""
+
+import asyncio
+import json
+import logging
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+
+from a2a import types as a2a
+from django.conf import settings
+from django.http import StreamingHttpResponse
+
+from a2a_endpoint import errors, inputs, wire
+from a2a_endpoint.asyncdb import db
+from a2a_endpoint.files import linker
+from a2a_endpoint.identity import Caller
+from a2a_endpoint.methods import message_accept
+from config.logging import bind
+from runtime.models import TERMINAL_STATES, Task, TaskEvent, TaskState
+from runtime.notify import SQLITE_POLL_SECONDS, notifications_available, task_watch
+from runtime.selectors import task_for_caller
+
+logger = logging.getLogger(__name__)
+
+# After these a stream closes (as a2a-go, a2a-js and the conformance kit do); it stays open
+# through AUTH_REQUIRED, which a person resolves outside A2A.
+CLOSING_STATES = TERMINAL_STATES | {TaskState.INPUT_REQUIRED}
+# A turn that has only started may still answer with a direct Message instead of a Task.
+STARTING_STATES = frozenset({TaskState.SUBMITTED, TaskState.WORKING})
+KEEPALIVE = b": keep-alive\n\n"
+SHUTDOWN = object()
+
+Translate = Callable[[dict], dict]
+
+
+# --- how many streams are open -------------------------------------------------------------
+
+
+class _Registry:
+    """The open streams of this process: counted per token and in all, and told when the
+    server shuts down."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.per_token: Counter = Counter()
+        self.total = 0
+        self.queues: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+
+    def take(self, key: tuple) -> "Slot":
+        with self.lock:
+            if self.total >= settings.A2A_STREAMS_PER_PROCESS:
+                raise too_many_streams("process", settings.A2A_STREAMS_PER_PROCESS)
+            if self.per_token[key] >= settings.A2A_STREAMS_PER_TOKEN:
+                raise too_many_streams("token", settings.A2A_STREAMS_PER_TOKEN)
+            self.per_token[key] += 1
+            self.total += 1
+        return Slot(self, key)
+
+    def give_back(self, key: tuple) -> None:
+        with self.lock:
+            self.total -= 1
+            self.per_token[key] -= 1
+            if self.per_token[key] <= 0:
+                del self.per_token[key]
+
+    def shutdown(self) -> None:
+        """Tell every open stream to end (the server is stopping)."""
+        for loop, queue in list(self.queues.values()):
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, SHUTDOWN)
+            except RuntimeError:  # the loop is already closed
+                pass
+
+
+class Slot:
+    """One open stream's place in the registry; given back exactly once."""
+
+    def __init__(self, registry: _Registry, key: tuple):
+        self.registry, self.key, self.released = registry, key, False
+
+    def watch(self, queue: asyncio.Queue) -> None:
+        self.registry.queues[id(self)] = (asyncio.get_running_loop(), queue)
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        self.registry.queues.pop(id(self), None)
+        self.registry.give_back(self.key)
+
+
+REGISTRY = _Registry()
+
+
+def streams_open() -> int:
+    """How many streams this process serves now."""
+    return REGISTRY.total
+
+
+def too_many_streams(scope: str, limit: int) -> errors.RpcError:
+    return errors.RpcError(
+        -32000,
+        f"Too many open streams for this {scope} (the limit is {limit}); close one, or poll "
+        "with GetTask, or register a push notification config.",
+        "TOO_MANY_STREAMS",
+        metadata={"scope": scope, "limit": limit},
+    )
+
+
+_handlers_installed = False
+
+
+def _shutdown_hooks_install() -> None:
+    """End the streams when the server is told to stop (SIGTERM, SIGINT), then let the
+    server's own handler run: streams end cleanly instead of holding the shutdown open."""
+    global _handlers_installed
+    if _handlers_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _handlers_installed = True
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+
+        def handler(number, frame, previous=previous):
+            REGISTRY.shutdown()
+            if callable(previous):
+                previous(number, frame)
+            elif previous == signal.SIG_DFL:
+                signal.signal(number, signal.SIG_DFL)
+                signal.raise_signal(number)
+
+        signal.signal(signum, handler)
+
+
+# --- reading the task ----------------------------------------------------------------------
+
+
+def _task_load(pk: int) -> Task:
+    return Task.objects.select_related("tenant").get(pk=pk)
+
+
+def _task_wire(caller: Caller, task: Task, history_length: int | None) -> dict:
+    return wire.task_wire(
+        task,
+        activated=caller.activated,
+        files_base=caller.files_base,
+        history_length=history_length,
+    )
+
+
+def _artifact_flags(result: dict) -> dict:
+    """An artifact event replaces the artifact whole (a new version of the same artifactId
+    replaces the old one): append is false and this chunk is the last."""
+    update = result.get("artifactUpdate")
+    if update is not None:
+        update.setdefault("append", False)
+        update.setdefault("lastChunk", True)
+    return result
+
+
+def _events_after(caller: Caller, task: Task, seq: int) -> list[tuple[int, str, str, dict]]:
+    """The task's events after ``seq``: (seq, kind, state, StreamResponse for this caller)."""
+    link = linker(task, caller.files_base)
+    return [
+        (
+            e.seq,
+            e.kind,
+            e.state,
+            _artifact_flags(wire.event_wire(e.payload, caller.activated, link)),
+        )
+        for e in TaskEvent.objects.filter(tenant_id=task.tenant_id, task_id=task.pk, seq__gt=seq)
+        .only("seq", "kind", "state", "payload")
+        .order_by("seq")
+    ]
+
+
+def _informative(events) -> bool:
+    """Whether a starting task has shown something beyond 'submitted' and 'working'."""
+    for _seq, kind, state, result in events:
+        if kind == TaskEvent.Kind.ARTIFACT or state not in STARTING_STATES:
+            return True
+        update = result.get("statusUpdate", {})
+        if update.get("status", {}).get("message") or update.get("metadata"):
+            return True
+    return False
+
+
+# --- the stream ----------------------------------------------------------------------------
+
+
+class _Stream:
+    def __init__(self, caller: Caller, request_id, translate: Translate | None, slot: Slot):
+        self.caller, self.request_id, self.translate, self.slot = (
+            caller,
+            request_id,
+            translate,
+            slot,
+        )
+        self.notified = notifications_available()
+
+    def frame(self, result: dict) -> bytes:
+        if self.translate is not None:
+            result = self.translate(result)
+        body = {"jsonrpc": "2.0", "id": self.request_id, "result": result}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    def error_frame(self, error: errors.RpcError) -> bytes:
+        return b"data: " + json.dumps(error.body(self.request_id)).encode() + b"\n\n"
+
+    async def wake(self, queue: asyncio.Queue, timeout: float):
+        """Wait for a change of the task (or, on SQLite, the next poll); None on timeout."""
+        if not self.notified:
+            timeout = min(timeout, SQLITE_POLL_SECONDS)
+        try:
+            item = await asyncio.wait_for(queue.get(), timeout=max(0.0, timeout))
+        except TimeoutError:
+            return None if self.notified else ""
+        while not queue.empty():  # several changes, one read
+            if queue.get_nowait() is SHUTDOWN:
+                item = SHUTDOWN
+        return item
+
+    async def run(
+        self, task: Task, *, sending: bool, history_length: int | None
+    ) -> AsyncIterator[bytes]:
+        caller = self.caller
+        keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
+        try:
+            async with task_watch(task.pk) as queue:
+                self.slot.watch(queue)
+                task = await db(_task_load, task.pk)
+                next_keepalive = time.monotonic() + keepalive
+                # The Task as it is now; the events after it follow from its event_seq.
+                first = await db(_task_wire, caller, task, history_length)
+                first_state, seq, latest = task.state, task.event_seq, task
+                if sending:
+                    # Hold the first event while the turn has only started: a direct reply
+                    # is a Message, and a stream is either one Message or a Task's events.
+                    hold_until = time.monotonic() + settings.A2A_STREAM_FIRST_EVENT_MS / 1000
+                    while latest.state in STARTING_STATES and time.monotonic() < hold_until:
+                        item = await self.wake(queue, hold_until - time.monotonic())
+                        if item is SHUTDOWN:
+                            return
+                        if item is None:
+                            break
+                        events = await db(_events_after, caller, task, seq)
+                        latest = await db(_task_load, task.pk)
+                        if _informative(events):
+                            break
+                    if latest.reply_message and latest.state in TERMINAL_STATES:
+                        yield self.frame({"message": latest.reply_message})
+                        return
+                yield self.frame({"task": first})
+                if first_state in CLOSING_STATES:
+                    return
+                while True:
+                    for event_seq, kind, state, result in await db(
+                        _events_after, caller, task, seq
+                    ):
+                        seq = event_seq
+                        yield self.frame(result)
+                        if kind == TaskEvent.Kind.STATUS and state in CLOSING_STATES:
+                            return
+                    while True:
+                        if time.monotonic() >= next_keepalive:
+                            # Proxies cut idle connections; a comment keeps this one open.
+                            yield KEEPALIVE
+                            next_keepalive = time.monotonic() + keepalive
+                        item = await self.wake(queue, next_keepalive - time.monotonic())
+                        if item is SHUTDOWN:
+                            return
+                        if item is not None:
+                            break
+        except asyncio.CancelledError:
+            # The client went away: its watching ends here; the turn runs on in the worker.
+            raise
+        except Exception:
+            logger.exception("A2A stream failed")
+            yield self.error_frame(errors.RpcError(-32603, "Internal error", "INTERNAL"))
+        finally:
+            self.slot.release()
+
+
+class EventStreamResponse(StreamingHttpResponse):
+    """An SSE response that gives its stream's slot back however the response ends."""
+
+    def __init__(self, content, slot: Slot, activated: frozenset):
+        super().__init__(content, content_type="text/event-stream")
+        self.slot = slot
+        self["Cache-Control"] = "no-cache"
+        # Buffering proxies (nginx) would hold the events back.
+        self["X-Accel-Buffering"] = "no"
+        if activated:
+            self["A2A-Extensions"] = ", ".join(sorted(activated))
+
+    def close(self):
+        self.slot.release()
+        super().close()
+
+
+def _params(params) -> dict:
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise errors.invalid_params("params", "must be an object")
+    inputs.params_check(params)
+    return params
+
+
+async def _subscribe_task(caller: Caller, params: dict) -> Task:
+    request = wire.parse(params, a2a.SubscribeToTaskRequest)
+    if not request.id:
+        raise errors.invalid_params("id", "is required")
+    task = await db(task_for_caller, **caller.scope, task_id=request.id)
+    if task.is_terminal:
+        raise errors.unsupported(
+            f"Task {task.public_id} is {task.get_state_display()}; a terminal task has no more "
+            "events to stream (read it with GetTask).",
+            taskId=task.public_id,
+        )
+    return task
+
+
+async def stream_open(
+    caller: Caller, request_id, method: str, params, *, translate: Translate | None = None
+) -> EventStreamResponse:
+    """Start a SendStreamingMessage or SubscribeToTask stream, or raise the RpcError (or
+    domain error) to answer as a plain JSON-RPC response; nothing starts past the limits.
+
+    ``translate`` rewrites each event's ``result`` (a 1.0 StreamResponse dict) before it is
+    written, e.g. into another dialect's shape."""
+    params = _params(params)
+    slot = REGISTRY.take((caller.tenant.pk, caller.subject))
+    try:
+        if method == "SendStreamingMessage":
+            task, _configuration, history_length, _queued = await message_accept(caller, params)
+            sending = True
+        elif method == "SubscribeToTask":
+            task = await _subscribe_task(caller, params)
+            bind(task_id=task.public_id, trace_id=task.trace_id)
+            history_length, sending = None, False
+        else:
+            raise errors.method_not_found(method)
+        _shutdown_hooks_install()
+        stream = _Stream(caller, request_id, translate, slot)
+        return EventStreamResponse(
+            stream.run(task, sending=sending, history_length=history_length),
+            slot,
+            caller.activated,
+        )
+    except BaseException:
+        slot.release()
+        raise

@@ -35,6 +35,7 @@ from a2a_endpoint.methods import message_accept
 from config.logging import bind
 from runtime.models import TERMINAL_STATES, Task, TaskEvent, TaskState
 from runtime.notify import SQLITE_POLL_SECONDS, notifications_available, task_watch
+from runtime.presence import stream_alive, stream_attach, stream_detach
 from runtime.selectors import task_for_caller
 
 logger = logging.getLogger(__name__)
@@ -94,9 +95,17 @@ class Slot:
 
     def __init__(self, registry: _Registry, key: tuple):
         self.registry, self.key, self.released = registry, key, False
+        self.task_pk = None
 
-    def watch(self, queue: asyncio.Queue) -> None:
+    def watch(self, queue: asyncio.Queue, task_pk: int) -> None:
+        """The stream watches the task: shown on its page, woken at shutdown."""
         self.registry.queues[id(self)] = (asyncio.get_running_loop(), queue)
+        self.task_pk = task_pk
+        stream_attach(task_pk, presence_ttl())
+
+    def alive(self) -> None:
+        if self.task_pk is not None:
+            stream_alive(self.task_pk, presence_ttl())
 
     def release(self) -> None:
         if self.released:
@@ -104,9 +113,19 @@ class Slot:
         self.released = True
         self.registry.queues.pop(id(self), None)
         self.registry.give_back(self.key)
+        if self.task_pk is not None:
+            try:
+                stream_detach(self.task_pk)
+            except Exception:  # noqa: BLE001 - the page's count expires on its own
+                logger.warning("could not count a stream off its task", exc_info=True)
 
 
 REGISTRY = _Registry()
+
+
+def presence_ttl() -> float:
+    """How long the task page believes in a stream after its last keep-alive."""
+    return 3 * settings.A2A_STREAM_KEEPALIVE_SECONDS + 5
 
 
 def streams_open() -> int:
@@ -243,7 +262,7 @@ class _Stream:
         keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
         try:
             async with task_watch(task.pk) as queue:
-                self.slot.watch(queue)
+                self.slot.watch(queue, task.pk)
                 task = await db(_task_load, task.pk)
                 next_keepalive = time.monotonic() + keepalive
                 # The Task as it is now; the events after it follow from its event_seq.
@@ -281,6 +300,7 @@ class _Stream:
                         if time.monotonic() >= next_keepalive:
                             # Proxies cut idle connections; a comment keeps this one open.
                             yield KEEPALIVE
+                            self.slot.alive()
                             next_keepalive = time.monotonic() + keepalive
                         item = await self.wake(queue, next_keepalive - time.monotonic())
                         if item is SHUTDOWN:

@@ -27,6 +27,7 @@ from notifications.selectors import deliveries_for_interaction, ladder_positions
 from runtime import extensions as ext
 from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import Effect, Interaction, TaskState
+from runtime.presence import streams_attached
 from runtime.selectors import (
     INBOX_KINDS,
     agents_for_tenant,
@@ -460,6 +461,7 @@ def task_detail(request, public_id: str):
             "effects": [{"effect": e, "arguments": pretty(e.arguments)} for e in effects],
             "interactions": task_interactions(task=task),
             "push_deliveries": push_deliveries_for_task(tenant=task.tenant, task=task),
+            "streams_attached": streams_attached(task.pk),
         },
     )
 

@@ -7,14 +7,18 @@ config/asgi.py), holding a thread only while a query runs, and a database connec
 for one call.
 """
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import AsyncConnectionPool
 
-from runtime.models import SETTLED_STATES, Task
+from runtime.errors import TaskNotFound
+from runtime.models import ANONYMOUS, SETTLED_STATES, Task
 from runtime.notify import wait_for_state
 
 
@@ -66,3 +70,94 @@ async def wait_for_settled(task: Task) -> Task:
 
     await wait_for_state(task.pk, SETTLED_STATES, deadline, read_state)
     return await db(Task.objects.get, pk=task.pk)
+
+
+# --- GetTask's read without a thread (PostgreSQL) --------------------------------------------
+#
+# The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
+# thread, no ORM compilation. It reads the same row as runtime.selectors.task_for_caller, and
+# builds the same Task (Model.from_db, every column). Tests that drive the view in-process
+# (A2A_DB_THREAD_SENSITIVE) and SQLite use task_for_caller itself.
+
+_TASK_COLUMNS = [f.column for f in Task._meta.concrete_fields]
+_TASK_ATTNAMES = [f.attname for f in Task._meta.concrete_fields]
+_TASK_SELECT = (
+    f"SELECT {', '.join(chr(34) + c + chr(34) for c in _TASK_COLUMNS)} "
+    f'FROM "{Task._meta.db_table}" WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s'
+)
+_TASK_OF_SUBJECT = _TASK_SELECT + ' AND "subject" = %s LIMIT 1'
+# As task_for_caller's filter for callers without credentials (subject__startswith).
+_TASK_OF_ANONYMOUS = _TASK_SELECT + ' AND ("subject" = %s OR "subject" LIKE %s) LIMIT 1'
+
+_pools: dict = {}
+
+
+def async_reads() -> bool:
+    """Whether the endpoint reads tasks on the async pool (PostgreSQL, not in-process tests)."""
+    return (
+        not settings.A2A_DB_THREAD_SENSITIVE
+        and settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    )
+
+
+def _conninfo() -> str:
+    db_settings = settings.DATABASES["default"]
+    options = {
+        k: v
+        for k, v in (db_settings.get("OPTIONS") or {}).items()
+        if k not in ("pool", "server_side_binding", "isolation_level", "assume_role")
+        and isinstance(v, str | int)
+    }
+    # Timestamps come back in UTC, as Django's own connections read them.
+    options["options"] = f"{options.get('options', '')} -c TimeZone=UTC".strip()
+    return make_conninfo(
+        dbname=db_settings["NAME"],
+        user=db_settings.get("USER") or None,
+        password=db_settings.get("PASSWORD") or None,
+        host=db_settings.get("HOST") or None,
+        port=str(db_settings["PORT"]) if db_settings.get("PORT") else None,
+        **options,
+    )
+
+
+async def _open_pool() -> AsyncConnectionPool:
+    pool = AsyncConnectionPool(
+        _conninfo(),
+        min_size=1,
+        max_size=settings.A2A_DB_ASYNC_POOL_SIZE,
+        kwargs={"autocommit": True},
+        open=False,
+    )
+    await pool.open()
+    return pool
+
+
+async def _pool() -> AsyncConnectionPool:
+    # One pool per event loop (uvicorn runs one); made on first use, by the first caller.
+    loop = asyncio.get_running_loop()
+    opening = _pools.get(loop)
+    if opening is None:
+        opening = _pools[loop] = asyncio.ensure_future(_open_pool())
+    return await opening
+
+
+async def pool_close() -> None:
+    """Close this event loop's pool (tests that run a loop of their own)."""
+    opening = _pools.pop(asyncio.get_running_loop(), None)
+    if opening is not None:
+        await (await opening).close()
+
+
+async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
+    """task_for_caller (runtime.selectors) on the async pool: the caller's task or TaskNotFound."""
+    if subject == ANONYMOUS:
+        query, params = _TASK_OF_ANONYMOUS, (ANONYMOUS, f"{ANONYMOUS}:%")
+    else:
+        query, params = _TASK_OF_SUBJECT, (subject,)
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(query, (tenant.pk, agent.pk, task_id, *params), prepare=True)
+        row = await cursor.fetchone()
+    if row is None:
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    return Task.from_db("default", _TASK_ATTNAMES, row)

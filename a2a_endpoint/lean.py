@@ -16,6 +16,7 @@ whole stack.
 
 import asyncio
 import logging
+import re
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestAborted
@@ -23,7 +24,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import response_for_exception
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
-from django.urls import Resolver404, get_resolver
+from django.urls import Resolver404, ResolverMatch, get_resolver
 
 from a2a_endpoint import views
 from config.csp import ContentSecurityPolicyMiddleware
@@ -31,6 +32,12 @@ from config.csp import ContentSecurityPolicyMiddleware
 logger = logging.getLogger(__name__)
 
 LEAN_VIEWS = frozenset({views.endpoint, views.card})
+# The endpoint's and the card's URLs (a2a_endpoint.urls; <slug:...> is [-a-zA-Z0-9_]+),
+# matched without walking the whole URLconf; what does not match is resolved by Django.
+FAST_PATHS = re.compile(
+    r"/a2a/(?P<tenant>[-a-zA-Z0-9_]+)/(?P<agent>[-a-zA-Z0-9_]+)"
+    r"(?:(?P<slash>/)|(?P<card>/\.well-known/agent-card\.json))?"
+)
 
 
 def _no_view(request):  # the middleware below are used for their hooks only
@@ -60,10 +67,7 @@ class LeanA2AHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         match = None
         if scope["type"] == "http" and not scope.get("root_path"):
-            try:
-                match = get_resolver().resolve(scope["path"])
-            except Resolver404:
-                match = None
+            match = self.fast_resolve(scope["path"])
         if match is None or match.func not in LEAN_VIEWS:
             await self.fallback(scope, receive, send)
             return
@@ -91,6 +95,19 @@ class LeanA2AHandler(ASGIHandler):
                     pass
         finally:
             body_file.close()
+
+    @staticmethod
+    def fast_resolve(path: str) -> ResolverMatch | None:
+        found = FAST_PATHS.fullmatch(path)
+        if found is None:
+            try:
+                return get_resolver().resolve(path)
+            except Resolver404:
+                return None
+        kwargs = {"tenant": found["tenant"], "agent": found["agent"]}
+        if found["card"]:
+            return ResolverMatch(views.card, (), kwargs, url_name="card", app_names=["a2a"])
+        return ResolverMatch(views.endpoint, (), kwargs, url_name="endpoint", app_names=["a2a"])
 
     async def respond(self, request, match, send) -> None:
         response = self.security.process_request(request)  # SECURE_SSL_REDIRECT

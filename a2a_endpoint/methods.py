@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from a2a import types as a2a
 
 from a2a_endpoint import errors, push_configs, wire
-from a2a_endpoint.asyncdb import db, wait_for_settled
+from a2a_endpoint.asyncdb import async_reads, db, task_read, wait_for_settled
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.inputs import length_check
 from a2a_endpoint.models import PushConfig
@@ -125,11 +125,10 @@ async def get_task(caller: Caller, params: dict):
     request = wire.parse(params, a2a.GetTaskRequest)
     _require_id(request)
     history_length = _history_length(request)
-    task = await db(
-        task_for_caller,
-        **caller.scope,
-        task_id=request.id,
-    )
+    if async_reads():
+        task = await task_read(**caller.scope, task_id=request.id)
+    else:
+        task = await db(task_for_caller, **caller.scope, task_id=request.id)
     return _task_out(caller, task, history_length=history_length)
 
 

@@ -2,6 +2,7 @@
 within one second, a GetTask of one query, and the endpoint off the middleware stack
 (config/asgi.py, a2a_endpoint.lean) answering as the whole stack did."""
 
+import asyncio
 import json
 import time
 import urllib.error
@@ -10,8 +11,12 @@ import urllib.request
 import pytest
 from django.utils import timezone
 
+from a2a_endpoint import wire
+from a2a_endpoint.asyncdb import pool_close, task_read
 from a2a_endpoint.identity import agent_cache
-from runtime.models import Agent
+from runtime.errors import TaskNotFound
+from runtime.models import ANONYMOUS, Agent, Task
+from runtime.selectors import task_for_caller
 from tenants.lookup_cache import LOOKUP_CACHE_SECONDS
 from tenants.models import ApiToken, Tenant
 from tenants.tokens import api_token_create, api_token_revoke, token_cache
@@ -126,6 +131,46 @@ def test_a_token_minted_after_an_unknown_prefix_was_tried_works_at_once(agents, 
     # sends none), as another process would write it.
     ApiToken.objects.bulk_create([row])
     result_of(list_tasks(client, token))
+
+
+def read_async(**scope) -> Task:
+    async def read():
+        try:
+            return await task_read(**scope)
+        finally:
+            await pool_close()
+
+    return asyncio.run(read())
+
+
+def test_get_tasks_async_read_is_the_orm_read(agents, client):
+    params = {"message": user_message(), "configuration": {"returnImmediately": True}}
+    mine = task_of(rpc(client, SUPPORT, "SendMessage", params, token=agents.a.token))
+    theirs = task_of(rpc(client, "/a2a/acme/tck", "SendMessage", params))  # anonymous
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="support")
+    scope = {"tenant": agents.a.tenant, "agent": agent, "subject": agents.a.subject}
+    orm = task_for_caller(**scope, task_id=mine["id"])
+    got = read_async(**scope, task_id=mine["id"])
+    fields = [f.attname for f in Task._meta.concrete_fields]
+    assert [getattr(got, f) for f in fields] == [getattr(orm, f) for f in fields]
+    assert wire.task_wire(got) == wire.task_wire(orm) == mine | {"history": orm.history}
+    # Another caller's task, another agent's, another tenant's: not found, as the ORM says.
+    tck = Agent.objects.get(tenant=agents.a.tenant, slug="tck")
+    for other in (
+        {**scope, "subject": "partner:someone-else"},
+        {**scope, "agent": tck},
+        {**scope, "tenant": agents.b.tenant},
+        {**scope, "subject": ANONYMOUS},
+    ):
+        with pytest.raises(TaskNotFound):
+            read_async(**other, task_id=mine["id"])
+    # A caller without credentials reaches what anonymous callers started, and only that.
+    anonymous = {"tenant": agents.a.tenant, "agent": tck, "subject": ANONYMOUS}
+    assert read_async(**anonymous, task_id=theirs["id"]).pk == (
+        task_for_caller(**anonymous, task_id=theirs["id"]).pk
+    )
+    with pytest.raises(TaskNotFound):
+        read_async(**anonymous | {"subject": agents.a.subject}, task_id=theirs["id"])
 
 
 # --- against the live stack (uvicorn in another process, config/asgi.py) --------------------

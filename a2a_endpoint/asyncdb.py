@@ -81,9 +81,11 @@ async def wait_for_settled(task: Task) -> Task:
 
 _TASK_COLUMNS = [f.column for f in Task._meta.concrete_fields]
 _TASK_ATTNAMES = [f.attname for f in Task._meta.concrete_fields]
+_TASK_TABLE = f'"{Task._meta.db_table}"'
+_TASK_COLUMN_LIST = ", ".join(f'"{c}"' for c in _TASK_COLUMNS)
 _TASK_SELECT = (
-    f"SELECT {', '.join(chr(34) + c + chr(34) for c in _TASK_COLUMNS)} "
-    f'FROM "{Task._meta.db_table}" WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s'
+    f"SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} "
+    'WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s'
 )
 _TASK_OF_SUBJECT = _TASK_SELECT + ' AND "subject" = %s LIMIT 1'
 # As task_for_caller's filter for callers without credentials (subject__startswith).
@@ -161,3 +163,49 @@ async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
     if row is None:
         raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
     return Task.from_db("default", _TASK_ATTNAMES, row)
+
+
+async def tasks_page_read(
+    *,
+    tenant,
+    agent,
+    subject: str,
+    context_id: str | None,
+    state: str | None,
+    status_after,
+    cursor,
+    page_size: int,
+) -> tuple[list[Task], int, bool]:
+    """tasks_page (runtime.selectors) on the async pool: (tasks, total, more)."""
+    if subject == ANONYMOUS:
+        # Anonymous callers are not one caller: listing would show each the others' tasks.
+        return [], 0, False
+    where = ['"tenant_id" = %s', '"agent_id" = %s', '"subject" = %s']
+    params: list = [tenant.pk, agent.pk, subject]
+    if context_id:
+        where.append('"wire_context_id" = %s')
+        params.append(context_id)
+    if state:
+        where.append('"state" = %s')
+        params.append(state)
+    if status_after:
+        where.append('"status_timestamp" >= %s')
+        params.append(status_after)
+    page_where, page_params = list(where), list(params)
+    if cursor:
+        ts, pk = cursor
+        page_where.append('("status_timestamp" < %s OR ("status_timestamp" = %s AND "id" < %s))')
+        page_params += [ts, ts, pk]
+    page_query = (
+        f"SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} WHERE {' AND '.join(page_where)} "
+        'ORDER BY "status_timestamp" DESC, "id" DESC LIMIT %s'
+    )
+    count_query = f"SELECT COUNT(*) FROM {_TASK_TABLE} WHERE {' AND '.join(where)}"
+    pool = await _pool()
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(page_query, (*page_params, page_size + 1), prepare=True)
+        ).fetchall()
+        (total,) = await (await conn.execute(count_query, params, prepare=True)).fetchone()
+    tasks = [Task.from_db("default", _TASK_ATTNAMES, row) for row in rows[:page_size]]
+    return tasks, total, len(rows) > page_size

@@ -12,11 +12,11 @@ import pytest
 from django.utils import timezone
 
 from a2a_endpoint import wire
-from a2a_endpoint.asyncdb import pool_close, task_read
+from a2a_endpoint.asyncdb import pool_close, task_read, tasks_page_read
 from a2a_endpoint.identity import agent_cache
 from runtime.errors import TaskNotFound
 from runtime.models import ANONYMOUS, Agent, Task
-from runtime.selectors import task_for_caller
+from runtime.selectors import task_for_caller, tasks_page
 from tenants.lookup_cache import LOOKUP_CACHE_SECONDS
 from tenants.models import ApiToken, Tenant
 from tenants.tokens import api_token_create, api_token_revoke, token_cache
@@ -133,14 +133,14 @@ def test_a_token_minted_after_an_unknown_prefix_was_tried_works_at_once(agents, 
     result_of(list_tasks(client, token))
 
 
-def read_async(**scope) -> Task:
-    async def read():
+def read_async(read=task_read, **scope):
+    async def run():
         try:
-            return await task_read(**scope)
+            return await read(**scope)
         finally:
             await pool_close()
 
-    return asyncio.run(read())
+    return asyncio.run(run())
 
 
 def test_get_tasks_async_read_is_the_orm_read(agents, client):
@@ -171,6 +171,47 @@ def test_get_tasks_async_read_is_the_orm_read(agents, client):
     )
     with pytest.raises(TaskNotFound):
         read_async(**anonymous | {"subject": agents.a.subject}, task_id=theirs["id"])
+
+
+def test_list_tasks_async_read_is_the_orm_read(agents, client):
+    params = {"configuration": {"returnImmediately": True}}
+    for i in range(5):
+        message = user_message(contextId=f"ctx-{i % 2}")
+        rpc(client, SUPPORT, "SendMessage", {"message": message, **params}, token=agents.a.token)
+    Task.objects.filter(wire_context_id="ctx-1").update(state="TASK_STATE_COMPLETED")
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="support")
+    scope = {"tenant": agents.a.tenant, "agent": agent, "subject": agents.a.subject}
+    first = Task.objects.order_by("-status_timestamp", "-pk")[1]
+    cases = [
+        {},
+        {"page_size": 2},
+        {"page_size": 2, "cursor": (first.status_timestamp, first.pk)},
+        {"context_id": "ctx-0"},
+        {"state": "TASK_STATE_COMPLETED"},
+        {"status_after": first.status_timestamp},
+        {"context_id": "ctx-1", "state": "TASK_STATE_COMPLETED", "page_size": 1},
+        {"subject": ANONYMOUS},
+        {"subject": "partner:someone-else"},
+        {"tenant": agents.b.tenant},
+    ]
+    for case in cases:
+        query = {
+            **scope,
+            "context_id": None,
+            "state": None,
+            "status_after": None,
+            "cursor": None,
+            "page_size": 50,
+            **case,
+        }
+        orm_tasks, orm_total, orm_more = tasks_page(**query)
+        got_tasks, got_total, got_more = read_async(tasks_page_read, **query)
+        assert (got_total, got_more) == (orm_total, orm_more), case
+        assert [wire.task_wire(t) for t in got_tasks] == [wire.task_wire(t) for t in orm_tasks]
+    # Not a comparison of empty pages: the caller has five tasks, two of them in ctx-1.
+    everything = {"context_id": None, "state": None, "status_after": None, "cursor": None}
+    assert tasks_page(**scope, **everything, page_size=2)[1:] == (5, True)
+    assert tasks_page(**scope, **everything | {"context_id": "ctx-1"}, page_size=9)[1] == 2
 
 
 # --- against the live stack (uvicorn in another process, config/asgi.py) --------------------

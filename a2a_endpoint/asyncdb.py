@@ -62,8 +62,13 @@ def _read_state(pk: int) -> str:
 
 async def wait_for_settled(task: Task) -> Task:
     """A blocking send waits for a terminal or interrupted state, or A2A_WAIT_MS."""
-    await db(release_connection)
     deadline = time.monotonic() + settings.A2A_WAIT_MS / 1000
+    if async_reads():
+        # Each db() call has given its connection back already; the reads below take one
+        # from the async pool for one query each.
+        await wait_for_state(task.pk, SETTLED_STATES, deadline, lambda: _state_read(task.pk))
+        return await _task_by_pk(task.pk)
+    await db(release_connection)
 
     async def read_state():
         return await db(_read_state, task.pk)
@@ -90,6 +95,9 @@ _TASK_SELECT = (
 _TASK_OF_SUBJECT = _TASK_SELECT + ' AND "subject" = %s LIMIT 1'
 # As task_for_caller's filter for callers without credentials (subject__startswith).
 _TASK_OF_ANONYMOUS = _TASK_SELECT + ' AND ("subject" = %s OR "subject" LIKE %s) LIMIT 1'
+
+_TASK_STATE = f'SELECT "state" FROM {_TASK_TABLE} WHERE "id" = %s'
+_TASK_BY_PK = f'SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} WHERE "id" = %s'
 
 _pools: dict = {}
 
@@ -148,6 +156,24 @@ async def pool_close() -> None:
     opening = _pools.pop(asyncio.get_running_loop(), None)
     if opening is not None:
         await (await opening).close()
+
+
+async def _state_read(pk: int) -> str | None:
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_TASK_STATE, (pk,), prepare=True)
+        row = await cursor.fetchone()
+    return row[0] if row else None
+
+
+async def _task_by_pk(pk: int) -> Task:
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_TASK_BY_PK, (pk,), prepare=True)
+        row = await cursor.fetchone()
+    if row is None:
+        raise Task.DoesNotExist(pk)  # as Task.objects.get: the task was deleted meanwhile
+    return Task.from_db("default", _TASK_ATTNAMES, row)
 
 
 async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:

@@ -8,13 +8,17 @@ for one call.
 """
 
 import asyncio
+import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from psycopg.conninfo import make_conninfo
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from runtime.errors import TaskNotFound
@@ -81,11 +85,15 @@ async def wait_for_settled(task: Task) -> Task:
 #
 # The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
 # thread, no ORM compilation. It reads the same row as runtime.selectors.task_for_caller, and
-# builds the same Task (Model.from_db, every column). Tests that drive the view in-process
+# builds the same Task (Model.from_db; the turn runtime's columns deferred). Tests that drive the view in-process
 # (A2A_DB_THREAD_SENSITIVE) and SQLite use task_for_caller itself.
 
-_TASK_COLUMNS = [f.column for f in Task._meta.concrete_fields]
-_TASK_ATTNAMES = [f.attname for f in Task._meta.concrete_fields]
+# Every column but the turn runtime's own (never on the wire, and the largest): those stay
+# deferred on the Task these reads make.
+_TASK_RUNTIME_ONLY = {"transcript", "runs", "plan"}
+_TASK_FIELDS = [f for f in Task._meta.concrete_fields if f.name not in _TASK_RUNTIME_ONLY]
+_TASK_COLUMNS = [f.column for f in _TASK_FIELDS]
+_TASK_ATTNAMES = [f.attname for f in _TASK_FIELDS]
 _TASK_TABLE = f'"{Task._meta.db_table}"'
 _TASK_COLUMN_LIST = ", ".join(f'"{c}"' for c in _TASK_COLUMNS)
 _TASK_SELECT = (
@@ -130,12 +138,32 @@ def _conninfo() -> str:
     )
 
 
+# orjson reads a number of 19 digits or more as a float (Python's json keeps the integer):
+# such documents, and what orjson refuses, are read by the standard library.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def _json_loads(data: bytes):
+    if _LONG_NUMBER.search(data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+async def _configure(conn) -> None:
+    # A page of ListTasks is some hundreds of JSON columns: read them with orjson.
+    set_json_loads(_json_loads, conn)
+
+
 async def _open_pool() -> AsyncConnectionPool:
     pool = AsyncConnectionPool(
         _conninfo(),
         min_size=1,
         max_size=settings.A2A_DB_ASYNC_POOL_SIZE,
         kwargs={"autocommit": True},
+        configure=_configure,
         open=False,
     )
     await pool.open()

@@ -7,14 +7,28 @@ class A2aEndpointConfig(AppConfig):
     encrypted_fields = {"PushConfig": ("token", "auth_credentials")}
 
     def ready(self) -> None:
+        from django.db.models.signals import post_delete, post_save
+
+        from a2a_endpoint.identity import agent_cache
         from a2a_endpoint.observe import push_deliveries_collect
         from a2a_endpoint.push_delivery import queue_deliveries
         from config import metrics
-        from runtime.models import TaskEvent
+        from runtime.models import Agent, TaskEvent
         from runtime.signals import task_event_written
+        from tenants.models import Tenant
 
         task_event_written.connect(queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue")
         metrics.collector_register("push_deliveries", push_deliveries_collect)
+        # A saved or deleted agent or tenant is felt by this process's next request
+        # (a2a_endpoint.identity; other processes within LOOKUP_CACHE_SECONDS).
+        for model in (Agent, Tenant):
+            for signal in (post_save, post_delete):
+                signal.connect(
+                    agent_cache.invalidate,
+                    sender=model,
+                    weak=False,
+                    dispatch_uid=f"agent-cache-{model.__name__}-{signal is post_save}",
+                )
 
     def seed_demo(self, *, tenant, **options) -> dict:
         """Push to any public host, and to localhost (the conformance kit's webhook); loopback

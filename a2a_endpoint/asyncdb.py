@@ -7,15 +7,23 @@ config/asgi.py), holding a thread only while a query runs, and a database connec
 for one call.
 """
 
+import asyncio
+import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
+from psycopg.conninfo import make_conninfo
+from psycopg.types.json import set_json_loads
+from psycopg_pool import AsyncConnectionPool
 
 from config.metrics import A2A_WAITERS
-from runtime.models import SETTLED_STATES, Task
+from runtime.errors import TaskNotFound
+from runtime.models import ANONYMOUS, SETTLED_STATES, Task
 from runtime.notify import wait_for_state
 
 
@@ -59,8 +67,14 @@ def _read_state(pk: int) -> str:
 
 async def wait_for_settled(task: Task) -> Task:
     """A blocking send waits for a terminal or interrupted state, or A2A_WAIT_MS."""
-    await db(release_connection)
     deadline = time.monotonic() + settings.A2A_WAIT_MS / 1000
+    if async_reads():
+        # Each db() call has given its connection back already; the reads below take one
+        # from the async pool for one query each.
+        with A2A_WAITERS.track_inprogress():
+            await wait_for_state(task.pk, SETTLED_STATES, deadline, lambda: _state_read(task.pk))
+        return await _task_by_pk(task.pk)
+    await db(release_connection)
 
     async def read_state():
         return await db(_read_state, task.pk)
@@ -68,3 +82,187 @@ async def wait_for_settled(task: Task) -> Task:
     with A2A_WAITERS.track_inprogress():
         await wait_for_state(task.pk, SETTLED_STATES, deadline, read_state)
     return await db(Task.objects.get, pk=task.pk)
+
+
+# --- GetTask's read without a thread (PostgreSQL) --------------------------------------------
+#
+# The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
+# thread, no ORM compilation. It reads the same row as runtime.selectors.task_for_caller, and
+# builds the same Task (Model.from_db; the turn runtime's columns deferred). Tests that drive the view in-process
+# (A2A_DB_THREAD_SENSITIVE) and SQLite use task_for_caller itself.
+
+# Every column but the turn runtime's own (never on the wire, and the largest): those stay
+# deferred on the Task these reads make.
+_TASK_RUNTIME_ONLY = {"transcript", "runs", "plan"}
+_TASK_FIELDS = [f for f in Task._meta.concrete_fields if f.name not in _TASK_RUNTIME_ONLY]
+_TASK_COLUMNS = [f.column for f in _TASK_FIELDS]
+_TASK_ATTNAMES = [f.attname for f in _TASK_FIELDS]
+_TASK_TABLE = f'"{Task._meta.db_table}"'
+_TASK_COLUMN_LIST = ", ".join(f'"{c}"' for c in _TASK_COLUMNS)
+_TASK_SELECT = (
+    f"SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} "
+    'WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s'
+)
+_TASK_OF_SUBJECT = _TASK_SELECT + ' AND "subject" = %s LIMIT 1'
+# As task_for_caller's filter for callers without credentials (subject__startswith).
+_TASK_OF_ANONYMOUS = _TASK_SELECT + ' AND ("subject" = %s OR "subject" LIKE %s) LIMIT 1'
+
+_TASK_STATE = f'SELECT "state" FROM {_TASK_TABLE} WHERE "id" = %s'
+_TASK_BY_PK = f'SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} WHERE "id" = %s'
+
+_pools: dict = {}
+
+
+def async_reads() -> bool:
+    """Whether the endpoint reads tasks on the async pool (PostgreSQL, not in-process tests)."""
+    return (
+        not settings.A2A_DB_THREAD_SENSITIVE
+        and settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+    )
+
+
+def _conninfo() -> str:
+    db_settings = settings.DATABASES["default"]
+    options = {
+        k: v
+        for k, v in (db_settings.get("OPTIONS") or {}).items()
+        if k not in ("pool", "server_side_binding", "isolation_level", "assume_role")
+        and isinstance(v, str | int)
+    }
+    # Timestamps come back in UTC, as Django's own connections read them.
+    options["options"] = f"{options.get('options', '')} -c TimeZone=UTC".strip()
+    return make_conninfo(
+        dbname=db_settings["NAME"],
+        user=db_settings.get("USER") or None,
+        password=db_settings.get("PASSWORD") or None,
+        host=db_settings.get("HOST") or None,
+        port=str(db_settings["PORT"]) if db_settings.get("PORT") else None,
+        **options,
+    )
+
+
+# orjson reads a number of 19 digits or more as a float (Python's json keeps the integer):
+# such documents, and what orjson refuses, are read by the standard library.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def _json_loads(data: bytes):
+    if _LONG_NUMBER.search(data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+async def _configure(conn) -> None:
+    # A page of ListTasks is some hundreds of JSON columns: read them with orjson.
+    set_json_loads(_json_loads, conn)
+
+
+async def _open_pool() -> AsyncConnectionPool:
+    pool = AsyncConnectionPool(
+        _conninfo(),
+        min_size=1,
+        max_size=settings.A2A_DB_ASYNC_POOL_SIZE,
+        kwargs={"autocommit": True},
+        configure=_configure,
+        open=False,
+    )
+    await pool.open()
+    return pool
+
+
+async def _pool() -> AsyncConnectionPool:
+    # One pool per event loop (uvicorn runs one); made on first use, by the first caller.
+    loop = asyncio.get_running_loop()
+    opening = _pools.get(loop)
+    if opening is None:
+        opening = _pools[loop] = asyncio.ensure_future(_open_pool())
+    return await opening
+
+
+async def pool_close() -> None:
+    """Close this event loop's pool (tests that run a loop of their own)."""
+    opening = _pools.pop(asyncio.get_running_loop(), None)
+    if opening is not None:
+        await (await opening).close()
+
+
+async def _state_read(pk: int) -> str | None:
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_TASK_STATE, (pk,), prepare=True)
+        row = await cursor.fetchone()
+    return row[0] if row else None
+
+
+async def _task_by_pk(pk: int) -> Task:
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_TASK_BY_PK, (pk,), prepare=True)
+        row = await cursor.fetchone()
+    if row is None:
+        raise Task.DoesNotExist(pk)  # as Task.objects.get: the task was deleted meanwhile
+    return Task.from_db("default", _TASK_ATTNAMES, row)
+
+
+async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
+    """task_for_caller (runtime.selectors) on the async pool: the caller's task or TaskNotFound."""
+    if subject == ANONYMOUS:
+        query, params = _TASK_OF_ANONYMOUS, (ANONYMOUS, f"{ANONYMOUS}:%")
+    else:
+        query, params = _TASK_OF_SUBJECT, (subject,)
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(query, (tenant.pk, agent.pk, task_id, *params), prepare=True)
+        row = await cursor.fetchone()
+    if row is None:
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    return Task.from_db("default", _TASK_ATTNAMES, row)
+
+
+async def tasks_page_read(
+    *,
+    tenant,
+    agent,
+    subject: str,
+    context_id: str | None,
+    state: str | None,
+    status_after,
+    cursor,
+    page_size: int,
+) -> tuple[list[Task], int, bool]:
+    """tasks_page (runtime.selectors) on the async pool: (tasks, total, more)."""
+    if subject == ANONYMOUS:
+        # Anonymous callers are not one caller: listing would show each the others' tasks.
+        return [], 0, False
+    where = ['"tenant_id" = %s', '"agent_id" = %s', '"subject" = %s']
+    params: list = [tenant.pk, agent.pk, subject]
+    if context_id:
+        where.append('"wire_context_id" = %s')
+        params.append(context_id)
+    if state:
+        where.append('"state" = %s')
+        params.append(state)
+    if status_after:
+        where.append('"status_timestamp" >= %s')
+        params.append(status_after)
+    page_where, page_params = list(where), list(params)
+    if cursor:
+        ts, pk = cursor
+        page_where.append('("status_timestamp" < %s OR ("status_timestamp" = %s AND "id" < %s))')
+        page_params += [ts, ts, pk]
+    page_query = (
+        f"SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} WHERE {' AND '.join(page_where)} "
+        'ORDER BY "status_timestamp" DESC, "id" DESC LIMIT %s'
+    )
+    count_query = f"SELECT COUNT(*) FROM {_TASK_TABLE} WHERE {' AND '.join(where)}"
+    pool = await _pool()
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(page_query, (*page_params, page_size + 1), prepare=True)
+        ).fetchall()
+        (total,) = await (await conn.execute(count_query, params, prepare=True)).fetchone()
+    tasks = [Task.from_db("default", _TASK_ATTNAMES, row) for row in rows[:page_size]]
+    return tasks, total, len(rows) > page_size

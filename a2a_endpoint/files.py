@@ -8,13 +8,14 @@ FILES_URL_TTL_SECONDS; GetTask hands out fresh ones. Expired links get 410, alte
 """
 
 import base64
+import functools
 import re
 from collections.abc import Callable
 
 from django.conf import settings
 from django.core import signing
 from django.http import HttpResponse, JsonResponse
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.views.decorators.http import require_GET
 
 from runtime.selectors import task_file_for_caller
@@ -29,6 +30,13 @@ def file_token(*, task, file_id: str) -> str:
 
 def files_base(base_url: str, tenant_slug: str, agent_slug: str) -> str:
     """The absolute (or, with no base URL, root-relative) prefix of an agent's file links."""
+    return _files_base(base_url, tenant_slug, agent_slug, get_script_prefix())
+
+
+# Cached: computed for every A2A request (a2a_endpoint.identity.Caller), and it depends on
+# nothing but its arguments, the script prefix and the URLconf.
+@functools.lru_cache(maxsize=4096)
+def _files_base(base_url: str, tenant_slug: str, agent_slug: str, _script_prefix: str) -> str:
     endpoint = reverse("a2a:endpoint", kwargs={"tenant": tenant_slug, "agent": agent_slug})
     return f"{base_url.rstrip('/')}{endpoint}/files/"
 

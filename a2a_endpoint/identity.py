@@ -1,9 +1,30 @@
-"""Who is calling: the agent a request is addressed to and the caller's subject."""
+"""Who is calling: the agent a request is addressed to and the caller's subject.
+
+Both lookups are cached per process (tenants.lookup_cache): a request whose agent and token
+were read less than a second ago makes no query to learn who is calling. A saved or deleted
+agent, token or tenant clears the caches of this process at once (a2a_endpoint.apps,
+tenants.apps), other processes drop the old rows within LOOKUP_CACHE_SECONDS.
+"""
+
+import asyncio
 
 from a2a_endpoint import errors, files
 from a2a_endpoint.asyncdb import db
 from runtime.models import ANONYMOUS, Agent, is_anonymous_subject
-from tenants.tokens import TokenError, aauthenticate_bearer
+from tenants.lookup_cache import MISSING, LookupCache
+from tenants.tokens import (
+    TokenError,
+    bearer_check,
+    parse_bearer,
+    token_cache,
+    token_load,
+    token_touch,
+    token_touch_due,
+)
+
+# (tenant slug, agent slug) -> the active tenant's Agent (its tenant selected) or None. The
+# rows are shared by the requests of this process: read them, never change them.
+agent_cache = LookupCache()
 
 
 class Caller:
@@ -21,17 +42,60 @@ class Caller:
         return {"tenant": self.tenant, "agent": self.agent, "subject": self.subject}
 
 
+# Loads in flight, by cache key: when an entry expires under load, one request reads the row
+# again and the others wait for that read (not one query each).
+_loading: dict = {}
+
+
+async def _cached(cache: LookupCache, key, load, *args):
+    value = cache.get(key)
+    if value is not MISSING:
+        return value
+    loop = asyncio.get_running_loop()
+    pending = _loading.get((cache, key))
+    if pending is None or pending.get_loop() is not loop:
+        pending = asyncio.ensure_future(db(load, *args))
+        _loading[(cache, key)] = pending
+        pending.add_done_callback(
+            lambda done: _loading.pop((cache, key)) if _loading.get((cache, key)) is done else None
+        )
+    # shield: a caller that goes away does not cancel the read the others wait for.
+    return await asyncio.shield(pending)
+
+
 def _load_agent(tenant_slug: str, agent_slug: str) -> Agent | None:
-    return (
-        Agent.objects.select_related("tenant")
-        .filter(tenant__slug=tenant_slug, tenant__active=True, slug=agent_slug)
-        .first()
-    )
+    def query():
+        return (
+            Agent.objects.select_related("tenant")
+            .filter(tenant__slug=tenant_slug, tenant__active=True, slug=agent_slug)
+            .first()
+        )
+
+    return agent_cache.load((tenant_slug, agent_slug), query)
 
 
-async def identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, str]:
-    """The agent and the caller's subject, or raise the exact error a stranger would get."""
-    agent = await db(_load_agent, tenant_slug, agent_slug)
+async def identify(
+    request, tenant_slug: str, agent_slug: str, *, fresh: bool = False
+) -> tuple[Agent, str]:
+    """The agent and the caller's subject, or raise the exact error a stranger would get;
+    ``fresh`` reads both from the database (and refreshes the caches)."""
+    try:
+        return await _identify(request, tenant_slug, agent_slug, fresh=fresh)
+    except errors.RpcError:
+        if fresh:
+            raise
+        # A refusal is checked against the database: a cached row may predate the change
+        # that lets this caller in (a tenant, agent or token made again a moment ago).
+        return await _identify(request, tenant_slug, agent_slug, fresh=True)
+
+
+async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
+    if fresh:
+        agent = await db(_load_agent, tenant_slug, agent_slug)
+    else:
+        agent = await _cached(
+            agent_cache, (tenant_slug, agent_slug), _load_agent, tenant_slug, agent_slug
+        )
     header = request.headers.get("Authorization")
     if header is None:
         if agent is not None and agent.public:
@@ -40,9 +104,16 @@ async def identify(request, tenant_slug: str, agent_slug: str) -> tuple[Agent, s
         # Without credentials a caller learns nothing, not even whether the agent exists.
         raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
     try:
-        identity = await aauthenticate_bearer(header, kind="partner")
+        prefix, plaintext = parse_bearer(header)
+        if fresh:
+            token = await db(token_load, prefix)
+        else:
+            token = await _cached(token_cache, prefix, token_load, prefix)
+        identity = bearer_check(plaintext, token, kind="partner")
     except TokenError as exc:
         raise errors.unauthenticated(str(exc), exc.reason) from None
+    if token_touch_due(identity.token):
+        await db(token_touch, identity.token)
     if is_anonymous_subject(identity.subject):
         # Anonymous subjects are made by the core for callers without a token; a token made
         # before that rule (ApiToken.clean) must not reach anonymous callers' tasks.

@@ -5,9 +5,12 @@ size, JSON-RPC fields, A2A version, extensions) and writes the response; the han
 a2a_endpoint.methods.
 """
 
+import json
+
+import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse
+from django.http import HttpResponse
 
 from a2a_endpoint import errors, inputs
 from a2a_endpoint.identity import Caller
@@ -37,11 +40,24 @@ def version_check(request) -> None:
         raise errors.version_not_supported(version)
 
 
+def json_bytes(body) -> bytes:
+    """``body`` as JSON: orjson, or the standard library for what orjson refuses (an integer
+    beyond 64 bits or a lone surrogate in a caller's data, echoed back)."""
+    try:
+        return orjson.dumps(body)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(body).encode()
+
+
+def json_response(body, *, status: int = 200) -> HttpResponse:
+    return HttpResponse(json_bytes(body), status=status, content_type="application/json")
+
+
 def rpc_response(
     body: dict, *, status: int = 200, activated: frozenset = frozenset(), extra_headers=None
-) -> JsonResponse:
+) -> HttpResponse:
     """The HTTP response for a JSON-RPC body, with A2A-Extensions and WWW-Authenticate."""
-    response = JsonResponse(body, status=status)
+    response = json_response(body, status=status)
     if activated:
         response["A2A-Extensions"] = ", ".join(sorted(activated))
     if status == 401:

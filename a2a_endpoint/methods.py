@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from a2a import types as a2a
 
 from a2a_endpoint import errors, push_configs, wire
-from a2a_endpoint.asyncdb import db, wait_for_settled
+from a2a_endpoint.asyncdb import async_reads, db, task_read, tasks_page_read, wait_for_settled
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.inputs import length_check
 from a2a_endpoint.models import PushConfig
@@ -133,11 +133,10 @@ async def get_task(caller: Caller, params: dict):
     request = wire.parse(params, a2a.GetTaskRequest)
     _require_id(request)
     history_length = _history_length(request)
-    task = await db(
-        task_for_caller,
-        **caller.scope,
-        task_id=request.id,
-    )
+    if async_reads():
+        task = await task_read(**caller.scope, task_id=request.id)
+    else:
+        task = await db(task_for_caller, **caller.scope, task_id=request.id)
     return _task_out(caller, task, history_length=history_length)
 
 
@@ -205,15 +204,17 @@ async def list_tasks(caller: Caller, params: dict):
         after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
     state = _task_state(params.get("status"), request.status)
     cursor = _decode_page_token(request.page_token)
-    tasks, total, more = await db(
-        tasks_page,
-        **caller.scope,
-        context_id=request.context_id or None,
-        state=state,
-        status_after=after,
-        cursor=cursor,
-        page_size=page_size,
-    )
+    query = {
+        "context_id": request.context_id or None,
+        "state": state,
+        "status_after": after,
+        "cursor": cursor,
+        "page_size": page_size,
+    }
+    if async_reads():
+        tasks, total, more = await tasks_page_read(**caller.scope, **query)
+    else:
+        tasks, total, more = await db(tasks_page, **caller.scope, **query)
     include_artifacts = request.HasField("include_artifacts") and request.include_artifacts
     return {
         "tasks": [

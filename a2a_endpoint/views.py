@@ -7,7 +7,6 @@ async: a blocking SendMessage waits for a wake-up without holding a thread or a 
 connection (a2a_endpoint.asyncdb).
 """
 
-import json
 import logging
 
 from django.conf import settings
@@ -26,6 +25,7 @@ from a2a_endpoint.jsonrpc import (
     body_read,
     dispatch,
     extensions_activated,
+    json_bytes,
     rpc_response,
     version_check,
 )
@@ -108,20 +108,25 @@ async def endpoint(request, tenant: str, agent: str):
         a2a_error(-32603)
         return reply(errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id))
     finally:
-        await db(close_old_connections)
+        if settings.A2A_DB_THREAD_SENSITIVE:
+            # On the shared pool each call gives its connection back (asyncdb.db); on the
+            # request's own thread (tests) the connection is Django's to close.
+            await db(close_old_connections)
 
 
 @require_GET
 async def card(request, tenant: str, agent: str):
     try:
-        found, _subject = await identify(request, tenant, agent)
+        # Read fresh: a card (and its ETag) shows the agent as it is now; the JSON-RPC
+        # endpoint, the hot path, reads both from the per-process caches (identity).
+        found, _subject = await identify(request, tenant, agent, fresh=True)
     except errors.RpcError as exc:
         return rpc_response(exc.body(None), status=exc.http_status)
     body = agent_card(request, found)
     etag = card_etag(body)
     if request.headers.get("If-None-Match") == etag:
         return HttpResponseNotModified(headers={"ETag": etag})
-    response = HttpResponse(json.dumps(body), content_type="application/json")
+    response = HttpResponse(json_bytes(body), content_type="application/json")
     response["ETag"] = etag
     response["Last-Modified"] = http_date(found.updated_at.timestamp())
     response["Cache-Control"] = f"{'public' if found.public else 'private'}, max-age=300"

@@ -6,9 +6,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 django_application = get_asgi_application()
 
+# Imported once Django is set up (get_asgi_application above).
+from a2a_endpoint.lean import LeanA2AHandler  # noqa: E402
+
+# The A2A endpoint and cards skip the middleware stack (a2a_endpoint.lean); the rest of
+# /a2a/ (file downloads) falls back to Django.
+a2a_application = LeanA2AHandler(fallback=django_application.handle)
+
 
 async def application(scope, receive, send):
-    """Django, except that A2A requests skip the per-request thread (ThreadSensitiveContext).
+    """Django, except that A2A requests skip the per-request thread (ThreadSensitiveContext)
+    and the middleware stack.
 
     A blocking SendMessage waits for its task for up to A2A_WAIT_MS. Under Django's default
     each request keeps a thread of its own for its synchronous work, idle during that wait;
@@ -16,6 +24,6 @@ async def application(scope, receive, send):
     (a2a_endpoint.asyncdb.db), so a thousand waiters hold no thousand threads.
     """
     if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
-        await django_application.handle(scope, receive, send)
+        await a2a_application(scope, receive, send)
         return
     await django_application(scope, receive, send)

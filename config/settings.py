@@ -421,6 +421,8 @@ MODEL_RETRY_BASE_SECONDS = env_int("MODEL_RETRY_BASE_SECONDS", 1)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
 # Threads that run the A2A endpoint's database calls (shared by all callers of a process).
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
+# Connections of the A2A endpoint's async pool per web process (PostgreSQL): GetTask's read.
+A2A_DB_ASYNC_POOL_SIZE = env_int("A2A_DB_ASYNC_POOL_SIZE", 10)
 # Run them on the request's own thread instead (Django's default); tests that call the view
 # in-process need this to see their transaction.
 A2A_DB_THREAD_SENSITIVE = env_bool("A2A_DB_THREAD_SENSITIVE", False)

@@ -34,7 +34,8 @@ def task_for_caller(
         tasks = tasks.filter(Q(subject=ANONYMOUS) | Q(subject__startswith=f"{ANONYMOUS}:"))
     else:
         tasks = tasks.filter(subject=subject)
-    task = tasks.first()
+    # public_id is unique: one row at most, so no ORDER BY to compile and run (.first()).
+    task = next(iter(tasks[:1]), None)
     if task is None:
         raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
     return task

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from tenants.lookup_cache import LookupCache
 from tenants.models import ApiToken, Tenant
 
 TOKEN_RE = re.compile(r"^cs_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})$")
@@ -105,6 +106,9 @@ def api_token_revoke(*, token: ApiToken) -> bool:
             revoked_at=timezone.now()
         )
     token.refresh_from_db(fields=["revoked_at"])
+    # An update() sends no post_save: forget the cached row here (other processes within
+    # LOOKUP_CACHE_SECONDS).
+    token_cache.invalidate()
     return updated == 1
 
 
@@ -159,15 +163,33 @@ def authenticate_bearer(header: str | None, *, kind: str | None = None) -> Beare
     return identity
 
 
-async def aauthenticate_bearer(header: str | None, *, kind: str | None = None) -> BearerIdentity:
-    """The async twin of authenticate_bearer, for the ASGI A2A view."""
-    prefix, plaintext = parse_bearer(header)
-    token = await ApiToken.objects.select_related("tenant").filter(prefix=prefix).afirst()
+# The A2A endpoint's token rows (with their tenant), by prefix: see tenants.lookup_cache.
+# Cleared by ApiToken and Tenant saves and deletes (tenants.apps) and by api_token_revoke.
+token_cache = LookupCache()
+
+
+def token_load(prefix: str) -> ApiToken | None:
+    """Read the token row of ``prefix`` into the cache (a query: run it off the event loop)."""
+
+    def query():
+        return ApiToken.objects.select_related("tenant").filter(prefix=prefix).first()
+
+    # Unknown prefixes are not kept: a token minted a moment later works at once.
+    return token_cache.load(prefix, query, keep_none=False)
+
+
+def bearer_check(plaintext: str, token: ApiToken | None, *, kind: str | None) -> BearerIdentity:
+    """authenticate_bearer's checks on a token row already read (token_cache, token_load)."""
+    return token_kind_check(check_token(token, plaintext, timezone.now()), kind=kind)
+
+
+def token_touch_due(token: ApiToken) -> bool:
+    """Whether last_used_at is due a write (at most once a minute, LAST_USED_RESOLUTION)."""
+    return token.last_used_at is None or timezone.now() - token.last_used_at >= LAST_USED_RESOLUTION
+
+
+def token_touch(token: ApiToken) -> None:
+    """Write last_used_at (a query), also on the cached row so that it is written once."""
     now = timezone.now()
-    identity = token_kind_check(check_token(token, plaintext, now), kind=kind)
-    if (
-        identity.token.last_used_at is None
-        or now - identity.token.last_used_at >= LAST_USED_RESOLUTION
-    ):
-        await ApiToken.objects.filter(pk=identity.token.pk).aupdate(last_used_at=now)
-    return identity
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now

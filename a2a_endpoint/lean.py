@@ -1,0 +1,125 @@
+"""The A2A endpoint and its agent cards off Django's middleware stack (config/asgi.py).
+
+The endpoint authenticates by bearer token and needs no session, CSRF token, user, messages
+or static files. Under ASGI each synchronous middleware (WhiteNoise, sessions, CSRF, ...) and
+each of the request_started/request_finished signals is a hop to a thread and back, on one
+thread shared by all requests: a GetTask spent its time in those hops, not in SQL. Here a
+request is read, resolved and answered on the event loop; the view's queries are its only
+hops (a2a_endpoint.asyncdb.db).
+
+What the stack did that still matters is kept: the host is checked against ALLOWED_HOSTS
+(CommonMiddleware), SECURE_SSL_REDIRECT redirects (SecurityMiddleware), and the security
+headers (SecurityMiddleware, the CSP, X-Frame-Options) are set on every response by the same
+middleware classes. Anything else under /a2a/ (file downloads, unknown paths) goes through the
+whole stack.
+"""
+
+import asyncio
+import logging
+import re
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import response_for_exception
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.security import SecurityMiddleware
+from django.urls import Resolver404, ResolverMatch, get_resolver
+
+from a2a_endpoint import views
+from config.csp import ContentSecurityPolicyMiddleware
+
+logger = logging.getLogger(__name__)
+
+LEAN_VIEWS = frozenset({views.endpoint, views.card})
+# The endpoint's and the card's URLs (a2a_endpoint.urls; <slug:...> is [-a-zA-Z0-9_]+),
+# matched without walking the whole URLconf; what does not match is resolved by Django.
+FAST_PATHS = re.compile(
+    r"/a2a/(?P<tenant>[-a-zA-Z0-9_]+)/(?P<agent>[-a-zA-Z0-9_]+)"
+    r"(?:(?P<slash>/)|(?P<card>/\.well-known/agent-card\.json))?"
+)
+
+
+def _no_view(request):  # the middleware below are used for their hooks only
+    raise AssertionError("not called")
+
+
+class LeanA2AHandler(ASGIHandler):
+    """ASGI for the endpoint and the cards; ``fallback`` (Django's handler) serves the rest."""
+
+    def __init__(self, fallback):
+        super().__init__()
+        self.fallback = fallback
+        self.security = SecurityMiddleware(_no_view)
+        self.response_hooks = (
+            self.security,
+            ContentSecurityPolicyMiddleware(_no_view),
+            XFrameOptionsMiddleware(_no_view),
+        )
+
+    def load_middleware(self, is_async=False):
+        # No middleware chain: __call__ calls the view itself.
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        self._middleware_chain = None
+
+    async def __call__(self, scope, receive, send):
+        match = None
+        if scope["type"] == "http" and not scope.get("root_path"):
+            match = self.fast_resolve(scope["path"])
+        if match is None or match.func not in LEAN_VIEWS:
+            await self.fallback(scope, receive, send)
+            return
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            request, error_response = self.create_request(scope, body_file)
+            if request is None:
+                await self.send_response(error_response, send)
+                return
+            request.resolver_match = match
+            # As Django's handler: a client that goes away cancels the view (a blocking
+            # SendMessage stops waiting).
+            listener = asyncio.create_task(self.listen_for_disconnect(receive))
+            answer = asyncio.create_task(self.respond(request, match, send))
+            await asyncio.wait((listener, answer), return_when=asyncio.FIRST_COMPLETED)
+            for task in (listener, answer):
+                if not task.done():
+                    task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, RequestAborted):
+                    pass
+        finally:
+            body_file.close()
+
+    @staticmethod
+    def fast_resolve(path: str) -> ResolverMatch | None:
+        found = FAST_PATHS.fullmatch(path)
+        if found is None:
+            try:
+                return get_resolver().resolve(path)
+            except Resolver404:
+                return None
+        kwargs = {"tenant": found["tenant"], "agent": found["agent"]}
+        if found["card"]:
+            return ResolverMatch(views.card, (), kwargs, url_name="card", app_names=["a2a"])
+        return ResolverMatch(views.endpoint, (), kwargs, url_name="endpoint", app_names=["a2a"])
+
+    async def respond(self, request, match, send) -> None:
+        response = self.security.process_request(request)  # SECURE_SSL_REDIRECT
+        if response is None:
+            try:
+                request.get_host()  # ALLOWED_HOSTS (DisallowedHost: 400), as CommonMiddleware
+                response = await match.func(request, *match.args, **match.kwargs)
+            except Exception as exc:
+                # The views answer their own errors; this is Django's answer to the rest.
+                response = await sync_to_async(response_for_exception)(request, exc)
+        for hook in self.response_hooks:
+            response = hook.process_response(request, response)
+        if not response.streaming and not response.has_header("Content-Length"):
+            response.headers["Content-Length"] = str(len(response.content))
+        await self.send_response(response, send)

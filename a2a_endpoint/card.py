@@ -17,7 +17,12 @@ def endpoint_url(request, agent: Agent) -> str:
     return f"{base}/a2a/{agent.tenant.slug}/{agent.slug}"
 
 
-def agent_card(request, agent: Agent) -> dict:
+def agent_card(request, agent: Agent, *, legacy: bool = False) -> dict:
+    """The agent's card: A2A 1.0, listing the 0.3 interface of the same URL beside the 1.0 one.
+
+    ``legacy`` adds the top-level fields a 0.3 / 0.2.5 client reads (``url``,
+    ``preferredTransport``...). They are not valid in a 1.0 card (its schema allows no other
+    properties), so they are served only to callers that ask for 0.x (views.card)."""
     base = settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}"
     card = {
         "name": agent.name,
@@ -66,9 +71,11 @@ def agent_card(request, agent: Agent) -> dict:
     # Checked against the SDK's type (a card it cannot read is our bug), but served as built:
     # ProtoJSON would drop `required: false`, which the profile asks to be explicit.
     json_format.ParseDict(card, a2a.AgentCard())
-    # The same endpoint serves the 0.3 dialect (a2a_endpoint.dialect03): its interface and
-    # the fields 0.3 clients read are added after the 1.0 check, which they would not pass.
-    return dialect03.card_fields(card, endpoint_url(request, agent), public=agent.public)
+    # The same endpoint serves the 0.3 dialect (a2a_endpoint.dialect03): its interface, and for
+    # 0.x callers the fields 0.3 clients read, are added after the 1.0 check.
+    return dialect03.card_fields(
+        card, endpoint_url(request, agent), public=agent.public, legacy=legacy
+    )
 
 
 def card_etag(card: dict) -> str:

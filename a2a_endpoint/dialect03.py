@@ -42,6 +42,11 @@ def requested_version(request) -> str:
     )
 
 
+def card_wanted(request) -> bool:
+    """Whether a card request asks for the 0.x shape (A2A-Version: 0.3 or 0.2.x)."""
+    return tuple(requested_version(request).split(".")[:2]) in VERSIONS
+
+
 def selected(request, method: str) -> bool:
     """Whether this request speaks 0.3: a slash-named method with no A2A-Version (A2A §3.6.2:
     a missing version is read as 0.3) or with 0.3 / 0.2.x. A PascalCase method is 1.0 whatever
@@ -464,11 +469,18 @@ async def dispatch(caller: Caller, method: str, params):
 # --- the agent card ---------------------------------------------------------------------------
 
 
-def card_fields(card: dict, url: str, *, public: bool) -> dict:
-    """The 1.0 card with what 0.3 clients read beside it: the 0.3 interface as a second
-    supportedInterfaces entry, ``url``/``preferredTransport``/``protocolVersion``/
-    ``additionalInterfaces``, 0.3's ``security`` list and ``type`` on each security scheme
-    (the a2a-sdk 1.x card reader maps these legacy fields onto the 1.0 ones it also finds)."""
+def card_fields(card: dict, url: str, *, public: bool, legacy: bool = False) -> dict:
+    """The 1.0 card with the 0.3 interface as a second supportedInterfaces entry; ``legacy``
+    (a caller that asked for 0.x) adds what 0.3 clients read beside it:
+    ``url``/``preferredTransport``/``protocolVersion``/``additionalInterfaces``, 0.3's
+    ``security`` list and ``type`` on each security scheme (the a2a-sdk 1.x card reader maps
+    these legacy fields onto the 1.0 ones it also finds). A 1.0 card may carry none of them."""
+    interfaces = [
+        *card["supportedInterfaces"],
+        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+    ]
+    if not legacy:
+        return {**card, "supportedInterfaces": interfaces}
     schemes = {}
     for name, scheme in card.get("securitySchemes", {}).items():
         http = scheme.get("httpAuthSecurityScheme")
@@ -477,10 +489,7 @@ def card_fields(card: dict, url: str, *, public: bool) -> dict:
         schemes[name] = scheme
     out = {
         **card,
-        "supportedInterfaces": [
-            *card["supportedInterfaces"],
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
+        "supportedInterfaces": interfaces,
         "url": url,
         "preferredTransport": "JSONRPC",
         "protocolVersion": CARD_PROTOCOL_VERSION,

@@ -33,6 +33,8 @@ class Caller:
         self.tenant = agent.tenant
         self.subject = subject
         self.activated = activated
+        # The A2A version the caller speaks: "1.0", or "0.3" (a2a_endpoint.dialect03).
+        self.dialect = "1.0"
         # Where this caller reached us: the start of the file download links we hand out.
         self.files_base = files.files_base(base_url, agent.tenant.slug, agent.slug)
 

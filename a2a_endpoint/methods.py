@@ -100,6 +100,7 @@ async def message_accept(caller: Caller, params: dict):
         message=message,
         skill_id=skill_id,
         delivery=delivery,
+        dialect=caller.dialect,
     )
     task = result.task
     bind(task_id=task.public_id, trace_id=task.trace_id)

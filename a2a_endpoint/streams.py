@@ -9,7 +9,8 @@ The first event is the Task (or the Message of a direct reply), then the stored 
 artifact updates in order, each a JSON-RPC response with the request's id, written for this
 caller's activated extensions exactly as GetTask writes them (a2a_endpoint.wire). The stream
 stays open through AUTH_REQUIRED and closes after a Message, a terminal state or
-INPUT_REQUIRED. A client that goes away ends its watching, never the task.
+INPUT_REQUIRED (SubscribeToTask on a task already waiting for input sends it, then waits for
+what follows the answer). A client that goes away ends its watching, never the task.
 
 The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``.
 """
@@ -286,7 +287,10 @@ class _Stream:
                         yield self.frame({"message": latest.reply_message})
                         return
                 yield self.frame({"task": first})
-                if first_state in CLOSING_STATES:
+                # A send's stream ends at the pause its turn reached; a subscriber to a task
+                # waiting for input is watching for what follows the answer (the conformance
+                # kit's STREAM-SUB-002): its stream stays open until the next closing state.
+                if sending and first_state in CLOSING_STATES:
                     return
                 while True:
                     for event_seq, kind, state, result in await db(

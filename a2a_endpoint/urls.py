@@ -8,5 +8,12 @@ urlpatterns = [
     # Some clients post to the interface URL with a trailing slash.
     path("<slug:tenant>/<slug:agent>/", views.endpoint),
     path("<slug:tenant>/<slug:agent>/.well-known/agent-card.json", views.card, name="card"),
+    # 0.2.5's card path: the card in the 0.x shape (a2a_endpoint.dialect03).
+    path(
+        "<slug:tenant>/<slug:agent>/.well-known/agent.json",
+        views.card,
+        {"legacy": True},
+        name="card-legacy",
+    ),
     path("<slug:tenant>/<slug:agent>/files/<str:token>", files.download, name="file"),
 ]

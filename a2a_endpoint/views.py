@@ -81,6 +81,8 @@ async def endpoint(request, tenant: str, agent: str):
             activated,
             settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
         )
+        if legacy:
+            caller.dialect = "0.3"
         method, params = envelope["method"], envelope.get("params")
         if legacy and method in dialect03.STREAMING_METHODS:
             return await dialect03.stream(caller, request_id, method, params)
@@ -115,14 +117,16 @@ async def endpoint(request, tenant: str, agent: str):
 
 
 @require_GET
-async def card(request, tenant: str, agent: str):
+async def card(request, tenant: str, agent: str, legacy: bool = False):
+    """The agent card: A2A 1.0; the 0.x shape for callers that ask for it (A2A-Version: 0.3
+    or 0.2.x) and at 0.2.5's path, .well-known/agent.json (a2a_endpoint.dialect03)."""
     try:
         # Read fresh: a card (and its ETag) shows the agent as it is now; the JSON-RPC
         # endpoint, the hot path, reads both from the per-process caches (identity).
         found, _subject = await identify(request, tenant, agent, fresh=True)
     except errors.RpcError as exc:
         return rpc_response(exc.body(None), status=exc.http_status)
-    body = agent_card(request, found)
+    body = agent_card(request, found, legacy=legacy or dialect03.card_wanted(request))
     etag = card_etag(body)
     if request.headers.get("If-None-Match") == etag:
         return HttpResponseNotModified(headers={"ETag": etag})
@@ -130,4 +134,5 @@ async def card(request, tenant: str, agent: str):
     response["ETag"] = etag
     response["Last-Modified"] = http_date(found.updated_at.timestamp())
     response["Cache-Control"] = f"{'public' if found.public else 'private'}, max-age=300"
+    response["Vary"] = "A2A-Version"
     return response

@@ -191,6 +191,9 @@ class Task(models.Model):
     tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     event_seq = models.PositiveIntegerField(default=0)
+    # The A2A dialect the task was started in ("1.0", or "0.3" for 0.3 / 0.2.5 callers): shown
+    # to support on the task page; either dialect may read it (a2a_endpoint.dialect03).
+    dialect = models.CharField(max_length=8, default="1.0")
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

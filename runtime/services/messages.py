@@ -101,8 +101,10 @@ def message_send(
     message: dict,
     skill_id: str | None = None,
     delivery: str | None = None,
+    dialect: str = "1.0",
 ) -> SendResult:
     """Take a caller's message: start (or queue) a turn, or answer the task it names.
+    ``dialect`` is the A2A version the caller spoke, recorded on a task it starts.
 
     The messageId is the idempotency key per caller (seed 000): a retry returns the task the
     first send started and starts nothing."""
@@ -132,6 +134,7 @@ def message_send(
             delivery=delivery,
             key=key,
             digest=digest,
+            dialect=dialect,
         )
     except IntegrityError:
         # A duplicate sent at the same time (in another context, so not behind our context
@@ -152,6 +155,7 @@ def _turn_start(
     delivery: str | None,
     key: str,
     digest: str,
+    dialect: str = "1.0",
 ) -> SendResult:
     text, data = message_content(message)
     with transaction.atomic(durable=True):
@@ -189,6 +193,7 @@ def _turn_start(
             skill_id=skill,
             message_key=key,
             message_digest=digest,
+            dialect=dialect,
             state=TaskState.SUBMITTED,
             history=[stored],
             transcript=[

@@ -24,8 +24,11 @@ def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     card = response.json()
-    # The 0.3 fields beside the 1.0 ones are unknown to the 1.0 type (A2A §5.7: ignored).
-    json_format.ParseDict(card, a2a.AgentCard(), ignore_unknown_fields=True)
+    # A 1.0 card, strictly: the 0.3 fields are served only to callers asking for 0.x (below),
+    # as the 1.0 schema allows no other properties (the conformance kit checks it).
+    json_format.ParseDict(card, a2a.AgentCard())
+    assert not {"url", "preferredTransport", "protocolVersion", "security"} & set(card)
+    assert set(card["securitySchemes"]["bearer"]) == {"httpAuthSecurityScheme"}
     agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
     assert card["name"] == agent.name
     assert card["description"] == agent.description
@@ -110,11 +113,21 @@ def test_the_card_only_answers_get(agents, client):
     assert response.status_code == 405
 
 
-def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client):
+@pytest.mark.parametrize("how", ["A2A-Version: 0.3", "A2A-Version: 0.2.5", "agent.json"])
+def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client, how):
     from a2a.client.card_resolver import parse_agent_card
     from a2a.compat.v0_3 import types as v03
 
-    card = get_card(client, "deployer", agents.a.token).json()
+    if how == "agent.json":  # 0.2.5's path
+        response = client.get(
+            "/a2a/acme/deployer/.well-known/agent.json",
+            headers={"Authorization": f"Bearer {agents.a.token}"},
+        )
+    else:
+        version = how.split(": ")[1]
+        response = get_card(client, "deployer", agents.a.token, **{"A2A-Version": version})
+    assert response["Vary"] == "A2A-Version"
+    card = response.json()
     legacy = v03.AgentCard.model_validate(card)
     url = "http://testserver/a2a/acme/deployer"
     assert (legacy.url, legacy.preferred_transport, legacy.protocol_version) == (
@@ -139,5 +152,6 @@ def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client):
 
 def test_a_public_card_has_no_0_3_security_list(agents, client):
     Agent.objects.filter(tenant=agents.a.tenant, slug="support").update(public=True)
-    card = get_card(client, "support").json()
+    card = get_card(client, "support", **{"A2A-Version": "0.3"}).json()
+    assert card["url"] == "http://testserver/a2a/acme/support"
     assert "security" not in card and "securityRequirements" not in card

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from a2a.compat.v0_3 import types as v03
 from asgiref.sync import async_to_sync
+from django.urls import reverse
 
 from a2a_endpoint import dialect03
 from a2a_endpoint.models import PushConfig, PushSettings
@@ -475,13 +476,31 @@ def test_message_stream_writes_0_3_events(agents, client):
             v03.TaskArtifactUpdateEvent.model_validate(result)
 
 
+def sse_first_result(response) -> dict:
+    """The first JSON-RPC body of an SSE response that stays open; the stream is then closed."""
+    assert response["Content-Type"] == "text/event-stream", response.content
+
+    async def read() -> bytes:
+        chunks = response.streaming_content
+        try:
+            async for chunk in chunks:
+                if chunk.startswith(b"data: "):
+                    return chunk
+        finally:
+            await chunks.aclose()
+        raise AssertionError("the stream ended without an event")
+
+    return json.loads(async_to_sync(read)().decode().split("data: ", 1)[1].split("\n", 1)[0])
+
+
 def test_tasks_resubscribe_sends_the_task_first_and_refuses_a_terminal_task(agents, client):
     asked = task03(send03(client, REVIEWER, agents.a.token))
-    bodies = sse_results(
+    # The task waits for input: the stream sends it, then stays open for what follows.
+    first = sse_first_result(
         rpc03(client, REVIEWER, "tasks/resubscribe", {"id": asked["id"]}, token=agents.a.token)
     )
-    assert [b["result"]["kind"] for b in bodies] == ["task"]
-    assert bodies[0]["result"]["status"]["state"] == "input-required"
+    assert first["result"]["kind"] == "task"
+    assert first["result"]["status"]["state"] == "input-required"
     rpc03(client, REVIEWER, "tasks/cancel", {"id": asked["id"]}, token=agents.a.token)
     ended = rpc03(client, REVIEWER, "tasks/resubscribe", {"id": asked["id"]}, token=agents.a.token)
     assert_error(ended, -32004, "UNSUPPORTED_OPERATION")
@@ -573,6 +592,23 @@ def test_x_a2a_extensions_activates_like_a2a_extensions(agents, client, header):
 
 
 # --- one task, both dialects ------------------------------------------------------------------
+
+
+def test_the_task_records_the_dialect_it_was_started_in_and_its_page_shows_it(agents, client):
+    asked = task03(send03(client, REVIEWER, agents.a.token))
+    modern = task_of(
+        rpc(client, REVIEWER, "SendMessage", {"message": user_message("hi")}, token=agents.a.token)
+    )
+    assert Task.objects.get(public_id=asked["id"]).dialect == "0.3"
+    assert Task.objects.get(public_id=modern["id"]).dialect == "1.0"
+    page = agents.a.client_for(agents.a.viewer)
+
+    def dialect_line(task_id: str) -> str:
+        html = page.get(reverse("approvals:task", args=[task_id])).content.decode()
+        return html[html.index("<dt>Dialect</dt>") :].split("</dd>")[0]
+
+    assert "A2A 0.3 (slash-named methods" in dialect_line(asked["id"])
+    assert "A2A 1.0" in dialect_line(modern["id"]) and "slash" not in dialect_line(modern["id"])
 
 
 def test_a_task_created_in_0_3_is_read_in_1_0_and_answered_there(agents, client):

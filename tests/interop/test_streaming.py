@@ -193,6 +193,27 @@ def test_subscribe_after_a_disconnect_sends_the_task_then_the_rest(partner, agen
         partner.subscribe(deployer, "t1.does-not-exist")
 
 
+def test_subscribe_to_a_task_waiting_for_input_carries_the_answer_to_the_end(partner, agents):
+    """The conformance kit's STREAM-SUB-002: a subscriber to a task waiting for input sees the
+    task, then what the answer brings, and the stream closes at the terminal state."""
+    reviewer = agents["code-reviewer"]
+    asked = partner.send(reviewer, user_message("Review this diff of payments-api"))
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+    def on_event(event):
+        if event.HasField("task"):
+            partner.send(
+                reviewer,
+                user_message("release/2026.10", task_id=asked.id, context_id=asked.context_id),
+            )
+
+    events = partner.subscribe(reviewer, asked.id, on_event=on_event)
+    assert kinds(events)[0] == "task"
+    assert events[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert_one_task(events, asked.id)
+    assert states(events)[-1] == TaskState.TASK_STATE_COMPLETED
+
+
 def test_two_streams_on_one_task_get_the_same_events_and_one_closing_leaves_the_other(
     partner, agents, demo
 ):

@@ -2,6 +2,8 @@
 the Task first, then the task's updates in order; open through AUTH_REQUIRED, closed at
 INPUT_REQUIRED and at the end; a disconnect ends the watching, never the task."""
 
+import threading
+
 import pytest
 from a2a.types import TaskState
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
@@ -12,7 +14,7 @@ from runtime import extensions as ext
 from runtime.models import DemoRecord, Interaction, Task
 from runtime.services.interactions import interaction_answer
 from tenants.models import Tenant, User
-from tests.sdk_client import as_dict, payload, status_text, user_message
+from tests.sdk_client import Partner, as_dict, payload, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -200,14 +202,30 @@ def test_subscribe_to_a_task_waiting_for_input_carries_the_answer_to_the_end(par
     asked = partner.send(reviewer, user_message("Review this diff of payments-api"))
     assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
+    answered = []
+
+    def answer():
+        # The same partner on a second client of its own: the first one's loop runs the stream.
+        other = Partner(partner.base_url, partner.token)
+        try:
+            answered.append(
+                other.send(
+                    reviewer,
+                    user_message("release/2026.10", task_id=asked.id, context_id=asked.context_id),
+                )
+            )
+        finally:
+            other.close()
+
+    answering = threading.Thread(target=answer)
+
     def on_event(event):
         if event.HasField("task"):
-            partner.send(
-                reviewer,
-                user_message("release/2026.10", task_id=asked.id, context_id=asked.context_id),
-            )
+            answering.start()
 
     events = partner.subscribe(reviewer, asked.id, on_event=on_event)
+    answering.join(timeout=30)
+    assert answered and answered[0].status.state == TaskState.TASK_STATE_COMPLETED
     assert kinds(events)[0] == "task"
     assert events[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert_one_task(events, asked.id)

@@ -272,19 +272,37 @@ class GuardedTransport(httpx.HTTPTransport):
 
 
 def guarded_client(
-    *, timeout: float | httpx.Timeout, max_connections: int = 10, allow_private: bool | None = None
+    *,
+    timeout: float | httpx.Timeout,
+    max_connections: int = 10,
+    allow_private: bool | None = None,
+    keepalive_expiry: float = 5.0,
 ) -> httpx.Client:
-    """An httpx client that connects only to addresses ``address_allowed`` accepts."""
+    """An httpx client that connects only to addresses ``address_allowed`` accepts.
+    ``keepalive_expiry``: seconds an idle connection is kept for reuse (httpx's default)."""
     # trust_env=False: an HTTP(S)_PROXY in the environment would make the proxy, not us,
     # resolve the name, and the address check would be meaningless.
     return httpx.Client(
         transport=GuardedTransport(
-            limits=httpx.Limits(max_connections=max_connections), allow_private=allow_private
+            limits=httpx.Limits(max_connections=max_connections, keepalive_expiry=keepalive_expiry),
+            allow_private=allow_private,
         ),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,
     )
+
+
+def connection_dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a connection lost after it was opened: the server
+    closed it or reset it (e.g. an idle keep-alive connection it had just timed out), as
+    opposed to one that could not be opened or a timeout."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 class GuardedAsyncBackend(httpcore.AnyIOBackend):

@@ -551,7 +551,10 @@ class OpenAIChatModel:
                         # counted.
                         dropped_retried = True
                         attempt -= 1
-                        logger.info("model call: the connection was dropped; retrying at once")
+                        logger.info(
+                            "model call: the connection was dropped (%s); retrying at once",
+                            type(exc.__cause__ or exc).__name__,
+                        )
                         continue
                     why = "the connection failed"
                 except openai.APIStatusError as exc:

@@ -265,9 +265,29 @@ class GuardedBackend(httpcore.SyncBackend):
         raise OutboundRefused(f"{host} resolves only to refused addresses ({', '.join(refused)})")
 
 
+class SharedConnectionPool(httpcore.ConnectionPool):
+    """httpcore's pool, minus a race of its sync pool under many threads (encode/httpcore#1110,
+    1.0.9): a pass of one thread could close an idle connection that another pass had just
+    handed to a request whose thread had not started it yet (keep-alive expired, or the
+    server closed it). The request then ran on a closed socket and hung until its read
+    timeout (120 s for a model call). Here a connection handed to a request is kept: that
+    request uses it (a connection the server closed then fails at once, and is retried)."""
+
+    def _assign_requests_to_connections(self):
+        closing = super()._assign_requests_to_connections()
+        assigned = {id(request.connection) for request in self._requests if request.connection}
+        kept = [connection for connection in closing if id(connection) in assigned]
+        for connection in kept:
+            closing.remove(connection)
+            self._connections.append(connection)
+        return closing
+
+
 class GuardedTransport(httpx.HTTPTransport):
     def __init__(self, *, allow_private: bool | None = None, **kwargs):
         super().__init__(**kwargs)
+        if type(self._pool) is httpcore.ConnectionPool:  # (not a proxy: trust_env is off)
+            self._pool.__class__ = SharedConnectionPool
         self._pool._network_backend = GuardedBackend(allow_private=allow_private)
 
 

@@ -213,6 +213,12 @@ def main() -> int:
     parser.add_argument("--pool-max", type=int, default=20, help="worker DATABASE_POOL_MAX_SIZE")
     parser.add_argument("--model", choices=["openai", "scripted"], default="openai")
     parser.add_argument("--timeout", type=float, default=900, help="give up after, s")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="sample the worker with py-spy (pip install py-spy) from publishing to the end, "
+        "and write its collapsed stacks (py-spy's raw format) to FILE",
+    )
     args = parser.parse_args()
 
     if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
@@ -282,6 +288,15 @@ def main() -> int:
         idle_cpu = group_cpu_seconds(worker.pid)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        profiler = None
+        if args.profile:
+            profiler = subprocess.Popen(
+                [str(BIN / "py-spy"), "record", "--pid", str(worker.pid), "--format", "raw"]
+                + ["--rate", "50", "--nonblocking", "--output", args.profile],
+                stdout=open(logdir / "py-spy.log", "ab"),
+                stderr=subprocess.STDOUT,
+            )
+            time.sleep(1)  # attached
         started = time.monotonic()
         with app.producer_or_acquire() as producer:
             for pk in pks:
@@ -300,6 +315,9 @@ def main() -> int:
         elapsed = time.monotonic() - started
         memory = group_memory(worker.pid)
         cpu = group_cpu_seconds(worker.pid) - idle_cpu
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            profiler.wait(60)
         stop.set()
         sampler.join()
     finally:

@@ -377,6 +377,9 @@ LOGGING = {
         "celery.worker.strategy": {"level": _QUIET_LEVEL},
         # "celery@host ready.": scripts/run.py prints its banner after it.
         "celery.apps.worker": {"level": "INFO"},
+        # httpx logs every request at INFO (a model call, a push, a tool call): a line and
+        # the logging lock per call across a worker's threads; its warnings still show.
+        "httpx": {"level": "WARNING"},
     },
 }
 if CELERY_BROKER_URL == "filesystem://":

@@ -265,26 +265,64 @@ class GuardedBackend(httpcore.SyncBackend):
         raise OutboundRefused(f"{host} resolves only to refused addresses ({', '.join(refused)})")
 
 
+class SharedConnectionPool(httpcore.ConnectionPool):
+    """httpcore's pool, minus a race of its sync pool under many threads (encode/httpcore#1110,
+    1.0.9): a pass of one thread could close an idle connection that another pass had just
+    handed to a request whose thread had not started it yet (keep-alive expired, or the
+    server closed it). The request then ran on a closed socket and hung until its read
+    timeout (120 s for a model call). Here a connection handed to a request is kept: that
+    request uses it (a connection the server closed then fails at once, and is retried)."""
+
+    def _assign_requests_to_connections(self):
+        closing = super()._assign_requests_to_connections()
+        assigned = {id(request.connection) for request in self._requests if request.connection}
+        kept = [connection for connection in closing if id(connection) in assigned]
+        for connection in kept:
+            closing.remove(connection)
+            self._connections.append(connection)
+        return closing
+
+
 class GuardedTransport(httpx.HTTPTransport):
     def __init__(self, *, allow_private: bool | None = None, **kwargs):
         super().__init__(**kwargs)
+        if type(self._pool) is httpcore.ConnectionPool:  # (not a proxy: trust_env is off)
+            self._pool.__class__ = SharedConnectionPool
         self._pool._network_backend = GuardedBackend(allow_private=allow_private)
 
 
 def guarded_client(
-    *, timeout: float | httpx.Timeout, max_connections: int = 10, allow_private: bool | None = None
+    *,
+    timeout: float | httpx.Timeout,
+    max_connections: int = 10,
+    allow_private: bool | None = None,
+    keepalive_expiry: float = 5.0,
 ) -> httpx.Client:
-    """An httpx client that connects only to addresses ``address_allowed`` accepts."""
+    """An httpx client that connects only to addresses ``address_allowed`` accepts.
+    ``keepalive_expiry``: seconds an idle connection is kept for reuse (httpx's default)."""
     # trust_env=False: an HTTP(S)_PROXY in the environment would make the proxy, not us,
     # resolve the name, and the address check would be meaningless.
     return httpx.Client(
         transport=GuardedTransport(
-            limits=httpx.Limits(max_connections=max_connections), allow_private=allow_private
+            limits=httpx.Limits(max_connections=max_connections, keepalive_expiry=keepalive_expiry),
+            allow_private=allow_private,
         ),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,
     )
+
+
+def connection_dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a connection lost after it was opened: the server
+    closed it or reset it (e.g. an idle keep-alive connection it had just timed out), as
+    opposed to one that could not be opened or a timeout."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 class GuardedAsyncBackend(httpcore.AnyIOBackend):

@@ -115,6 +115,7 @@ class LLMStub:
                             "headers": {k.lower(): v for k, v in self.headers.items()},
                             "raw": raw,
                             "body": json.loads(raw) if raw else None,
+                            "client_port": self.client_address[1],  # one per connection
                         }
                     )
                     stub.arrived.notify_all()

@@ -25,13 +25,23 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import openai
 from django.conf import settings
 
-from connections.outbound import OutboundRefused, check_url, guarded_client, url_parse
+from connections.outbound import (
+    OutboundRefused,
+    check_url,
+    connection_dropped,
+    guarded_client,
+    url_parse,
+)
 from runtime.credentials import CredentialMissing
 from runtime.llm.actions import (
     AdvancePlan,
@@ -58,6 +68,11 @@ FUNCTION_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 PLAN_STATES = ["pending", "active", "completed", "failed", "skipped"]
 RETRY_STATUSES = {408, 409, 429}
 MAX_BACKOFF_SECONDS = 30.0
+# Idle connections are dropped after this, before the 5 s idle timeout of common servers
+# (uvicorn, Node) and well before load balancers' and NATs' (60 s and more), which may drop
+# a connection without telling us; a close that still races a request is retried at once.
+KEEPALIVE_SECONDS = 4.0
+CLIENTS_PER_PROCESS = 64
 
 ASK_QUESTION = "ask_question"
 EMIT_ARTIFACT = "emit_artifact"
@@ -387,6 +402,68 @@ def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: 
 # --- the provider ------------------------------------------------------------------------------
 
 
+class ClientCache:
+    """The process's openai clients, each with its own pool of guarded HTTP connections, so
+    that a model call reuses a connection (and its TLS session) instead of building a client,
+    an SSL context and a connection every time. One client per (base_url, allow_private,
+    timeout, hash of the key): ``openai.OpenAI`` binds its key when made, so each key gets
+    its own client and a tenant's key is never sent with another's request; the key itself is
+    never part of the cache's key. Thread-safe (a worker runs turns on many threads at once)
+    and bounded: the least recently used client beyond ``size`` is closed once no call holds
+    it."""
+
+    def __init__(self, size: int = CLIENTS_PER_PROCESS):
+        self.size = size
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[tuple, ClientEntry] = OrderedDict()
+
+    @contextmanager
+    def lease(self, key: tuple, make: Callable[[], openai.OpenAI]) -> Iterator[openai.OpenAI]:
+        retired: list[ClientEntry] = []
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                # Made under the lock: 200 threads starting at once make one client, not 200.
+                entry = self.entries[key] = ClientEntry(make())
+                while len(self.entries) > self.size:
+                    _, old = self.entries.popitem(last=False)
+                    old.retired = True
+                    if old.users == 0:
+                        retired.append(old)
+            else:
+                self.entries.move_to_end(key)
+            entry.users += 1
+        for old in retired:
+            old.client.close()
+        try:
+            yield entry.client
+        finally:
+            with self.lock:
+                entry.users -= 1
+                close = entry.retired and entry.users == 0
+            if close:
+                entry.client.close()
+
+    def clear(self) -> None:
+        with self.lock:
+            entries, self.entries = list(self.entries.values()), OrderedDict()
+            for entry in entries:
+                entry.retired = True
+            idle = [entry for entry in entries if entry.users == 0]
+        for entry in idle:
+            entry.client.close()
+
+
+class ClientEntry:
+    def __init__(self, client: openai.OpenAI):
+        self.client = client
+        self.users = 0
+        self.retired = False
+
+
+CLIENTS = ClientCache()
+
+
 class OpenAIChatModel:
     def __init__(self, model: dict):
         self.spec = model
@@ -409,25 +486,37 @@ class OpenAIChatModel:
 
     # --- the call ---
 
-    def client(self, view: TurnView, secret: str) -> openai.OpenAI:
+    def client(self, view: TurnView, secret: str):
+        """The process's client for this base_url and key (a context manager, ClientCache)."""
         timeout = float(settings.MODEL_TIMEOUT_SECONDS)
         base_url = self.spec.get("base_url")
+        # None: as PUSH_ALLOW_PRIVATE_HOSTS says, read at each connect.
+        allow_private: bool | None = None
         if base_url:
             # Entered by a tenant's admin: the outbound guard decides (as for push).
             try:
                 check_url(base_url, ["*"])
             except OutboundRefused as exc:
                 raise ModelError(f"The model's base_url is refused: {exc}") from None
-            http = guarded_client(timeout=timeout)
         elif settings.OPENAI_BASE_URL:
             # The installer's: trusted, may be a model server on this host.
             base_url = settings.OPENAI_BASE_URL
-            http = guarded_client(timeout=timeout, allow_private=True)
-        else:
-            http = guarded_client(timeout=timeout)
-        return openai.OpenAI(
-            api_key=secret, base_url=base_url, http_client=http, max_retries=0, timeout=timeout
-        )
+            allow_private = True
+        key_hash = hashlib.sha256(secret.encode()).hexdigest()
+
+        def make() -> openai.OpenAI:
+            http = guarded_client(
+                timeout=timeout,
+                # As many calls at once as the worker runs turns; more wait for a connection.
+                max_connections=max(10, int(settings.CELERY_WORKER_CONCURRENCY)),
+                allow_private=allow_private,
+                keepalive_expiry=KEEPALIVE_SECONDS,
+            )
+            return openai.OpenAI(
+                api_key=secret, base_url=base_url, http_client=http, max_retries=0, timeout=timeout
+            )
+
+        return CLIENTS.lease((base_url or "", allow_private, timeout, key_hash), make)
 
     def complete(self, view: TurnView, request: dict):
         if view.credential is None:
@@ -442,8 +531,11 @@ class OpenAIChatModel:
                 f"The model's credential {self.credential_name!r} is not set for this tenant."
             ) from None
         attempts = max(1, int(settings.MODEL_MAX_ATTEMPTS))
+        dropped_retried = False
         with self.client(view, secret) as client:
-            for attempt in range(1, attempts + 1):
+            attempt = 0
+            while attempt < attempts:
+                attempt += 1
                 retry_after = None
                 try:
                     return client.chat.completions.create(**request)
@@ -453,6 +545,17 @@ class OpenAIChatModel:
                     refused = refused_cause(exc)
                     if refused is not None:
                         raise ModelError(f"The model's base_url is refused: {refused}") from None
+                    if connection_dropped(exc) and not dropped_retried:
+                        # Most likely a kept-alive connection the server closed as we sent:
+                        # once per call, again at once (on another connection), no attempt
+                        # counted.
+                        dropped_retried = True
+                        attempt -= 1
+                        logger.info(
+                            "model call: the connection was dropped (%s); retrying at once",
+                            type(exc.__cause__ or exc).__name__,
+                        )
+                        continue
                     why = "the connection failed"
                 except openai.APIStatusError as exc:
                     status = exc.status_code

@@ -111,9 +111,16 @@ def db_released():
     Inside a transaction it does nothing: nothing may be waited on while a lock is held (and
     tests run inside one). SQLite's connections are files, not server slots: they are kept.
     """
+    db_give_back()
+    yield
+
+
+def db_give_back() -> None:
+    """``db_released``'s release, for a read made while released (a credential looked up by a
+    provider just before its call): the connection it took goes back to the pool at once
+    instead of being held through the call."""
     if not connection.in_atomic_block and connection.vendor != "sqlite":
         connection.close()
-    yield
 
 
 @dataclass(eq=False)

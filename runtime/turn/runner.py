@@ -55,12 +55,17 @@ class TurnRunner(ToolCalls):
         self.worker_id = worker_id
         self.agent = task.agent
         self.model = model_for(self.agent)
+        # The claim's own read of the task (tenant and agent joined), just committed: the first
+        # step starts from it instead of reading the row again.
+        self.claimed: Task | None = task
 
     # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
         for _ in range(MAX_STEPS):
-            task = Task.objects.select_related("tenant", "agent").get(pk=self.task_pk)
+            task, self.claimed = self.claimed, None
+            if task is None:
+                task = Task.objects.select_related("tenant", "agent").get(pk=self.task_pk)
             if task.lease_owner != self.worker_id or task.state != TaskState.WORKING:
                 return
             with log_context(

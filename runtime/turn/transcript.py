@@ -5,6 +5,7 @@ from runtime.credentials import credential_value
 from runtime.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
 from runtime.models import Task
 from runtime.tools import tools_offered
+from runtime.turn.claim import db_give_back
 from runtime.turn.inputs import input_files
 
 # The fields of the task row a turn's step writes besides its status (runtime.task_state):
@@ -108,7 +109,17 @@ def turn_view(task: Task, *, connected_apps: frozenset[str]) -> TurnView:
         instructions=task.agent.instructions,
         tools=tools_offered(task.agent),
         connections_enabled=task.agent.connections_enabled,
-        credential=lambda name, environment=True: credential_value(
+        credential=lambda name, environment=True: credential_read(
             tenant=tenant, name=name, environment=environment
         ),
     )
+
+
+def credential_read(*, tenant, name: str, environment: bool) -> str:
+    """A provider reads its credential just before its call, with the turn's database
+    connection given back (claim.lease_kept): give back the one this read took, too, or the
+    thread would hold it through the whole call."""
+    try:
+        return credential_value(tenant=tenant, name=name, environment=environment)
+    finally:
+        db_give_back()

@@ -1,11 +1,16 @@
 """connections.outbound's one URL parser: what it accepts, how it reads it, what it refuses."""
 
 import ipaddress
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpcore
 import httpx
 import pytest
+from httpcore._sync.connection_pool import PoolRequest
 
-from connections.outbound import OutboundRefused, check_url, fetch_url, url_parse
+from connections.outbound import OutboundRefused, check_url, fetch_url, guarded_client, url_parse
 
 CANONICAL = [
     # url, host, port
@@ -123,3 +128,45 @@ def test_fetch_url_refuses_a_url_httpx_would_refuse_before_any_request(settings)
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     with pytest.raises(OutboundRefused, match="not a canonical IPv4 address"):
         fetch_url("http://0177.0.0.1:8799/x", allowed_hosts=["*"], max_bytes=10, timeout=1)
+
+
+def test_the_pool_keeps_a_connection_it_handed_to_a_request_not_yet_started():
+    """encode/httpcore#1110: a pass of another thread saw the handed-over connection still
+    idle and expired, closed it, and the request then hung on it until its read timeout."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with guarded_client(timeout=5, allow_private=True, keepalive_expiry=0.1) as client:
+            assert client.get(url).text == "ok"
+            pool = client._transport._pool
+            (connection,) = pool.connections
+            time.sleep(0.2)  # its keep-alive has expired
+            # Another thread's pass just handed it to its request (under the pool's lock)...
+            waiting = PoolRequest(httpcore.Request("GET", url))
+            waiting.assign_to_connection(connection)
+            pool._requests.append(waiting)
+            # ...and this thread's pass runs before that thread starts the request.
+            assert pool._assign_requests_to_connections() == []
+            assert connection in pool.connections and not connection.is_closed()
+            pool._requests.remove(waiting)
+            # Once nobody holds it, the expired connection is closed as before.
+            assert pool._assign_requests_to_connections() == [connection]
+            assert client.get(url).text == "ok"  # on a new connection
+    finally:
+        server.shutdown()
+        server.server_close()

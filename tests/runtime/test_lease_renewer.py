@@ -14,6 +14,7 @@ from django.utils import timezone
 from runtime.llm.registry import model_for
 from runtime.models import Task, TaskState
 from runtime.selectors import turns_to_sweep
+from runtime.services.credentials import credential_set
 from runtime.turn import runner
 from runtime.turn.claim import (
     db_released,
@@ -160,3 +161,28 @@ def test_turns_in_one_worker_process_have_worker_ids_of_their_own():
     # Threads of one process run different turns: the lease tells them apart by message.
     assert first != second
     assert first.rsplit(":", 1)[0] == second.rsplit(":", 1)[0]  # same host and process
+
+
+def test_a_credential_read_while_the_model_is_out_gives_its_connection_back(
+    agents, make_agent, monkeypatch
+):
+    """A provider reads its credential just before its call, once the turn has given its
+    connection back: the read's own connection goes back too, not held through the call."""
+    make_agent("greeter", [{"reply": "Hello."}])
+    credential_set(tenant=agents.a.tenant, name="MODEL_KEY", secret="sk-held-" + "q" * 20)
+    task = send(agents.a, "greeter")
+    seen = []
+
+    class KeyedModel:
+        def __init__(self, agent):
+            self.model = model_for(agent)
+
+        def next_action(self, view):
+            secret = view.credential("MODEL_KEY")
+            seen.append((secret, connection.connection is None))  # during "the call"
+            return self.model.next_action(view)
+
+    monkeypatch.setattr(runner, "model_for", KeyedModel)
+    turn_run(task_pk=task.pk, worker_id="w1")
+    assert seen == [("sk-held-" + "q" * 20, connection.vendor != "sqlite")]
+    assert Task.objects.get(pk=task.pk).state == TaskState.COMPLETED

@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.db import connection
@@ -13,6 +14,8 @@ from django.utils import timezone
 
 from runtime import extensions as ext
 from runtime.agentfile import AgentSpec
+from runtime.llm import openai_chat
+from runtime.llm.openai_chat import CLIENTS, ClientCache
 from runtime.models import DemoRecord, Effect, Interaction, Task
 from runtime.services.agents import agent_upsert
 from runtime.services.credentials import credential_set
@@ -560,3 +563,179 @@ def test_two_held_calls_in_one_reply_are_decided_each_on_its_own(agents, llm, ma
         ("production", Effect.State.DENIED),
     ]
     assert DemoRecord.objects.count() == 1
+
+
+# --- one client per process: reuse, keys, dropped connections ------------------------------
+
+
+@pytest.fixture
+def fresh_clients():
+    """The process's client cache emptied before and after (other tests' stubs are gone)."""
+    CLIENTS.clear()
+    yield CLIENTS
+    CLIENTS.clear()
+
+
+def test_calls_reuse_the_process_client_and_its_connection(
+    agents, llm, make_llm_agent, fresh_clients
+):
+    make_llm_agent()
+    llm.play(completion("One."), completion("Two."), completion("Three."))
+    for _ in range(3):
+        assert start(agents, "hello").state == "TASK_STATE_COMPLETED"
+    assert len(fresh_clients.entries) == 1
+    # One kept-alive connection carried the three calls.
+    assert len({r["client_port"] for r in llm.requests}) == 1
+
+
+def test_two_tenants_with_their_own_keys_each_send_their_own(agents, stub, settings, fresh_clients):
+    """The same base_url, two tenants, two keys, calls interleaved: each request carries its
+    tenant's key, never the other's; the key is not in the cache's key."""
+    settings.OPENAI_BASE_URL = ""
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    settings.MODEL_TIMEOUT_SECONDS = 5
+    keys = {"a": "sk-tenant-a-" + "x1" * 12, "b": "sk-tenant-b-" + "y2" * 12}
+    for side_name, secret in keys.items():
+        side = getattr(agents, side_name)
+        credential_set(tenant=side.tenant, name="OPENAI_API_KEY", secret=secret)
+        spec = AgentSpec(
+            slug="assistant",
+            name="assistant",
+            description="An agent on a hosted model.",
+            skills=[{"id": "main", "name": "Main", "description": "d", "tags": [], "examples": []}],
+            instructions=INSTRUCTIONS,
+            model={"provider": "openai", "model": "gpt-4o-mini", "base_url": stub.url},
+            tools=[],
+        )
+        agent_upsert(tenant=side.tenant, spec=spec)
+    order = ["a", "b", "a", "b", "b", "a"]
+    stub.play(*[completion(f"Hello {side_name}.") for side_name in order])
+    for side_name in order:
+        task = run(send(getattr(agents, side_name), "assistant", "hello"))
+        assert task.state == "TASK_STATE_COMPLETED", status_text(task)
+    sent = [r["headers"]["authorization"] for r in stub.requests]
+    assert sent == [f"Bearer {keys[side_name]}" for side_name in order]
+    assert len(fresh_clients.entries) == 2
+    for cache_key in fresh_clients.entries:
+        assert not any(secret in str(cache_key) for secret in keys.values())
+
+
+class DroppingServer:
+    """A model server that answers the first request of each connection and keeps it alive,
+    then does to the next request on that connection what ``on_reuse`` says: 'close' (read it
+    and close the connection without an answer, as a server whose idle timeout fires just as
+    the request arrives) or 'hang' (read it and never answer, as a connection a NAT or load
+    balancer dropped without telling anyone)."""
+
+    def __init__(self, on_reuse: str):
+        self.on_reuse = on_reuse
+        self.requests: list[int] = []  # the client port of each request
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                server.requests.append(self.client_address[1])
+                self.served = getattr(self, "served", 0) + 1
+                if self.served > 1:
+                    if server.on_reuse == "hang":
+                        server.release.wait(30)
+                    self.close_connection = True
+                    return
+                data = json.dumps(completion("Answered.").body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def stop(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_kept_alive_connection_closed_by_the_server_is_retried_at_once(
+    agents, make_llm_agent, settings, monkeypatch, fresh_clients
+):
+    server = DroppingServer("close")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    settings.OPENAI_BASE_URL = server.url
+    settings.MODEL_TIMEOUT_SECONDS = 5
+    settings.MODEL_RETRY_BASE_SECONDS = 5  # a backoff would show in the time taken
+    settings.MODEL_MAX_ATTEMPTS = 1  # the immediate retry is not an attempt
+    make_llm_agent(tools=())
+    try:
+        assert start(agents, "first").state == "TASK_STATE_COMPLETED"
+        began = time.monotonic()
+        task = start(agents, "second")
+        took = time.monotonic() - began
+    finally:
+        server.stop()
+    assert task.state == "TASK_STATE_COMPLETED", status_text(task)
+    assert took < 2, took
+    # The second call went on the first connection, was dropped, and went again on a new one.
+    assert len(server.requests) == 3
+    assert server.requests[1] == server.requests[0] != server.requests[2]
+
+
+def test_an_idle_connection_is_not_reused_after_the_keepalive_expiry(
+    agents, make_llm_agent, settings, monkeypatch, fresh_clients
+):
+    """A connection dropped silently on the way (nothing tells us) would hold the call until
+    its timeout: idle connections are given up after KEEPALIVE_SECONDS instead."""
+    server = DroppingServer("hang")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setattr(openai_chat, "KEEPALIVE_SECONDS", 0.3)
+    settings.OPENAI_BASE_URL = server.url
+    settings.MODEL_TIMEOUT_SECONDS = 5
+    settings.MODEL_MAX_ATTEMPTS = 1
+    make_llm_agent(tools=())
+    try:
+        assert start(agents, "first").state == "TASK_STATE_COMPLETED"
+        time.sleep(0.6)
+        began = time.monotonic()
+        task = start(agents, "second")
+        took = time.monotonic() - began
+    finally:
+        server.stop()
+    assert task.state == "TASK_STATE_COMPLETED", status_text(task)
+    assert took < 2, took
+    assert len(server.requests) == 2 and server.requests[0] != server.requests[1]
+
+
+def test_the_client_cache_is_bounded_and_closes_what_it_drops_once_unused():
+    made: list = []
+
+    class FakeClient:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def make():
+        made.append(FakeClient())
+        return made[-1]
+
+    cache = ClientCache(size=2)
+    with cache.lease(("a",), make) as held:
+        with cache.lease(("b",), make), cache.lease(("c",), make):
+            pass
+        assert list(cache.entries) == [("b",), ("c",)]
+        assert not held.closed  # dropped from the cache but still in use
+    assert held.closed
+    with cache.lease(("b",), make), cache.lease(("d",), make):
+        pass
+    assert [c.closed for c in made] == [True, False, True, False]
+    assert list(cache.entries) == [("b",), ("d",)]

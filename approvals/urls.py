@@ -25,6 +25,7 @@ app_name = "approvals"
 urlpatterns = [
     path("inbox/", views.inbox, name="inbox"),
     path("inbox/fragment", views.inbox_fragment, name="inbox_fragment"),
+    path("inbox/bulk", views.inbox_bulk, name="inbox_bulk"),
     path("inbox/<public_id:public_id>/", views.interaction_detail, name="interaction"),
     path("effects/<public_id:public_id>/", views.effect_detail, name="effect"),
     path("tasks/", views.tasks, name="tasks"),

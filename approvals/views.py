@@ -7,7 +7,8 @@ read names the tenant of the person's current membership; other tenants' ids ans
 import base64
 import binascii
 import json
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from urllib.parse import quote
 
 from django.contrib import messages
@@ -18,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.text import get_valid_filename
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import effect_for_member, interaction_for_member, task_for_member
@@ -31,10 +32,14 @@ from runtime.presence import streams_attached
 from runtime.selectors import (
     INBOX_KINDS,
     agents_for_tenant,
+    agents_with_open_counts,
     audit_page,
     effect_resolutions,
     held_call_for,
+    inbox_counts,
+    inbox_interactions,
     inbox_page,
+    interactions_for_bulk,
     task_effects,
     task_events,
     task_interactions,
@@ -42,6 +47,7 @@ from runtime.selectors import (
 )
 from runtime.services.effects import effect_resolve
 from runtime.services.interactions import interaction_answer
+from runtime.tools import policy_for
 from tenants.access import member_required, require_decider
 
 # --- presenting a task's messages ----------------------------------------------------------
@@ -121,6 +127,8 @@ def inbox_rows(items, *, now: datetime) -> list[dict]:
             "public_id": item.public_id,
             "url": f"{base}{quote(item.public_id, safe=URL_SAFE)}/",
             "prompt": item.prompt,
+            "state": item.interaction.state if item.interaction else "open",
+            "task_id": item.task.public_id,
             "agent_name": item.agent.name,
             "subject": item.subject,
             "created": created,
@@ -154,27 +162,86 @@ def with_ladders(rows: list[dict], items, *, tenant) -> list[dict]:
     return rows
 
 
-def _inbox_filters(request) -> tuple[str, object, list]:
-    agents = agents_for_tenant(tenant=request.membership.tenant)
-    kind = request.GET.get("kind", "")
-    slug = request.GET.get("agent", "")
-    # Unknown filter values are ignored rather than refused: a stale bookmark still works.
-    if kind not in INBOX_KINDS:
-        kind = ""
-    agent = next((a for a in agents if a.slug == slug), None)
-    return kind, agent, agents
+# The age filter: a name in the URL and the bounds it puts on the item's creation time.
+INBOX_AGES = {
+    "1h": ("in the last hour", timedelta(hours=1), None),
+    "1d": ("in the last day", timedelta(days=1), None),
+    "old1d": ("older than a day", None, timedelta(days=1)),
+    "old7d": ("older than a week", None, timedelta(days=7)),
+}
+INBOX_STATE_NAMES = ("open", "decided", "expired")
+# Every GET parameter the inbox reads; the rest is dropped from the links it builds.
+INBOX_PARAMS = ("q", "state", "kind", "agent", "caller", "age", "before")
+SEARCH_MAX = 200
+
+
+@dataclass(frozen=True)
+class InboxFilters:
+    kind: str = ""
+    agent: object = None
+    state: str = "open"
+    search: str = ""
+    caller: str = ""
+    age: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.kind or self.agent or self.search or self.caller or self.age) or (
+            self.state != "open"
+        )
+
+    def selector_args(self, *, now: datetime) -> dict:
+        newer, older = (INBOX_AGES[self.age][1:]) if self.age else (None, None)
+        return {
+            "kind": self.kind or None,
+            "agent": self.agent,
+            "state": self.state,
+            "search": self.search,
+            "caller": self.caller,
+            "created_after": now - newer if newer else None,
+            "created_before": now - older if older else None,
+        }
+
+
+def _clean_text(raw: str) -> str:
+    # A NUL reaching PostgreSQL is a DataError (a 500): text filters drop them.
+    return raw.replace("\x00", "").strip()[:SEARCH_MAX]
+
+
+def inbox_filters_from(params, *, agents) -> InboxFilters:
+    """The inbox's filters from GET (or POSTed) parameters.
+
+    Unknown filter values are ignored rather than refused: a stale bookmark still works.
+    """
+    kind = params.get("kind", "")
+    slug = params.get("agent", "")
+    state = params.get("state", "")
+    age = params.get("age", "")
+    return InboxFilters(
+        kind=kind if kind in INBOX_KINDS else "",
+        agent=next((a for a in agents if a.slug == slug), None),
+        state=state if state in INBOX_STATE_NAMES else "open",
+        search=_clean_text(params.get("q", "")),
+        caller=_clean_text(params.get("caller", "")),
+        age=age if age in INBOX_AGES else "",
+    )
+
+
+def _inbox_filters(request) -> tuple[InboxFilters, list]:
+    agents = agents_with_open_counts(tenant=request.membership.tenant)
+    return inbox_filters_from(request.GET, agents=agents), agents
 
 
 def _inbox_context(request) -> dict:
-    kind, agent, agents = _inbox_filters(request)
+    filters, agents = _inbox_filters(request)
+    tenant = request.membership.tenant
     # A cursor that does not parse starts at the newest, like the audit trail's.
     cursor = _parse_keyset_cursor(request.GET.get("before", ""))
-    page = inbox_page(
-        tenant=request.membership.tenant, kind=kind or None, agent=agent, cursor=cursor
-    )
+    now = timezone.now()
+    page = inbox_page(tenant=tenant, cursor=cursor, **filters.selector_args(now=now))
     query = request.GET.copy()
     for name in list(query):
-        if name not in ("kind", "agent", "before") or (name == "before" and cursor is None):
+        if name not in INBOX_PARAMS or (name == "before" and cursor is None):
             del query[name]
     newest = query.copy()
     newest.pop("before", None)
@@ -183,17 +250,33 @@ def _inbox_context(request) -> dict:
         older = newest.copy()
         older["before"] = _format_keyset_cursor(page.next_cursor)
         next_url = f"?{older.urlencode()}"
+    counts = inbox_counts(agents=agents)
+    kind_links = []
+    for k in INBOX_KINDS:
+        linked = newest.copy()
+        linked["kind"] = k
+        linked.pop("state", None)
+        kind_links.append({"kind": k, "count": counts.get(k, 0), "url": f"?{linked.urlencode()}"})
+    can_bulk = request.membership.can_decide and filters.state == "open"
     return {
         "nav": "inbox",
         "items": with_ladders(
-            inbox_rows(page.items, now=timezone.now()),
+            inbox_rows(page.items, now=now),
             page.items,
-            tenant=request.membership.tenant,
+            tenant=tenant,
         ),
-        "kind": kind,
-        "agent": agent.slug if agent else "",
+        "filters": filters,
+        "filtered": filters.active,
+        "kind": filters.kind,
+        "agent": filters.agent.slug if filters.agent else "",
         "agents": agents,
         "kinds": INBOX_KINDS,
+        "kind_links": kind_links,
+        "open_total": sum(counts.values()),
+        "states": INBOX_STATE_NAMES,
+        "ages": [(name, label) for name, (label, _, _) in INBOX_AGES.items()],
+        "can_bulk": can_bulk,
+        "filter_query": newest.urlencode(),
         "paged": cursor is not None,
         "next_url": next_url,
         "newest_url": reverse("approvals:inbox") + (f"?{newest.urlencode()}" if newest else ""),
@@ -505,3 +588,108 @@ def artifact_download(request, public_id: str, artifact_id: str):
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+# --- bulk triage ---------------------------------------------------------------------------
+
+BULK_MAX = 500
+
+
+def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by) -> dict:
+    """Decide one item on its own (its own transaction, audit entry and race)."""
+    row = {"public_id": item_id, "prompt": interaction.prompt if interaction else ""}
+    if interaction is None:
+        return {**row, "outcome": "missing", "text": "No such interaction."}
+    row["url"] = reverse("approvals:interaction", args=[interaction.public_id])
+    if interaction.kind != Interaction.Kind.APPROVAL:
+        return {
+            **row,
+            "outcome": "left_out",
+            "text": f"Left out: a {interaction.kind} is answered on its own page.",
+        }
+    if interaction.state != Interaction.State.OPEN:
+        who = interaction.answered_by or "someone"
+        return {**row, "outcome": "already", "text": f"Already decided by {who}."}
+    if held is not None and not policy_for(interaction.task.agent, held.server, held.tool).bulk:
+        return {
+            **row,
+            "outcome": "left_out",
+            "text": f"Left out: the policy for {held.server}/{held.tool} says bulk: false "
+            "(decide it on its own page).",
+        }
+    try:
+        interaction_answer(
+            tenant=tenant, interaction_id=interaction.public_id, answer=answer, by=by, via="bulk"
+        )
+    except AlreadyDecided as exc:
+        who = exc.interaction.answered_by or "someone"
+        return {**row, "outcome": "already", "text": f"Already decided by {who}."}
+    except (InvalidParams, TaskNotFound) as exc:
+        return {**row, "outcome": "error", "text": str(getattr(exc, "description", exc))}
+    return {
+        **row,
+        "outcome": "decided",
+        "text": "Approved." if answer["approved"] else "Denied.",
+    }
+
+
+@require_POST
+@member_required
+def inbox_bulk(request):
+    """Approve or deny many open approvals with one reason, each decided on its own."""
+    require_decider(request.membership)
+    tenant = request.membership.tenant
+    decision = request.POST.get("decision", "")
+    reason = request.POST.get("reason", "").replace("\x00", "").strip()[:1000]
+    if decision not in ("approve", "deny"):
+        messages.error(request, "Choose approve or deny.")
+        return redirect("approvals:inbox")
+    if request.POST.get("all") == "1":
+        # "Select all matching this filter": the filters ride along as hidden fields.
+        filters = inbox_filters_from(request.POST, agents=agents_for_tenant(tenant=tenant))
+        if filters.state != "open":
+            messages.error(request, "Only open items can be decided.")
+            return redirect("approvals:inbox")
+        args = filters.selector_args(now=timezone.now())
+        args.pop("state")
+        ids = list(
+            inbox_interactions(tenant=tenant, state="open", **args)
+            .order_by("-created_at", "-pk")
+            .values_list("public_id", flat=True)[: BULK_MAX + 1]
+        )
+    else:
+        ids = list(dict.fromkeys(i for i in request.POST.getlist("ids") if i and "\x00" not in i))
+    if not ids:
+        messages.error(request, "Select at least one item.")
+        return redirect("approvals:inbox")
+    if len(ids) > BULK_MAX:
+        messages.error(request, f"At most {BULK_MAX} items at once: narrow the filter.")
+        return redirect("approvals:inbox")
+    answer = {"approved": decision == "approve"}
+    if reason:
+        answer["reason"] = reason
+    found = interactions_for_bulk(tenant=tenant, public_ids=ids)
+    results = [
+        _bulk_outcome(
+            item_id,
+            *found.get(item_id, (None, None)),
+            tenant=tenant,
+            answer=answer,
+            by=request.user.subject,
+        )
+        for item_id in ids
+    ]
+    summary = {}
+    for result in results:
+        summary[result["outcome"]] = summary.get(result["outcome"], 0) + 1
+    return render(
+        request,
+        "approvals/bulk_result.html",
+        {
+            "nav": "inbox",
+            "decision": decision,
+            "reason": reason,
+            "results": results,
+            "summary": summary,
+        },
+    )

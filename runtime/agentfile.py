@@ -102,6 +102,7 @@ AGENT_SCHEMA = {
                             "enum": sorted(DECIDERS),
                             "x-message": "must be either or operators",
                         },
+                        "bulk": {"type": "boolean", "x-message": "must be true or false"},
                     },
                 },
                 "x-message": "must be allow, approve or deny",

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import F, Func, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -152,19 +152,31 @@ def inbox_page(
     agent: Agent | None = None,
     cursor: tuple[datetime, int, int] | None = None,
     page_size: int = INBOX_PAGE_SIZE,
+    state: str = "open",
+    search: str = "",
+    caller: str = "",
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
 ) -> InboxPage:
     """A keyset page of what waits for a person in the tenant, newest first.
 
     Open interactions and uncertain effects, merged: two queries whatever the page holds
     (each reads at most ``page_size + 1`` rows through an index, see migration 0006).
+    ``state`` "decided" or "expired" lists closed interactions instead (no effects);
+    ``search`` matches prompt, agent, caller and task id; ``caller`` is a subject.
     """
     items: list[tuple[tuple, InboxItem]] = []
     if kind != "uncertain":
-        interactions = Interaction.objects.filter(tenant=tenant, state=Interaction.State.OPEN)
-        if kind:
-            interactions = interactions.filter(kind=kind)
-        if agent is not None:
-            interactions = interactions.filter(task__agent=agent)
+        interactions = inbox_interactions(
+            tenant=tenant,
+            kind=kind,
+            agent=agent,
+            state=state,
+            search=search,
+            caller=caller,
+            created_after=created_after,
+            created_before=created_before,
+        )
         interactions = _keyset_after(interactions, cursor, rank=_INBOX_RANK["interaction"])
         rows = (
             interactions.select_related("task", "task__agent")
@@ -186,12 +198,28 @@ def inbox_page(
             items.append(
                 ((interaction.created_at, _INBOX_RANK["interaction"], interaction.pk), item)
             )
-    if not kind or kind == "uncertain":
+    if (not kind or kind == "uncertain") and state == "open":
         effects = Effect.objects.filter(tenant=tenant, state=Effect.State.UNCERTAIN).annotate(
             inbox_at=Coalesce("sent_at", "created_at")
         )
         if agent is not None:
             effects = effects.filter(task__agent=agent)
+        if caller:
+            effects = effects.filter(task__subject=caller)
+        if search:
+            effects = effects.filter(
+                Q(server__icontains=search)
+                | Q(tool__icontains=search)
+                | Q(public_id__icontains=search)
+                | Q(task__agent__slug__icontains=search)
+                | Q(task__agent__name__icontains=search)
+                | Q(task__subject__icontains=search)
+                | Q(task__public_id__icontains=search)
+            )
+        if created_after is not None:
+            effects = effects.filter(inbox_at__gte=created_after)
+        if created_before is not None:
+            effects = effects.filter(inbox_at__lt=created_before)
         effects = _keyset_after(effects, cursor, rank=_INBOX_RANK["effect"], field="inbox_at")
         rows = (
             effects.select_related("task", "task__agent")
@@ -229,6 +257,88 @@ def inbox_page(
     return InboxPage(
         items=[item for _, item in page], next_cursor=page[-1][0] if more and page else None
     )
+
+
+# The inbox's states: what an interaction's state must be for each.
+INBOX_STATES = {
+    "open": (Interaction.State.OPEN,),
+    "decided": (Interaction.State.ANSWERED,),
+    "expired": (Interaction.State.EXPIRED,),
+}
+
+
+def inbox_interactions(
+    *,
+    tenant,
+    kind: str | None = None,
+    agent: Agent | None = None,
+    state: str = "open",
+    search: str = "",
+    caller: str = "",
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+):
+    """The tenant's interactions the inbox's filters match (a queryset, unordered)."""
+    rows = Interaction.objects.filter(
+        tenant=tenant, state__in=INBOX_STATES.get(state, INBOX_STATES["open"])
+    )
+    if kind:
+        rows = rows.filter(kind=kind)
+    if agent is not None:
+        rows = rows.filter(task__agent=agent)
+    if caller:
+        rows = rows.filter(subject=caller)
+    if search:
+        rows = rows.filter(
+            Q(prompt__icontains=search)
+            | Q(public_id__icontains=search)
+            | Q(subject__icontains=search)
+            | Q(task__agent__slug__icontains=search)
+            | Q(task__agent__name__icontains=search)
+            | Q(task__public_id__icontains=search)
+        )
+    if created_after is not None:
+        rows = rows.filter(created_at__gte=created_after)
+    if created_before is not None:
+        rows = rows.filter(created_at__lt=created_before)
+    return rows
+
+
+def _open_count(rows) -> Coalesce:
+    """How many of ``rows`` belong to the outer agent, as a subquery (0 when none)."""
+    counted = (
+        rows.filter(tenant=OuterRef("tenant"), task__agent=OuterRef("pk"))
+        .order_by()
+        .annotate(n=Func(F("pk"), function="COUNT"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted), 0)
+
+
+def agents_with_open_counts(*, tenant) -> list[Agent]:
+    """The tenant's agents, each with ``open_counts`` {kind: open items}: one query, so the
+    inbox's navigation counts cost the page nothing more than its agent filter did."""
+    open_rows = Interaction.objects.filter(state=Interaction.State.OPEN)
+    counts = {
+        f"open_{kind}": _open_count(open_rows.filter(kind=kind))
+        for kind in INBOX_KINDS
+        if kind != "uncertain"
+    }
+    counts["open_uncertain"] = _open_count(Effect.objects.filter(state=Effect.State.UNCERTAIN))
+    agents = list(
+        Agent.objects.filter(tenant=tenant)
+        .order_by("slug")
+        .only("pk", "tenant", "slug", "name")
+        .annotate(**counts)
+    )
+    for agent in agents:
+        agent.open_counts = {kind: getattr(agent, f"open_{kind}") for kind in INBOX_KINDS}
+    return agents
+
+
+def inbox_counts(*, agents: list[Agent]) -> dict[str, int]:
+    """Open items per kind over ``agents`` (from agents_with_open_counts)."""
+    return {kind: sum(a.open_counts[kind] for a in agents) for kind in INBOX_KINDS}
 
 
 def agents_for_tenant(*, tenant) -> list[Agent]:
@@ -451,3 +561,22 @@ def turns_to_sweep(
     pks = list(working.values_list("pk", flat=True)[:500])
     pks += [t.pk for t in submitted.select_related("context")[:500] if turn_may_start(t)]
     return pks
+
+
+def interactions_for_bulk(*, tenant, public_ids: list[str]) -> dict[str, tuple]:
+    """The tenant's interactions by public id, each with the tool call it holds (or None) and
+    the agent it belongs to: two queries, whatever the number."""
+    rows = Interaction.objects.filter(tenant=tenant, public_id__in=public_ids).select_related(
+        "task", "task__agent"
+    )
+    found = {row.public_id: row for row in rows}
+    held = {
+        (e.task_id, e.public_id): e
+        for e in Effect.objects.filter(
+            tenant=tenant,
+            public_id__in=[p for p, row in found.items() if row.kind == Interaction.Kind.APPROVAL],
+        ).only("pk", "task_id", "public_id", "server", "tool")
+    }
+    return {
+        public_id: (row, held.get((row.task_id, public_id))) for public_id, row in found.items()
+    }

@@ -46,6 +46,7 @@ class ToolServer(Protocol):
 class Policy:
     action: str  # allow | approve | deny
     deciders: str = "either"  # either | operators
+    bulk: bool = True  # False: an operator decides each held call on its own page
 
 
 def tenant_server(agent: Agent, server: str) -> ServerRow | None:
@@ -105,7 +106,11 @@ def policy_for(agent: Agent, server: str, tool: str) -> Policy:
     rules = agent.tool_policy or {}
     rule = rules.get(f"{server}/{tool}", rules.get(server, "approve"))
     if isinstance(rule, dict):
-        return Policy(action=rule.get("action", "approve"), deciders=rule.get("deciders", "either"))
+        return Policy(
+            action=rule.get("action", "approve"),
+            deciders=rule.get("deciders", "either"),
+            bulk=rule.get("bulk", True) is not False,
+        )
     return Policy(action=rule)
 
 

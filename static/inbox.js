@@ -30,8 +30,15 @@
     lastCount = now;
   }
 
+  function busy() {
+    // A selection or an open reason box is the person's work in progress: do not swap it away.
+    var quick = document.getElementById("quick-form");
+    return !!list.querySelector("input[type=checkbox]:checked") ||
+      (quick && !quick.hidden) || (document.getElementById("bulk-all") || {}).checked;
+  }
+
   function poll() {
-    if (document.hidden) return setTimeout(poll, every);
+    if (document.hidden || busy()) return setTimeout(poll, every);
     fetch(url, { credentials: "same-origin", cache: "no-store", headers: { "X-Requested-With": "fetch" } })
       .then(function (response) {
         // Logged out (the login page) or an error: stop, the plain page still works.

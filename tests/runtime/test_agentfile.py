@@ -92,6 +92,12 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
             9,
             "policy.deploy/deploy_build.deciders",
         ),
+        (
+            "deploy/deploy_build: approve",
+            "deploy/deploy_build: {action: approve, bulk: sometimes}",
+            9,
+            "policy.deploy/deploy_build.bulk",
+        ),
         ('        - reply: "Hi."', "        - dance: true", 14, "model.script.0.steps.0"),
         (
             '        - reply: "Hi."',
@@ -112,6 +118,7 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
         "skills-not-a-list",
         "bad-policy-action",
         "bad-deciders",
+        "bad-bulk",
         "bad-script-step",
         "ask-without-id",
         "unknown-provider",

@@ -192,3 +192,21 @@ def test_connecting_an_app_answers_its_open_connections_in_that_tenant_only(agen
     assert other_tenant.state == "TASK_STATE_AUTH_REQUIRED"
     # Nothing left to answer: a second call is a no-op.
     assert interactions_connect_app(tenant=agents.a.tenant, app="github", by="user:x") == 0
+
+
+def test_a_policy_may_forbid_bulk_decisions_and_allows_them_otherwise():
+    from types import SimpleNamespace
+
+    from runtime.tools import policy_for
+
+    agent = SimpleNamespace(
+        tool_policy={
+            "deploy/deploy_build": {"action": "approve", "bulk": False},
+            "deploy": {"action": "approve", "deciders": "operators"},
+            "github": "approve",
+        }
+    )
+    assert policy_for(agent, "deploy", "deploy_build").bulk is False
+    assert policy_for(agent, "deploy", "rollback").bulk is True
+    assert policy_for(agent, "github", "open_pr").bulk is True
+    assert policy_for(agent, "other", "x").bulk is True

@@ -39,7 +39,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from a2a_endpoint.files import files_base, linker
 from a2a_endpoint.models import (
@@ -55,7 +54,7 @@ from a2a_endpoint.wire import event_wire
 from config.celery import queue
 from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
-from connections.outbound import OutboundRefused, check_url, guarded_client
+from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
 from runtime.models import Task, TaskEvent
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
@@ -255,15 +254,9 @@ def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
 
 def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSettings) -> dict:
     now = timezone.now()
-    signatures = [
-        Webhook(secret).sign(msg_id=delivery.webhook_id, timestamp=now, data=body)
-        for secret in push.signing_secrets(now)
-    ]
     headers = {
         "Content-Type": "application/a2a+json",
-        "webhook-id": delivery.webhook_id,
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": " ".join(signatures),
+        **webhook_headers(push.signing_secrets(now), delivery.webhook_id, body, now),
         "User-Agent": "Countersign-Push/1",
     }
     if config.auth_scheme:

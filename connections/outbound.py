@@ -29,6 +29,8 @@ import anyio
 import httpcore
 import httpx
 from django.conf import settings
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
 
 # Cloud metadata endpoints are refused even when private addresses are allowed: they hand
 # out credentials, and no local development setup needs them.
@@ -413,3 +415,20 @@ def fetch_url(
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         # InvalidURL is no HTTPError; url_parse refuses such URLs first, this is the backstop.
         raise OutboundRefused(f"fetching {url} failed: {exc}") from None
+
+
+def webhook_headers(secrets, msg_id: str, body: str, now=None) -> dict:
+    """The Standard Webhooks headers of one request: ``webhook-id``, ``webhook-timestamp`` and
+    ``webhook-signature``, signed with each of ``secrets`` (one secret, or several during a
+    rotation's grace period). Push deliveries, HTTP tool servers, HTTP agents and notification
+    webhooks all sign this way."""
+    now = now or timezone.now()
+    if isinstance(secrets, str):
+        secrets = [secrets]
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": " ".join(
+            Webhook(secret).sign(msg_id=msg_id, timestamp=now, data=body) for secret in secrets
+        ),
+    }

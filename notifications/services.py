@@ -28,11 +28,10 @@ from django.core.mail import EmailMessage, get_connection
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from config.celery import queue
 from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
-from connections.outbound import OutboundRefused, check_url, guarded_client
+from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
 from notifications.ladders import steps_clean
 from notifications.models import (
     Attempt,
@@ -344,12 +343,9 @@ def _send_webhook(delivery: Delivery, content: dict, now: datetime) -> None:
         secret = secret_decrypt(delivery.channel.signing_secret_encrypted)
     except InvalidToken:
         raise SendFailed("the signing secret cannot be read; make a new one", final=True) from None
-    signature = Webhook(secret).sign(msg_id=delivery.webhook_id, timestamp=now, data=body.decode())
     headers = {
         "Content-Type": "application/json",
-        "webhook-id": delivery.webhook_id,
-        "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": signature,
+        **webhook_headers(secret, delivery.webhook_id, body.decode(), now),
         "User-Agent": "Countersign-Notify/1",
     }
     _post(delivery, _channel_url(delivery.channel), body, headers)

@@ -20,7 +20,6 @@ from typing import Any
 import anyio
 import httpx
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from connections.crypto import InvalidToken, secret_decrypt
 from connections.oauth import OAuthError, connection_access_token
@@ -29,6 +28,7 @@ from connections.outbound import (
     check_url,
     guarded_async_client,
     guarded_client,
+    webhook_headers,
 )
 from runtime.models import ToolServer
 from runtime.tools import SERVERS, CallContext, ToolError
@@ -257,15 +257,10 @@ class HttpToolServer:
         url = checked_url(self.row)
         token = bearer_token(self.row)
         data = json.dumps(body, separators=(",", ":"), sort_keys=True)
-        now = timezone.now()
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "Countersign-Tools/1",
-            "webhook-id": message_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": Webhook(self.signing_secret()).sign(
-                msg_id=message_id, timestamp=now, data=data
-            ),
+            **webhook_headers(self.signing_secret(), message_id, data),
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"

@@ -25,10 +25,14 @@ from typing import Any
 
 import httpx
 import jsonschema
-from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
-from connections.outbound import OutboundRefused, check_url, guarded_client, url_parse
+from connections.outbound import (
+    OutboundRefused,
+    check_url,
+    guarded_client,
+    url_parse,
+    webhook_headers,
+)
 from runtime.credentials import CredentialMissing, credential_value
 from runtime.llm.actions import (
     Action,
@@ -296,9 +300,8 @@ class HttpAgent:
             raise AgentError(PARTNER_MESSAGE, str(exc)) from None
 
     def headers(self, secret: str, message_id: str, body: str) -> dict:
-        now = timezone.now()
         try:
-            signature = Webhook(secret).sign(msg_id=message_id, timestamp=now, data=body)
+            signed = webhook_headers(secret, message_id, body)
         except Exception:
             # Never the library's message: it could quote the secret.
             raise AgentError(
@@ -310,9 +313,7 @@ class HttpAgent:
             "Content-Type": "application/json",
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
-            "webhook-id": message_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": signature,
+            **signed,
         }
 
     def attempt(self, client: httpx.Client, body: str, headers: dict) -> Action:

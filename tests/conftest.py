@@ -19,6 +19,34 @@ INPROC_QUEUE = f"test-inproc-{uuid.uuid4().hex[:8]}"
 LIVE_QUEUE = f"test-live-{uuid.uuid4().hex[:8]}"
 
 
+def _flush_that_outlasts_a_deadlock():
+    """A transactional test ends with a flush (TRUNCATE of every table). The live stack's
+    worker may still be finishing work for the test that just ended; should the two deadlock,
+    PostgreSQL aborts one of them, and when it is the flush, it is tried again: the worker's
+    transaction is gone by then, or is waited for. ``live_stack`` waits for a quiet database
+    first (LiveStack.quiesce), so this is the rare case."""
+    import time
+
+    from django.test import TransactionTestCase
+
+    original = TransactionTestCase._fixture_teardown
+
+    def _fixture_teardown(self):
+        for attempt in range(5):
+            try:
+                return original(self)
+            except Exception as exc:
+                cause = exc.__cause__ or exc
+                if attempt == 4 or "deadlock detected" not in str(cause):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    TransactionTestCase._fixture_teardown = _fixture_teardown
+
+
+_flush_that_outlasts_a_deadlock()
+
+
 @pytest.fixture(autouse=True)
 def _celery_queue_of_this_run(settings):
     settings.CELERY_TASK_DEFAULT_QUEUE = INPROC_QUEUE
@@ -107,13 +135,15 @@ def _live_stack_session(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.fixture
-def live_stack(_live_stack_session, settings):
+def live_stack(transactional_db, _live_stack_session, settings):
     """uvicorn + a Celery worker on the test database (started once; see tests/live.py).
 
     What the test itself enqueues (an operator's decision made in-process) goes to the live
-    worker's queue while it runs."""
+    worker's queue while it runs. It asks for ``transactional_db`` first so that, at the end,
+    the stack is quiet before the database is flushed (see LiveStack.quiesce)."""
     settings.CELERY_TASK_DEFAULT_QUEUE = LIVE_QUEUE
-    return _live_stack_session
+    yield _live_stack_session
+    _live_stack_session.quiesce()
 
 
 @pytest.fixture

@@ -145,6 +145,37 @@ class LiveStack:
                 except (subprocess.TimeoutExpired, ProcessLookupError):
                     proc.kill()
 
+    def quiesce(self, timeout: float = 15.0, settle: float = 0.5) -> None:
+        """Wait until no other session on the test database is running a query or holding a
+        transaction open, and none has for ``settle`` seconds.
+
+        A test can end while the stack still works for it (a turn finishing its events, the
+        notification fan-out of a pause it saw). The flush that follows a transactional test
+        truncates every table; racing that work it deadlocks. On SQLite there is nothing to
+        wait for: the stack's writers and the flush queue behind one file lock."""
+        if connection.vendor != "postgresql":
+            return
+        quiet_since = None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    " AND backend_type = 'client backend'"
+                    " AND state IN ('active', 'idle in transaction',"
+                    " 'idle in transaction (aborted)')"
+                )
+                busy = cursor.fetchone()[0]
+            now = time.monotonic()
+            if busy:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= settle:
+                return
+            time.sleep(0.05)
+
     def logs(self) -> str:
         return "\n".join(
             p.read_text(errors="replace")[-4000:] for p in sorted(self.logdir.glob("*.log"))

@@ -30,11 +30,13 @@ from rest_framework.utils.urls import replace_query_param
 
 from approvals.forms import (
     ANSWER_MAX,
+    ARGUMENTS_MAX,
     JSON_MAX_DEPTH,
     JSON_TEXT_PROBLEMS,
     REASON_MAX,
     json_text_problem,
 )
+from approvals.stepup import stepped_up
 from runtime.models import Interaction
 from runtime.selectors import (
     held_call_for,
@@ -52,6 +54,9 @@ class Operator:
     tenant: object
     subject: str
     can_decide: bool
+    # May approve risk: high tools (issue 13): a token made with the step-up right, or a
+    # session whose member re-authenticated within STEP_UP_SECONDS.
+    stepped_up: bool = False
 
 
 def operator_for(request) -> Operator:
@@ -64,12 +69,20 @@ def operator_for(request) -> Operator:
         except TokenError as exc:
             # 403, not 401: the token is valid, it is only of the wrong kind for this channel.
             raise PermissionDenied(str(exc)) from None
-        return Operator(tenant=user.tenant, subject=user.subject, can_decide=True)
+        return Operator(
+            tenant=user.tenant,
+            subject=user.subject,
+            can_decide=True,
+            stepped_up=identity.token.may_step_up,
+        )
     membership = getattr(request, "membership", None)
     if not membership:
         raise PermissionDenied("You are not a member of any tenant.")
     return Operator(
-        tenant=membership.tenant, subject=user.subject, can_decide=membership.can_decide
+        tenant=membership.tenant,
+        subject=user.subject,
+        can_decide=membership.can_decide,
+        stepped_up=stepped_up(request),
     )
 
 
@@ -97,6 +110,9 @@ class HeldCallSerializer(serializers.Serializer):
     server = serializers.CharField()
     tool = serializers.CharField()
     arguments = serializers.JSONField()
+    argumentsHash = serializers.CharField(  # noqa: N815 - the wire's spelling
+        source="arguments_hash", help_text="SHA-256 of the canonical arguments (the receipt's)."
+    )
     state = serializers.CharField()
 
 
@@ -204,6 +220,20 @@ class AnswerValueField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
+class ArgumentsField(serializers.JSONField):
+    """Edited arguments: a JSON object holding only text PostgreSQL can store."""
+
+    default_error_messages = {**JSON_TEXT_PROBLEMS, "not_object": "Must be a JSON object."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            self.fail("not_object")
+        problem = json_text_problem(data, max_length=ARGUMENTS_MAX)
+        if problem:
+            self.fail(problem, max_length=ARGUMENTS_MAX, max_depth=JSON_MAX_DEPTH)
+        return super().to_internal_value(data)
+
+
 class AnswerSerializer(serializers.Serializer):
     """The body of an answer; ``context["interaction"]`` says which fields its kind takes."""
 
@@ -221,6 +251,17 @@ class AnswerSerializer(serializers.Serializer):
         help_text="For a question: the answer (one of its choices unless allowCustom). "
         "For a connection: true or false.",
     )
+    arguments = ArgumentsField(
+        required=False,
+        help_text="For an approval of a tool whose policy says editable: true: the arguments "
+        "to send instead (a JSON object, checked against the tool's schema).",
+    )
+    argumentsHash = serializers.RegexField(  # noqa: N815 - the wire's spelling
+        r"^[0-9a-f]{64}$",
+        required=False,
+        help_text="The SHA-256 of the arguments you were shown (heldCall.argumentsHash); "
+        "the decision is refused if the call's arguments are no longer those.",
+    )
 
     def validate(self, attrs):
         interaction = self.context.get("interaction")
@@ -237,6 +278,14 @@ class AnswerSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {"approved": "Required for an approval: true or false."}
                 )
+            if "arguments" in attrs and attrs["approved"] is not True:
+                raise serializers.ValidationError(
+                    {"arguments": "Arguments are edited only when approving."}
+                )
+        elif "arguments" in attrs or "argumentsHash" in attrs:
+            raise serializers.ValidationError(
+                {"arguments": "Only an approval of a held call takes arguments."}
+            )
         elif kind == Interaction.Kind.QUESTION and "value" not in attrs:
             raise serializers.ValidationError({"value": "Required for a question: the answer."})
         elif "approved" not in attrs and "value" not in attrs:
@@ -267,6 +316,9 @@ class ErrorSerializer(serializers.Serializer):
 
     detail = serializers.CharField()
     field = serializers.CharField(required=False, help_text="The field at fault, when one is.")
+    reason = serializers.CharField(
+        required=False, help_text="A machine-readable reason, e.g. STEP_UP_REQUIRED."
+    )
     errors = serializers.JSONField(
         required=False, help_text="Every validation error, keyed by field."
     )
@@ -395,7 +447,11 @@ def interaction_detail(request, public_id: str):
     responses={
         200: InteractionDetailSerializer,
         400: ErrorSerializer,
-        403: ErrorSerializer,
+        403: OpenApiResponse(
+            ErrorSerializer,
+            description="A viewer, a partner token, or (reason STEP_UP_REQUIRED) an approval of "
+            "a risk: high tool by a token without the step-up right.",
+        ),
         404: ErrorSerializer,
         409: OpenApiResponse(DecidedSerializer, description="Someone else decided first."),
         415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
@@ -409,13 +465,19 @@ def interaction_answer_view(request, public_id: str):
     interaction = _interaction_or_404(request, public_id)
     body = AnswerSerializer(data=request.data, context={"interaction": interaction})
     body.is_valid(raise_exception=True)
-    # The core's faults (already decided, invalid, gone) are answered by api_errors.py.
+    # The core's faults (already decided, invalid, gone, step-up) are answered by api_errors.py.
+    answer = dict(body.validated_data)
+    arguments = answer.pop("arguments", None)
+    shown_hash = answer.pop("argumentsHash", None)
     decided = interaction_answer(
         tenant=request.operator.tenant,
         interaction_id=interaction.public_id,
-        answer=dict(body.validated_data),
+        answer=answer,
         by=request.operator.subject,
         via="rest",
+        arguments=arguments,
+        shown_hash=shown_hash,
+        stepped_up=request.operator.stepped_up,
     )
     # The service hands back the decided row with its task and agent: nothing to read again.
     return Response(InteractionDetailSerializer(decided).data)

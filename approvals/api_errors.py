@@ -14,6 +14,7 @@ from runtime.errors import (
     InvalidParams,
     NotAllowed,
     RuntimeFault,
+    StepUpRequired,
     TaskNotCancelable,
     TaskNotFound,
     UnsupportedOperation,
@@ -23,9 +24,17 @@ from runtime.errors import (
 def _decided(exc: AlreadyDecided) -> Response:
     # Someone else decided first: say who, how and when, so the loser knows what happened.
     won = exc.interaction
+    # Operators may know who decided (the error's own message, for partners, names only the
+    # kind of decider).
+    at = won.answered_at.isoformat() if won.answered_at else ""
+    detail = (
+        f"Interaction {won.public_id} was already {won.state} by {won.answered_by or 'someone'}"
+        + (f" at {at}" if at else "")
+        + "; this answer was not applied."
+    )
     return Response(
         {
-            "detail": exc.message,
+            "detail": detail,
             "state": won.state,
             "answeredBy": won.answered_by,
             "answeredVia": won.answered_via,
@@ -46,6 +55,12 @@ def fault_response(exc: RuntimeFault) -> Response | None:
     if isinstance(exc, TaskNotFound):
         # The same answer for another tenant's id as for a missing one.
         return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, StepUpRequired):
+        # The request is understood and the caller known, but it may not take this decision
+        # as it is: a risk: high approval needs a token with the step-up right.
+        return Response(
+            {"detail": exc.message, "reason": exc.reason}, status=status.HTTP_403_FORBIDDEN
+        )
     if isinstance(exc, NotAllowed | TaskNotCancelable):
         # The request was fine; the thing is no longer in a state that takes it.
         return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)

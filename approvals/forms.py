@@ -5,6 +5,7 @@ import json
 from django import forms
 
 from runtime.models import Interaction
+from runtime.tools import validate_arguments
 
 REASON_MAX = 1000
 # A question's answer, on the page and in each text of a REST answer's value.
@@ -143,4 +144,147 @@ class EffectResolveForm(forms.Form):
                 )
         else:
             data["result_value"] = None
+        return data
+
+
+# --- edit then approve (issue 13) ------------------------------------------------------------
+
+ARGUMENTS_MAX = 100_000
+ARG_PREFIX = "arg__"
+
+
+def _schema_field(name: str, spec: dict, *, required: bool, initial) -> forms.Field:
+    """One top-level property of a tool's JSON schema as a form field; anything that is not a
+    plain string, number or boolean is edited as JSON text."""
+    label = spec.get("title") or name
+    help_text = spec.get("description", "")
+    kind = spec.get("type")
+    if isinstance(spec.get("enum"), list) and all(isinstance(v, str) for v in spec["enum"]):
+        choices = [(v, v) for v in spec["enum"]]
+        if not required:
+            choices = [("", "—"), *choices]
+        return forms.ChoiceField(
+            label=label, choices=choices, required=required, initial=initial, help_text=help_text
+        )
+    if kind == "string":
+        return forms.CharField(
+            label=label,
+            required=required,
+            initial=initial,
+            help_text=help_text,
+            strip=False,
+            max_length=spec.get("maxLength") or ANSWER_MAX,
+        )
+    if kind == "integer":
+        return forms.IntegerField(
+            label=label, required=required, initial=initial, help_text=help_text
+        )
+    if kind == "number":
+        return forms.FloatField(
+            label=label, required=required, initial=initial, help_text=help_text
+        )
+    if kind == "boolean":
+        return forms.TypedChoiceField(
+            label=label,
+            choices=[("", "—"), ("true", "true"), ("false", "false")],
+            coerce=lambda v: v == "true",
+            empty_value=None,
+            required=required,
+            initial=None if initial is None else ("true" if initial else "false"),
+            help_text=help_text,
+        )
+    return forms.CharField(
+        label=f"{label} (JSON)",
+        required=required,
+        initial=None if initial is None else json.dumps(initial, indent=2, sort_keys=True),
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=ARGUMENTS_MAX,
+    )
+
+
+class ArgumentsForm(forms.Form):
+    """A held call's arguments, to edit before approving: one field per top-level property of
+    the tool's JSON schema, or the whole object as raw JSON (``source=json``). The result is
+    checked against the schema here (a form error, nothing changes) and again by the core."""
+
+    SOURCES = [("form", "the fields above"), ("json", "the raw JSON")]
+    source = forms.ChoiceField(
+        choices=SOURCES, initial="form", widget=forms.RadioSelect, label="Send the arguments from"
+    )
+    arguments_json = forms.CharField(
+        label="Raw JSON",
+        required=False,
+        max_length=ARGUMENTS_MAX,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        help_text="The whole arguments object; used when 'the raw JSON' is chosen.",
+    )
+
+    def __init__(self, *args, schema: dict | None, current: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.schema = schema or {}
+        self.current = current or {}
+        properties = self.schema.get("properties") if isinstance(self.schema, dict) else None
+        self.properties = properties if isinstance(properties, dict) else {}
+        required = set(self.schema.get("required") or [])
+        self.fields["arguments_json"].initial = json.dumps(self.current, indent=2, sort_keys=True)
+        if not self.properties:
+            self.fields["source"].initial = "json"
+        for name, spec in self.properties.items():
+            self.fields[f"{ARG_PREFIX}{name}"] = _schema_field(
+                name,
+                spec if isinstance(spec, dict) else {},
+                required=False,  # a missing required field is the schema's error, said once
+                initial=self.current.get(name),
+            )
+        self.required_names = required
+
+    def schema_fields(self):
+        return [self[f"{ARG_PREFIX}{name}"] for name in self.properties]
+
+    def _from_fields(self, data: dict) -> dict:
+        arguments = dict(self.current)
+        for name in self.properties:
+            value = data.get(f"{ARG_PREFIX}{name}")
+            field = self.fields[f"{ARG_PREFIX}{name}"]
+            if value in (None, ""):
+                arguments.pop(name, None)
+                continue
+            if isinstance(field.widget, forms.Textarea):
+                try:
+                    value = json.loads(value, parse_constant=_no_constants)
+                except (ValueError, RecursionError):
+                    self.add_error(f"{ARG_PREFIX}{name}", "Not valid JSON.")
+                    continue
+            arguments[name] = value
+        return arguments
+
+    def clean(self):
+        data = super().clean()
+        if data.get("source") == "json" or not self.properties:
+            raw = (data.get("arguments_json") or "").strip()
+            try:
+                arguments = json.loads(raw, parse_constant=_no_constants)
+            except (ValueError, RecursionError):
+                self.add_error("arguments_json", "Not valid JSON.")
+                return data
+        else:
+            arguments = self._from_fields(data)
+            if self.errors:
+                return data
+        if not isinstance(arguments, dict):
+            self.add_error("arguments_json", "The arguments are a JSON object.")
+            return data
+        problem = json_text_problem(arguments, max_length=ARGUMENTS_MAX)
+        if problem:
+            raise forms.ValidationError(
+                JSON_TEXT_PROBLEMS[problem].format(
+                    max_length=ARGUMENTS_MAX, max_depth=JSON_MAX_DEPTH
+                )
+            )
+        # The tool's schema is the rule; the core checks it again inside the decision.
+        error = validate_arguments(self.schema, arguments)
+        if error:
+            raise forms.ValidationError(f"These arguments do not fit the tool's schema: {error}")
+        data["arguments"] = arguments
         return data

@@ -36,6 +36,8 @@ urlpatterns = [
         name="artifact_download",
     ),
     path("audit/", views.audit, name="audit"),
+    path("audit/receipts.csv", views.audit_export, {"fmt": "csv"}, name="audit_export_csv"),
+    path("audit/receipts.jsonl", views.audit_export, {"fmt": "jsonl"}, name="audit_export_jsonl"),
     path("api/v1/interactions", api.interaction_list, name="api_interactions"),
     path(
         "api/v1/interactions/<public_id:public_id>", api.interaction_detail, name="api_interaction"

@@ -6,6 +6,7 @@ read names the tenant of the person's current membership; other tenants' ids ans
 
 import base64
 import binascii
+import csv
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ from urllib.parse import quote
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -23,12 +24,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import effect_for_member, interaction_for_member, task_for_member
-from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from approvals.forms import AnswerForm, ApprovalForm, ArgumentsForm, EffectResolveForm
+from approvals.stepup import step_up_redirect, stepped_up
 from notifications.selectors import deliveries_for_interaction, ladder_positions, ladder_steps_for
 from runtime import extensions as ext
-from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, TaskNotFound
+from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, StepUpRequired, TaskNotFound
 from runtime.models import Effect, Interaction, TaskState
 from runtime.presence import streams_attached
+from runtime.receipts import receipts_for, receipts_page, tool_trust
 from runtime.selectors import (
     INBOX_KINDS,
     agents_for_tenant,
@@ -47,7 +50,7 @@ from runtime.selectors import (
 )
 from runtime.services.effects import effect_resolve
 from runtime.services.interactions import interaction_answer
-from runtime.tools import policy_for
+from runtime.tools import policy_for, tool_spec
 from tenants.access import member_required, require_decider
 
 # --- presenting a task's messages ----------------------------------------------------------
@@ -303,9 +306,21 @@ def inbox_fragment(request):
 # --- deciding on an interaction ------------------------------------------------------------
 
 
+def _edit_form(interaction: Interaction, held_call, data=None) -> ArgumentsForm | None:
+    """The arguments form of a held call whose policy says ``editable: true``, else None."""
+    agent = interaction.task.agent
+    if held_call is None or not tool_trust(agent, held_call.server, held_call.tool).editable:
+        return None
+    spec = tool_spec(agent, held_call.server, held_call.tool) or {}
+    return ArgumentsForm(data, schema=spec.get("schema"), current=held_call.arguments)
+
+
 def _interaction_page(request, interaction: Interaction, *, forms=None, already=None, status=200):
     held_call = held_call_for(interaction=interaction)
     forms = forms or {}
+    trust = (
+        tool_trust(interaction.task.agent, held_call.server, held_call.tool) if held_call else None
+    )
     context = {
         "nav": "inbox",
         "interaction": interaction,
@@ -320,6 +335,14 @@ def _interaction_page(request, interaction: Interaction, *, forms=None, already=
         "already": already,
         "approval_form": forms.get("approval") or ApprovalForm(),
         "answer_form": forms.get("answer") or AnswerForm(interaction=interaction),
+        "edit_form": forms.get("edit") or _edit_form(interaction, held_call),
+        "trust": trust,
+        "stepped_up": stepped_up(request),
+        "receipts": receipts_for(
+            tenant=request.membership.tenant, effect_public_id=held_call.public_id
+        )
+        if held_call
+        else [],
         "deliveries": deliveries_for_interaction(
             tenant=request.membership.tenant, interaction=interaction
         ),
@@ -337,10 +360,26 @@ def interaction_detail(request, public_id: str):
     require_decider(request.membership)
     decision = request.POST.get("decision", "")
     forms = {}
-    if interaction.kind == Interaction.Kind.APPROVAL and decision in ("approve", "deny"):
+    arguments = None
+    # The SHA-256 of the arguments the page showed: the decision binds exactly those.
+    shown_hash = request.POST.get("shown_hash", "")[:64] or None
+    if interaction.kind == Interaction.Kind.APPROVAL and decision in (
+        "approve",
+        "deny",
+        "approve_edited",
+    ):
         form = forms["approval"] = ApprovalForm(request.POST)
+        if decision == "approve_edited":
+            edit = _edit_form(interaction, held_call_for(interaction=interaction), request.POST)
+            if edit is None:
+                messages.error(request, "This tool's arguments cannot be edited.")
+                return _interaction_page(request, interaction, status=400)
+            forms["edit"] = edit
+            if not edit.is_valid():
+                return _interaction_page(request, interaction, forms=forms, status=400)
+            arguments = edit.cleaned_data["arguments"]
         if form.is_valid():
-            answer = {"approved": decision == "approve"}
+            answer = {"approved": decision != "deny"}
             if form.cleaned_data["reason"].strip():
                 answer["reason"] = form.cleaned_data["reason"].strip()
             done = "Approved." if answer["approved"] else "Denied."
@@ -359,16 +398,29 @@ def interaction_detail(request, public_id: str):
     if form is not None and not form.is_valid():
         return _interaction_page(request, interaction, forms=forms, status=400)
     try:
-        interaction_answer(
+        decided = interaction_answer(
             tenant=request.membership.tenant,
             interaction_id=interaction.public_id,
             answer=answer,
             by=request.user.subject,
             via="page",
+            arguments=arguments,
+            shown_hash=shown_hash,
+            stepped_up=stepped_up(request),
         )
+    except StepUpRequired:
+        # risk: high: re-authenticate first; allauth replays this very decision afterwards.
+        messages.info(
+            request,
+            "This tool is marked risk: high: confirm it is you, and your decision is then taken.",
+        )
+        return step_up_redirect(request)
     except AlreadyDecided as exc:
         return _interaction_page(request, exc.interaction, already=exc.interaction, status=409)
     except InvalidParams as exc:
+        if exc.field == "arguments" and "edit" in forms:
+            forms["edit"].add_error(None, exc.description)
+            return _interaction_page(request, interaction, forms=forms, status=400)
         if form is None:
             messages.error(request, exc.description)
             return _interaction_page(request, interaction, status=400)
@@ -376,6 +428,8 @@ def interaction_detail(request, public_id: str):
         return _interaction_page(request, interaction, forms=forms, status=400)
     except TaskNotFound as exc:
         raise Http404("No such interaction.") from exc
+    if (decided.answer or {}).get("edited"):
+        done = "Approved with the edited arguments."
     messages.success(request, done)
     return redirect("approvals:interaction", public_id=interaction.public_id)
 
@@ -472,6 +526,92 @@ def audit(request):
     )
 
 
+# --- receipts export (issue 13) -------------------------------------------------------------
+
+RECEIPT_FIELDS = (
+    ("receipt", "public_id"),
+    ("createdAt", "created_at"),
+    ("decision", "decision"),
+    ("decider", "decider"),
+    ("channel", "channel"),
+    ("agent", "agent_slug"),
+    ("taskId", "task_public_id"),
+    ("interactionId", "interaction_public_id"),
+    ("effectId", "effect_public_id"),
+    ("server", "server"),
+    ("tool", "tool"),
+    ("argumentsSha256", "arguments_hash"),
+    ("sentArgumentsSha256", "sent_arguments_hash"),
+    ("edited", "edited"),
+    ("policyVersion", "policy_version"),
+    ("steppedUp", "stepped_up"),
+    ("ruleId", "rule_id"),
+    ("reason", "reason"),
+)
+EXPORT_PAGE = 500
+
+
+def receipt_record_out(receipt) -> dict:
+    out = {name: getattr(receipt, attr) for name, attr in RECEIPT_FIELDS}
+    out["createdAt"] = receipt.created_at.isoformat()
+    return out
+
+
+def _csv_cell(value) -> str:
+    text = "true" if value is True else "false" if value is False else str(value)
+    # A cell a spreadsheet would read as a formula (CSV injection) is kept as text.
+    return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def _receipt_rows(tenant):
+    """Every receipt of the tenant, newest first, one keyset page (one query) at a time."""
+    after = None
+    while True:
+        page = receipts_page(tenant=tenant, after=after, size=EXPORT_PAGE)
+        yield from page
+        if len(page) < EXPORT_PAGE:
+            return
+        after = (page[-1].created_at, page[-1].pk)
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+@require_GET
+@member_required
+def audit_export(request, fmt: str):
+    """The tenant's decision receipts as CSV or JSON Lines, streamed (never held whole)."""
+    tenant = request.membership.tenant
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    if fmt == "csv":
+        writer = csv.writer(_Echo())
+
+        def lines():
+            yield writer.writerow([name for name, _ in RECEIPT_FIELDS])
+            for receipt in _receipt_rows(tenant):
+                yield writer.writerow(
+                    [_csv_cell(value) for value in receipt_record_out(receipt).values()]
+                )
+
+        content_type, ext_name = "text/csv; charset=utf-8", "csv"
+    else:
+
+        def lines():
+            for receipt in _receipt_rows(tenant):
+                yield json.dumps(receipt_record_out(receipt), ensure_ascii=False) + "\n"
+
+        content_type, ext_name = "application/jsonl; charset=utf-8", "jsonl"
+    response = StreamingHttpResponse(lines(), content_type=content_type)
+    response["Content-Disposition"] = (
+        f'attachment; filename="receipts-{tenant.slug}-{stamp}.{ext_name}"'
+    )
+    response["Cache-Control"] = "no-store"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
 # --- tasks ---------------------------------------------------------------------------------
 
 TASKS_PAGE_SIZE = 50
@@ -544,6 +684,7 @@ def task_detail(request, public_id: str):
             "effects": [{"effect": e, "arguments": pretty(e.arguments)} for e in effects],
             "interactions": task_interactions(task=task),
             "push_deliveries": push_deliveries_for_task(tenant=task.tenant, task=task),
+            "receipts": receipts_for(tenant=task.tenant, task_public_id=task.public_id),
             "streams_attached": streams_attached(task.pk),
         },
     )
@@ -595,7 +736,7 @@ def artifact_download(request, public_id: str, artifact_id: str):
 BULK_MAX = 500
 
 
-def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by) -> dict:
+def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by, fresh: bool) -> dict:
     """Decide one item on its own (its own transaction, audit entry and race)."""
     row = {"public_id": item_id, "prompt": interaction.prompt if interaction else ""}
     if interaction is None:
@@ -619,8 +760,20 @@ def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by) -> dict:
         }
     try:
         interaction_answer(
-            tenant=tenant, interaction_id=interaction.public_id, answer=answer, by=by, via="bulk"
+            tenant=tenant,
+            interaction_id=interaction.public_id,
+            answer=answer,
+            by=by,
+            via="bulk",
+            stepped_up=fresh,
         )
+    except StepUpRequired:
+        return {
+            **row,
+            "outcome": "left_out",
+            "text": "Left out: the tool is marked risk: high and needs a recent "
+            "re-authentication (decide it on its own page).",
+        }
     except AlreadyDecided as exc:
         who = exc.interaction.answered_by or "someone"
         return {**row, "outcome": "already", "text": f"Already decided by {who}."}
@@ -669,6 +822,7 @@ def inbox_bulk(request):
     if reason:
         answer["reason"] = reason
     found = interactions_for_bulk(tenant=tenant, public_ids=ids)
+    fresh = stepped_up(request)
     results = [
         _bulk_outcome(
             item_id,
@@ -676,6 +830,7 @@ def inbox_bulk(request):
             tenant=tenant,
             answer=answer,
             by=request.user.subject,
+            fresh=fresh,
         )
         for item_id in ids
     ]

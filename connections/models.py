@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
+from tenants.appendonly import AppendOnlyModel
 from tenants.models import Tenant
 
 
@@ -123,8 +124,9 @@ class Connection(models.Model):
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
 
-class ConnectionAuditEvent(models.Model):
-    """Who connected or disconnected which app, and when; written with the state change."""
+class ConnectionAuditEvent(AppendOnlyModel):
+    """Who connected or disconnected which app, and when; written with the state change.
+    Append-only (tenants.appendonly)."""
 
     class Action(models.TextChoices):
         CONNECTED = "connected", "Connected"

@@ -24,6 +24,7 @@ from runtime.models import (
     Effect,
     Interaction,
     ModelPrice,
+    Receipt,
     Task,
     ToolServer,
 )
@@ -180,6 +181,26 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "tenant", "actor", "action", "via"]
     list_filter = ["action", "via", "tenant"]
     search_fields = ["actor"]
+    list_select_related = ["tenant"]
+
+
+@admin.register(Receipt)
+class ReceiptAdmin(ReadOnlyAdmin):
+    """Decision receipts: append-only, like the audit log (no add, change or delete)."""
+
+    list_display = [
+        "created_at",
+        "tenant",
+        "decision",
+        "server",
+        "tool",
+        "decider",
+        "channel",
+        "edited",
+        "stepped_up",
+    ]
+    list_filter = ["decision", "channel", "edited", "tenant"]
+    search_fields = ["public_id", "task_public_id", "effect_public_id", "decider"]
     list_select_related = ["tenant"]
 
 

@@ -102,6 +102,10 @@ AGENT_SCHEMA = {
                             "enum": sorted(DECIDERS),
                             "x-message": "must be either or operators",
                         },
+                        # Issue 13: an operator may edit the arguments before approving;
+                        # a high-risk tool's approval needs a recent re-authentication.
+                        "editable": {"type": "boolean", "x-message": "must be true or false"},
+                        "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
                         "bulk": {"type": "boolean", "x-message": "must be true or false"},
                     },
                 },

@@ -41,8 +41,13 @@ class AlreadyDecided(RuntimeFault):
     reason = "INTERACTION_ALREADY_DECIDED"
 
     def __init__(self, interaction):
-        by = interaction.answered_by or "someone"
+        from runtime.receipts import decider_public
+
         at = interaction.answered_at.isoformat() if interaction.answered_at else ""
+        # A partner reads this (in-band answers, -32004): the decider's kind (operator, caller,
+        # rule, system:expiry), never an operator's e-mail. The REST channel and the pages say
+        # who, from the interaction itself (``self.interaction``).
+        by = decider_public(interaction.answered_by, interaction.answered_via)
         super().__init__(
             f"Interaction {interaction.public_id} was already {interaction.state} by {by}"
             + (f" at {at}" if at else "")
@@ -50,7 +55,7 @@ class AlreadyDecided(RuntimeFault):
             interactionId=interaction.public_id,
             taskId=interaction.task.public_id,
             state=interaction.state,
-            decidedBy=interaction.answered_by,
+            decidedBy=by,
             decidedVia=interaction.answered_via,
             decidedAt=at,
         )
@@ -59,3 +64,10 @@ class AlreadyDecided(RuntimeFault):
 
 class NotAllowed(RuntimeFault):
     reason = "NOT_ALLOWED"
+
+
+class StepUpRequired(RuntimeFault):
+    """A ``risk: high`` call's approval needs a decider who re-authenticated recently (or, over
+    REST, a token made with the step-up right): the decision was not taken."""
+
+    reason = "STEP_UP_REQUIRED"

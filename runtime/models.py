@@ -20,6 +20,7 @@ from django.utils import timezone
 from config.tracing import current_trace_id
 from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url
+from tenants.appendonly import AppendOnlyModel
 from tenants.models import Tenant
 
 
@@ -373,19 +374,32 @@ class DemoRecord(models.Model):
         return f"{self.server} {self.kind} {self.effect_id}"
 
 
-class AuditEvent(models.Model):
+class AuditEvent(AppendOnlyModel):
     """One decision or state change a person (or the system) made, written in the same
-    transaction as the change it records."""
+    transaction as the change it records. Append-only (AppendOnlyModel)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     actor = models.CharField(max_length=200)  # a subject: user:<email>, partner:..., system:expiry
     action = models.CharField(max_length=50)  # approved, denied, answered, connected, expired, ...
     via = models.CharField(max_length=16, blank=True)  # inband, page, rest, expiry, connection
+    # DO_NOTHING without a database constraint (migration 0008): deleting a task or an
+    # interaction must not rewrite the rows that recorded decisions on it (SET_NULL was an
+    # UPDATE of the audit log). A row may then name a task that is gone; pages show none.
     interaction = models.ForeignKey(
-        Interaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        Interaction,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        Task,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -396,6 +410,68 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action}"
+
+
+def new_receipt_id() -> str:
+    return new_key("rcp_", 12)
+
+
+class Receipt(AppendOnlyModel):
+    """What one decision on a held tool call bound (issue 13): the call (tool and the SHA-256
+    of the canonical arguments shown, and of those to be sent when an operator edited them),
+    the policy version in force (the SHA-256 of the agent's tool policy), who decided, how,
+    and when. The call is sent only while both hashes still match (runtime.services.receipts);
+    a receipt is never changed: a void approval gets a receipt of its own (decision "void").
+
+    Ids are kept as text, not foreign keys, so that deleting a task or an interaction never
+    touches a receipt (append-only).
+    """
+
+    class Decision(models.TextChoices):
+        APPROVED = "approved", "approved"
+        DENIED = "denied", "denied"
+        EXPIRED = "expired", "expired"
+        VOID = "void", "void (the approval no longer matched)"
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_receipt_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent_slug = models.CharField(max_length=63)
+    task_public_id = models.CharField(max_length=80)
+    interaction_public_id = models.CharField(max_length=64, blank=True)
+    effect_public_id = models.CharField(max_length=64, blank=True)
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    # The subject that decided (user:<email>, program:..., the caller's, system:..., rule:...).
+    decider = models.CharField(max_length=200)
+    # page, rest, inband, bulk, rule, expiry, system
+    channel = models.CharField(max_length=16)
+    arguments_hash = models.CharField(max_length=64, help_text="SHA-256 of the arguments shown.")
+    sent_arguments_hash = models.CharField(
+        max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."
+    )
+    edited = models.BooleanField(default=False)
+    policy_version = models.CharField(max_length=64, help_text="SHA-256 of the tool policy.")
+    stepped_up = models.BooleanField(default=False)
+    rule_id = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="receipt_tenant_keyset"),
+            models.Index(fields=["tenant", "task_public_id"], name="receipt_by_task"),
+            models.Index(fields=["tenant", "effect_public_id"], name="receipt_by_effect"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.decision} {self.server}/{self.tool}"
+
+    @property
+    def binds(self) -> bool:
+        """An approval that lets the call be sent (while it still matches)."""
+        return self.decision == self.Decision.APPROVED
 
 
 class TaskFile(models.Model):

@@ -109,7 +109,16 @@ class ApiTokenForm(forms.ModelForm):
 
     class Meta:
         model = ApiToken
-        fields = ["tenant", "kind", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
+        fields = [
+            "tenant",
+            "kind",
+            "subject",
+            "name",
+            "all_agents",
+            "agent_slugs",
+            "may_step_up",
+            "expires_at",
+        ]
 
     def clean_agent_slugs(self):
         value = self.cleaned_data.get("agent_slugs") or []
@@ -130,6 +139,8 @@ class ApiTokenForm(forms.ModelForm):
         data = super().clean()
         if not data.get("all_agents") and not data.get("agent_slugs"):
             self.add_error("agent_slugs", "Name at least one agent, or allow all agents.")
+        if data.get("may_step_up") and data.get("kind") != ApiToken.Kind.OPERATOR:
+            self.add_error("may_step_up", "Only operator tokens decide, so only they step up.")
         return data
 
 
@@ -142,6 +153,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "subject",
         "tenant",
         "masked",
+        "may_step_up",
         "scope",
         "expires_at",
         "revoked_at",
@@ -164,7 +176,16 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["tenant", "kind", "subject", "name", "all_agents", "agent_slugs", "expires_at"]
+            return [
+                "tenant",
+                "kind",
+                "subject",
+                "name",
+                "all_agents",
+                "agent_slugs",
+                "may_step_up",
+                "expires_at",
+            ]
         return [
             "masked",
             "tenant",
@@ -173,6 +194,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             "name",
             "all_agents",
             "agent_slugs",
+            "may_step_up",
             "expires_at",
             "revoked_at",
             "last_used_at",
@@ -184,7 +206,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if obj is None:
             return []
         # A token's tenant and subject are its identity; mint a new token to change them.
-        return [*self.readonly_fields, "tenant", "kind", "subject"]
+        # The step-up right is given when the token is made (issue 13), never added later.
+        return [*self.readonly_fields, "tenant", "kind", "subject", "may_step_up"]
 
     def save_model(self, request, obj, form, change):
         if not change:

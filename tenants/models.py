@@ -124,6 +124,11 @@ class ApiToken(models.Model):
         blank=True,
         help_text="When not all agents: the slugs of the agents it may call.",
     )
+    may_step_up = models.BooleanField(
+        default=False,
+        help_text="Operator tokens: may approve tools marked risk: high (the program stands for "
+        "a re-authenticated person). Without it such approvals answer 403.",
+    )
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)

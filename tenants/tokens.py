@@ -12,6 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -73,8 +74,13 @@ def api_token_create(
     agent_slugs: list[str] | None = None,
     expires_at: datetime | None = None,
     created_by=None,
+    may_step_up: bool = False,
 ) -> tuple[ApiToken, str]:
-    """Mint a token; return the row and the plaintext, which is never stored or shown again."""
+    """Mint a token; return the row and the plaintext, which is never stored or shown again.
+
+    ``may_step_up``: an operator token that may approve ``risk: high`` tools (issue 13)."""
+    if may_step_up and kind != ApiToken.Kind.OPERATOR:
+        raise ValidationError({"may_step_up": "Only operator tokens decide, so only they step up."})
     token = ApiToken(
         tenant=tenant,
         subject=subject,
@@ -84,6 +90,7 @@ def api_token_create(
         agent_slugs=list(agent_slugs or []),
         expires_at=expires_at,
         created_by=created_by,
+        may_step_up=may_step_up,
     )
     plaintext = token_issue(token)
     token.full_clean()

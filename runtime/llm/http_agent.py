@@ -71,7 +71,18 @@ USER_AGENT = "Countersign-Agent/1"
 # What the partner reads when the agent failed; the detail is for the admin.
 PARTNER_MESSAGE = "The agent could not complete this request."
 # What an answer entry of the history carries (not who answered, nor through which channel).
-ANSWER_FIELDS = ("kind", "questionId", "value", "approved", "connected", "reason")
+ANSWER_FIELDS = (
+    "kind",
+    "questionId",
+    "value",
+    "approved",
+    "connected",
+    "reason",
+    # An operator edited the call before approving it (issue 13): what was sent instead.
+    "edited",
+    "step",
+    "arguments",
+)
 
 
 class ModelConfigError(ValueError):

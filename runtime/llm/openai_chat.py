@@ -271,13 +271,29 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
         result = next((e for e in later if e["type"] == "tool_result" and e["step"] == step), None)
         if result is None:
             return json.dumps({"error": "The call has no result."})
+        edit = next(
+            (
+                e
+                for e in later
+                if e["type"] == "answer" and e.get("edited") and e.get("step") == step
+            ),
+            None,
+        )
         if result["ok"]:
-            return json.dumps({"ok": True, "result": result.get("result")}, ensure_ascii=False)
-        body = {"ok": False, "error": result.get("error", "failed")}
-        if result.get("error") == "tool.denied":
-            body["error"] = "The call was not made: it was denied."
-        if result.get("reason"):
-            body["reason"] = result["reason"]
+            body = {"ok": True, "result": result.get("result")}
+        else:
+            body = {"ok": False, "error": result.get("error", "failed")}
+            if result.get("error") == "tool.denied":
+                body["error"] = "The call was not made: it was denied."
+            if result.get("reason"):
+                body["reason"] = result["reason"]
+        if edit is not None:
+            # Issue 13: an operator changed the arguments before approving; say so, and to what.
+            body["argumentsEdited"] = {
+                "note": "An operator changed this call's arguments before approving it; "
+                "it was made with these arguments instead of yours.",
+                "arguments": edit.get("arguments"),
+            }
         return json.dumps(body, ensure_ascii=False)
     if kind == "artifact":
         return json.dumps({"ok": True, "artifactId": action.get("artifactId")})

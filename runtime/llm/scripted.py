@@ -183,6 +183,15 @@ class ScriptedModel:
         if rule is None:
             return Fail("This agent has no answer for that message.")
         last = view.last_result or {}
+        # Issue 13: the last call's approval with arguments an operator edited, if any.
+        edit = next(
+            (
+                e
+                for e in reversed(view.transcript)
+                if e["type"] == "answer" and e.get("edited") and e.get("step") == last.get("step")
+            ),
+            None,
+        )
         scope = {
             "text": view.text,
             "match": groups,
@@ -195,6 +204,8 @@ class ScriptedModel:
                 # Why a call did not run (an operator's denial reason, "expired", the policy),
                 # else its error: what the model should tell the caller.
                 "reason": last.get("reason") or last.get("error") or "",
+                "edited": edit is not None,
+                "arguments": edit.get("arguments") if edit else None,
             },
         }
         start = 0 if view.last_cursor is None else view.last_cursor + 1

@@ -12,8 +12,14 @@ from runtime import extensions as ext
 from runtime.answers import answer_from_decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, TaskNotFound
-from runtime.models import Interaction, Task, TaskState
+from runtime.models import Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
+from runtime.services.receipts import (
+    decision_edit_apply,
+    decision_outcome,
+    decision_receipt,
+    decision_step_up_check,
+)
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
 from runtime.task_state import task_pause, task_status_set, turn_enqueue, with_plan
@@ -75,8 +81,19 @@ def interaction_close(
     via: str,
     message_id: str = "",
     message: dict | None = None,
+    stepped_up: bool = False,
+    shown_hash: str | None = None,
+    edited: bool = False,
 ) -> Interaction:
-    """Claim the open interaction for this answer and resume the turn (caller holds the task lock)."""
+    """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
+
+    ``stepped_up``: the decider re-authenticated recently (risk: high, issue 13);
+    ``shown_hash`` and ``edited`` go on the decision's receipt (runtime.services.receipts).
+    """
+    if via != "expiry":
+        decision_step_up_check(
+            task=task, interaction=interaction, answer=answer, via=via, stepped_up=stepped_up
+        )
     decision = {
         "state": Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
         "answer": answer,
@@ -105,20 +122,51 @@ def interaction_close(
         "via": via,
         **answer,
     }
+    if edited:
+        # The model is told that the call went out with other arguments, and which
+        # (runtime.llm reads this entry beside the call's result).
+        entry["step"] = interaction.request.get("step")
+        entry["arguments"] = Effect.objects.get(
+            task=task, public_id=interaction.public_id
+        ).arguments
     task.transcript.append(entry)
-    task_status_set(task, TaskState.WORKING, history_append=message, also=("transcript",))
+    task_status_set(
+        task,
+        TaskState.WORKING,
+        status_ext=decision_outcome(interaction),
+        history_append=message,
+        also=("transcript",),
+    )
     audit_decision(interaction=interaction, task=task)
+    decision_receipt(
+        task=task,
+        interaction=interaction,
+        shown_hash=shown_hash,
+        edited=edited,
+        stepped_up=stepped_up,
+    )
     turn_enqueue(task)
     return interaction
 
 
 @transaction.atomic(durable=True)
 def interaction_answer(
-    *, tenant, interaction_id: str, answer: dict, by: str, via: str
+    *,
+    tenant,
+    interaction_id: str,
+    answer: dict,
+    by: str,
+    via: str,
+    arguments: dict | None = None,
+    shown_hash: str | None = None,
+    stepped_up: bool = False,
 ) -> Interaction:
     """An operator's or a program's decision on an interaction; exactly one decision wins.
 
-    The interaction comes back decided, with its task (and the task's agent) loaded.
+    ``arguments``: an approval's edited arguments (``editable: true``); ``shown_hash``: the
+    SHA-256 of the arguments the decider saw; ``stepped_up``: a recent re-authentication (or a
+    token with that right) for ``risk: high`` tools. The interaction comes back decided, with
+    its task (and the task's agent) loaded.
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
@@ -138,7 +186,22 @@ def interaction_answer(
     if interaction.state != Interaction.State.OPEN:
         raise AlreadyDecided(interaction)
     clean = answer_from_decider(interaction, answer)
-    return interaction_close(task=task, interaction=interaction, answer=clean, by=by, via=via)
+    interaction.task = task
+    edited = decision_edit_apply(
+        task=task, interaction=interaction, answer=clean, arguments=arguments, shown_hash=shown_hash
+    )
+    if edited:
+        clean["edited"] = True
+    return interaction_close(
+        task=task,
+        interaction=interaction,
+        answer=clean,
+        by=by,
+        via=via,
+        stepped_up=stepped_up,
+        shown_hash=shown_hash,
+        edited=edited,
+    )
 
 
 def interactions_connect_app(*, tenant, app: str, by: str) -> int:

@@ -14,6 +14,7 @@ from runtime import extensions as ext
 from runtime.llm.actions import CallTool
 from runtime.models import Effect, Interaction, Task, TaskState, new_key
 from runtime.services.interactions import interaction_open
+from runtime.services.receipts import approval_void_if_stale
 from runtime.shapes import agent_message
 from runtime.task_state import task_pause, with_plan
 from runtime.tools import (
@@ -251,6 +252,12 @@ class ToolCalls:
         # after this point is seen as an uncertain outcome, never as "not sent".
         with transaction.atomic():
             task = self.locked()
+            if not resend:
+                # Issue 13: an approval binds its receipt's arguments hash and the policy
+                # version; one that no longer matches is void and nothing is sent.
+                goes_on = approval_void_if_stale(task=task, effect=effect)
+                if goes_on is not None:
+                    return goes_on
             from_state = Effect.State.SENDING if resend else Effect.State.APPROVED
             moved = Effect.objects.filter(pk=effect.pk, state=from_state).update(
                 state=Effect.State.SENDING, sent_at=timezone.now()

@@ -1,6 +1,8 @@
 """Who owns a task (issue 15): anonymous callers of a public agent are strangers to each other,
 a retried SendMessage is one task, and a late in-band answer says who decided first."""
 
+import json
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -228,9 +230,11 @@ def test_an_inband_approval_after_an_operator_decided_says_who_and_when(agents, 
     interaction.refresh_from_db()
     assert info["reason"] == "INTERACTION_ALREADY_DECIDED"
     assert info["metadata"]["interactionId"] == interaction.public_id
-    assert info["metadata"]["decidedBy"] == "user:operator@acme.test"
+    # The partner learns the kind of decider, never the operator's e-mail (issue 13).
+    assert info["metadata"]["decidedBy"] == "operator"
     assert info["metadata"]["decidedVia"] == "page"
     assert info["metadata"]["decidedAt"] == interaction.answered_at.isoformat()
-    assert "user:operator@acme.test" in error["message"]
+    assert "by operator" in error["message"]
+    assert "operator@acme.test" not in json.dumps(error)
     # The operator's decision stands.
     assert interaction.answer == {"approved": False}

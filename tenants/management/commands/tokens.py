@@ -43,6 +43,12 @@ class Command(BaseCommand):
             "--agents", default="", help="Comma-separated agent slugs it may call (default: all)."
         )
         create.add_argument("--expires-days", type=int, default=None)
+        create.add_argument(
+            "--step-up",
+            dest="may_step_up",
+            action="store_true",
+            help="Operator tokens: may approve tools marked risk: high (given only at creation).",
+        )
         listing = sub.add_parser("list", help="List tokens (never their plaintext).")
         listing.add_argument("--tenant", help="Only this tenant's tokens.")
         listing.add_argument(
@@ -55,7 +61,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         getattr(self, f"handle_{options['action']}")(**options)
 
-    def handle_create(self, *, tenant, subject, kind, name, agents, expires_days, **_):
+    def handle_create(
+        self, *, tenant, subject, kind, name, agents, expires_days, may_step_up=False, **_
+    ):
         owner = tenant_named(tenant)
         slugs = [s.strip() for s in agents.split(",") if s.strip()]
         if expires_days is not None and expires_days <= 0:
@@ -70,6 +78,7 @@ class Command(BaseCommand):
                 all_agents=not slugs,
                 agent_slugs=slugs,
                 expires_at=expires_at,
+                may_step_up=may_step_up,
             )
         except ValidationError as exc:
             problems = "; ".join(
@@ -96,7 +105,7 @@ class Command(BaseCommand):
             )
             self.stdout.write(
                 f"{token.prefix:<13} {token.tenant.slug:<13} {token.kind:<9} {state:<8} "
-                f"{token.subject}  ({token.name})"
+                f"{token.subject}  ({token.name})" + ("  [step-up]" if token.may_step_up else "")
             )
 
     def handle_revoke(self, *, token, tenant, **_):

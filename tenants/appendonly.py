@@ -1,0 +1,46 @@
+"""Append-only rows: the audit log and decision receipts are written once, never changed or
+deleted through the ORM (issue 13). A base-layer module so that every app's audit rows
+(runtime's decisions, connections' connection changes) share one rule."""
+
+from django.db import models
+
+
+class AppendOnlyError(Exception):
+    """An audit row was about to be changed or deleted: the audit log is append-only."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    """Rows are added, never changed or removed (issue 13: the audit log is append-only).
+
+    ``update`` and ``delete`` refuse, so no service, admin action or shell one-liner can
+    rewrite history through the ORM. Deleting a whole tenant still takes its rows with it
+    (the foreign key's cascade, done by Django's collector below the QuerySet API).
+    """
+
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: no update.")
+
+    def delete(self):
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: no delete.")
+
+    # bulk_update is update() underneath; named so that the refusal says which call it was.
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise AppendOnlyError(f"{self.model.__name__} rows are append-only: no bulk_update.")
+
+
+class AppendOnlyModel(models.Model):
+    """A model whose rows are written once (save refuses an existing row, delete refuses)."""
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows are append-only: no update.")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"{type(self).__name__} rows are append-only: no delete.")

@@ -320,3 +320,34 @@ def test_the_audit_page_still_shows_decisions_on_a_deleted_task(agents, make_age
     response = agents.a.client_for(agents.a.operator).get(reverse("approvals:audit"))
     assert response.status_code == HTTPStatus.OK and "denied" in response.content.decode()
     assert Agent.objects.filter(slug="shipper").exists()
+
+
+def test_a_member_with_totp_steps_up_with_their_code_not_only_their_password(agents, make_agent):
+    from allauth.mfa.totp.internal.auth import (
+        TOTP,
+        format_hotp_value,
+        generate_totp_secret,
+        hotp_value,
+        yield_hotp_counters_from_time,
+    )
+
+    shipper(make_agent, {"action": "approve", "risk": "high"})
+    approval = held(agents.a)
+    secret = generate_totp_secret()
+    TOTP.activate(agents.a.operator, secret)
+    client = agents.a.client_for(agents.a.operator)
+    response = client.post(page(approval), {"decision": "approve"})
+    assert response["Location"].startswith(reverse("mfa_reauthenticate"))
+    # The password alone is not enough for a member who has TOTP.
+    client.post(reverse("account_reauthenticate"), {"password": PASSWORD})
+    response = client.post(page(approval), {"decision": "approve"})
+    assert response["Location"].startswith(reverse("mfa_reauthenticate"))
+    assert open_interaction(approval.task).pk == approval.pk
+    counters = list(yield_hotp_counters_from_time())
+    counter = counters[len(counters) // 2]  # the current period
+    code = format_hotp_value(hotp_value(secret, counter))
+    response = client.post(response["Location"], {"code": code})
+    assert response.status_code == HTTPStatus.FOUND
+    approval.refresh_from_db()
+    assert approval.state == Interaction.State.ANSWERED
+    assert Receipt.objects.get().stepped_up is True

@@ -22,6 +22,7 @@ from runtime.receipts import (
     receipt_record,
     tool_trust,
 )
+from runtime.selectors import held_call_for
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
 from runtime.task_state import task_pause, with_plan
@@ -35,14 +36,13 @@ VOIDER = "system:receipts"
 
 
 def held_effect(interaction: Interaction) -> Effect | None:
-    """The call an approval holds (interactions/v1: its id is the effect's)."""
+    """The call an approval holds (interactions/v1: its id is the effect's), read once per
+    decision: the step-up check, the edit and the receipt of one decision share the row."""
     if interaction.kind != Interaction.Kind.APPROVAL:
         return None
-    return Effect.objects.filter(
-        tenant_id=interaction.tenant_id,
-        task_id=interaction.task_id,
-        public_id=interaction.public_id,
-    ).first()
+    if "_held_effect" not in interaction.__dict__:
+        interaction.__dict__["_held_effect"] = held_call_for(interaction=interaction)
+    return interaction.__dict__["_held_effect"]
 
 
 # --- before the decision -------------------------------------------------------------------

@@ -182,6 +182,18 @@ def test_bulk_leaves_out_high_risk_approvals_without_step_up(agents, make_agent)
     assert open_interaction(approval.task).pk == approval.pk
 
 
+def test_a_bulk_decision_stores_its_receipt_with_the_bulk_channel(agents, make_agent):
+    shipper(make_agent, "approve")
+    approval = held(agents.a)
+    client = agents.a.client_for(agents.a.operator)
+    client.post(
+        reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": [approval.public_id]}
+    )
+    receipt = Receipt.objects.get()
+    assert (receipt.channel, receipt.decision) == ("bulk", "approved")
+    assert receipt.decider == f"user:{agents.a.operator.email}"
+
+
 # --- the REST channel -------------------------------------------------------------------------
 
 

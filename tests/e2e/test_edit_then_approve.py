@@ -27,7 +27,9 @@ def test_operator_edits_a_held_deploy_then_approves_it(live_stack, demo, browser
     page.get_by_text("Edit the arguments, then approve").click()
 
     # The raw JSON fallback, with a value the schema refuses: a form error, nothing sent.
-    page.get_by_role("textbox", name="Raw JSON").fill(json.dumps({"build": "x", "environment": "moon"}))
+    page.get_by_role("textbox", name="Raw JSON").fill(
+        json.dumps({"build": "x", "environment": "moon"})
+    )
     page.get_by_label("the raw JSON").check()
     page.get_by_role("button", name="Approve with these arguments").click()
     page.get_by_text("do not fit the tool's schema").wait_for()

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from approvals import api, views
+from approvals import api, trust, views
 
 
 class PublicIdConverter:
@@ -36,6 +36,8 @@ urlpatterns = [
         name="artifact_download",
     ),
     path("audit/", views.audit, name="audit"),
+    path("rules/", trust.rules, name="rules"),
+    path("rules/<public_id:public_id>/revoke", trust.rule_revoke_view, name="rule_revoke"),
     path("api/v1/interactions", api.interaction_list, name="api_interactions"),
     path(
         "api/v1/interactions/<public_id:public_id>", api.interaction_detail, name="api_interaction"
@@ -45,4 +47,6 @@ urlpatterns = [
         api.interaction_answer_view,
         name="api_interaction_answer",
     ),
+    path("api/v1/rules", api.rule_list, name="api_rules"),
+    path("api/v1/rules/<public_id:public_id>/revoke", api.rule_revoke_view, name="api_rule_revoke"),
 ]

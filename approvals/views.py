@@ -24,9 +24,17 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import effect_for_member, interaction_for_member, task_for_member
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from approvals.trust import (
+    allow_similar_form,
+    approvers_context,
+    bulk_refusal,
+    rule_after_approval,
+    rule_precheck,
+)
 from notifications.selectors import deliveries_for_interaction, ladder_positions, ladder_steps_for
 from runtime import extensions as ext
-from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, TaskNotFound
+from runtime.approvers import Decider, approvals_progress
+from runtime.errors import AlreadyDecided, DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
 from runtime.models import Effect, Interaction, TaskState
 from runtime.presence import streams_attached
 from runtime.selectors import (
@@ -324,6 +332,7 @@ def _interaction_page(request, interaction: Interaction, *, forms=None, already=
             tenant=request.membership.tenant, interaction=interaction
         ),
         "ladder_steps": ladder_steps_for(tenant=request.membership.tenant, interaction=interaction),
+        **approvers_context(request, interaction, held_call, form=forms.get("rule")),
     }
     return render(request, "approvals/interaction_detail.html", context, status=status)
 
@@ -337,6 +346,20 @@ def interaction_detail(request, public_id: str):
     require_decider(request.membership)
     decision = request.POST.get("decision", "")
     forms = {}
+    rule_form = None
+    if interaction.kind == Interaction.Kind.APPROVAL and decision == "approve_rule":
+        # "Approve and allow similar calls": the rule's form is checked before the approval.
+        rule_form = forms["rule"] = allow_similar_form(request, interaction, data=request.POST)
+        if rule_form is None:
+            messages.error(request, "Calls of this tool cannot be allowed by a rule.")
+            return _interaction_page(request, interaction, status=400)
+        if not rule_form.is_valid():
+            return _interaction_page(request, interaction, forms=forms, status=400)
+        problem = rule_precheck(request, interaction, rule_form)
+        if problem:
+            rule_form.add_error(None, problem)
+            return _interaction_page(request, interaction, forms=forms, status=400)
+        decision = "approve"
     if interaction.kind == Interaction.Kind.APPROVAL and decision in ("approve", "deny"):
         form = forms["approval"] = ApprovalForm(request.POST)
         if form.is_valid():
@@ -359,15 +382,19 @@ def interaction_detail(request, public_id: str):
     if form is not None and not form.is_valid():
         return _interaction_page(request, interaction, forms=forms, status=400)
     try:
-        interaction_answer(
+        decided = interaction_answer(
             tenant=request.membership.tenant,
             interaction_id=interaction.public_id,
             answer=answer,
             by=request.user.subject,
             via="page",
+            decider=Decider.of_member(request.membership, request.user),
         )
     except AlreadyDecided as exc:
         return _interaction_page(request, exc.interaction, already=exc.interaction, status=409)
+    except DeciderRefused as exc:
+        messages.error(request, exc.message)
+        return _interaction_page(request, interaction, status=403)
     except InvalidParams as exc:
         if form is None:
             messages.error(request, exc.description)
@@ -376,6 +403,13 @@ def interaction_detail(request, public_id: str):
         return _interaction_page(request, interaction, forms=forms, status=400)
     except TaskNotFound as exc:
         raise Http404("No such interaction.") from exc
+    if decided.state == Interaction.State.OPEN:
+        done = (
+            f"Your approval is recorded ({approvals_progress(decided)}): "
+            "another person must approve before the call is sent."
+        )
+    elif rule_form is not None:
+        done = rule_after_approval(request, decided, rule_form) or done
     messages.success(request, done)
     return redirect("approvals:interaction", public_id=interaction.public_id)
 
@@ -595,7 +629,7 @@ def artifact_download(request, public_id: str, artifact_id: str):
 BULK_MAX = 500
 
 
-def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by) -> dict:
+def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by, decider=None) -> dict:
     """Decide one item on its own (its own transaction, audit entry and race)."""
     row = {"public_id": item_id, "prompt": interaction.prompt if interaction else ""}
     if interaction is None:
@@ -617,9 +651,17 @@ def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by) -> dict:
             "text": f"Left out: the policy for {held.server}/{held.tool} says bulk: false "
             "(decide it on its own page).",
         }
+    refusal = bulk_refusal(interaction, decider)
+    if refusal:
+        return {**row, "outcome": "left_out", "text": f"Left out: {refusal}"}
     try:
         interaction_answer(
-            tenant=tenant, interaction_id=interaction.public_id, answer=answer, by=by, via="bulk"
+            tenant=tenant,
+            interaction_id=interaction.public_id,
+            answer=answer,
+            by=by,
+            via="bulk",
+            decider=decider,
         )
     except AlreadyDecided as exc:
         who = exc.interaction.answered_by or "someone"
@@ -676,6 +718,7 @@ def inbox_bulk(request):
             tenant=tenant,
             answer=answer,
             by=request.user.subject,
+            decider=Decider.of_member(request.membership, request.user),
         )
         for item_id in ids
     ]

@@ -59,3 +59,9 @@ class AlreadyDecided(RuntimeFault):
 
 class NotAllowed(RuntimeFault):
     reason = "NOT_ALLOWED"
+
+
+class DeciderRefused(RuntimeFault):
+    """The person or program may not decide this interaction (approvers, two-person rule)."""
+
+    reason = "DECIDER_NOT_ALLOWED"

@@ -10,10 +10,12 @@ from django.utils import timezone
 
 from runtime import extensions as ext
 from runtime.answers import answer_from_decider
+from runtime.approvers import Decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, TaskNotFound
 from runtime.models import Interaction, Task, TaskState
 from runtime.observe import decision_observe
+from runtime.services.approvers import approval_gate
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
 from runtime.task_state import task_pause, task_status_set, turn_enqueue, with_plan
@@ -31,6 +33,8 @@ def interaction_open(
     request: dict,
     state: str,
     deciders: str = "either",
+    approvers: Iterable[str] = (),
+    approvals_required: int = 1,
     also: Iterable[str] = (),
 ) -> Interaction:
     """Pause the turn on a question, approval or connection (the caller holds the task lock)."""
@@ -44,6 +48,8 @@ def interaction_open(
         request=request,
         subject=task.subject,
         deciders=deciders,
+        approvers=list(approvers),
+        approvals_required=approvals_required,
         expires_at=timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds),
     )
     extension = {
@@ -114,11 +120,13 @@ def interaction_close(
 
 @transaction.atomic(durable=True)
 def interaction_answer(
-    *, tenant, interaction_id: str, answer: dict, by: str, via: str
+    *, tenant, interaction_id: str, answer: dict, by: str, via: str, decider: Decider | None = None
 ) -> Interaction:
     """An operator's or a program's decision on an interaction; exactly one decision wins.
 
-    The interaction comes back decided, with its task (and the task's agent) loaded.
+    The interaction comes back decided, with its task (and the task's agent) loaded; or, for
+    an approval that needs another person's approval still, open with this one recorded.
+    ``decider`` says who decides (their role and groups, runtime.approvers).
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
@@ -138,6 +146,13 @@ def interaction_answer(
     if interaction.state != Interaction.State.OPEN:
         raise AlreadyDecided(interaction)
     clean = answer_from_decider(interaction, answer)
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        clean = approval_gate(
+            interaction=interaction, task=task, answer=clean, decider=decider, by=by, via=via
+        )
+        if clean is None:
+            interaction.task = task
+            return interaction  # recorded; waits for the next person's approval
     return interaction_close(task=task, interaction=interaction, answer=clean, by=by, via=via)
 
 

@@ -143,6 +143,7 @@ def inbox_rows(items, *, now: datetime) -> list[dict]:
             "created_title": created_title,
             "age": span_text((now - item.created_at).total_seconds()),
             "expires": None,
+            "progress": approvals_progress(item.interaction) if item.interaction else "",
         }
         if item.expires_at:
             expires, expires_title = _when(item.expires_at)

@@ -186,6 +186,7 @@ class AllowSimilarForm(forms.Form):
                 max_length=ANSWER_MAX,
                 initial="" if current is None else _as_text(current),
                 label=f"Value of {name}",
+                widget=forms.TextInput(attrs={"aria-label": f"Value of {name}"}),
             )
             self.rows.append(
                 {

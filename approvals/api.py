@@ -239,7 +239,7 @@ class AnswerValueField(serializers.JSONField):
 class ConditionSerializer(serializers.Serializer):
     field = serializers.CharField(max_length=200)
     op = serializers.ChoiceField(choices=[(op, op) for op in OPS])
-    value = serializers.JSONField()
+    value = AnswerValueField(help_text="equals: a value; in: a list of values; prefix: text.")
 
 
 class AllowSimilarSerializer(serializers.Serializer):

@@ -62,9 +62,18 @@ def schema_fields(schema: dict | None) -> dict[str, str]:
     return fields
 
 
+def _storable(text: str) -> bool:
+    # PostgreSQL's jsonb refuses NUL and lone surrogates (a DataError mid-transaction).
+    return (
+        len(text) <= 1000
+        and "\x00" not in text
+        and not any("\ud800" <= char <= "\udfff" for char in text)
+    )
+
+
 def _typed(value, kind: str) -> bool:
     if kind == "string":
-        return isinstance(value, str)
+        return isinstance(value, str) and _storable(value)
     if kind == "boolean":
         return isinstance(value, bool)
     if kind == "integer":
@@ -93,7 +102,7 @@ def conditions_problem(conditions, schema: dict | None) -> str | None:
             return f"{name}: op must be one of {', '.join(OPS)}"
         kind = fields[name]
         if op == "prefix":
-            if kind != "string" or not isinstance(value, str) or not value:
+            if kind != "string" or not isinstance(value, str) or not value or not _storable(value):
                 return f"{name}: prefix takes a non-empty text, on a text field"
         elif op == "in":
             if not isinstance(value, list) or not value or len(value) > 50:

@@ -188,9 +188,14 @@ def test_allow_similar_from_the_page_makes_a_rule_from_the_schema_form(agents, h
     interaction.refresh_from_db()
     assert interaction.state == "answered" and interaction.answer["approved"] is True
     assert run(interaction.task).state == TaskState.COMPLETED
-    # The next matching call runs without a pause.
-    assert run(send(side, "dep")).state == TaskState.COMPLETED
+    # The next matching call runs without a pause; its task page names the rule.
+    task = run(send(side, "dep"))
+    assert task.state == TaskState.COMPLETED
     assert AuditEvent.objects.filter(action="allowed_by_rule").count() == 1
+    html = client.get(reverse("approvals:task", args=[task.public_id])).content.decode()
+    assert f"approved by <code>rule:{rule.public_id}</code>" in html
+    audit = client.get(reverse("approvals:audit")).content.decode()
+    assert f"rule:{rule.public_id}" in audit and "allowed_by_rule" in audit
 
 
 def test_allow_similar_with_a_bad_condition_approves_nothing(agents, held):

@@ -39,9 +39,15 @@ def rule_refusal(agent, server: str, tool: str) -> str | None:
     action = rule.get("action", "approve") if isinstance(rule, dict) else rule
     if action != "approve":
         return f"the policy for {server}/{tool} is {action}, not approve"
+    # ``risk: high`` may be said in the policy entry or on the tool itself (AGENT.md tools).
+    declared_high = any(
+        spec.get("risk") == "high"
+        for spec in agent.tools or []
+        if spec.get("server") == server and spec.get("tool") in (tool, None)
+    )
+    if declared_high or (isinstance(rule, dict) and rule.get("risk") == "high"):
+        return f"{server}/{tool} is risk: high: each call needs its own decision"
     if isinstance(rule, dict):
-        if rule.get("risk") == "high":
-            return f"{server}/{tool} is risk: high: each call needs its own decision"
         if rule.get("required") == 2:
             return f"{server}/{tool} needs two people's approval (required: 2)"
     return None

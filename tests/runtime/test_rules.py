@@ -177,13 +177,18 @@ def test_never_for_high_risk_or_two_person_tools(agents, deployer, policy):
         )
 
 
-def test_a_rule_stops_when_its_tool_becomes_high_risk(agents, deployer):
+@pytest.mark.parametrize("where", ["policy", "tool"])
+def test_a_rule_stops_when_its_tool_becomes_high_risk(agents, deployer, where):
     side = agents.a
     agent = deployer()
     approved_with_rule(side, "dep", "rel-1")
-    agent.tool_policy = {"deploy/deploy_build": {"action": "approve", "risk": "high"}}
+    if where == "policy":
+        agent.tool_policy = {"deploy/deploy_build": {"action": "approve", "risk": "high"}}
+    else:
+        agent.tools = [{**DEPLOY_TOOL, "risk": "high"}]
     agent.save()
     assert run(send(side, "dep", "rel-2")).state == TaskState.AUTH_REQUIRED
+    assert not AuditEvent.objects.filter(action="allowed_by_rule").exists()
 
 
 def test_forever_is_for_admins_only_and_durations_are_bounded(agents, deployer):

@@ -128,13 +128,13 @@ class InteractionSerializer(serializers.Serializer):
     contextId = serializers.CharField(source="task.wire_context_id")
     subject = serializers.CharField(help_text="The caller the task runs for.")
     deciders = serializers.ChoiceField(choices=Interaction.Deciders.choices)
-    approvers = serializers.ListField(
-        child=serializers.CharField(),
+    approvers = serializers.SerializerMethodField(
         help_text="Who may decide an approval now: roles, group:<slug>, caller (empty for "
-        "other kinds: any operator).",
+        "other kinds: any operator)."
     )
     approvalsRequired = serializers.IntegerField(
-        help_text="How many distinct people must approve (2: the two-person rule)."
+        source="approvals_required",
+        help_text="How many distinct people must approve (2: the two-person rule).",
     )
     approvals = serializers.ListField(
         child=serializers.DictField(),
@@ -167,9 +167,7 @@ class InteractionSerializer(serializers.Serializer):
             "contextId": task.wire_context_id,
             "subject": instance.subject,
             "deciders": instance.deciders,
-            "approvers": effective_approvers(instance)
-            if instance.kind == Interaction.Kind.APPROVAL
-            else [],
+            "approvers": self.get_approvers(instance),
             "approvalsRequired": instance.approvals_required,
             "approvals": instance.approvals or [],
             "createdAt": wire_time(instance.created_at),
@@ -179,6 +177,9 @@ class InteractionSerializer(serializers.Serializer):
             "answeredVia": instance.answered_via,
             "answeredAt": wire_time(instance.answered_at),
         }
+
+    def get_approvers(self, obj) -> list[str]:
+        return effective_approvers(obj) if obj.kind == Interaction.Kind.APPROVAL else []
 
     def get_allowCustom(self, obj) -> bool:  # noqa: N802 - the wire's spelling
         request = obj.request or {}

@@ -45,15 +45,10 @@ def steps_clean(steps) -> list[dict]:
             raise ValueError(f"step {number}: widen_to must be a list of {', '.join(WIDEN_ROLES)}")
         if widen_to and action != "escalate":
             raise ValueError(f"step {number}: only an escalate step widens who may decide")
-        cleaned.append(
-            {
-                "after": step["after"],
-                "action": action,
-                "roles": roles,
-                "seconds": seconds,
-                "widen_to": widen_to,
-            }
-        )
+        clean = {"after": step["after"], "action": action, "roles": roles, "seconds": seconds}
+        if widen_to:
+            clean["widen_to"] = widen_to
+        cleaned.append(clean)
     if [s["seconds"] for s in cleaned] != sorted(s["seconds"] for s in cleaned):
         raise ValueError("steps must come in order of time")
     return cleaned

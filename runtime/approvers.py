@@ -7,6 +7,8 @@ named means the default: admins and operators (and the caller unless ``deciders:
 operators``). ``required: 2`` asks for two distinct people; the caller is not one of them.
 """
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 
@@ -109,6 +111,16 @@ def decider_refusal(interaction: Interaction, decider: Decider) -> str | None:
         return None
     people = [a for a in allowed if a != CALLER] or allowed
     return f"Only {approvers_text(people)} may decide this approval."
+
+
+def approval_binding(*, tool_policy: dict, arguments_hash: str) -> str:
+    """What an approval of a held call approves: the SHA-256 of the agent's whole tool policy
+    (canonical JSON) and the call's arguments hash. Two approvals count together only when
+    they approved the same thing."""
+    policy = hashlib.sha256(
+        json.dumps(tool_policy or {}, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    return hashlib.sha256(f"{policy}:{arguments_hash}".encode()).hexdigest()
 
 
 def approvals_progress(interaction: Interaction) -> str:

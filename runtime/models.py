@@ -341,12 +341,16 @@ class InteractionApproval(models.Model):
     )
     by = models.CharField(max_length=200)
     via = models.CharField(max_length=16)
+    # What the approval approved: the SHA-256 of the policy version and the call's arguments
+    # hash then (runtime.approvers.approval_binding). An approval counts only while both
+    # still hold, so an approval voided by a policy or argument change never counts again.
+    binds = models.CharField(max_length=64)
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["interaction", "by"], name="interaction_approval_once_per_person"
+                fields=["interaction", "by", "binds"], name="interaction_approval_once_per_person"
             )
         ]
         ordering = ["at", "id"]

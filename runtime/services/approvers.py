@@ -5,10 +5,10 @@ approval are taken one after the other: exactly ``required`` distinct approvals 
 
 from django.utils import timezone
 
-from runtime.approvers import ROLES, Decider, decider_refusal
+from runtime.approvers import ROLES, Decider, approval_binding, decider_refusal
 from runtime.audit import audit_record
 from runtime.errors import DeciderRefused
-from runtime.models import Interaction, InteractionApproval, Task
+from runtime.models import Effect, Interaction, InteractionApproval, Task
 
 
 def approval_gate(
@@ -34,16 +34,32 @@ def approval_gate(
     if interaction.approvals_required <= 1 or answer.get("approved") is not True:
         # A denial by anyone allowed to decide ends it, whatever approvals came before.
         return answer
-    if any(entry.get("by") == by for entry in interaction.approvals or ()):
+    # Only approvals of the same thing count together: one given under another policy
+    # version or for other arguments (an approval voided since) is dropped here.
+    held = (
+        Effect.objects.filter(tenant_id=interaction.tenant_id, public_id=interaction.public_id)
+        .only("arguments_hash")
+        .first()
+    )
+    binds = approval_binding(
+        tool_policy=task.agent.tool_policy, arguments_hash=held.arguments_hash if held else ""
+    )
+    standing = [entry for entry in interaction.approvals or () if entry.get("binds") == binds]
+    if any(entry.get("by") == by for entry in standing):
         raise DeciderRefused(
             "You approved this already: the two-person rule needs another person's approval.",
             interactionId=interaction.public_id,
         )
     now = timezone.now()
     InteractionApproval.objects.create(
-        tenant_id=interaction.tenant_id, interaction=interaction, by=by, via=via, at=now
+        tenant_id=interaction.tenant_id,
+        interaction=interaction,
+        by=by,
+        via=via,
+        binds=binds,
+        at=now,
     )
-    approvals = [*(interaction.approvals or ()), {"by": by, "via": via, "at": now.isoformat()}]
+    approvals = [*standing, {"by": by, "via": via, "at": now.isoformat(), "binds": binds}]
     Interaction.objects.filter(pk=interaction.pk).update(approvals=approvals)
     interaction.approvals = approvals
     if len(approvals) < interaction.approvals_required:

@@ -255,3 +255,22 @@ def test_widen_to_is_only_for_escalation_steps_of_deciding_roles():
     assert steps_clean([{"after": "1h", "action": "escalate", "widen_to": "operator"}])[0][
         "widen_to"
     ] == ["operator"]
+
+
+def test_an_approval_under_another_policy_version_no_longer_counts(agents, holder):
+    """What trusta's void does (a policy change between approvals): the first approval
+    approved the old policy, so a second person's approval under the new one is 1 of 2,
+    and the first person may approve again."""
+    side = agents.a
+    interaction = holder({"action": "approve", "required": 2})(side)
+    operator, admin = member(side, "operator"), member(side, "admin")
+    answer(interaction, operator)
+    agent = interaction.task.agent
+    agent.tool_policy = {**agent.tool_policy, "github": "deny"}
+    agent.save()
+
+    still = answer(interaction, admin)
+    assert still.state == "open"
+    assert [a["by"] for a in still.approvals] == ["user:admin@acme.test"]
+    assert answer(interaction, operator).state == "answered"
+    assert InteractionApproval.objects.filter(interaction=interaction).count() == 3

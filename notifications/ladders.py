@@ -44,7 +44,7 @@ def steps_clean(steps) -> list[dict]:
         if not isinstance(widen_to, list) or any(r not in WIDEN_ROLES for r in widen_to):
             raise ValueError(f"step {number}: widen_to must be a list of {', '.join(WIDEN_ROLES)}")
         if widen_to and action != "escalate":
-            raise ValueError(f"step {number}: only an escalate step widens who may decide")
+            raise ValueError(f"step {number}: widen_to is for escalate steps only")
         clean = {"after": step["after"], "action": action, "roles": roles, "seconds": seconds}
         if widen_to:
             clean["widen_to"] = widen_to

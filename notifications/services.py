@@ -491,9 +491,14 @@ def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetim
                     "roles": step["roles"],
                 },
             )
-            if step.get("widen_to"):
+            widen = step.get("widen_to")
+            if widen:
+                # One role (AGENT.md ladders' grammar) or a list of roles.
                 interaction_widen(
-                    interaction=interaction, roles=step["widen_to"], by="system:ladder", step=number
+                    interaction=interaction,
+                    roles=[widen] if isinstance(widen, str) else list(widen),
+                    by="system:ladder",
+                    step=number,
                 )
             event = (
                 Delivery.Event.REMINDER if step["action"] == "remind" else Delivery.Event.ESCALATION

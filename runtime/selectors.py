@@ -589,7 +589,7 @@ def interactions_for_bulk(*, tenant, public_ids: list[str]) -> dict[str, tuple]:
 
 def rules_for_tenant(*, tenant, active_only: bool = False, limit: int = 500):
     """The tenant's standing rules, newest first (active ones only when asked)."""
-    rows = StandingRule.objects.filter(tenant=tenant).select_related("agent")
+    rows = StandingRule.objects.filter(tenant=tenant).select_related("agent", "created_from")
     if active_only:
         now = timezone.now()
         rows = rows.filter(revoked_at__isnull=True).filter(

@@ -331,3 +331,28 @@ def test_rules_over_rest(agents, held, rule_of):
     assert Client().post(f"/api/v1/rules/{theirs.public_id}/revoke", **auth).status_code == 404
     partner = Client().get("/api/v1/rules", **bearer(side.token))
     assert partner.status_code == HTTPStatus.FORBIDDEN
+
+
+def test_rules_page_and_list_read_a_fixed_number_of_queries(agents, rule_of, held):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    side = agents.a
+    client = side.client_for(side.operator)
+    auth = bearer(side.extra["operator_token"])
+
+    def counts():
+        with CaptureQueriesContext(connection) as page_queries:
+            assert client.get(reverse("approvals:rules")).status_code == HTTPStatus.OK
+        with CaptureQueriesContext(connection) as rest_queries:
+            assert Client().get("/api/v1/rules", **auth).status_code == HTTPStatus.OK
+        return len(page_queries), len(rest_queries)
+
+    rule_of(side)
+    counts()  # the first bearer request reads the token; later ones find it cached
+    one = counts()
+    for slug in ("b", "c", "d"):
+        interaction = held(side, "approve", slug=slug)
+        allow_similar(client, interaction)
+    assert StandingRule.objects.filter(tenant=side.tenant).count() == 4
+    assert counts() == one

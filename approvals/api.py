@@ -37,14 +37,19 @@ from approvals.forms import (
     json_text_problem,
 )
 from approvals.stepup import stepped_up
-from runtime.models import Interaction
+from runtime.approvers import Decider, effective_approvers
+from runtime.models import Interaction, StandingRule
+from runtime.rules import DURATIONS, FOREVER, OPS
 from runtime.selectors import (
     held_call_for,
     interaction_for_tenant,
     interactions_for_tenant,
     interactions_keyset_page,
+    rule_for_tenant,
+    rules_for_tenant,
 )
 from runtime.services.interactions import interaction_answer
+from runtime.services.rules import rule_check, rule_create, rule_revoke
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, token_kind_check
 
@@ -57,6 +62,7 @@ class Operator:
     # May approve risk: high tools (issue 13): a token made with the step-up right, or a
     # session whose member re-authenticated within STEP_UP_SECONDS.
     stepped_up: bool = False
+    decider: Decider | None = None
 
 
 def operator_for(request) -> Operator:
@@ -69,11 +75,13 @@ def operator_for(request) -> Operator:
         except TokenError as exc:
             # 403, not 401: the token is valid, it is only of the wrong kind for this channel.
             raise PermissionDenied(str(exc)) from None
+        # A program with an operator token decides as an operator; it is in no group.
         return Operator(
             tenant=user.tenant,
             subject=user.subject,
             can_decide=True,
             stepped_up=identity.token.may_step_up,
+            decider=Decider(subject=user.subject, role="operator"),
         )
     membership = getattr(request, "membership", None)
     if not membership:
@@ -83,6 +91,7 @@ def operator_for(request) -> Operator:
         subject=user.subject,
         can_decide=membership.can_decide,
         stepped_up=stepped_up(request),
+        decider=Decider.of_member(membership, user),
     )
 
 
@@ -129,6 +138,18 @@ class InteractionSerializer(serializers.Serializer):
     contextId = serializers.CharField(source="task.wire_context_id")
     subject = serializers.CharField(help_text="The caller the task runs for.")
     deciders = serializers.ChoiceField(choices=Interaction.Deciders.choices)
+    approvers = serializers.SerializerMethodField(
+        help_text="Who may decide an approval now: roles, group:<slug>, caller (empty for "
+        "other kinds: any operator)."
+    )
+    approvalsRequired = serializers.IntegerField(
+        source="approvals_required",
+        help_text="How many distinct people must approve (2: the two-person rule).",
+    )
+    approvals = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="The approvals recorded so far, [{by, via, at}], when more than one is required.",
+    )
     createdAt = serializers.DateTimeField(source="created_at")
     expiresAt = serializers.DateTimeField(source="expires_at")
     answer = serializers.JSONField(allow_null=True)
@@ -156,6 +177,9 @@ class InteractionSerializer(serializers.Serializer):
             "contextId": task.wire_context_id,
             "subject": instance.subject,
             "deciders": instance.deciders,
+            "approvers": self.get_approvers(instance),
+            "approvalsRequired": instance.approvals_required,
+            "approvals": instance.approvals or [],
             "createdAt": wire_time(instance.created_at),
             "expiresAt": wire_time(instance.expires_at),
             "answer": instance.answer,
@@ -163,6 +187,9 @@ class InteractionSerializer(serializers.Serializer):
             "answeredVia": instance.answered_via,
             "answeredAt": wire_time(instance.answered_at),
         }
+
+    def get_approvers(self, obj) -> list[str]:
+        return effective_approvers(obj) if obj.kind == Interaction.Kind.APPROVAL else []
 
     def get_allowCustom(self, obj) -> bool:  # noqa: N802 - the wire's spelling
         request = obj.request or {}
@@ -234,6 +261,22 @@ class ArgumentsField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
+class ConditionSerializer(serializers.Serializer):
+    field = serializers.CharField(max_length=200)
+    op = serializers.ChoiceField(choices=[(op, op) for op in OPS])
+    value = AnswerValueField(help_text="equals: a value; in: a list of values; prefix: text.")
+
+
+class AllowSimilarSerializer(serializers.Serializer):
+    """ "Approve and allow similar calls" over REST (README "Standing rules")."""
+
+    duration = serializers.ChoiceField(
+        choices=[*DURATIONS, FOREVER], default="1d", help_text="forever: admins only"
+    )
+    callerOnly = serializers.BooleanField(default=True)
+    conditions = ConditionSerializer(many=True, default=list)
+
+
 class AnswerSerializer(serializers.Serializer):
     """The body of an answer; ``context["interaction"]`` says which fields its kind takes."""
 
@@ -245,6 +288,10 @@ class AnswerSerializer(serializers.Serializer):
         allow_blank=True,
         max_length=REASON_MAX,
         help_text="For an approval: why; the agent's model sees it.",
+    )
+    allowSimilar = AllowSimilarSerializer(
+        required=False,
+        help_text="With approved: true, also make a standing rule for similar calls.",
     )
     value = AnswerValueField(
         required=False,
@@ -282,10 +329,14 @@ class AnswerSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {"arguments": "Arguments are edited only when approving."}
                 )
+            if "allowSimilar" in attrs and attrs["approved"] is not True:
+                raise serializers.ValidationError({"allowSimilar": "Only with approved: true."})
         elif "arguments" in attrs or "argumentsHash" in attrs:
             raise serializers.ValidationError(
                 {"arguments": "Only an approval of a held call takes arguments."}
             )
+        elif "allowSimilar" in attrs:
+            raise serializers.ValidationError({"allowSimilar": "Only for an approval."})
         elif kind == Interaction.Kind.QUESTION and "value" not in attrs:
             raise serializers.ValidationError({"value": "Required for a question: the answer."})
         elif "approved" not in attrs and "value" not in attrs:
@@ -469,6 +520,15 @@ def interaction_answer_view(request, public_id: str):
     answer = dict(body.validated_data)
     arguments = answer.pop("arguments", None)
     shown_hash = answer.pop("argumentsHash", None)
+    allow_similar = answer.pop("allowSimilar", None)
+    if allow_similar is not None:
+        # A rule that cannot be made is refused before anything is approved.
+        rule_check(
+            interaction=interaction,
+            decider=request.operator.decider,
+            conditions=allow_similar["conditions"],
+            duration=allow_similar["duration"],
+        )
     decided = interaction_answer(
         tenant=request.operator.tenant,
         interaction_id=interaction.public_id,
@@ -478,6 +538,92 @@ def interaction_answer_view(request, public_id: str):
         arguments=arguments,
         shown_hash=shown_hash,
         stepped_up=request.operator.stepped_up,
+        decider=request.operator.decider,
     )
+    if allow_similar is not None and decided.state == Interaction.State.ANSWERED:
+        # The approval stands on its own; a rule that cannot be made is answered as such.
+        rule = rule_create(
+            tenant=request.operator.tenant,
+            interaction_id=decided.public_id,
+            decider=request.operator.decider,
+            caller_only=allow_similar["callerOnly"],
+            conditions=allow_similar["conditions"],
+            duration=allow_similar["duration"],
+            via="rest",
+        )
+        return Response({**InteractionDetailSerializer(decided).data, "rule": rule_wire(rule)})
     # The service hands back the decided row with its task and agent: nothing to read again.
     return Response(InteractionDetailSerializer(decided).data)
+
+
+# --- standing rules ------------------------------------------------------------------------
+
+
+class RuleSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    agent = serializers.CharField()
+    server = serializers.CharField()
+    tool = serializers.CharField()
+    caller = serializers.CharField(help_text="Only this caller's calls; empty: any caller.")
+    conditions = ConditionSerializer(many=True)
+    createdBy = serializers.CharField()
+    createdFrom = serializers.CharField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    expiresAt = serializers.DateTimeField(allow_null=True)
+    revokedAt = serializers.DateTimeField(allow_null=True)
+    revokedBy = serializers.CharField(allow_blank=True)
+    uses = serializers.IntegerField()
+    active = serializers.BooleanField()
+
+
+def rule_wire(rule: StandingRule) -> dict:
+    return {
+        "id": rule.public_id,
+        "agent": rule.agent.slug,
+        "server": rule.server,
+        "tool": rule.tool,
+        "caller": rule.caller,
+        "conditions": rule.conditions,
+        "createdBy": rule.created_by,
+        "createdFrom": rule.created_from.public_id if rule.created_from_id else None,
+        "createdAt": wire_time(rule.created_at),
+        "expiresAt": wire_time(rule.expires_at),
+        "revokedAt": wire_time(rule.revoked_at),
+        "revokedBy": rule.revoked_by,
+        "uses": rule.uses,
+        "active": rule.is_active(),
+    }
+
+
+@extend_schema(
+    operation_id="rules_list",
+    responses={200: RuleSerializer(many=True), 403: ErrorSerializer},
+)
+@api_view(["GET"])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
+def rule_list(request):
+    """The tenant's standing rules, newest first (at most 500)."""
+    rows = rules_for_tenant(tenant=request.operator.tenant)
+    return Response([rule_wire(rule) for rule in rows])
+
+
+@extend_schema(
+    operation_id="rules_revoke",
+    request=None,
+    responses={
+        200: RuleSerializer,
+        403: ErrorSerializer,
+        404: ErrorSerializer,
+        409: ErrorSerializer,
+    },
+)
+@api_view(["POST"])
+@permission_classes([permissions.IsAuthenticated, IsOperator])
+def rule_revoke_view(request, public_id: str):
+    """Revoke a standing rule: its calls are held again."""
+    if rule_for_tenant(tenant=request.operator.tenant, public_id=public_id) is None:
+        raise NotFound("No such rule.")
+    rule = rule_revoke(
+        tenant=request.operator.tenant, rule_id=public_id, by=request.operator.subject, via="rest"
+    )
+    return Response(rule_wire(rule))

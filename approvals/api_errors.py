@@ -11,6 +11,7 @@ from rest_framework.views import exception_handler
 
 from runtime.errors import (
     AlreadyDecided,
+    DeciderRefused,
     InvalidParams,
     NotAllowed,
     RuntimeFault,
@@ -48,6 +49,12 @@ def fault_response(exc: RuntimeFault) -> Response | None:
     """The REST answer to a fault of the core; None for a fault it does not know (a 500)."""
     if isinstance(exc, AlreadyDecided):
         return _decided(exc)
+    if isinstance(exc, DeciderRefused):
+        # Authenticated and a decider, but not one this approval names (approvers, the
+        # two-person rule): forbidden, with the reason.
+        return Response(
+            {"detail": exc.message, "reason": exc.reason}, status=status.HTTP_403_FORBIDDEN
+        )
     if isinstance(exc, InvalidParams):
         return Response(
             {"detail": exc.description, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST

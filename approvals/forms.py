@@ -5,6 +5,7 @@ import json
 from django import forms
 
 from runtime.models import Interaction
+from runtime.rules import DURATION_LABELS, DURATIONS, FOREVER, schema_fields
 from runtime.tools import validate_arguments
 
 REASON_MAX = 1000
@@ -288,3 +289,105 @@ class ArgumentsForm(forms.Form):
             raise forms.ValidationError(f"These arguments do not fit the tool's schema: {error}")
         data["arguments"] = arguments
         return data
+
+
+class AllowSimilarForm(forms.Form):
+    """ "Approve and allow similar calls": the rule's duration, caller and conditions, with a
+    condition row per top-level field of the tool's schema (runtime.rules.schema_fields),
+    each offered with the value the held call has."""
+
+    OP_CHOICES = [
+        ("", "any value"),
+        ("equals", "equals"),
+        ("in", "is one of"),
+        ("prefix", "starts with"),
+    ]
+
+    def __init__(self, *args, schema: dict | None, arguments: dict, is_admin: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.schema_fields = schema_fields(schema)
+        durations = [(key, DURATION_LABELS[key]) for key in DURATIONS]
+        if is_admin:
+            durations.append((FOREVER, DURATION_LABELS[FOREVER]))
+        self.fields["duration"] = forms.ChoiceField(
+            choices=durations, initial="1d", label="For how long"
+        )
+        self.fields["caller_only"] = forms.BooleanField(
+            required=False, initial=True, label="Only for this caller"
+        )
+        self.rows = []
+        for name, kind in self.schema_fields.items():
+            ops = [c for c in self.OP_CHOICES if c[0] != "prefix" or kind == "string"]
+            current = arguments.get(name)
+            self.fields[f"op_{name}"] = forms.ChoiceField(
+                choices=ops,
+                required=False,
+                initial="equals" if name in arguments else "",
+                label=f"{name}",
+            )
+            self.fields[f"value_{name}"] = forms.CharField(
+                required=False,
+                max_length=ANSWER_MAX,
+                initial="" if current is None else _as_text(current),
+                label=f"Value of {name}",
+                widget=forms.TextInput(attrs={"aria-label": f"Value of {name}"}),
+            )
+            self.rows.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "op": self[f"op_{name}"],
+                    "value": self[f"value_{name}"],
+                }
+            )
+
+    def clean(self):
+        data = super().clean()
+        conditions = []
+        for name, kind in self.schema_fields.items():
+            op = data.get(f"op_{name}") or ""
+            if not op:
+                continue
+            raw = (data.get(f"value_{name}") or "").strip()
+            try:
+                if op == "in":
+                    value = [_parsed(part.strip(), kind) for part in raw.split(",") if part.strip()]
+                    if not value:
+                        raise ValueError("give one or more values, separated by commas")
+                else:
+                    value = _parsed(raw, kind)
+            except ValueError as exc:
+                self.add_error(f"value_{name}", str(exc))
+                continue
+            conditions.append({"field": name, "op": op, "value": value})
+        data["conditions"] = conditions
+        return data
+
+
+def _as_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _parsed(raw: str, kind: str):
+    """A condition's value typed as the schema says: "3" is 3 for an integer field."""
+    if kind == "string":
+        if not raw:
+            raise ValueError("give a value")
+        return raw
+    if kind == "boolean":
+        if raw not in ("true", "false"):
+            raise ValueError("true or false")
+        return raw == "true"
+    try:
+        number = float(raw)
+    except ValueError:
+        raise ValueError(f"a number, not {raw!r}") from None
+    if kind == "integer":
+        if not number.is_integer():
+            raise ValueError("a whole number")
+        return int(number)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError("a finite number")
+    return int(number) if number.is_integer() and "." not in raw else number

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from approvals import api, views
+from approvals import api, trust, views
 
 
 class PublicIdConverter:
@@ -38,6 +38,8 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("audit/receipts.csv", views.audit_export, {"fmt": "csv"}, name="audit_export_csv"),
     path("audit/receipts.jsonl", views.audit_export, {"fmt": "jsonl"}, name="audit_export_jsonl"),
+    path("rules/", trust.rules, name="rules"),
+    path("rules/<public_id:public_id>/revoke", trust.rule_revoke_view, name="rule_revoke"),
     path("api/v1/interactions", api.interaction_list, name="api_interactions"),
     path(
         "api/v1/interactions/<public_id:public_id>", api.interaction_detail, name="api_interaction"
@@ -47,4 +49,6 @@ urlpatterns = [
         api.interaction_answer_view,
         name="api_interaction_answer",
     ),
+    path("api/v1/rules", api.rule_list, name="api_rules"),
+    path("api/v1/rules/<public_id:public_id>/revoke", api.rule_revoke_view, name="api_rule_revoke"),
 ]

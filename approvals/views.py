@@ -26,9 +26,24 @@ from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import effect_for_member, interaction_for_member, task_for_member
 from approvals.forms import AnswerForm, ApprovalForm, ArgumentsForm, EffectResolveForm
 from approvals.stepup import step_up_redirect, stepped_up
+from approvals.trust import (
+    allow_similar_form,
+    approvers_context,
+    bulk_refusal,
+    rule_after_approval,
+    rule_precheck,
+)
 from notifications.selectors import deliveries_for_interaction, ladder_positions, ladder_steps_for
 from runtime import extensions as ext
-from runtime.errors import AlreadyDecided, InvalidParams, NotAllowed, StepUpRequired, TaskNotFound
+from runtime.approvers import Decider, approvals_progress
+from runtime.errors import (
+    AlreadyDecided,
+    DeciderRefused,
+    InvalidParams,
+    NotAllowed,
+    StepUpRequired,
+    TaskNotFound,
+)
 from runtime.models import Effect, Interaction, TaskState
 from runtime.presence import streams_attached
 from runtime.receipts import receipts_for, receipts_page, tool_trust
@@ -138,6 +153,7 @@ def inbox_rows(items, *, now: datetime) -> list[dict]:
             "created_title": created_title,
             "age": span_text((now - item.created_at).total_seconds()),
             "expires": None,
+            "progress": approvals_progress(item.interaction) if item.interaction else "",
         }
         if item.expires_at:
             expires, expires_title = _when(item.expires_at)
@@ -347,6 +363,7 @@ def _interaction_page(request, interaction: Interaction, *, forms=None, already=
             tenant=request.membership.tenant, interaction=interaction
         ),
         "ladder_steps": ladder_steps_for(tenant=request.membership.tenant, interaction=interaction),
+        **approvers_context(request, interaction, held_call, form=forms.get("rule")),
     }
     return render(request, "approvals/interaction_detail.html", context, status=status)
 
@@ -363,6 +380,20 @@ def interaction_detail(request, public_id: str):
     arguments = None
     # The SHA-256 of the arguments the page showed: the decision binds exactly those.
     shown_hash = request.POST.get("shown_hash", "")[:64] or None
+    rule_form = None
+    if interaction.kind == Interaction.Kind.APPROVAL and decision == "approve_rule":
+        # "Approve and allow similar calls": the rule's form is checked before the approval.
+        rule_form = forms["rule"] = allow_similar_form(request, interaction, data=request.POST)
+        if rule_form is None:
+            messages.error(request, "Calls of this tool cannot be allowed by a rule.")
+            return _interaction_page(request, interaction, status=400)
+        if not rule_form.is_valid():
+            return _interaction_page(request, interaction, forms=forms, status=400)
+        problem = rule_precheck(request, interaction, rule_form)
+        if problem:
+            rule_form.add_error(None, problem)
+            return _interaction_page(request, interaction, forms=forms, status=400)
+        decision = "approve"
     if interaction.kind == Interaction.Kind.APPROVAL and decision in (
         "approve",
         "deny",
@@ -407,6 +438,7 @@ def interaction_detail(request, public_id: str):
             arguments=arguments,
             shown_hash=shown_hash,
             stepped_up=stepped_up(request),
+            decider=Decider.of_member(request.membership, request.user),
         )
     except StepUpRequired:
         # risk: high: re-authenticate first; allauth replays this very decision afterwards.
@@ -417,6 +449,9 @@ def interaction_detail(request, public_id: str):
         return step_up_redirect(request)
     except AlreadyDecided as exc:
         return _interaction_page(request, exc.interaction, already=exc.interaction, status=409)
+    except DeciderRefused as exc:
+        messages.error(request, exc.message)
+        return _interaction_page(request, interaction, status=403)
     except InvalidParams as exc:
         if exc.field == "arguments" and "edit" in forms:
             forms["edit"].add_error(None, exc.description)
@@ -428,8 +463,16 @@ def interaction_detail(request, public_id: str):
         return _interaction_page(request, interaction, forms=forms, status=400)
     except TaskNotFound as exc:
         raise Http404("No such interaction.") from exc
-    if (decided.answer or {}).get("edited"):
-        done = "Approved with the edited arguments."
+    if decided.state == Interaction.State.OPEN:
+        done = (
+            f"Your approval is recorded ({approvals_progress(decided)}): "
+            "another person must approve before the call is sent."
+        )
+    else:
+        if (decided.answer or {}).get("edited"):
+            done = "Approved with the edited arguments."
+        if rule_form is not None:
+            done = rule_after_approval(request, decided, rule_form) or done
     messages.success(request, done)
     return redirect("approvals:interaction", public_id=interaction.public_id)
 
@@ -736,7 +779,9 @@ def artifact_download(request, public_id: str, artifact_id: str):
 BULK_MAX = 500
 
 
-def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by, fresh: bool) -> dict:
+def _bulk_outcome(
+    item_id, interaction, held, *, tenant, answer, by, fresh: bool, decider=None
+) -> dict:
     """Decide one item on its own (its own transaction, audit entry and race)."""
     row = {"public_id": item_id, "prompt": interaction.prompt if interaction else ""}
     if interaction is None:
@@ -758,6 +803,9 @@ def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by, fresh: bool
             "text": f"Left out: the policy for {held.server}/{held.tool} says bulk: false "
             "(decide it on its own page).",
         }
+    refusal = bulk_refusal(interaction, decider)
+    if refusal:
+        return {**row, "outcome": "left_out", "text": f"Left out: {refusal}"}
     try:
         interaction_answer(
             tenant=tenant,
@@ -766,6 +814,7 @@ def _bulk_outcome(item_id, interaction, held, *, tenant, answer, by, fresh: bool
             by=by,
             via="bulk",
             stepped_up=fresh,
+            decider=decider,
         )
     except StepUpRequired:
         return {
@@ -831,6 +880,7 @@ def inbox_bulk(request):
             answer=answer,
             by=request.user.subject,
             fresh=fresh,
+            decider=Decider.of_member(request.membership, request.user),
         )
         for item_id in ids
     ]

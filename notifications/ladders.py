@@ -4,6 +4,7 @@ import re
 
 ACTIONS = ("remind", "escalate")
 ROLES = ("admin", "operator", "viewer")
+WIDEN_ROLES = ("admin", "operator")  # viewers never decide
 _DURATION = re.compile(r"^(\d{1,6})([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -26,7 +27,7 @@ def steps_clean(steps) -> list[dict]:
     for number, step in enumerate(steps, start=1):
         if not isinstance(step, dict):
             raise ValueError(f"step {number} is not an object")
-        unknown = set(step) - {"after", "action", "roles", "seconds"}
+        unknown = set(step) - {"after", "action", "roles", "seconds", "widen_to"}
         if unknown:
             raise ValueError(f"step {number} has unknown fields: {', '.join(sorted(unknown))}")
         seconds = duration_seconds(step.get("after", ""))
@@ -36,9 +37,18 @@ def steps_clean(steps) -> list[dict]:
         roles = step.get("roles", ["admin"] if action == "escalate" else [])
         if not isinstance(roles, list) or any(r not in ROLES for r in roles):
             raise ValueError(f"step {number}: roles must be a list of {', '.join(ROLES)}")
-        cleaned.append(
-            {"after": step["after"], "action": action, "roles": roles, "seconds": seconds}
-        )
+        # An escalation may widen who may decide an approval to these roles (runtime.approvers).
+        widen_to = step.get("widen_to", [])
+        if isinstance(widen_to, str):
+            widen_to = [widen_to]
+        if not isinstance(widen_to, list) or any(r not in WIDEN_ROLES for r in widen_to):
+            raise ValueError(f"step {number}: widen_to must be a list of {', '.join(WIDEN_ROLES)}")
+        if widen_to and action != "escalate":
+            raise ValueError(f"step {number}: widen_to is for escalate steps only")
+        clean = {"after": step["after"], "action": action, "roles": roles, "seconds": seconds}
+        if widen_to:
+            clean["widen_to"] = widen_to
+        cleaned.append(clean)
     if [s["seconds"] for s in cleaned] != sorted(s["seconds"] for s in cleaned):
         raise ValueError("steps must come in order of time")
     return cleaned

@@ -47,6 +47,7 @@ from notifications.tasks import notify_interaction as notify_interaction_task
 from runtime.audit import audit_record
 from runtime.models import Interaction
 from runtime.selectors import held_call_for
+from runtime.services.approvers import interaction_widen
 from tenants.models import Membership
 
 logger = logging.getLogger(__name__)
@@ -490,6 +491,15 @@ def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetim
                     "roles": step["roles"],
                 },
             )
+            widen = step.get("widen_to")
+            if widen:
+                # One role (AGENT.md ladders' grammar) or a list of roles.
+                interaction_widen(
+                    interaction=interaction,
+                    roles=[widen] if isinstance(widen, str) else list(widen),
+                    by="system:ladder",
+                    step=number,
+                )
             event = (
                 Delivery.Event.REMINDER if step["action"] == "remind" else Delivery.Event.ESCALATION
             )

@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.approvers import approvers_problem
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
 from runtime.llm.openai_chat import ModelSpecError
@@ -25,6 +26,7 @@ from runtime.models import (
     Interaction,
     ModelPrice,
     Receipt,
+    StandingRule,
     Task,
     ToolServer,
 )
@@ -104,6 +106,9 @@ class AgentForm(forms.ModelForm):
                 raise forms.ValidationError(f"{key}: must be allow, approve or deny.")
             if isinstance(rule, dict) and rule.get("deciders", "either") not in DECIDERS:
                 raise forms.ValidationError(f"{key}: deciders must be either or operators.")
+            problem = approvers_problem(rule) if isinstance(rule, dict) else None
+            if problem:
+                raise forms.ValidationError(f"{key}: {problem[0]} {problem[1]}.")
         return policy
 
 
@@ -174,6 +179,26 @@ class EffectAdmin(ReadOnlyAdmin):
     list_filter = ["state", "server", "tenant"]
     search_fields = ["public_id", "server", "tool"]
     list_select_related = ["tenant"]
+
+
+@admin.register(StandingRule)
+class StandingRuleAdmin(ReadOnlyAdmin):
+    """Rules are made from decisions and revoked on the rules page (their audit), not here."""
+
+    list_display = [
+        "public_id",
+        "tenant",
+        "agent",
+        "server",
+        "tool",
+        "caller",
+        "expires_at",
+        "revoked_at",
+        "uses",
+    ]
+    list_filter = ["tenant", "server"]
+    search_fields = ["public_id", "server", "tool", "caller", "created_by"]
+    list_select_related = ["tenant", "agent"]
 
 
 @admin.register(AuditEvent)

@@ -22,6 +22,7 @@ import jsonschema
 import yaml
 from django.utils.text import slugify
 
+from runtime.approvers import approvers_problem
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
 from runtime.llm.openai_chat import ModelSpecError
@@ -107,6 +108,15 @@ AGENT_SCHEMA = {
                         "editable": {"type": "boolean", "x-message": "must be true or false"},
                         "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
                         "bulk": {"type": "boolean", "x-message": "must be true or false"},
+                        # Who may decide (runtime.approvers); checked further below.
+                        "approvers": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "string"},
+                            "x-message": "must be a list of admin, operator, caller or "
+                            "group:<name>",
+                        },
+                        "required": {"enum": [1, 2], "x-message": "must be 1 or 2"},
                     },
                 },
                 "x-message": "must be allow, approve or deny",
@@ -309,6 +319,11 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
                 )
 
     policy = data.get("policy", {}) or {}
+    for key, rule in policy.items():
+        if isinstance(rule, dict):
+            problem = approvers_problem(rule)
+            if problem:
+                fail(["policy", key, *problem[0].split(".")], problem[1])
     loop = data.get("loop", {}) or {}
     connections = loop.get("connections", False)
     limits = loop.get("limits", {}) or {}

@@ -71,3 +71,9 @@ class StepUpRequired(RuntimeFault):
     REST, a token made with the step-up right): the decision was not taken."""
 
     reason = "STEP_UP_REQUIRED"
+
+
+class DeciderRefused(RuntimeFault):
+    """The person or program may not decide this interaction (approvers, two-person rule)."""
+
+    reason = "DECIDER_NOT_ALLOWED"

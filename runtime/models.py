@@ -285,6 +285,14 @@ class Interaction(models.Model):
     )  # server side: choices, allowCustom, question id
     subject = models.CharField(max_length=200, help_text="The caller who may answer in-band.")
     deciders = models.CharField(max_length=16, choices=Deciders.choices, default=Deciders.EITHER)
+    # Who may decide an approval, as its policy said when it opened (runtime.approvers):
+    # roles, ``group:<slug>`` and ``caller``; empty is the default (admins and operators).
+    approvers = models.JSONField(default=list, blank=True)
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    # The approvals recorded so far when more than one is required: [{by, via, at}].
+    approvals = models.JSONField(default=list, blank=True)
+    # Roles an escalation step added to the approvers (README "Who may decide").
+    widened_to = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     answer = models.JSONField(null=True, blank=True)
     answered_by = models.CharField(max_length=200, blank=True)
@@ -319,6 +327,37 @@ class Interaction(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+
+class InteractionApproval(models.Model):
+    """One person's approval of an approval that needs more than one (the two-person rule).
+
+    Written under the task's row lock with the decision it belongs to; the unique constraint
+    is the database's word that nobody approves the same interaction twice.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.ForeignKey(
+        Interaction, on_delete=models.CASCADE, related_name="approval_rows"
+    )
+    by = models.CharField(max_length=200)
+    via = models.CharField(max_length=16)
+    # What the approval approved: the SHA-256 of the policy version and the call's arguments
+    # hash then (runtime.approvers.approval_binding). An approval counts only while both
+    # still hold, so an approval voided by a policy or argument change never counts again.
+    binds = models.CharField(max_length=64)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["interaction", "by", "binds"], name="interaction_approval_once_per_person"
+            )
+        ]
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.by} approved {self.interaction_id}"
 
 
 class Effect(models.Model):
@@ -660,3 +699,56 @@ class ToolServer(models.Model):
     def tool_named(self, tool: str) -> dict | None:
         """The discovered tool of that name, as the last refresh cached it."""
         return next((t for t in self.tools or [] if t.get("name") == tool), None)
+
+
+def new_rule_id() -> str:
+    return new_key("rule_", 12)
+
+
+class StandingRule(models.Model):
+    """ "Approve and allow similar calls": a held tool's later calls that match are allowed
+    without a pause, journalled with the rule as their decider (README "Standing rules").
+
+    A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
+    arguments' top-level fields (runtime.rules); it expires by itself (no expiry only when an
+    admin made it) and can be revoked. It never applies to a ``risk: high`` or ``required: 2``
+    tool, whatever the policy said when it was made.
+    """
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_rule_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="standing_rules")
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    caller = models.CharField(
+        max_length=200, blank=True, help_text="Only this caller's calls (empty: any caller)."
+    )
+    # [{"field": "environment", "op": "equals" | "in" | "prefix", "value": ...}]
+    conditions = models.JSONField(default=list, blank=True)
+    created_by = models.CharField(max_length=200)
+    created_from = models.ForeignKey(
+        Interaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)  # null: until revoked (admins)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=200, blank=True)
+    uses = models.PositiveIntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["tenant", "agent", "server", "tool"],
+                condition=Q(revoked_at__isnull=True),
+                name="standing_rule_lookup",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.server}/{self.tool}"
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

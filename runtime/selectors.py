@@ -15,6 +15,7 @@ from runtime.models import (
     AuditEvent,
     Effect,
     Interaction,
+    StandingRule,
     Task,
     TaskEvent,
     TaskFile,
@@ -106,6 +107,10 @@ _INTERACTION_LIST_FIELDS = (
     "request",
     "subject",
     "deciders",
+    "approvers",
+    "approvals_required",
+    "approvals",
+    "widened_to",
     "state",
     "answer",
     "answered_by",
@@ -580,3 +585,22 @@ def interactions_for_bulk(*, tenant, public_ids: list[str]) -> dict[str, tuple]:
     return {
         public_id: (row, held.get((row.task_id, public_id))) for public_id, row in found.items()
     }
+
+
+def rules_for_tenant(*, tenant, active_only: bool = False, limit: int = 500):
+    """The tenant's standing rules, newest first (active ones only when asked)."""
+    rows = StandingRule.objects.filter(tenant=tenant).select_related("agent", "created_from")
+    if active_only:
+        now = timezone.now()
+        rows = rows.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+    return list(rows.order_by("-created_at", "-pk")[:limit])
+
+
+def rule_for_tenant(*, tenant, public_id: str):
+    return (
+        StandingRule.objects.filter(tenant=tenant, public_id=public_id)
+        .select_related("agent")
+        .first()
+    )

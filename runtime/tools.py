@@ -47,6 +47,9 @@ class Policy:
     action: str  # allow | approve | deny
     deciders: str = "either"  # either | operators
     bulk: bool = True  # False: an operator decides each held call on its own page
+    # Who may decide (runtime.approvers): roles, group:<slug>, caller; () is the default.
+    approvers: tuple[str, ...] = ()
+    required: int = 1  # 2: two distinct people approve (the two-person rule)
 
 
 def tenant_server(agent: Agent, server: str) -> ServerRow | None:
@@ -103,15 +106,31 @@ def tool_unavailable(agent: Agent, server: str, tool: str) -> str | None:
 def policy_for(agent: Agent, server: str, tool: str) -> Policy:
     """The most specific rule wins: ``server/tool``, then ``server``; undeclared means approve,
     so that nothing risky runs without a person unless the policy says so."""
-    rules = agent.tool_policy or {}
-    rule = rules.get(f"{server}/{tool}", rules.get(server, "approve"))
+    rule = policy_rule(agent, server, tool)
     if isinstance(rule, dict):
+        approvers = tuple(str(a) for a in rule.get("approvers") or ())
+        deciders = rule.get("deciders", "either")
+        if approvers:
+            # Named approvers say whether the caller may answer in band: only with ``caller``.
+            deciders = "either" if "caller" in approvers else "operators"
+        required = 2 if rule.get("required") == 2 else 1
+        if required == 2:
+            deciders = "operators"  # two people decide; a caller's answer is not one of them
         return Policy(
             action=rule.get("action", "approve"),
-            deciders=rule.get("deciders", "either"),
+            deciders=deciders,
             bulk=rule.get("bulk", True) is not False,
+            approvers=approvers,
+            required=required,
         )
     return Policy(action=rule)
+
+
+def policy_rule(agent: Agent, server: str, tool: str) -> str | dict:
+    """The policy's entry for the tool as written: ``server/tool``, then ``server``, else
+    ``approve``."""
+    rules = agent.tool_policy or {}
+    return rules.get(f"{server}/{tool}", rules.get(server, "approve"))
 
 
 def validate_arguments(schema: dict | None, arguments: Any) -> str | None:

@@ -8,7 +8,7 @@ from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.core.validators import validate_slug
 from django.template.response import TemplateResponse
 
-from tenants.models import ApiToken, Membership, Tenant, User
+from tenants.models import ApiToken, ApproverGroup, Membership, Tenant, User
 from tenants.tokens import api_token_revoke, token_issue
 
 
@@ -79,6 +79,36 @@ class UserAdmin(BaseUserAdmin):
                 form.save(request)
                 sent += 1
         self.message_user(request, f"Sent {sent} invitation(s).", messages.SUCCESS)
+
+
+class ApproverGroupForm(forms.ModelForm):
+    class Meta:
+        model = ApproverGroup
+        fields = ["tenant", "slug", "name", "members"]
+
+    def clean(self):
+        cleaned = super().clean()
+        tenant, members = cleaned.get("tenant"), cleaned.get("members")
+        # A group names members of its own tenant only: approvers never cross tenants.
+        if tenant is not None and members is not None:
+            strangers = [m for m in members if m.tenant_id != tenant.pk]
+            if strangers:
+                raise forms.ValidationError(
+                    f"Members of another tenant: {', '.join(str(m.user) for m in strangers)}."
+                )
+        return cleaned
+
+
+@admin.register(ApproverGroup)
+class ApproverGroupAdmin(admin.ModelAdmin):
+    """Named groups of members a tool policy can name: ``approvers: [group:<slug>]``."""
+
+    form = ApproverGroupForm
+    list_display = ["slug", "name", "tenant", "created_at"]
+    list_filter = ["tenant"]
+    search_fields = ["slug", "name"]
+    list_select_related = ["tenant"]
+    filter_horizontal = ["members"]
 
 
 @admin.register(Membership)

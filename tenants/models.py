@@ -94,6 +94,28 @@ class Membership(models.Model):
         return self.role in (self.Role.ADMIN, self.Role.OPERATOR)
 
 
+class ApproverGroup(models.Model):
+    """A named group of a tenant's members that a tool policy can name as its approvers
+    (``approvers: [group:release-managers]``, README "Who may decide")."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approver_groups")
+    slug = models.SlugField(
+        max_length=63, help_text="The name a policy uses: approvers: [group:<slug>]."
+    )
+    name = models.CharField(max_length=200, blank=True)
+    members = models.ManyToManyField(Membership, blank=True, related_name="approver_groups")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="approver_group_unique_slug")
+        ]
+        ordering = ["tenant__slug", "slug"]
+
+    def __str__(self) -> str:
+        return f"group:{self.slug}"
+
+
 class ApiToken(models.Model):
     """A bearer token for partner agents and programs.
 

@@ -7,7 +7,13 @@ from django.urls import reverse
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["approvals:inbox", "approvals:tasks", "approvals:audit", "connections:index"]
+PAGES = [
+    "approvals:inbox",
+    "approvals:tasks",
+    "approvals:audit",
+    "approvals:rules",
+    "connections:index",
+]
 
 
 @pytest.mark.parametrize("page", PAGES)

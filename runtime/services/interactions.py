@@ -10,10 +10,12 @@ from django.utils import timezone
 
 from runtime import extensions as ext
 from runtime.answers import answer_from_decider
+from runtime.approvers import Decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, TaskNotFound
 from runtime.models import Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
+from runtime.services.approvers import approval_gate
 from runtime.services.receipts import (
     decision_edit_apply,
     decision_outcome,
@@ -37,6 +39,8 @@ def interaction_open(
     request: dict,
     state: str,
     deciders: str = "either",
+    approvers: Iterable[str] = (),
+    approvals_required: int = 1,
     also: Iterable[str] = (),
 ) -> Interaction:
     """Pause the turn on a question, approval or connection (the caller holds the task lock)."""
@@ -50,6 +54,8 @@ def interaction_open(
         request=request,
         subject=task.subject,
         deciders=deciders,
+        approvers=list(approvers),
+        approvals_required=approvals_required,
         expires_at=timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds),
     )
     extension = {
@@ -160,13 +166,16 @@ def interaction_answer(
     arguments: dict | None = None,
     shown_hash: str | None = None,
     stepped_up: bool = False,
+    decider: Decider | None = None,
 ) -> Interaction:
     """An operator's or a program's decision on an interaction; exactly one decision wins.
 
     ``arguments``: an approval's edited arguments (``editable: true``); ``shown_hash``: the
     SHA-256 of the arguments the decider saw; ``stepped_up``: a recent re-authentication (or a
-    token with that right) for ``risk: high`` tools. The interaction comes back decided, with
-    its task (and the task's agent) loaded.
+    token with that right) for ``risk: high`` tools; ``decider`` says who decides (their role
+    and groups, runtime.approvers). The interaction comes back decided, with its task (and the
+    task's agent) loaded; or, for an approval that needs another person's approval still, open
+    with this one recorded.
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
@@ -187,11 +196,24 @@ def interaction_answer(
         raise AlreadyDecided(interaction)
     clean = answer_from_decider(interaction, answer)
     interaction.task = task
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # Before anything is recorded: a first of two approvals needs the step-up too.
+        decision_step_up_check(
+            task=task, interaction=interaction, answer=clean, via=via, stepped_up=stepped_up
+        )
     edited = decision_edit_apply(
         task=task, interaction=interaction, answer=clean, arguments=arguments, shown_hash=shown_hash
     )
     if edited:
         clean["edited"] = True
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # Who may decide, and the two-person rule (an edit voids earlier approvals' binding).
+        gated = approval_gate(
+            interaction=interaction, task=task, answer=clean, decider=decider, by=by, via=via
+        )
+        if gated is None:
+            return interaction  # recorded; waits for the next person's approval
+        clean = gated
     return interaction_close(
         task=task,
         interaction=interaction,

@@ -15,6 +15,7 @@ from runtime.llm.actions import CallTool
 from runtime.models import Effect, Interaction, Task, TaskState, new_key
 from runtime.services.interactions import interaction_open
 from runtime.services.receipts import approval_void_if_stale
+from runtime.services.rules import rule_for_call, rule_use_record
 from runtime.shapes import agent_message
 from runtime.task_state import task_pause, with_plan
 from runtime.tools import (
@@ -22,6 +23,7 @@ from runtime.tools import (
     REQUEST_CONNECTION,
     REQUEST_CONNECTION_SCHEMA,
     CallContext,
+    Policy,
     ToolError,
     policy_for,
     tool_spec,
@@ -121,6 +123,16 @@ class ToolCalls:
     def journal_call(self, task: Task, step: int, action: CallTool, spec: dict) -> bool:
         """Journal the call as an effect under the tool policy: allow, deny or hold."""
         policy = policy_for(task.agent, action.server, action.tool)
+        # A standing rule made from an earlier decision allows a matching held call.
+        rule = (
+            rule_for_call(
+                task=task, server=action.server, tool=action.tool, arguments=action.arguments
+            )
+            if policy.action == "approve"
+            else None
+        )
+        if rule is not None:
+            policy = Policy(action="allow")
         effect = Effect.objects.create(
             public_id=new_key("eff_", 12),
             tenant_id=task.tenant_id,
@@ -136,8 +148,14 @@ class ToolCalls:
             else Effect.State.DENIED
             if policy.action == "deny"
             else Effect.State.HELD,
-            approved_by="policy" if policy.action == "allow" else "",
+            approved_by=f"rule:{rule.public_id}"
+            if rule is not None
+            else "policy"
+            if policy.action == "allow"
+            else "",
         )
+        if rule is not None:
+            rule_use_record(rule=rule, task=task, effect=effect)
         if policy.action == "deny":
             effect.outcome = {"error": "tool.denied", "reason": "denied by the tool policy"}
             effect.closed_at = timezone.now()
@@ -161,6 +179,8 @@ class ToolCalls:
                 request={"step": step},
                 state=TaskState.AUTH_REQUIRED,
                 deciders=policy.deciders,
+                approvers=policy.approvers,
+                approvals_required=policy.required,
                 also=TURN_FIELDS,
             )
             return False

@@ -1,0 +1,115 @@
+"""Who may decide, and the two-person rule, at decision time; escalation widening who may
+decide (README "Who may decide"). Called inside a decision's transaction, under the task's
+row lock (runtime.services.interactions.interaction_answer), so that two deciders of one
+approval are taken one after the other: exactly ``required`` distinct approvals close it."""
+
+from django.utils import timezone
+
+from runtime.approvers import ROLES, Decider, approval_binding, decider_refusal
+from runtime.audit import audit_record
+from runtime.errors import DeciderRefused
+from runtime.models import Effect, Interaction, InteractionApproval, Task
+
+
+def approval_gate(
+    *,
+    interaction: Interaction,
+    task: Task,
+    answer: dict,
+    decider: Decider | None,
+    by: str,
+    via: str,
+) -> dict | None:
+    """Check that the decider may decide this approval; record an approval that does not
+    yet make up the number required. Returns the answer that closes the interaction, or
+    None when the approval was recorded and the interaction stays open for the next person.
+
+    A decider of None is a caller of the core that names no member (the system, older
+    callers): it decides as an operator would.
+    """
+    decider = decider or Decider(subject=by)
+    refusal = decider_refusal(interaction, decider)
+    if refusal:
+        raise DeciderRefused(refusal, interactionId=interaction.public_id)
+    if interaction.approvals_required <= 1 or answer.get("approved") is not True:
+        # A denial by anyone allowed to decide ends it, whatever approvals came before.
+        return answer
+    # Only approvals of the same thing count together: one given under another policy
+    # version or for other arguments (an approval voided since) is dropped here.
+    held = (
+        Effect.objects.filter(tenant_id=interaction.tenant_id, public_id=interaction.public_id)
+        .only("arguments_hash")
+        .first()
+    )
+    binds = approval_binding(
+        tool_policy=task.agent.tool_policy, arguments_hash=held.arguments_hash if held else ""
+    )
+    standing = [entry for entry in interaction.approvals or () if entry.get("binds") == binds]
+    if any(entry.get("by") == by for entry in standing):
+        raise DeciderRefused(
+            "You approved this already: the two-person rule needs another person's approval.",
+            interactionId=interaction.public_id,
+        )
+    now = timezone.now()
+    InteractionApproval.objects.create(
+        tenant_id=interaction.tenant_id,
+        interaction=interaction,
+        by=by,
+        via=via,
+        binds=binds,
+        at=now,
+    )
+    approvals = [*standing, {"by": by, "via": via, "at": now.isoformat(), "binds": binds}]
+    Interaction.objects.filter(pk=interaction.pk).update(approvals=approvals)
+    interaction.approvals = approvals
+    if len(approvals) < interaction.approvals_required:
+        audit_record(
+            tenant_id=interaction.tenant_id,
+            actor=by,
+            action="approval_recorded",
+            via=via,
+            interaction=interaction,
+            task=task,
+            detail={
+                "kind": interaction.kind,
+                "prompt": interaction.prompt,
+                "approvals": len(approvals),
+                "required": interaction.approvals_required,
+            },
+        )
+        return None
+    return {**answer, "approvals": len(approvals)}
+
+
+def interaction_widen(*, interaction: Interaction, roles, by: str, step: int) -> bool:
+    """An escalation step widens who may decide an open approval to ``roles`` from now on;
+    recorded on the interaction and audited. Runs inside the caller's transaction (the
+    ladder's step); False when there was nothing to add or the interaction is decided."""
+    added = [r for r in roles if r in ROLES and r not in (interaction.widened_to or ())]
+    if not added or interaction.kind != Interaction.Kind.APPROVAL:
+        return False
+    widened = [*(interaction.widened_to or ()), *added]
+    # Conditional on the row still being open: a decision in between ends the ladder.
+    if (
+        Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
+            widened_to=widened
+        )
+        != 1
+    ):
+        return False
+    interaction.widened_to = widened
+    audit_record(
+        tenant_id=interaction.tenant_id,
+        actor=by,
+        action="widened",
+        via="ladder",
+        interaction=interaction,
+        task=interaction.task,
+        detail={
+            "kind": interaction.kind,
+            "prompt": interaction.prompt,
+            "step": step,
+            "roles": added,
+        },
+    )
+    return True

@@ -1,0 +1,271 @@
+"""Standing rules made from decisions: a matching call runs without a pause, a non-matching
+one pauses, an expired or revoked rule stops matching, each use is audited; never for
+``risk: high`` or ``required: 2`` tools."""
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+
+from runtime.approvers import Decider
+from runtime.errors import DeciderRefused, InvalidParams, NotAllowed
+from runtime.models import (
+    Agent,
+    AuditEvent,
+    DemoRecord,
+    Effect,
+    Interaction,
+    StandingRule,
+    TaskState,
+)
+from runtime.rules import conditions_hold, conditions_problem
+from runtime.services.messages import message_send
+from runtime.services.rules import rule_create, rule_revoke
+from tenants.models import Membership
+from tests.core import DEPLOY_TOOL, REPORT_RESULT, decide, message, run, send, states
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA = DEPLOY_TOOL["schema"]
+
+
+def deploying(build="{{ text }}", environment="staging"):
+    return {
+        "call": {
+            "server": "deploy",
+            "tool": "deploy_build",
+            "args": {"build": build, "environment": environment},
+        }
+    }
+
+
+@pytest.fixture
+def deployer(make_agent):
+    def make(policy="approve", slug="dep", environment="staging", tenant=None):
+        return make_agent(
+            slug,
+            [deploying(environment=environment), *REPORT_RESULT],
+            tenant=tenant,
+            tools=[DEPLOY_TOOL],
+            tool_policy={"deploy/deploy_build": policy},
+        )
+
+    return make
+
+
+def operator(side, role="operator") -> Decider:
+    user = getattr(side, role)
+    return Decider.of_member(Membership.objects.get(tenant=side.tenant, user=user), user)
+
+
+def approved_with_rule(side, slug, text, *, role="operator", **rule):
+    """Hold a call, approve it as ``role`` and make a rule from that approval."""
+    task = run(send(side, slug, text))
+    interaction = Interaction.objects.get(task=task, state="open")
+    decider = operator(side, role)
+    decide(interaction, by=decider.subject, approved=True)
+    rule.setdefault("caller_only", True)
+    rule.setdefault("conditions", [])
+    rule.setdefault("duration", "1d")
+    made = rule_create(
+        tenant=side.tenant, interaction_id=interaction.public_id, decider=decider, **rule
+    )
+    assert run(task).state == TaskState.COMPLETED
+    return made
+
+
+def test_a_matching_call_runs_without_a_pause_and_each_use_is_audited(agents, deployer):
+    side = agents.a
+    deployer()
+    rule = approved_with_rule(
+        side,
+        "dep",
+        "rel-1",
+        conditions=[{"field": "build", "op": "prefix", "value": "rel-"}],
+    )
+    created = AuditEvent.objects.get(action="rule_created")
+    assert created.actor == "user:operator@acme.test" and created.detail["rule"] == rule.public_id
+
+    for build in ("rel-2", "rel-3"):
+        task = run(send(side, "dep", build))
+        assert task.state == TaskState.COMPLETED
+        # Never paused: no interaction, and no auth-required state on the way.
+        assert not Interaction.objects.filter(task=task).exists()
+        assert TaskState.AUTH_REQUIRED not in states(task)
+        effect = Effect.objects.get(task=task)
+        assert effect.approved_by == f"rule:{rule.public_id}"
+        assert DemoRecord.objects.filter(effect_id=effect.public_id).exists()
+    uses = AuditEvent.objects.filter(action="allowed_by_rule").order_by("id")
+    assert [u.actor for u in uses] == [f"rule:{rule.public_id}"] * 2
+    assert [u.via for u in uses] == ["rule", "rule"]
+    assert uses[0].detail["effect"] == Effect.objects.get(arguments__build="rel-2").public_id
+    rule.refresh_from_db()
+    assert rule.uses == 2 and rule.last_used_at is not None
+
+
+def test_a_call_that_does_not_match_pauses(agents, deployer):
+    side = agents.a
+    deployer()
+    approved_with_rule(
+        side, "dep", "rel-1", conditions=[{"field": "build", "op": "equals", "value": "rel-1"}]
+    )
+    task = run(send(side, "dep", "rel-9"))
+    assert task.state == TaskState.AUTH_REQUIRED
+    assert not AuditEvent.objects.filter(action="allowed_by_rule").exists()
+
+
+def test_a_rule_for_this_caller_only_does_not_apply_to_another_caller(agents, deployer):
+    side = agents.a
+    deployer()
+    approved_with_rule(side, "dep", "rel-1", caller_only=True)
+    agent = Agent.objects.get(tenant=side.tenant, slug="dep")
+    task = message_send(
+        tenant=side.tenant, agent=agent, subject="partner:someone-else", message=message("rel-2")
+    ).task
+    assert run(task).state == TaskState.AUTH_REQUIRED
+    assert run(send(side, "dep", "rel-3")).state == TaskState.COMPLETED
+
+
+def test_an_expired_rule_stops_matching(agents, deployer):
+    side = agents.a
+    deployer()
+    rule = approved_with_rule(side, "dep", "rel-1", duration="1h")
+    assert rule.expires_at - rule.created_at <= timedelta(hours=1, seconds=1)
+    later = timezone.now() + timedelta(hours=1, minutes=1)
+    with mock.patch("runtime.services.rules.timezone.now", return_value=later):
+        assert run(send(side, "dep", "rel-2")).state == TaskState.AUTH_REQUIRED
+    assert run(send(side, "dep", "rel-3")).state == TaskState.COMPLETED
+
+
+def test_a_revoked_rule_stops_matching_and_the_revocation_is_audited(agents, deployer):
+    side = agents.a
+    deployer()
+    rule = approved_with_rule(side, "dep", "rel-1")
+    rule_revoke(tenant=side.tenant, rule_id=rule.public_id, by="user:admin@acme.test")
+    assert run(send(side, "dep", "rel-2")).state == TaskState.AUTH_REQUIRED
+    revoked = AuditEvent.objects.get(action="rule_revoked")
+    assert (revoked.actor, revoked.detail["rule"]) == ("user:admin@acme.test", rule.public_id)
+    with pytest.raises(NotAllowed):
+        rule_revoke(tenant=side.tenant, rule_id=rule.public_id, by="user:admin@acme.test")
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"action": "approve", "risk": "high"},
+        {"action": "approve", "required": 2},
+    ],
+)
+def test_never_for_high_risk_or_two_person_tools(agents, deployer, policy):
+    side = agents.a
+    deployer(policy)
+    task = run(send(side, "dep", "rel-1"))
+    interaction = Interaction.objects.get(task=task, state="open")
+    decider = operator(side)
+    if policy.get("required") == 2:
+        decide(interaction, by="user:admin@acme.test", approved=True)
+    decide(interaction, by=decider.subject, approved=True)
+    with pytest.raises(NotAllowed, match="No standing rule"):
+        rule_create(
+            tenant=side.tenant,
+            interaction_id=interaction.public_id,
+            decider=decider,
+            caller_only=True,
+            conditions=[],
+            duration="1d",
+        )
+
+
+@pytest.mark.parametrize("where", ["policy", "tool"])
+def test_a_rule_stops_when_its_tool_becomes_high_risk(agents, deployer, where):
+    side = agents.a
+    agent = deployer()
+    approved_with_rule(side, "dep", "rel-1")
+    if where == "policy":
+        agent.tool_policy = {"deploy/deploy_build": {"action": "approve", "risk": "high"}}
+    else:
+        agent.tools = [{**DEPLOY_TOOL, "risk": "high"}]
+    agent.save()
+    assert run(send(side, "dep", "rel-2")).state == TaskState.AUTH_REQUIRED
+    assert not AuditEvent.objects.filter(action="allowed_by_rule").exists()
+
+
+def test_forever_is_for_admins_only_and_durations_are_bounded(agents, deployer):
+    side = agents.a
+    deployer()
+    with pytest.raises(DeciderRefused, match="Only an admin"):
+        approved_with_rule(side, "dep", "rel-1", duration="forever")
+    with pytest.raises(InvalidParams, match="duration"):
+        approved_with_rule(side, "dep", "rel-2", duration="90d")
+    rule = approved_with_rule(side, "dep", "rel-3", role="admin", duration="forever")
+    assert rule.expires_at is None
+    assert rule.is_active(now=timezone.now() + timedelta(days=3650))
+
+
+def test_a_rule_is_made_only_from_ones_own_approval(agents, deployer):
+    side = agents.a
+    deployer()
+    task = run(send(side, "dep", "rel-1"))
+    interaction = Interaction.objects.get(task=task, state="open")
+    decide(interaction, by="user:admin@acme.test", approved=True)
+    with pytest.raises(NotAllowed, match="your own approval"):
+        rule_create(
+            tenant=side.tenant,
+            interaction_id=interaction.public_id,
+            decider=operator(side),
+            caller_only=True,
+            conditions=[],
+            duration="1d",
+        )
+    assert not StandingRule.objects.exists()
+
+
+def test_a_rule_of_one_tenant_never_allows_anothers_calls(agents, deployer):
+    deployer()
+    deployer(tenant=agents.b.tenant)  # the same slug and tool in tenant B
+    approved_with_rule(agents.a, "dep", "rel-1", caller_only=False)
+    assert run(send(agents.b, "dep", "rel-2")).state == TaskState.AUTH_REQUIRED
+    assert run(send(agents.a, "dep", "rel-3")).state == TaskState.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("conditions", "arguments", "holds"),
+    [
+        (
+            [{"field": "environment", "op": "equals", "value": "staging"}],
+            {"environment": "staging"},
+            True,
+        ),
+        (
+            [{"field": "environment", "op": "equals", "value": "staging"}],
+            {"environment": "production"},
+            False,
+        ),
+        (
+            [{"field": "environment", "op": "in", "value": ["staging", "qa"]}],
+            {"environment": "qa"},
+            True,
+        ),
+        ([{"field": "build", "op": "prefix", "value": "rel-"}], {"build": "dev-1"}, False),
+        ([{"field": "build", "op": "prefix", "value": "rel-"}], {}, False),
+        (
+            [{"field": "durationSeconds", "op": "equals", "value": 1}],
+            {"durationSeconds": True},
+            False,
+        ),
+        ([], {"anything": 1}, True),
+    ],
+)
+def test_conditions(conditions, arguments, holds):
+    assert conditions_hold(conditions, arguments) is holds
+
+
+def test_conditions_are_checked_against_the_schema():
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "n": {"type": "integer"}}}
+    assert conditions_problem([{"field": "nope", "op": "equals", "value": 1}], schema)
+    assert conditions_problem([{"field": "n", "op": "prefix", "value": "1"}], schema)
+    assert conditions_problem([{"field": "n", "op": "equals", "value": "1"}], schema)
+    assert conditions_problem([{"field": "n", "op": "in", "value": []}], schema)
+    assert conditions_problem([{"field": "build", "op": "like", "value": "x"}], schema)
+    assert conditions_problem([{"field": "n", "op": "in", "value": [1, 2]}], schema) is None

@@ -323,7 +323,7 @@ class AllowSimilarForm(forms.Form):
                 choices=ops,
                 required=False,
                 initial="equals" if name in arguments else "",
-                label=f"{name}",
+                label=f"Condition on {name}",
             )
             self.fields[f"value_{name}"] = forms.CharField(
                 required=False,

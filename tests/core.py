@@ -109,14 +109,22 @@ def open_interaction(task: Task) -> Interaction:
     return Interaction.objects.get(task=task, state=Interaction.State.OPEN)
 
 
-def decide(interaction: Interaction, by: str = "user:operator@acme.test", **answer):
-    """An operator's decision on the page: the core's interaction_answer."""
+def decide(
+    interaction: Interaction,
+    by: str = "user:operator@acme.test",
+    *,
+    stepped_up: bool = False,
+    **answer,
+):
+    """An operator's decision on the page: the core's interaction_answer (``stepped_up``: the
+    member re-authenticated recently, as a ``risk: high`` approval needs)."""
     return interaction_answer(
         tenant=interaction.tenant,
         interaction_id=interaction.public_id,
         answer=answer,
         by=by,
         via="page",
+        stepped_up=stepped_up,
     )
 
 

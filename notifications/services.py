@@ -32,7 +32,7 @@ from django.utils import timezone
 from config.celery import queue
 from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
-from notifications.ladders import steps_clean
+from notifications.ladders import steps_clean, steps_stored
 from notifications.models import (
     Attempt,
     Channel,
@@ -45,7 +45,8 @@ from notifications.models import (
 from notifications.tasks import deliver_notification as deliver_notification_task
 from notifications.tasks import notify_interaction as notify_interaction_task
 from runtime.audit import audit_record
-from runtime.models import Interaction
+from runtime.ladders import steps_parse
+from runtime.models import Agent, Interaction
 from runtime.selectors import held_call_for
 from tenants.models import Membership
 
@@ -419,22 +420,46 @@ def deliveries_due(*, now: datetime | None = None) -> list[int]:
 # --- ladders ---------------------------------------------------------------------------------
 
 
-def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> Ladder | None:
-    """The most specific ladder: agent and tool, agent, tool, then the tenant's own."""
+def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> tuple[str, list[dict]] | None:
+    """The ladder an open interaction climbs, whole: (where it was set, its parsed steps).
+
+    The most specific scope wins: the agent and the tool, the agent, the tool, the tenant
+    (a tool's ladder applies only to approvals of that tool). At the same scope, a ladder set
+    in Django admin wins over the agent's AGENT.md ``ladder``: admins change it without a
+    deploy, and deleting theirs brings the file's back. An AGENT.md ladder has the agent's
+    scopes only (its ``tools`` entries: "server/tool", then "server"; its ``steps``)."""
     tool = tool_of(interaction)
-    agent_id = interaction.task.agent_id
+    agent = interaction.task.agent
     by_key = {(ladder.agent_id, ladder.tool): ladder for ladder in ladders}
-    for key in ((agent_id, tool), (agent_id, ""), (None, tool), (None, "")):
-        # A tool's ladder applies only to approvals of that tool.
-        if (key[1] == "" or tool) and key in by_key:
-            return by_key[key]
+    file_ladder = agent.ladder or {}
+    file_tools = file_ladder.get("tools") or {}
+    candidates: list[tuple[str, object]] = []
+    if tool:
+        candidates += [
+            ("admin", by_key.get((agent.pk, tool))),
+            ("AGENT.md", file_tools.get(tool)),
+            ("AGENT.md", file_tools.get(tool.partition("/")[0])),
+        ]
+    candidates += [("admin", by_key.get((agent.pk, ""))), ("AGENT.md", file_ladder.get("steps"))]
+    if tool:
+        candidates.append(("admin", by_key.get((None, tool))))
+    candidates.append(("admin", by_key.get((None, ""))))
+    for source, found in candidates:
+        if isinstance(found, Ladder):
+            return source, steps_clean(found.steps)
+        if found:
+            return source, steps_parse(found)
     return None
 
 
 def ladders_advance(*, now: datetime | None = None) -> int:
-    """Take every ladder step that is due (beat); each step in its own transaction."""
+    """Take every ladder step that is due (beat); each step in its own transaction.
+
+    Expire steps are not taken here: the interaction's expiry was set from them when it
+    opened (runtime.ladders.expiry_seconds), and the expiry sweep closes it."""
     now = now or timezone.now()
     tenants = set(Ladder.objects.values_list("tenant_id", flat=True))
+    tenants |= set(Agent.objects.exclude(ladder={}).values_list("tenant_id", flat=True))
     if not tenants:
         return 0
     taken = 0
@@ -445,20 +470,30 @@ def ladders_advance(*, now: datetime | None = None) -> int:
         tenant_id__in=tenants, state=Interaction.State.OPEN
     ).select_related("task__agent")
     for interaction in interactions:
-        ladder = ladder_for(interaction, ladders[interaction.tenant_id])
-        if ladder is None:
+        try:
+            found = ladder_for(interaction, ladders.get(interaction.tenant_id, []))
+        except ValueError:
+            # A ladder that no longer parses (edited around its checks) stops only its items.
+            logger.warning("the ladder of interaction %s cannot be read", interaction.pk)
             continue
+        if found is None:
+            continue
+        source, steps = found
         done = set(
             LadderStep.objects.filter(interaction=interaction).values_list("step", flat=True)
         )
-        for number, step in enumerate(steps_clean(ladder.steps), start=1):
-            if number in done or interaction.created_at + timedelta(seconds=step["seconds"]) > now:
+        for number, step in enumerate(steps, start=1):
+            if step["action"] == "expire" or number in done:
                 continue
-            taken += _ladder_step(interaction, number, step, now)
+            if interaction.created_at + timedelta(seconds=step["seconds"]) > now:
+                continue
+            taken += _ladder_step(interaction, number, step, now, source)
     return taken
 
 
-def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetime) -> int:
+def _ladder_step(
+    interaction: Interaction, number: int, step: dict, now: datetime, source: str
+) -> int:
     try:
         with transaction.atomic():
             # A decision since the read above ends the ladder (the unique step row below
@@ -488,6 +523,10 @@ def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetim
                     "step": number,
                     "after": step["after"],
                     "roles": step["roles"],
+                    "ladder": source,
+                    # Who may decide is widened by the approvers' rules (issue 13) when they
+                    # read this; the ladder itself only carries the role.
+                    **({"widenTo": step["widen_to"]} if step.get("widen_to") else {}),
                 },
             )
             event = (
@@ -661,8 +700,7 @@ def ladder_save(*, tenant, agent=None, tool: str = "", steps) -> Ladder:
     """Create or replace the ladder of an agent (or tool, or the whole tenant)."""
     if agent is not None and agent.tenant_id != tenant.pk:
         raise ValueError("the agent belongs to another tenant")
-    cleaned = steps_clean(steps)
-    stored = [{k: v for k, v in s.items() if k != "seconds"} for s in cleaned]
+    stored = steps_stored(steps_clean(steps))
     ladder, _ = Ladder.objects.update_or_create(
         tenant=tenant, agent=agent, tool=tool, defaults={"steps": stored}
     )

@@ -238,6 +238,10 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
         return [*path, missing], "is required"
     if error.validator == "minLength" and error.instance == "":
         return path, "is required"
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = error.schema.get("properties", {})
+        extra = next(k for k in error.instance if k not in known)
+        return [*path, extra], f"is not a field here ({', '.join(known)})"
     if "x-message" in error.schema:
         return path, error.schema["x-message"]
     if error.validator == "type":
@@ -283,8 +287,8 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     # The first problem in the file's order: the one a reader meets first.
     problems = sorted(
         (
-            (_line_of(node, list(e.absolute_path), offset), _schema_problem(e))
-            for e in _AGENT_VALIDATOR.iter_errors(data)
+            (_line_of(node, problem[0], offset), problem)
+            for problem in map(_schema_problem, _AGENT_VALIDATOR.iter_errors(data))
         ),
         key=lambda problem: problem[0],
     )

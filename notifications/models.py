@@ -110,6 +110,23 @@ class Delivery(models.Model):
         return f"{self.event} via {self.channel_id} ({self.state})"
 
 
+class FanOut(models.Model):
+    """The fan-out of an interaction's opening ran (whether or not a channel matched).
+
+    Its request is a broker message sent after the turn's commit; should that message be
+    lost, no row appears, and the sweep (``fan_outs_missing``) asks again. One row per
+    interaction: a late first message finds it and sends nothing twice."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.OneToOneField(Interaction, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+    deliveries = models.PositiveIntegerField(default=0)
+    swept = models.BooleanField(default=False, help_text="Asked for by the sweep, not on open.")
+
+    def __str__(self) -> str:
+        return f"fan-out of {self.interaction_id}: {self.deliveries} delivery(ies)"
+
+
 class Attempt(models.Model):
     """One try of a delivery: what happened, never a secret."""
 

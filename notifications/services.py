@@ -26,6 +26,7 @@ import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
@@ -38,6 +39,7 @@ from notifications.models import (
     Channel,
     Delivery,
     DigestItem,
+    FanOut,
     Ladder,
     LadderStep,
     Preference,
@@ -144,14 +146,40 @@ def _fan_out(interaction: Interaction, *, event: str, step: int = 0, roles=()) -
 
 
 @transaction.atomic
-def notifications_fan_out(*, interaction_pk: int) -> int:
-    """One delivery per matching channel for an open interaction (safe to run twice)."""
+def notifications_fan_out(*, interaction_pk: int, swept: bool = False) -> int:
+    """One delivery per matching channel for an open interaction, once (safe to run twice,
+    or concurrently: the first message and the sweep's copy of it)."""
     interaction = (
         Interaction.objects.select_related("task__agent").filter(pk=interaction_pk).first()
     )
     if interaction is None or interaction.state != Interaction.State.OPEN:
         return 0
-    return len(_fan_out(interaction, event=Delivery.Event.OPENED))
+    try:
+        # The marker first: a concurrent copy waits on its unique index until this commits,
+        # then fails here and sends nothing; if this rolls back, that copy goes on instead.
+        with transaction.atomic():
+            marker = FanOut.objects.create(
+                tenant_id=interaction.tenant_id, interaction=interaction, swept=swept
+            )
+    except IntegrityError:
+        # The sweep's copy of a late first message, or the late message itself.
+        logger.info("interaction %s was fanned out already: nothing sent again", interaction_pk)
+        return 0
+    pks = _fan_out(interaction, event=Delivery.Event.OPENED)
+    FanOut.objects.filter(pk=marker.pk).update(deliveries=len(pks))
+    return len(pks)
+
+
+def fan_outs_missing(*, now: datetime | None = None, limit: int = 500) -> list[int]:
+    """Open interactions older than NOTIFY_FAN_OUT_GRACE_SECONDS whose fan-out never ran."""
+    now = now or timezone.now()
+    before = now - timedelta(seconds=settings.NOTIFY_FAN_OUT_GRACE_SECONDS)
+    return list(
+        Interaction.objects.filter(state=Interaction.State.OPEN, created_at__lte=before)
+        .filter(~Exists(FanOut.objects.filter(interaction_id=OuterRef("pk"))))
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
 
 
 @transaction.atomic

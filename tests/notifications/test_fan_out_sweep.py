@@ -1,13 +1,17 @@
 """A lost "notify" message: beat's sweep fans the interaction out once it is past its grace
 period, and the first message arriving late sends nothing twice."""
 
+import threading
 import uuid
 from datetime import timedelta
+from unittest.mock import patch
 
 import pytest
 from django.core import mail
+from django.db import connection
 from django.utils import timezone
 
+from notifications import services
 from notifications.models import Delivery, FanOut
 from notifications.services import fan_outs_missing, notifications_fan_out
 from notifications.tasks import notify_interaction, sweep_fan_outs
@@ -129,3 +133,54 @@ def test_a_lost_notify_message_is_swept_through_the_broker_and_a_late_one_sends_
     wait_until(lambda: said in worker_log.read_text(errors="replace"), 60, what="the late message")
     assert len(hook.events) == 1 and hook.arrived == 1
     assert Delivery.objects.filter(interaction=held).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_message_and_the_sweeps_copy_at_once_fan_out_once(agents, channel, settings):
+    """The copy waits on the marker's unique index while the first runs, then sends nothing."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the race needs PostgreSQL's row locks across connections (DATABASE_URL)")
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
+    channel(agents.a.tenant, "ops mail", "email", email_roles=["operator"])
+    channel(agents.a.tenant, "ops hook", "webhook", url="http://127.0.0.1:9/hook")
+    held = Interaction.objects.get(task=start(agents.a, "deployer", HOLD), state="open")
+    inside, go = threading.Event(), threading.Event()
+    original = services._fan_out
+
+    def slow_fan_out(interaction, **kwargs):
+        # The first holds its transaction (and the new marker) open here.
+        inside.set()
+        go.wait(30)
+        return original(interaction, **kwargs)
+
+    results: dict[str, int] = {}
+
+    def run(name: str, swept: bool) -> None:
+        try:
+            results[name] = notifications_fan_out(interaction_pk=held.pk, swept=swept)
+        finally:
+            connection.close()
+
+    with patch.object(services, "_fan_out", slow_fan_out):
+        first = threading.Thread(target=run, args=("first", False))
+        first.start()
+        assert inside.wait(30)
+        copy = threading.Thread(target=run, args=("copy", True))
+        copy.start()
+
+        def copy_waits_on_a_lock() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'"
+                )
+                return cursor.fetchone()[0] > 0
+
+        wait_until(copy_waits_on_a_lock, 30, what="the copy to wait on the marker")
+        go.set()
+        first.join(30)
+        copy.join(30)
+    assert results == {"first": 2, "copy": 0}
+    marker = FanOut.objects.get()
+    assert (marker.swept, marker.deliveries) == (False, 2)
+    assert Delivery.objects.filter(interaction=held).count() == 2

@@ -554,7 +554,7 @@ def _ladder_step(
                     "ladder": source,
                     # Who may decide is widened by the approvers' rules (issue 13) when they
                     # read this; the ladder itself only carries the role.
-                    **({"widenTo": step["widen_to"]} if step.get("widen_to") else {}),
+                    **({"widen_to": step["widen_to"]} if step.get("widen_to") else {}),
                 },
             )
             event = (

@@ -126,6 +126,8 @@ AGENT_SCHEMA = {
 }
 # A ladder's steps (runtime.ladders): the schema says their shape; ladder_parse then checks
 # what it cannot say (the roles, the order of time, expire last) with the same field paths.
+# Added to AGENT_SCHEMA here, apart from the literal above, so that a ladder change and a
+# policy change touch different lines.
 _LADDER_STEPS = {
     "type": "array",
     "minItems": 1,

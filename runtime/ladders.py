@@ -19,7 +19,10 @@ when the interaction opens, so that its expiry is exact from the start (``expiry
 It lives in the core, below runtime.agentfile and notifications, which both parse with it.
 """
 
+import logging
 import re
+
+logger = logging.getLogger(__name__)
 
 ACTIONS = ("remind", "escalate", "expire")
 ROLES = ("admin", "operator", "viewer")
@@ -208,20 +211,6 @@ def ladder_parse(value) -> dict:
     return ladder
 
 
-def tool_steps(ladder: dict, tool: str) -> tuple[str, list[dict]] | None:
-    """The most specific of an agent's ladders for a tool ("server/tool", "" for no tool):
-    ("server/tool" or "server" or "", parsed steps), or None when the agent has none."""
-    ladder = ladder or {}
-    tools = ladder.get("tools") or {}
-    keys = [tool, tool.partition("/")[0]] if tool else []
-    for key in keys:
-        if key in tools:
-            return key, steps_parse(tools[key])
-    if ladder.get("steps"):
-        return "", steps_parse(ladder["steps"])
-    return None
-
-
 def expiry_seconds(agent, *, tool: str = "") -> int:
     """How long an interaction of this agent (and tool) stays open: the expire step of its
     most specific AGENT.md ladder that has one, else ``interactionTtlSeconds``."""
@@ -229,8 +218,15 @@ def expiry_seconds(agent, *, tool: str = "") -> int:
     tools = ladder.get("tools") or {}
     candidates = [tools.get(tool), tools.get(tool.partition("/")[0])] if tool else []
     for steps in [*candidates, ladder.get("steps")]:
-        if steps:
+        if not steps:
+            continue
+        try:
             last = steps_parse(steps)[-1]
-            if last["action"] == "expire":
-                return last["seconds"]
+        except LadderError:
+            # Stored around its checks (load_agents and the admin form parse it): a pause
+            # never fails on it; the TTL holds and the log says why.
+            logger.warning("agent %s: its ladder cannot be read; expiry from the TTL", agent.pk)
+            break
+        if last["action"] == "expire":
+            return last["seconds"]
     return agent.interaction_ttl_seconds

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.core import mail
+from django.utils import timezone
 
 from notifications.models import Ladder, LadderStep
 from notifications.services import ladder_for, ladder_save, ladders_advance
@@ -73,7 +74,7 @@ def test_an_agent_md_ladder_reminds_escalates_and_expires_by_beat(
     escalated = AuditEvent.objects.get(action="escalated")
     assert escalated.detail["roles"] == ["admin"]
     # Carried for the approvers' rules (issue 13), which widen who may decide.
-    assert escalated.detail["widenTo"] == "admin"
+    assert escalated.detail["widen_to"] == "admin"
 
     # The expire step is no beat step of the ladder: the expiry it set closes the item.
     assert advance(capture, opened + timedelta(hours=2)) == 0
@@ -197,3 +198,17 @@ def test_django_admin_ladders_take_sentences_but_no_expire_step(agents):
     ]
     with pytest.raises(ValueError, match="step 2: action expiry is the agent's"):
         ladder_save(tenant=agents.a.tenant, steps=["remind after 15m", "expire after 1h"])
+
+
+def test_a_ladder_stored_around_its_checks_stops_only_its_own_items(
+    agents, deployer, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    Agent.objects.filter(pk=deployer.pk).update(ladder={"steps": ["remind whenever"]})
+    broken = hold(agents.a, capture)
+    reviewer = Agent.objects.get(tenant=agents.a.tenant, slug="code-reviewer")
+    file_ladder(reviewer, ["remind after 1m"])
+    question = hold(agents.a, capture, "code-reviewer", "review it")
+    assert advance(capture, timezone.now() + timedelta(hours=1)) == 1
+    assert LadderStep.objects.get().interaction_id == question.pk
+    assert not LadderStep.objects.filter(interaction=broken).exists()

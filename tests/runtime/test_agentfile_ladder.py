@@ -226,3 +226,12 @@ def test_an_expire_step_sets_the_expiry_of_the_items_it_covers(agents):
     # The other tenant's deployer, with no ladder, is untouched.
     other = Interaction.objects.get(task=start(agents.b, "deployer", "deploy build b-1 to staging"))
     assert other.expires_at - other.created_at == pytest.approx(ttl, abs=timedelta(seconds=5))
+
+
+def test_a_ladder_stored_around_its_checks_never_fails_a_pause(agents):
+    deployer = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    Agent.objects.filter(pk=deployer.pk).update(ladder={"steps": ["expire whenever"]})
+    held = Interaction.objects.get(task=start(agents.a, "deployer", "deploy build b-1 to staging"))
+    ttl = timedelta(seconds=deployer.interaction_ttl_seconds)
+    assert held.state == "open"
+    assert held.expires_at - held.created_at == pytest.approx(ttl, abs=timedelta(seconds=5))

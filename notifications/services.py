@@ -497,6 +497,13 @@ def ladders_advance(*, now: datetime | None = None) -> int:
     interactions = Interaction.objects.filter(
         tenant_id__in=tenants, state=Interaction.State.OPEN
     ).select_related("task__agent")
+    # The steps already taken, in one read (not one per open item: a beat over 10,000 open
+    # items is then a few queries, plus those of the steps it takes).
+    taken_steps: dict[int, set[int]] = {}
+    for interaction_id, number in LadderStep.objects.filter(
+        tenant_id__in=tenants, interaction__state=Interaction.State.OPEN
+    ).values_list("interaction_id", "step"):
+        taken_steps.setdefault(interaction_id, set()).add(number)
     for interaction in interactions:
         try:
             found = ladder_for(interaction, ladders.get(interaction.tenant_id, []))
@@ -507,9 +514,7 @@ def ladders_advance(*, now: datetime | None = None) -> int:
         if found is None:
             continue
         source, steps = found
-        done = set(
-            LadderStep.objects.filter(interaction=interaction).values_list("step", flat=True)
-        )
+        done = taken_steps.get(interaction.pk, set())
         for number, step in enumerate(steps, start=1):
             if step["action"] == "expire" or number in done:
                 continue

@@ -5,6 +5,8 @@ from datetime import timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from notifications.models import Ladder, LadderStep
@@ -212,3 +214,23 @@ def test_a_ladder_stored_around_its_checks_stops_only_its_own_items(
     assert advance(capture, timezone.now() + timedelta(hours=1)) == 1
     assert LadderStep.objects.get().interaction_id == question.pk
     assert not LadderStep.objects.filter(interaction=broken).exists()
+
+
+def test_a_beat_reads_in_a_fixed_number_of_queries_however_many_items_wait(
+    agents, deployer, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    file_ladder(deployer, ["remind after 1h", "escalate to admins after 2h"])
+    ladder_save(tenant=agents.a.tenant, tool="github/open_pr", steps=["remind after 1h"])
+
+    def queries_of_a_quiet_beat() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert advance(capture, timezone.now()) == 0
+        return len(queries)
+
+    for build in range(3):
+        hold(agents.a, capture, text=f"deploy build q-{build} to staging")
+    few = queries_of_a_quiet_beat()
+    for build in range(3, 9):
+        hold(agents.a, capture, text=f"deploy build q-{build} to staging")
+    assert queries_of_a_quiet_beat() == few <= 5

@@ -456,9 +456,11 @@ def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> tuple[str, li
     in Django admin wins over the agent's AGENT.md ``ladder``: admins change it without a
     deploy, and deleting theirs brings the file's back. An AGENT.md ladder has the agent's
     scopes only (its ``tools`` entries: "server/tool", then "server"; its ``steps``)."""
-    tool = tool_of(interaction)
-    agent = interaction.task.agent
     by_key = {(ladder.agent_id, ladder.tool): ladder for ladder in ladders}
+    return _ladder_of(interaction.task.agent, tool_of(interaction), by_key)
+
+
+def _ladder_of(agent: Agent, tool: str, by_key: dict) -> tuple[str, list[dict]] | None:
     file_ladder = agent.ladder or {}
     file_tools = file_ladder.get("tools") or {}
     candidates: list[tuple[str, object]] = []
@@ -484,43 +486,59 @@ def ladders_advance(*, now: datetime | None = None) -> int:
     """Take every ladder step that is due (beat); each step in its own transaction.
 
     Expire steps are not taken here: the interaction's expiry was set from them when it
-    opened (runtime.ladders.expiry_seconds), and the expiry sweep closes it."""
+    opened (runtime.ladders.expiry_seconds), and the expiry sweep closes it.
+
+    The open items are read as plain values and each (agent, tool) ladder is found and
+    parsed once per beat: a quiet beat over 10,000 open items is a few queries and little
+    CPU; only an item with a step due is loaded whole."""
     now = now or timezone.now()
     tenants = set(Ladder.objects.values_list("tenant_id", flat=True))
     tenants |= set(Agent.objects.exclude(ladder={}).values_list("tenant_id", flat=True))
     if not tenants:
         return 0
-    taken = 0
-    ladders: dict[int, list[Ladder]] = {}
+    by_tenant: dict[int, dict] = {}
     for ladder in Ladder.objects.filter(tenant_id__in=tenants):
-        ladders.setdefault(ladder.tenant_id, []).append(ladder)
-    interactions = Interaction.objects.filter(
-        tenant_id__in=tenants, state=Interaction.State.OPEN
-    ).select_related("task__agent")
-    # The steps already taken, in one read (not one per open item: a beat over 10,000 open
-    # items is then a few queries, plus those of the steps it takes).
+        by_tenant.setdefault(ladder.tenant_id, {})[(ladder.agent_id, ladder.tool)] = ladder
+    agents = {agent.pk: agent for agent in Agent.objects.filter(tenant_id__in=tenants)}
+    # The steps already taken, in one read (not one per open item).
     taken_steps: dict[int, set[int]] = {}
     for interaction_id, number in LadderStep.objects.filter(
         tenant_id__in=tenants, interaction__state=Interaction.State.OPEN
     ).values_list("interaction_id", "step"):
         taken_steps.setdefault(interaction_id, set()).add(number)
-    for interaction in interactions:
-        try:
-            found = ladder_for(interaction, ladders.get(interaction.tenant_id, []))
-        except ValueError:
-            # A ladder that no longer parses (edited around its checks) stops only its items.
-            logger.warning("the ladder of interaction %s cannot be read", interaction.pk)
-            continue
+    found_for: dict[tuple[int, str], tuple[str, list[dict]] | None] = {}
+    due: list[tuple[int, int, dict, str]] = []
+    rows = Interaction.objects.filter(tenant_id__in=tenants, state=Interaction.State.OPEN)
+    for pk, tenant_id, kind, detail, created_at, agent_id in rows.values_list(
+        "pk", "tenant_id", "kind", "detail", "created_at", "task__agent_id"
+    ):
+        tool = tool_of(Interaction(kind=kind, detail=detail))
+        if (agent_id, tool) not in found_for:
+            try:
+                found_for[agent_id, tool] = _ladder_of(
+                    agents[agent_id], tool, by_tenant.get(tenant_id, {})
+                )
+            except ValueError:
+                # A ladder that no longer parses (stored around its checks) stops only the
+                # items that climb it.
+                logger.warning("the ladder of agent %s (%s) cannot be read", agent_id, tool)
+                found_for[agent_id, tool] = None
+        found = found_for[agent_id, tool]
         if found is None:
             continue
         source, steps = found
-        done = taken_steps.get(interaction.pk, set())
+        done = taken_steps.get(pk, set())
         for number, step in enumerate(steps, start=1):
             if step["action"] == "expire" or number in done:
                 continue
-            if interaction.created_at + timedelta(seconds=step["seconds"]) > now:
-                continue
-            taken += _ladder_step(interaction, number, step, now, source)
+            if created_at + timedelta(seconds=step["seconds"]) <= now:
+                due.append((pk, number, step, source))
+    taken = 0
+    loaded: dict[int, Interaction] = {}
+    for pk, number, step, source in due:
+        if pk not in loaded:
+            loaded[pk] = Interaction.objects.select_related("task__agent").get(pk=pk)
+        taken += _ladder_step(loaded[pk], number, step, now, source)
     return taken
 
 

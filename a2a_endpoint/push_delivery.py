@@ -151,10 +151,24 @@ def _next_pending(config_pk: int) -> PushDelivery | None:
     )
 
 
-def _has_due(config_pk: int) -> bool:
+def _heads_due(now):
+    """Pending deliveries that are due and first in their config's line.
+
+    Events go out in order (_deliver_due never passes a pending delivery), so a config is
+    due only when its oldest pending delivery is: while that one backs off, the events queued
+    behind it are not due, however old they are. Counting them made the sweep enqueue the
+    config at every beat, and each of those messages rescheduled itself for the backoff's
+    end (deliver_push), so that copies piled up."""
+    earlier = PushDelivery.objects.filter(
+        config_id=OuterRef("config_id"), state=PushDelivery.State.PENDING, seq__lt=OuterRef("seq")
+    )
     return PushDelivery.objects.filter(
-        config_id=config_pk, state=PushDelivery.State.PENDING, next_attempt_at__lte=timezone.now()
-    ).exists()
+        state=PushDelivery.State.PENDING, next_attempt_at__lte=now
+    ).filter(~Exists(earlier))
+
+
+def _has_due(config_pk: int) -> bool:
+    return _heads_due(timezone.now()).filter(config_id=config_pk).exists()
 
 
 def push_deliver(*, config_pk: int, worker_id: str) -> float | None:
@@ -206,9 +220,7 @@ def _drain_receiver(receiver: str, worker_id: str) -> None:
     until = time.monotonic() + DRAIN_SECONDS
     while time.monotonic() < until:
         now = timezone.now()
-        due = PushDelivery.objects.filter(
-            config_id=OuterRef("pk"), state=PushDelivery.State.PENDING, next_attempt_at__lte=now
-        )
+        due = _heads_due(now).filter(config_id=OuterRef("pk"))
         candidate = (
             PushConfig.objects.filter(receiver=receiver, disabled_at__isnull=True)
             .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
@@ -431,10 +443,11 @@ def _config_give_up(config: PushConfig, why: str, now) -> bool:
 
 
 def configs_due(now=None) -> list[int]:
-    """Configs with a delivery that is due (for the sweep: a lost enqueue, a long retry)."""
+    """Configs whose next delivery is due (for the sweep: a lost enqueue, a long retry); a
+    config whose first pending delivery still backs off is left alone until it is due."""
     now = now or timezone.now()
     return list(
-        PushDelivery.objects.filter(state=PushDelivery.State.PENDING, next_attempt_at__lte=now)
+        _heads_due(now)
         # A disabled or given-up config is never delivered (push_deliver), so its leftovers
         # (say, disabled in the admin) would be picked on every sweep for nothing.
         .filter(config__disabled_at__isnull=True)

@@ -491,10 +491,17 @@ NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10)
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8)
 NOTIFY_RETRY_BASE_SECONDS = float(env_str("NOTIFY_RETRY_BASE_SECONDS", "30"))
 NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 30)
+# An open interaction whose notifications have not been fanned out after this long (its
+# message was lost) is fanned out by the sweep; a late first message then sends nothing twice.
+NOTIFY_FAN_OUT_GRACE_SECONDS = env_int("NOTIFY_FAN_OUT_GRACE_SECONDS", 120)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-notifications": {
             "task": "notifications.tasks.sweep_notifications",
+            "schedule": float(NOTIFY_SWEEP_SECONDS),
+        },
+        "sweep-fan-outs": {
+            "task": "notifications.tasks.sweep_fan_outs",
             "schedule": float(NOTIFY_SWEEP_SECONDS),
         },
         "advance-ladders": {

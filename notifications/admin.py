@@ -6,7 +6,7 @@ import json
 from django import forms
 from django.contrib import admin
 
-from notifications.ladders import ROLES, steps_clean
+from notifications.ladders import ROLES, steps_clean, steps_stored
 from notifications.models import Attempt, Channel, Delivery, Ladder, Preference
 from notifications.services import ChannelError, channel_check, channel_save, channel_test
 from runtime.models import Interaction
@@ -125,7 +125,7 @@ class LadderAdminForm(forms.ModelForm):
             cleaned = steps_clean(self.cleaned_data["steps"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
-        return [{k: v for k, v in s.items() if k != "seconds"} for s in cleaned]
+        return steps_stored(cleaned)
 
 
 @admin.register(Ladder)

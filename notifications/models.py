@@ -110,6 +110,23 @@ class Delivery(models.Model):
         return f"{self.event} via {self.channel_id} ({self.state})"
 
 
+class FanOut(models.Model):
+    """The fan-out of an interaction's opening ran (whether or not a channel matched).
+
+    Its request is a broker message sent after the turn's commit; should that message be
+    lost, no row appears, and the sweep (``fan_outs_missing``) asks again. One row per
+    interaction: a late first message finds it and sends nothing twice."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.OneToOneField(Interaction, on_delete=models.CASCADE, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+    deliveries = models.PositiveIntegerField(default=0)
+    swept = models.BooleanField(default=False, help_text="Asked for by the sweep, not on open.")
+
+    def __str__(self) -> str:
+        return f"fan-out of {self.interaction_id}: {self.deliveries} delivery(ies)"
+
+
 class Attempt(models.Model):
     """One try of a delivery: what happened, never a secret."""
 
@@ -131,8 +148,9 @@ class Ladder(models.Model):
     """Reminders and escalation for an agent's (or one tool's) open interactions.
 
     ``steps``: ``[{"after": "15m", "action": "remind"}, {"after": "1h", "action": "escalate",
-    "roles": ["admin"]}]``, times counted from when the interaction opened. Expiry is the
-    agent's ``interactionTtlSeconds``.
+    "roles": ["admin"]}]``, times counted from when the interaction opened (runtime.ladders;
+    no expire step: expiry is the agent's). An agent's AGENT.md may carry ladders too
+    (``Agent.ladder``); at the same scope this one wins (notifications.services.ladder_for).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")

@@ -26,18 +26,20 @@ import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import queue
 from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
-from notifications.ladders import steps_clean
+from notifications.ladders import steps_clean, steps_stored
 from notifications.models import (
     Attempt,
     Channel,
     Delivery,
     DigestItem,
+    FanOut,
     Ladder,
     LadderStep,
     Preference,
@@ -45,7 +47,8 @@ from notifications.models import (
 from notifications.tasks import deliver_notification as deliver_notification_task
 from notifications.tasks import notify_interaction as notify_interaction_task
 from runtime.audit import audit_record
-from runtime.models import Interaction
+from runtime.ladders import steps_parse
+from runtime.models import Agent, Interaction
 from runtime.selectors import held_call_for
 from runtime.services.approvers import interaction_widen
 from tenants.models import Membership
@@ -144,14 +147,40 @@ def _fan_out(interaction: Interaction, *, event: str, step: int = 0, roles=()) -
 
 
 @transaction.atomic
-def notifications_fan_out(*, interaction_pk: int) -> int:
-    """One delivery per matching channel for an open interaction (safe to run twice)."""
+def notifications_fan_out(*, interaction_pk: int, swept: bool = False) -> int:
+    """One delivery per matching channel for an open interaction, once (safe to run twice,
+    or concurrently: the first message and the sweep's copy of it)."""
     interaction = (
         Interaction.objects.select_related("task__agent").filter(pk=interaction_pk).first()
     )
     if interaction is None or interaction.state != Interaction.State.OPEN:
         return 0
-    return len(_fan_out(interaction, event=Delivery.Event.OPENED))
+    try:
+        # The marker first: a concurrent copy waits on its unique index until this commits,
+        # then fails here and sends nothing; if this rolls back, that copy goes on instead.
+        with transaction.atomic():
+            marker = FanOut.objects.create(
+                tenant_id=interaction.tenant_id, interaction=interaction, swept=swept
+            )
+    except IntegrityError:
+        # The sweep's copy of a late first message, or the late message itself.
+        logger.info("interaction %s was fanned out already: nothing sent again", interaction_pk)
+        return 0
+    pks = _fan_out(interaction, event=Delivery.Event.OPENED)
+    FanOut.objects.filter(pk=marker.pk).update(deliveries=len(pks))
+    return len(pks)
+
+
+def fan_outs_missing(*, now: datetime | None = None, limit: int = 500) -> list[int]:
+    """Open interactions older than NOTIFY_FAN_OUT_GRACE_SECONDS whose fan-out never ran."""
+    now = now or timezone.now()
+    before = now - timedelta(seconds=settings.NOTIFY_FAN_OUT_GRACE_SECONDS)
+    return list(
+        Interaction.objects.filter(state=Interaction.State.OPEN, created_at__lte=before)
+        .filter(~Exists(FanOut.objects.filter(interaction_id=OuterRef("pk"))))
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )
 
 
 @transaction.atomic
@@ -420,46 +449,103 @@ def deliveries_due(*, now: datetime | None = None) -> list[int]:
 # --- ladders ---------------------------------------------------------------------------------
 
 
-def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> Ladder | None:
-    """The most specific ladder: agent and tool, agent, tool, then the tenant's own."""
-    tool = tool_of(interaction)
-    agent_id = interaction.task.agent_id
+def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> tuple[str, list[dict]] | None:
+    """The ladder an open interaction climbs, whole: (where it was set, its parsed steps).
+
+    The most specific scope wins: the agent and the tool, the agent, the tool, the tenant
+    (a tool's ladder applies only to approvals of that tool). At the same scope, a ladder set
+    in Django admin wins over the agent's AGENT.md ``ladder``: admins change it without a
+    deploy, and deleting theirs brings the file's back. An AGENT.md ladder has the agent's
+    scopes only (its ``tools`` entries: "server/tool", then "server"; its ``steps``)."""
     by_key = {(ladder.agent_id, ladder.tool): ladder for ladder in ladders}
-    for key in ((agent_id, tool), (agent_id, ""), (None, tool), (None, "")):
-        # A tool's ladder applies only to approvals of that tool.
-        if (key[1] == "" or tool) and key in by_key:
-            return by_key[key]
+    return _ladder_of(interaction.task.agent, tool_of(interaction), by_key)
+
+
+def _ladder_of(agent: Agent, tool: str, by_key: dict) -> tuple[str, list[dict]] | None:
+    file_ladder = agent.ladder or {}
+    file_tools = file_ladder.get("tools") or {}
+    candidates: list[tuple[str, object]] = []
+    if tool:
+        candidates += [
+            ("admin", by_key.get((agent.pk, tool))),
+            ("AGENT.md", file_tools.get(tool)),
+            ("AGENT.md", file_tools.get(tool.partition("/")[0])),
+        ]
+    candidates += [("admin", by_key.get((agent.pk, ""))), ("AGENT.md", file_ladder.get("steps"))]
+    if tool:
+        candidates.append(("admin", by_key.get((None, tool))))
+    candidates.append(("admin", by_key.get((None, ""))))
+    for source, found in candidates:
+        if isinstance(found, Ladder):
+            return source, steps_clean(found.steps)
+        if found:
+            return source, steps_parse(found)
     return None
 
 
 def ladders_advance(*, now: datetime | None = None) -> int:
-    """Take every ladder step that is due (beat); each step in its own transaction."""
+    """Take every ladder step that is due (beat); each step in its own transaction.
+
+    Expire steps are not taken here: the interaction's expiry was set from them when it
+    opened (runtime.ladders.expiry_seconds), and the expiry sweep closes it.
+
+    The open items are read as plain values and each (agent, tool) ladder is found and
+    parsed once per beat: a quiet beat over 10,000 open items is a few queries and little
+    CPU; only an item with a step due is loaded whole."""
     now = now or timezone.now()
     tenants = set(Ladder.objects.values_list("tenant_id", flat=True))
+    tenants |= set(Agent.objects.exclude(ladder={}).values_list("tenant_id", flat=True))
     if not tenants:
         return 0
-    taken = 0
-    ladders: dict[int, list[Ladder]] = {}
+    by_tenant: dict[int, dict] = {}
     for ladder in Ladder.objects.filter(tenant_id__in=tenants):
-        ladders.setdefault(ladder.tenant_id, []).append(ladder)
-    interactions = Interaction.objects.filter(
-        tenant_id__in=tenants, state=Interaction.State.OPEN
-    ).select_related("task__agent")
-    for interaction in interactions:
-        ladder = ladder_for(interaction, ladders[interaction.tenant_id])
-        if ladder is None:
+        by_tenant.setdefault(ladder.tenant_id, {})[(ladder.agent_id, ladder.tool)] = ladder
+    agents = {agent.pk: agent for agent in Agent.objects.filter(tenant_id__in=tenants)}
+    # The steps already taken, in one read (not one per open item).
+    taken_steps: dict[int, set[int]] = {}
+    for interaction_id, number in LadderStep.objects.filter(
+        tenant_id__in=tenants, interaction__state=Interaction.State.OPEN
+    ).values_list("interaction_id", "step"):
+        taken_steps.setdefault(interaction_id, set()).add(number)
+    found_for: dict[tuple[int, str], tuple[str, list[dict]] | None] = {}
+    due: list[tuple[int, int, dict, str]] = []
+    rows = Interaction.objects.filter(tenant_id__in=tenants, state=Interaction.State.OPEN)
+    for pk, tenant_id, kind, detail, created_at, agent_id in rows.values_list(
+        "pk", "tenant_id", "kind", "detail", "created_at", "task__agent_id"
+    ):
+        tool = tool_of(Interaction(kind=kind, detail=detail))
+        if (agent_id, tool) not in found_for:
+            try:
+                found_for[agent_id, tool] = _ladder_of(
+                    agents[agent_id], tool, by_tenant.get(tenant_id, {})
+                )
+            except ValueError:
+                # A ladder that no longer parses (stored around its checks) stops only the
+                # items that climb it.
+                logger.warning("the ladder of agent %s (%s) cannot be read", agent_id, tool)
+                found_for[agent_id, tool] = None
+        found = found_for[agent_id, tool]
+        if found is None:
             continue
-        done = set(
-            LadderStep.objects.filter(interaction=interaction).values_list("step", flat=True)
-        )
-        for number, step in enumerate(steps_clean(ladder.steps), start=1):
-            if number in done or interaction.created_at + timedelta(seconds=step["seconds"]) > now:
+        source, steps = found
+        done = taken_steps.get(pk, set())
+        for number, step in enumerate(steps, start=1):
+            if step["action"] == "expire" or number in done:
                 continue
-            taken += _ladder_step(interaction, number, step, now)
+            if created_at + timedelta(seconds=step["seconds"]) <= now:
+                due.append((pk, number, step, source))
+    taken = 0
+    loaded: dict[int, Interaction] = {}
+    for pk, number, step, source in due:
+        if pk not in loaded:
+            loaded[pk] = Interaction.objects.select_related("task__agent").get(pk=pk)
+        taken += _ladder_step(loaded[pk], number, step, now, source)
     return taken
 
 
-def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetime) -> int:
+def _ladder_step(
+    interaction: Interaction, number: int, step: dict, now: datetime, source: str
+) -> int:
     try:
         with transaction.atomic():
             # A decision since the read above ends the ladder (the unique step row below
@@ -489,6 +575,10 @@ def _ladder_step(interaction: Interaction, number: int, step: dict, now: datetim
                     "step": number,
                     "after": step["after"],
                     "roles": step["roles"],
+                    "ladder": source,
+                    # Who may decide is widened by the approvers' rules (issue 13) when they
+                    # read this; the ladder itself only carries the role.
+                    **({"widen_to": step["widen_to"]} if step.get("widen_to") else {}),
                 },
             )
             widen = step.get("widen_to")
@@ -671,8 +761,7 @@ def ladder_save(*, tenant, agent=None, tool: str = "", steps) -> Ladder:
     """Create or replace the ladder of an agent (or tool, or the whole tenant)."""
     if agent is not None and agent.tenant_id != tenant.pk:
         raise ValueError("the agent belongs to another tenant")
-    cleaned = steps_clean(steps)
-    stored = [{k: v for k, v in s.items() if k != "seconds"} for s in cleaned]
+    stored = steps_stored(steps_clean(steps))
     ladder, _ = Ladder.objects.update_or_create(
         tenant=tenant, agent=agent, tool=tool, defaults={"steps": stored}
     )

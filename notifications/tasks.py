@@ -10,11 +10,22 @@ from config.celery import queue
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def notify_interaction(interaction_pk: int) -> int:
+def notify_interaction(interaction_pk: int, swept: bool = False) -> int:
     """Queue one delivery per matching channel for an interaction that just opened."""
     from notifications.services import notifications_fan_out
 
-    return notifications_fan_out(interaction_pk=interaction_pk)
+    return notifications_fan_out(interaction_pk=interaction_pk, swept=swept)
+
+
+@shared_task(ignore_result=True)
+def sweep_fan_outs() -> int:
+    """Open interactions whose fan-out never ran (its message was lost): ask for it again."""
+    from notifications.services import fan_outs_missing
+
+    missing = fan_outs_missing()
+    for pk in missing:
+        notify_interaction.apply_async((pk,), {"swept": True}, queue=queue())
+    return len(missing)
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)

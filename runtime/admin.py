@@ -12,6 +12,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from runtime.agentfile import DECIDERS, POLICY_ACTIONS
 from runtime.approvers import approvers_problem
+from runtime.ladders import LadderError, ladder_parse
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
 from runtime.llm.openai_chat import ModelSpecError
@@ -52,13 +53,25 @@ class AgentForm(forms.ModelForm):
             "connections_enabled",
             "public",
             "interaction_ttl_seconds",
+            "ladder",
         ]
         widgets = {
             "skills": forms.Textarea(attrs={"rows": 8, "cols": 100}),
             "model": forms.Textarea(attrs={"rows": 16, "cols": 100}),
             "tools": forms.Textarea(attrs={"rows": 10, "cols": 100}),
             "tool_policy": forms.Textarea(attrs={"rows": 4, "cols": 100}),
+            "ladder": forms.Textarea(attrs={"rows": 4, "cols": 100}),
         }
+
+    def clean_ladder(self):
+        # The same checks as AGENT.md's ``ladder`` (runtime.ladders), stored the same way.
+        value = self.cleaned_data["ladder"]
+        if not value:
+            return {}
+        try:
+            return ladder_parse(value)
+        except LadderError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_skills(self):
         skills = self.cleaned_data["skills"]

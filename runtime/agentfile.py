@@ -23,6 +23,9 @@ import yaml
 from django.utils.text import slugify
 
 from runtime.approvers import approvers_problem
+from runtime.ladders import ACTIONS as LADDER_ACTIONS
+from runtime.ladders import MAX_STEPS, WIDEN_ROLES, LadderError, ladder_parse
+from runtime.ladders import ROLES as LADDER_ROLES
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
 from runtime.llm.openai_chat import ModelSpecError
@@ -135,6 +138,59 @@ AGENT_SCHEMA = {
         },
     },
 }
+# A ladder's steps (runtime.ladders): the schema says their shape; ladder_parse then checks
+# what it cannot say (the roles, the order of time, expire last) with the same field paths.
+# Added to AGENT_SCHEMA here, apart from the literal above, so that a ladder change and a
+# policy change touch different lines.
+_LADDER_STEPS = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_STEPS,
+    "x-message": f"must be a list of 1 to {MAX_STEPS} steps such as 'remind after 15m'",
+    "items": {
+        "if": {"type": "string"},
+        "then": {
+            "pattern": r"^\s*\S.*\s+after\s+\S+",
+            "x-message": "must be a step such as 'remind after 15m', "
+            "'escalate to admins after 1h' or 'expire after 24h'",
+        },
+        "else": {
+            "type": "object",
+            "x-message": "must be a step such as 'remind after 15m', or a mapping with "
+            "after and action",
+            "required": ["after", "action"],
+            "additionalProperties": False,
+            "properties": {
+                "after": {"type": "string", "x-message": "must be a duration such as 15m"},
+                "action": {"enum": list(LADDER_ACTIONS)},
+                "roles": {
+                    "type": "array",
+                    "items": {"enum": list(LADDER_ROLES)},
+                    "x-message": f"must be a list of {', '.join(LADDER_ROLES)}",
+                },
+                "widen_to": {"enum": list(WIDEN_ROLES)},
+            },
+        },
+    },
+}
+AGENT_SCHEMA["properties"]["ladder"] = {
+    "type": ["array", "object", "null"],
+    "x-message": "must be a list of steps, or a mapping with steps and tools",
+    "if": {"type": "array"},
+    "then": _LADDER_STEPS,
+    "else": {
+        "additionalProperties": False,
+        "x-message": "must be a list of steps, or a mapping with steps and tools",
+        "properties": {
+            "steps": _LADDER_STEPS,
+            "tools": {
+                "type": "object",
+                "x-message": "must be a mapping of 'server/tool' or 'server' to steps",
+                "additionalProperties": _LADDER_STEPS,
+            },
+        },
+    },
+}
 _AGENT_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA)
 _TYPE_WORDS = {
     "string": "a string",
@@ -167,6 +223,7 @@ class AgentSpec:
     connections_enabled: bool = False
     public: bool = False
     interaction_ttl_seconds: int = 24 * 3600
+    ladder: dict = field(default_factory=dict)
     source_path: str = ""
 
     def as_fields(self) -> dict:
@@ -197,6 +254,10 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
         return [*path, missing], "is required"
     if error.validator == "minLength" and error.instance == "":
         return path, "is required"
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = error.schema.get("properties", {})
+        extra = next(k for k in error.instance if k not in known)
+        return [*path, extra], f"is not a field here ({', '.join(known)})"
     if "x-message" in error.schema:
         return path, error.schema["x-message"]
     if error.validator == "type":
@@ -242,8 +303,8 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     # The first problem in the file's order: the one a reader meets first.
     problems = sorted(
         (
-            (_line_of(node, list(e.absolute_path), offset), _schema_problem(e))
-            for e in _AGENT_VALIDATOR.iter_errors(data)
+            (_line_of(node, problem[0], offset), problem)
+            for problem in map(_schema_problem, _AGENT_VALIDATOR.iter_errors(data))
         ),
         key=lambda problem: problem[0],
     )
@@ -337,6 +398,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
         model = {**model, "limits": limits}
     public = data.get("public", False)
     ttl = data.get("interactionTtlSeconds", 24 * 3600)
+    ladder = _ladder(data, tools, fail)
 
     return AgentSpec(
         slug=slug,
@@ -351,5 +413,34 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
         connections_enabled=connections,
         public=public,
         interaction_ttl_seconds=ttl,
+        ladder=ladder,
         source_path=str(path),
     )
+
+
+def _ladder(data: dict, tools: list, fail) -> dict:
+    """The ``ladder``, parsed (runtime.ladders) and checked against the agent's own tools."""
+    value = data.get("ladder")
+    # The short form (a list) is the agent's steps; its errors name ladder.N, as written.
+    prefix = ["ladder"] if isinstance(value, list) else ["ladder", "steps"]
+    try:
+        ladder = ladder_parse(value)
+    except LadderError as exc:
+        path = exc.path[1:] if isinstance(value, list) and exc.path[:1] == ["steps"] else exc.path
+        fail(["ladder", *path], exc.message)
+    steps = ladder.get("steps") or []
+    if steps and steps[-1]["action"] == "expire" and "interactionTtlSeconds" in data:
+        # Two expiries for the same items: say which one is meant.
+        fail([*prefix, len(steps) - 1], "give the expiry once: here or interactionTtlSeconds")
+    offered: dict[str, set | None] = {}
+    for tool in tools:
+        names = offered.setdefault(tool["server"], set())
+        if names is not None:
+            offered[tool["server"]] = None if "tool" not in tool else names | {tool["tool"]}
+    for key in ladder.get("tools", {}):
+        server, _, name = key.partition("/")
+        if server not in offered:
+            fail(["ladder", "tools", key], f"this agent has no tool server {server!r}")
+        if name and offered[server] is not None and name not in offered[server]:
+            fail(["ladder", "tools", key], f"this agent has no tool {key!r}")
+    return ladder

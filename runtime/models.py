@@ -107,6 +107,13 @@ class Agent(models.Model):
         help_text="Anonymous callers allowed (each task they start gets its own subject).",
     )
     interaction_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
+    # AGENT.md's ``ladder`` (runtime.ladders.ladder_parse): reminders, escalation and expiry.
+    ladder = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"steps": [{"after": "15m", "action": "remind"}, ...], "tools": '
+        '{"server/tool": [...]}}, from AGENT.md; its expire steps win over interaction_ttl_seconds.',
+    )
     source_path = models.CharField(
         max_length=500, blank=True, help_text="The AGENT.md it was loaded from."
     )

@@ -5,13 +5,16 @@ from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from tenants.middleware import SESSION_KEY
+from tenants.models import ApiToken
 from tenants.selectors import memberships_for_user
+from tenants.tokens import TokenError, token_kind_check
 
 
 @require_GET
@@ -50,21 +53,31 @@ def tenant_switch(request):
 
 
 @extend_schema(
-    responses=inline_serializer(
-        "WhoAmI",
-        {
-            "tenant": serializers.CharField(allow_null=True),
-            "subject": serializers.CharField(),
-            "role": serializers.CharField(required=False, allow_null=True),
-            "kind": serializers.ChoiceField(choices=["token", "session"]),
-        },
-    )
+    responses={
+        200: inline_serializer(
+            "WhoAmI",
+            {
+                "tenant": serializers.CharField(allow_null=True),
+                "subject": serializers.CharField(),
+                "role": serializers.CharField(required=False, allow_null=True),
+                "kind": serializers.ChoiceField(choices=["token", "session"]),
+            },
+        ),
+        403: OpenApiResponse(description="A partner token (the REST API takes operator tokens)."),
+    }
 )
 @api_view(["GET"])
 def whoami(request):
     """Who the presented credentials act for: the tenant and subject."""
     user = request.user
-    if hasattr(user, "identity"):
+    identity = getattr(user, "identity", None)
+    if identity is not None:
+        # The operator REST channel's rule (approvals.api.operator_for): a partner token calls
+        # agents over A2A and is refused here too, 403 with the reason (valid, wrong kind).
+        try:
+            token_kind_check(identity, kind=ApiToken.Kind.OPERATOR)
+        except TokenError as exc:
+            raise PermissionDenied(str(exc)) from None
         return Response({"tenant": user.tenant.slug, "subject": user.subject, "kind": "token"})
     membership = request.membership
     return Response(

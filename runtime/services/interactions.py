@@ -13,6 +13,7 @@ from runtime.answers import answer_from_decider
 from runtime.approvers import Decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, TaskNotFound
+from runtime.ladders import expiry_seconds
 from runtime.models import Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
 from runtime.services.approvers import approval_gate
@@ -56,7 +57,8 @@ def interaction_open(
         deciders=deciders,
         approvers=list(approvers),
         approvals_required=approvals_required,
-        expires_at=timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds),
+        expires_at=timezone.now()
+        + timedelta(seconds=interaction_expiry_seconds(task, kind, detail)),
     )
     extension = {
         ext.INTERACTIONS: {
@@ -76,6 +78,14 @@ def interaction_open(
     interaction_opened.send(sender=Interaction, interaction=interaction)
     logger.info("turn paused: %s %s", kind, public_id)
     return interaction
+
+
+def interaction_expiry_seconds(task: Task, kind: str, detail: dict) -> int:
+    """The agent's expiry for a new interaction: a held call's tool may have its own
+    (runtime.ladders: an AGENT.md ladder's expire step, else interactionTtlSeconds)."""
+    held = kind == Interaction.Kind.APPROVAL and detail.get("server")
+    tool = f"{detail['server']}/{detail.get('tool', '')}" if held else ""
+    return expiry_seconds(task.agent, tool=tool)
 
 
 def interaction_close(

@@ -623,6 +623,44 @@ def test_a_transient_failure_records_attempts_with_backoff(push_world, settings)
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_sweep_leaves_a_config_alone_while_its_first_delivery_backs_off(
+    push_world, settings, monkeypatch
+):
+    from a2a_endpoint.tasks import sweep_push
+
+    settings.PUSH_RETRY_BASE_SECONDS = 60
+    url = f"http://127.0.0.1:{free_loopback_port()}/hook"  # nothing listens there
+    task_id = send(push_world.a, "support", "hello", push_url=url)
+    run(task_id)
+    config = PushConfig.objects.get()
+    push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
+    first, *behind = PushDelivery.objects.filter(config=config).order_by("seq")
+    now = push_delivery.timezone.now()
+    # The events queued behind the first are old enough, but they go out only after it.
+    assert behind and all(d.next_attempt_at <= now for d in behind)
+    assert first.state == PushDelivery.State.PENDING and first.next_attempt_at > now
+
+    enqueued = []
+    monkeypatch.setattr(
+        push_delivery.deliver_push_task, "apply_async", lambda *a, **k: enqueued.append(a)
+    )
+    assert push_delivery.configs_due() == []
+    assert sweep_push() == 0 and enqueued == []
+    # Another config's holder draining the same receiver passes it over as well.
+    push_delivery._drain_receiver(config.receiver, "other-worker")
+    assert enqueued == [] and PushAttempt.objects.count() == 1
+
+    # Once the first delivery is due again, the config is due (once, not once per event).
+    assert push_delivery.configs_due(first.next_attempt_at) == [config.pk]
+    # A config whose first pending delivery is due is found even when a later one backs off.
+    PushDelivery.objects.filter(pk=first.pk).update(next_attempt_at=now)
+    PushDelivery.objects.filter(pk=behind[0].pk).update(
+        next_attempt_at=now + push_delivery.timedelta(hours=1)
+    )
+    assert push_delivery.configs_due() == [config.pk]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_unexpected_error_is_an_attempt_not_a_crash(push_world, receiver, monkeypatch):
     task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
     run(task_id)

@@ -85,10 +85,28 @@ def test_database_holds_no_plaintext_token(world):
     assert row.token_hash != world.a.token and len(row.token_hash) == 64
 
 
-def test_rest_whoami_with_token(world, client):
-    response = client.get("/api/v1/whoami", HTTP_AUTHORIZATION=f"Bearer {world.a.token}")
+def operator_token(side, subject: str) -> str:
+    _, token = api_token_create(
+        tenant=side.tenant, subject=subject, name="ops bot", kind=ApiToken.Kind.OPERATOR
+    )
+    return token
+
+
+def test_rest_whoami_with_an_operator_token(world, client):
+    token = operator_token(world.a, "program:acme-ops")
+    response = client.get("/api/v1/whoami", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == HTTPStatus.OK
-    assert response.json() == {"tenant": "acme", "subject": "partner:acme-client", "kind": "token"}
+    assert response.json() == {"tenant": "acme", "subject": "program:acme-ops", "kind": "token"}
+
+
+def test_rest_whoami_refuses_a_partner_token_as_the_rest_channel_does(world, client):
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {world.a.token}"}
+    response = client.get("/api/v1/whoami", **auth)
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert "partner token" in response.json()["detail"]
+    # The same answer as the channel's other endpoints give the same token.
+    listed = client.get("/api/v1/interactions", **auth)
+    assert (listed.status_code, listed.json()) == (response.status_code, response.json())
 
 
 @pytest.mark.parametrize(
@@ -113,6 +131,7 @@ def test_rest_without_credentials_is_401(client, db):
 
 
 def test_token_of_tenant_a_acts_only_for_tenant_a(world, client):
-    response = client.get("/api/v1/whoami", HTTP_AUTHORIZATION=f"Bearer {world.b.token}")
+    token = operator_token(world.b, "program:globex-ops")
+    response = client.get("/api/v1/whoami", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.json()["tenant"] == "globex"
-    assert response.json()["subject"] == "partner:globex-client"
+    assert response.json()["subject"] == "program:globex-ops"

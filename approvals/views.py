@@ -327,6 +327,8 @@ def _edit_form(interaction: Interaction, held_call, data=None) -> ArgumentsForm 
     agent = interaction.task.agent
     if held_call is None or not tool_trust(agent, held_call.server, held_call.tool).editable:
         return None
+    if interaction.approvals_required > 1:
+        return None  # two people approve the call as it stands (runtime.services.interactions)
     spec = tool_spec(agent, held_call.server, held_call.tool) or {}
     return ArgumentsForm(data, schema=spec.get("schema"), current=held_call.arguments)
 

@@ -12,7 +12,7 @@ from runtime import extensions as ext
 from runtime.answers import answer_from_decider
 from runtime.approvers import Decider
 from runtime.audit import audit_decision
-from runtime.errors import AlreadyDecided, TaskNotFound
+from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.ladders import expiry_seconds
 from runtime.models import Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
@@ -211,6 +211,13 @@ def interaction_answer(
         decision_step_up_check(
             task=task, interaction=interaction, answer=clean, via=via, stepped_up=stepped_up
         )
+        if arguments is not None and interaction.approvals_required > 1:
+            # Two people approve the same call: the second would approve what the first wrote.
+            raise InvalidParams(
+                "arguments",
+                "an approval that needs two people is approved as the call stands; "
+                "its arguments cannot be edited",
+            )
     edited = decision_edit_apply(
         task=task, interaction=interaction, answer=clean, arguments=arguments, shown_hash=shown_hash
     )

@@ -248,22 +248,44 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     Effect.objects.filter(pk=effect.pk, state=Effect.State.APPROVED).update(
         state=Effect.State.HELD, approved_by=""
     )
+    from runtime.services.interactions import interaction_expiry_seconds, interaction_open
+
     prompt = f"Approve {effect.server} / {effect.tool}?"
     detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
-    if interaction is not None:
-        prompt = interaction.prompt
-        detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
-        Interaction.objects.filter(pk=interaction.pk).update(
-            state=Interaction.State.OPEN,
-            answer=None,
-            answered_by="",
-            answered_via="",
-            answered_at=None,
-            answer_message_id="",
+    if interaction is None:
+        # A call a standing rule allowed has no interaction yet: it is held for a person now,
+        # with the approvers and the number of approvals the policy asks for today.
+        policy = policy_for(task.agent, effect.server, effect.tool)
+        interaction_open(
+            task=task,
+            kind=Interaction.Kind.APPROVAL,
+            public_id=effect.public_id,
+            prompt=prompt,
             detail=detail,
-            expires_at=timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds),
+            request={"step": effect.step},
+            state=TaskState.AUTH_REQUIRED,
+            deciders=policy.deciders,
+            approvers=policy.approvers,
+            approvals_required=policy.required,
+            also=TURN_FIELDS,
         )
-        interaction.refresh_from_db()
+        return False
+    prompt = interaction.prompt
+    detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
+    Interaction.objects.filter(pk=interaction.pk).update(
+        state=Interaction.State.OPEN,
+        answer=None,
+        answered_by="",
+        answered_via="",
+        answered_at=None,
+        answer_message_id="",
+        detail=detail,
+        # Approvals given before are void with it: the two-person rule starts again.
+        approvals=[],
+        expires_at=timezone.now()
+        + timedelta(seconds=interaction_expiry_seconds(task, Interaction.Kind.APPROVAL, detail)),
+    )
+    interaction.refresh_from_db()
     text = (
         f"The approval of {effect.server} / {effect.tool} is void: {reason}. "
         "It needs a new decision."
@@ -285,6 +307,5 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
         ),
         also=TURN_FIELDS,
     )
-    if interaction is not None:
-        interaction_opened.send(sender=Interaction, interaction=interaction)
+    interaction_opened.send(sender=Interaction, interaction=interaction)
     return False

@@ -8,7 +8,8 @@ from django.utils import timezone
 from runtime.approvers import Decider, decider_refusal
 from runtime.audit import audit_record
 from runtime.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
-from runtime.models import Effect, Interaction, StandingRule, Task
+from runtime.models import Effect, Interaction, Receipt, StandingRule, Task
+from runtime.receipts import receipt_record
 from runtime.rules import (
     DURATIONS,
     FOREVER,
@@ -174,6 +175,16 @@ def rule_use_record(*, rule: StandingRule, task: Task, effect: Effect) -> None:
     decider (inside the turn's transaction, with the effect it allowed)."""
     now = timezone.now()
     StandingRule.objects.filter(pk=rule.pk).update(uses=F("uses") + 1, last_used_at=now)
+    # The rule's decision is a receipt like a person's (channel "rule"): the call is sent only
+    # while the arguments and the agent's policy still match it.
+    receipt_record(
+        effect=effect,
+        agent=task.agent,
+        decision=Receipt.Decision.APPROVED,
+        decider=f"rule:{rule.public_id}",
+        channel="rule",
+        rule_id=rule.public_id,
+    )
     audit_record(
         tenant_id=task.tenant_id,
         actor=f"rule:{rule.public_id}",

@@ -1,0 +1,95 @@
+"""Where receipts, edit-then-approve and step-up (issue 13, items 1, 2, 4) meet approvers and
+standing rules (items 3, 5): a rule's decision is a receipt, a void rule decision holds the
+call for a person, and a two-person approval is approved as the call stands."""
+
+from unittest import mock
+
+import pytest
+
+from approvals import views
+from runtime.errors import InvalidParams
+from runtime.models import Agent, DemoRecord, Effect, Interaction, Receipt, TaskState
+from runtime.selectors import held_call_for
+from runtime.services.interactions import interaction_answer
+from runtime.services.rules import rule_use_record
+from tests.core import DEPLOY_TOOL, REPORT_RESULT, run, send
+from tests.runtime.test_rules import approved_with_rule, deploying
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def deployer(make_agent):
+    def make(policy="approve"):
+        return make_agent(
+            "dep",
+            [deploying(), *REPORT_RESULT],
+            tools=[DEPLOY_TOOL],
+            tool_policy={"deploy/deploy_build": policy},
+        )
+
+    return make
+
+
+def test_a_call_a_rule_allows_has_a_receipt_with_the_rule_as_decider(agents, deployer):
+    side = agents.a
+    deployer()
+    rule = approved_with_rule(side, "dep", "rel-1")
+    task = run(send(side, "dep", "rel-2"))
+    assert task.state == TaskState.COMPLETED
+    effect = Effect.objects.get(task=task)
+    receipt = Receipt.objects.get(effect_public_id=effect.public_id)
+    assert (receipt.channel, receipt.decider, receipt.rule_id, receipt.decision) == (
+        "rule",
+        f"rule:{rule.public_id}",
+        rule.public_id,
+        Receipt.Decision.APPROVED,
+    )
+    assert receipt.sent_arguments_hash == effect.arguments_hash
+
+
+def test_a_rule_decision_void_before_the_send_holds_the_call_for_a_person(agents, deployer):
+    side = agents.a
+    deployer()
+    approved_with_rule(side, "dep", "rel-1")
+    stricter = {"deploy/deploy_build": {"action": "approve", "approvers": ["admin"]}}
+
+    def policy_changes_right_after(**kwargs):
+        rule_use_record(**kwargs)
+        # The agent's policy changes between the rule's decision and the send.
+        Agent.objects.filter(pk=kwargs["task"].agent_id).update(tool_policy=stricter)
+        kwargs["task"].agent.tool_policy = stricter
+
+    with mock.patch("runtime.turn.calls.rule_use_record", policy_changes_right_after):
+        task = run(send(side, "dep", "rel-2"))
+    assert task.state == TaskState.AUTH_REQUIRED
+    effect = Effect.objects.get(task=task)
+    assert effect.state == Effect.State.HELD
+    interaction = Interaction.objects.get(task=task, public_id=effect.public_id)
+    assert interaction.state == Interaction.State.OPEN
+    assert interaction.approvers == ["admin"]
+    assert interaction.detail["voided"] is True
+    assert not DemoRecord.objects.filter(effect_id=effect.public_id).exists()
+    assert Receipt.objects.filter(
+        effect_public_id=effect.public_id, decision=Receipt.Decision.VOID
+    ).exists()
+
+
+def test_a_two_person_approval_cannot_be_edited(agents, deployer):
+    side = agents.a
+    deployer({"action": "approve", "editable": True, "required": 2})
+    task = run(send(side, "dep", "rel-1"))
+    interaction = Interaction.objects.get(task=task, state="open")
+    assert views._edit_form(interaction, held_call_for(interaction=interaction)) is None
+    with pytest.raises(InvalidParams, match="cannot be edited"):
+        interaction_answer(
+            tenant=side.tenant,
+            interaction_id=interaction.public_id,
+            answer={"approved": True},
+            by=side.operator.subject,
+            via="page",
+            arguments={"build": "rel-9", "environment": "staging"},
+        )
+    interaction.refresh_from_db()
+    assert interaction.approvals == []
+    assert Effect.objects.get(task=task).arguments["build"] == "rel-1"

@@ -51,6 +51,7 @@ def proc_status(pid: int) -> dict[str, int]:
         key, _, value = line.partition(":")
         if key in ("VmRSS", "VmHWM", "Threads"):
             out[key] = int(value.split()[0])
+    out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
     return out
 
 
@@ -103,7 +104,12 @@ def wait_until(predicate, timeout: float, what: str):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
+def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int, web_nofile: int):
+    def open_files_lowered():
+        # As systemd starts a service (soft limit 1,024): the web process must raise its own.
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(web_nofile, hard), hard))
+
     web = subprocess.Popen(
         [
             str(BIN / "uvicorn"),
@@ -126,6 +132,7 @@ def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
         env=env,
         stdout=open(logdir / "web.log", "ab"),
         stderr=subprocess.STDOUT,
+        preexec_fn=open_files_lowered,
     )
     worker_log = logdir / "worker.log"
     worker = subprocess.Popen(
@@ -196,6 +203,12 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=0.1, help="the model's wait, seconds")
     parser.add_argument("--worker-concurrency", type=int, default=4)
     parser.add_argument("--pool-max", type=int, default=10, help="web DATABASE_POOL_MAX_SIZE")
+    parser.add_argument(
+        "--web-nofile",
+        type=int,
+        default=1024,
+        help="the web process's soft open-files limit at start (systemd's default: 1024)",
+    )
     parser.add_argument("--dump", help="write each answered call's times (JSON) to this file")
     args = parser.parse_args()
 
@@ -221,7 +234,7 @@ def main() -> int:
         # A queue of its own, so that no other worker on the broker takes these turns.
         "CELERY_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
     }
-    web, worker = start_stack(env, port, logdir, args.worker_concurrency)
+    web, worker = start_stack(env, port, logdir, args.worker_concurrency, args.web_nofile)
     samples = []
     stop = threading.Event()
 
@@ -279,7 +292,7 @@ def main() -> int:
         f"web RSS: before {before['VmRSS'] / 1024:.0f} MiB, peak (VmHWM) "
         f"{after['VmHWM'] / 1024:.0f} MiB, max sampled "
         f"{max(s['VmRSS'] for s in samples) / 1024:.0f} MiB; threads max "
-        f"{max(s['Threads'] for s in samples)}"
+        f"{max(s['Threads'] for s in samples)}; open files max {max(s['fds'] for s in samples)}"
     )
     if delays:
         print(

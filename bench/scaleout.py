@@ -227,6 +227,12 @@ def main() -> int:
     parser.add_argument("--single-calls", type=int, default=3000, help="calls of the 1+1 phase")
     parser.add_argument("--callers", type=int, default=128, help="concurrent callers in all")
     parser.add_argument("--wait-limit", type=float, default=60, help="A2A_WAIT_MS, seconds")
+    parser.add_argument(
+        "--model-wait",
+        type=float,
+        default=0.0,
+        help="seconds each turn's scripted model waits before it asks (a model call's wait)",
+    )
     parser.add_argument("--pool-max", type=int, default=10, help="DATABASE_POOL_MAX_SIZE")
     parser.add_argument(
         "--worker-concurrency", type=int, default=32, help="CELERY_WORKER_CONCURRENCY"
@@ -245,7 +251,7 @@ def main() -> int:
     from rawclient import loop_policy_install
 
     loop_policy_install()
-    tenant, agent, token = seed(0)
+    tenant, agent, token = seed(args.model_wait)
     logdir = Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
     env = {
         **os.environ,
@@ -256,7 +262,10 @@ def main() -> int:
         "CELERY_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
     }
     common = {"env": env, "logdir": logdir, "tenant": tenant, "agent": agent, "token": token}
-    print(f"logs: {logdir}   callers: {args.callers}   A2A_WAIT_MS: {env['A2A_WAIT_MS']}")
+    print(
+        f"logs: {logdir}   callers: {args.callers}   A2A_WAIT_MS: {env['A2A_WAIT_MS']}   "
+        f"model wait: {args.model_wait}s   worker threads: {args.worker_concurrency}"
+    )
     figures = {}
     for name, webs, workers, calls in (
         ("1 web + 1 worker", 1, 1, args.single_calls),

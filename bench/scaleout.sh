@@ -6,6 +6,7 @@
 # bench/README.md. Run from the project's root:
 #
 #   bench/scaleout.sh [--calls 10000] [--single-calls 3000] [--callers 128] [--wait-limit 60]
+#                      [--model-wait 0] [--worker-concurrency 32]
 #
 # Environment: SCALEOUT_DB (default countersign_scaleout; made if missing, each run seeds a new
 # tenant in it), SCALEOUT_REDIS (Redis database number, default 9). DATABASE_URL and

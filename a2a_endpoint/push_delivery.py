@@ -97,6 +97,11 @@ def push_deliveries_backfill(*, config: PushConfig) -> None:
 
 def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
     """One delivery per active config of the event's task, in the event's transaction."""
+    if event.seq == 1:
+        # A task's first event is written in the transaction that makes the task
+        # (runtime.services.messages): no config can name the task yet. A config sent with the
+        # message is made after that commit, and push_deliveries_backfill gives it this event.
+        return
     configs = list(PushConfig.objects.filter(task_id=task.pk, disabled_at__isnull=True))
     if not configs:
         return

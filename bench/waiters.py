@@ -17,6 +17,7 @@ Run by hand, never in the test run (see bench/README.md):
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import signal
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def free_port() -> int:
@@ -49,6 +51,7 @@ def proc_status(pid: int) -> dict[str, int]:
         key, _, value = line.partition(":")
         if key in ("VmRSS", "VmHWM", "Threads"):
             out[key] = int(value.split()[0])
+    out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
     return out
 
 
@@ -101,7 +104,12 @@ def wait_until(predicate, timeout: float, what: str):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
+def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int, web_nofile: int):
+    def open_files_lowered():
+        # As systemd starts a service (soft limit 1,024): the web process must raise its own.
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(web_nofile, hard), hard))
+
     web = subprocess.Popen(
         [
             str(BIN / "uvicorn"),
@@ -124,6 +132,7 @@ def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
         env=env,
         stdout=open(logdir / "web.log", "ab"),
         stderr=subprocess.STDOUT,
+        preexec_fn=open_files_lowered,
     )
     worker_log = logdir / "worker.log"
     worker = subprocess.Popen(
@@ -160,55 +169,47 @@ def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
 
 
 async def fire(url: str, token: str, n: int, timeout: float):
-    import httpx
+    from rawclient import CallError, post_json, send_message_body
 
-    limits = httpx.Limits(max_connections=n + 16, max_keepalive_connections=n + 16)
-    headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
-    results = []
-    async with httpx.AsyncClient(
-        limits=limits, headers=headers, timeout=httpx.Timeout(timeout, connect=60)
-    ) as client:
+    async def one(i: int):
+        body = send_message_body(i, str(uuid.uuid4()), f"review diff {i}")
+        try:
+            status, payload, sent, received = await post_json(
+                url, token, body, timeout=timeout, headers={"X-Bench-Id": str(i)}
+            )
+        except CallError as exc:
+            return {"error": str(exc)}
+        if status != 200 or payload is None:
+            return {"error": f"HTTP {status}"}
+        if "error" in payload:
+            return {"error": payload["error"].get("message", "error")[:80]}
+        task = payload["result"]["task"]
+        return {
+            "task": task["id"],
+            "state": task["status"]["state"],
+            "at": received,
+            "sent": sent,
+            "i": i,
+        }
 
-        async def one(i: int):
-            body = {
-                "jsonrpc": "2.0",
-                "id": i,
-                "method": "SendMessage",
-                "params": {
-                    "message": {
-                        "messageId": str(uuid.uuid4()),
-                        "role": "ROLE_USER",
-                        "parts": [{"text": f"review diff {i}"}],
-                    }
-                },
-            }
-            try:
-                response = await client.post(url, json=body)
-                received = time.time()
-                if response.status_code != 200:
-                    return {"error": f"HTTP {response.status_code}"}
-                payload = response.json()
-                if "error" in payload:
-                    return {"error": payload["error"].get("message", "error")[:80]}
-                task = payload["result"]["task"]
-                return {"task": task["id"], "state": task["status"]["state"], "at": received}
-            except httpx.HTTPError as exc:
-                return {"error": type(exc).__name__}
-
-        started = time.monotonic()
-        results = await asyncio.gather(*(one(i) for i in range(n)))
-        return results, time.monotonic() - started
+    started = time.monotonic()
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    return results, time.monotonic() - started
 
 
 def main() -> int:
-    import logging
-
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", nargs="?", type=int, default=1000, help="concurrent callers")
     parser.add_argument("--wait", type=float, default=0.1, help="the model's wait, seconds")
     parser.add_argument("--worker-concurrency", type=int, default=4)
     parser.add_argument("--pool-max", type=int, default=10, help="web DATABASE_POOL_MAX_SIZE")
+    parser.add_argument(
+        "--web-nofile",
+        type=int,
+        default=1024,
+        help="the web process's soft open-files limit at start (systemd's default: 1024)",
+    )
+    parser.add_argument("--dump", help="write each answered call's times (JSON) to this file")
     args = parser.parse_args()
 
     if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
@@ -233,7 +234,7 @@ def main() -> int:
         # A queue of its own, so that no other worker on the broker takes these turns.
         "CELERY_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
     }
-    web, worker = start_stack(env, port, logdir, args.worker_concurrency)
+    web, worker = start_stack(env, port, logdir, args.worker_concurrency, args.web_nofile)
     samples = []
     stop = threading.Event()
 
@@ -250,6 +251,9 @@ def main() -> int:
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         url = f"http://127.0.0.1:{port}/a2a/{tenant.slug}/{agent.slug}"
+        from rawclient import loop_policy_install
+
+        loop_policy_install()
         results, elapsed = asyncio.run(fire(url, token, args.n, timeout=900))
         stop.set()
         sampler.join()
@@ -266,13 +270,21 @@ def main() -> int:
     from runtime.models import Task
 
     connection.close()
-    settled = dict(Task.objects.filter(tenant=tenant).values_list("public_id", "status_timestamp"))
+    rows = Task.objects.filter(tenant=tenant).values_list(
+        "public_id", "status_timestamp", "created_at", "pk"
+    )
+    settled = {public_id: at for public_id, at, _, _ in rows}
+    pks = {public_id: pk for public_id, _, _, pk in rows}
+    # The intake: until the web process has taken the last call's message (its task made).
+    intake_end = max((created for _, _, created, _ in rows), default=None)
     errors = Counter(r["error"] for r in results if "error" in r)
     states = Counter(r["state"] for r in results if "state" in r)
-    delays = [
+    answered = [r for r in results if "task" in r and r["state"] == "TASK_STATE_INPUT_REQUIRED"]
+    delays = [(r["at"] - settled[r["task"]].timestamp()) * 1000 for r in answered]
+    after_intake = [
         (r["at"] - settled[r["task"]].timestamp()) * 1000
-        for r in results
-        if "task" in r and r["state"] == "TASK_STATE_INPUT_REQUIRED"
+        for r in answered
+        if intake_end is not None and settled[r["task"]] > intake_end
     ]
     print(f"callers: {args.n}   wall time: {elapsed:.1f}s   logs: {logdir}")
     print(f"answers: {dict(states)}   errors: {dict(errors) or 0}")
@@ -280,13 +292,33 @@ def main() -> int:
         f"web RSS: before {before['VmRSS'] / 1024:.0f} MiB, peak (VmHWM) "
         f"{after['VmHWM'] / 1024:.0f} MiB, max sampled "
         f"{max(s['VmRSS'] for s in samples) / 1024:.0f} MiB; threads max "
-        f"{max(s['Threads'] for s in samples)}"
+        f"{max(s['Threads'] for s in samples)}; open files max {max(s['fds'] for s in samples)}"
     )
     if delays:
         print(
             "settled -> caller answered (ms): "
             f"p50 {statistics.median(delays):.0f}  p95 {percentile(delays, 95):.0f}  "
-            f"max {max(delays):.0f}  (n={len(delays)})"
+            f"p99 {percentile(delays, 99):.0f}  max {max(delays):.0f}  (n={len(delays)})"
+        )
+    if after_intake:
+        print(
+            "  of those settled after the last call was taken in: "
+            f"p50 {statistics.median(after_intake):.0f}  p99 {percentile(after_intake, 99):.0f}  "
+            f"max {max(after_intake):.0f}  (n={len(after_intake)})"
+        )
+    if intake_end is not None and answered:
+        first_sent = min(r["sent"] for r in answered)
+        print(
+            f"intake: the last task was made {intake_end.timestamp() - first_sent:.1f}s after the first call"
+        )
+    if args.dump:
+        Path(args.dump).write_text(
+            json.dumps(
+                [
+                    {**r, "settled": settled[r["task"]].timestamp(), "pk": pks[r["task"]]}
+                    for r in answered
+                ]
+            )
         )
     return 1 if errors else 0
 

@@ -1,8 +1,35 @@
 import os
+import resource
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+# The most open files a web process asks for when its hard limit is unlimited (Linux's default
+# fs.nr_open, which no process may exceed).
+OPEN_FILES_CAP = 1 << 20
+
+
+def open_files_limit_raise() -> int:
+    """Raise this process's soft limit on open files to its hard limit; return the new limit.
+
+    Each waiting caller (a blocking SendMessage, a stream) holds a socket and nothing else, so
+    the open-files limit is what bounds how many one web process can hold. The soft limit is
+    often 1,024 (systemd's default for services, many shells') while the hard limit is far
+    higher: a process may raise its own soft limit up to the hard one, as servers do.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = OPEN_FILES_CAP if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            return soft
+        return target
+    return soft
+
+
+open_files_limit_raise()
 
 django_application = get_asgi_application()
 

@@ -123,22 +123,24 @@ def message_send(
         )
     scope = {"tenant": tenant, "agent": agent, "subject": subject}
     key, digest = _sha256(message["messageId"]), _message_digest(message)
-    if replay := _message_replay(**scope, message=message, key=key, digest=digest):
-        return replay
+    # No look for a retry out here: the common send is a new message, and a retry is found
+    # where it must be anyway, under the context's lock or by the unique messageId index.
     try:
         return _turn_start(
             **scope,
             message=message,
             skill=skill,
             context_id=context_id,
+            new_context=not message.get("contextId"),
             delivery=delivery,
             key=key,
             digest=digest,
             dialect=dialect,
         )
     except IntegrityError:
-        # A duplicate sent at the same time (in another context, so not behind our context
-        # lock) committed first; task_message_unique_per_caller refused ours: return its task.
+        # The messageId was sent before (a retry: in a new context, or in another context, so
+        # not behind our context lock), or a copy sent at the same time committed first;
+        # task_message_unique_per_caller refused ours: return its task.
         if replay := _message_replay(**scope, message=message, key=key, digest=digest):
             return replay
         raise
@@ -152,6 +154,7 @@ def _turn_start(
     message: dict,
     skill: str,
     context_id: str,
+    new_context: bool,
     delivery: str | None,
     key: str,
     digest: str,
@@ -159,27 +162,29 @@ def _turn_start(
 ) -> SendResult:
     text, data = message_content(message)
     with transaction.atomic(durable=True):
-        context, _ = Context.objects.get_or_create(
-            tenant=tenant, agent=agent, subject=subject, context_id=context_id
-        )
-        # The context row is the queue's lock: turns of one context are numbered and run in order.
-        context = Context.objects.select_for_update().get(pk=context.pk)
-        # Behind the lock a duplicate in this context has committed: a retry queues nothing
-        # (and leaves no context behind, when its own was made for it).
-        if replay := _message_replay(
-            tenant=tenant, agent=agent, subject=subject, message=message, key=key, digest=digest
-        ):
-            transaction.set_rollback(True)
-            return replay
-        busy = Task.objects.filter(context=context).exclude(state__in=TERMINAL_STATES).exists()
-        if busy and (delivery or "") == "reject":
-            raise UnsupportedOperation(
-                "The context has a turn in progress, and the message asked not to be queued.",
-                reason="CONTEXT_BUSY",
-                contextId=context_id,
+        if new_context:
+            # A context id made for this message: no other turn is in it and nobody else can
+            # name it, so there is no queue to lock or to wait behind. A retry of the message
+            # (same messageId) is refused by task_message_unique_per_caller as the task is
+            # saved, and message_send answers it with the first send's task.
+            context = Context.objects.create(
+                tenant=tenant, agent=agent, subject=subject, context_id=context_id, turns=1
             )
-        context.turns += 1
-        context.save(update_fields=["turns"])
+            busy = False
+        else:
+            context, busy = _context_turn_take(
+                tenant=tenant,
+                agent=agent,
+                subject=subject,
+                context_id=context_id,
+                message=message,
+                key=key,
+                digest=digest,
+                delivery=delivery,
+            )
+            if isinstance(context, SendResult):
+                transaction.set_rollback(True)
+                return context
         public_id = f"t{context.turns}.{context.key}"
         stored = {**message, "contextId": context_id, "taskId": public_id, "role": "ROLE_USER"}
         task = Task(
@@ -223,6 +228,43 @@ def _turn_start(
         },
     )
     return SendResult(task=task, created=True, queued=busy)
+
+
+def _context_turn_take(
+    *,
+    tenant,
+    agent: Agent,
+    subject: str,
+    context_id: str,
+    message: dict,
+    key: str,
+    digest: str,
+    delivery: str | None,
+) -> tuple[Context | SendResult, bool]:
+    """Number the next turn of a context the caller named: (context, whether a turn of it is
+    still running), or (the first send's result, False) for a retry. In the caller's
+    transaction."""
+    context, _ = Context.objects.get_or_create(
+        tenant=tenant, agent=agent, subject=subject, context_id=context_id
+    )
+    # The context row is the queue's lock: turns of one context are numbered and run in order.
+    context = Context.objects.select_for_update().get(pk=context.pk)
+    # Behind the lock a duplicate in this context has committed: a retry queues nothing
+    # (and leaves no context behind, when its own was made for it; the caller rolls back).
+    if replay := _message_replay(
+        tenant=tenant, agent=agent, subject=subject, message=message, key=key, digest=digest
+    ):
+        return replay, False
+    busy = Task.objects.filter(context=context).exclude(state__in=TERMINAL_STATES).exists()
+    if busy and (delivery or "") == "reject":
+        raise UnsupportedOperation(
+            "The context has a turn in progress, and the message asked not to be queued.",
+            reason="CONTEXT_BUSY",
+            contextId=context_id,
+        )
+    context.turns += 1
+    context.save(update_fields=["turns"])
+    return context, busy
 
 
 @transaction.atomic(durable=True)

@@ -272,7 +272,13 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
         if result is None:
             return json.dumps({"error": "The call has no result."})
         if result["ok"]:
-            return json.dumps({"ok": True, "result": result.get("result")}, ensure_ascii=False)
+            # Keys sorted: the same bytes whether the turn read the result back from the
+            # database (PostgreSQL's jsonb reorders keys) or kept it as the tool returned it
+            # (runtime.turn.runner keeps the row in memory), so a resumed turn asks the model
+            # exactly what the one cut short asked.
+            return json.dumps(
+                {"ok": True, "result": result.get("result")}, ensure_ascii=False, sort_keys=True
+            )
         body = {"ok": False, "error": result.get("error", "failed")}
         if result.get("error") == "tool.denied":
             body["error"] = "The call was not made: it was denied."

@@ -102,12 +102,25 @@ def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
         # (runtime.services.messages): no config can name the task yet. A config sent with the
         # message is made after that commit, and push_deliveries_backfill gives it this event.
         return
-    configs = list(PushConfig.objects.filter(task_id=task.pk, disabled_at__isnull=True))
+    configs = _active_configs(task)
     if not configs:
         return
     PushDelivery.objects.bulk_create([_delivery(c, event) for c in configs])
     for config in configs:
         _schedule(config.pk)
+
+
+def _active_configs(task: Task) -> list[PushConfig]:
+    # A turn's batch of steps (runtime.task_state.TurnBatch) holds the task's row lock from
+    # its first statement to its commit, and configs are made under that same lock
+    # (push_config_create): the events of one batch see the same configs, read once.
+    batch = getattr(task, "turn_batch", None)
+    if batch is not None and "push_configs" in batch.memo:
+        return batch.memo["push_configs"]
+    configs = list(PushConfig.objects.filter(task_id=task.pk, disabled_at__isnull=True))
+    if batch is not None:
+        batch.memo["push_configs"] = configs
+    return configs
 
 
 # --- delivery -----------------------------------------------------------------------------

@@ -21,8 +21,16 @@ SQLITE_POLL_SECONDS = 0.1
 
 
 def task_changed(task) -> None:
-    """Announce a change of ``task``; call inside the transaction that changes it."""
-    if connection.vendor == "postgresql":
+    """Announce a change of ``task``; call inside the transaction that changes it.
+
+    While a turn's batch is open on the task (runtime.task_state.TurnBatch), the batch
+    announces once, with the state it commits: a waiter reads the task when woken, and a
+    stream every event after the last it sent, so one wake-up per commit is enough.
+    """
+    batch = getattr(task, "turn_batch", None)
+    if batch is not None:
+        batch.announce = True
+    elif connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{task.pk}:{task.state}"])
 

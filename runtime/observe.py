@@ -17,12 +17,20 @@ def state_label(state: str) -> str:
     return state.removeprefix("TASK_STATE_").lower()
 
 
+class TurnOutcome:
+    """What ``turn_observed`` is told of the run it watches: the state the run left."""
+
+    state: str = ""
+
+
 @contextmanager
 def turn_observed(task: Task):
-    """Count a claimed turn, time it, and run it in a span of the task's trace."""
+    """Count a claimed turn, time it, and run it in a span of the task's trace. The body sets
+    the yielded outcome's ``state`` to the state the run left (no query to read it back)."""
     metrics.TURNS_STARTED.inc()
     started = time.monotonic()
     state = "error"
+    outcome = TurnOutcome()
     try:
         with task_span(
             "turn",
@@ -33,10 +41,8 @@ def turn_observed(task: Task):
                 "countersign.agent": task.agent.slug,
             },
         ) as span:
-            yield
-            state = state_label(
-                Task.objects.filter(pk=task.pk).values_list("state", flat=True).first() or ""
-            )
+            yield outcome
+            state = state_label(outcome.state)
             span.set_attribute("countersign.task_state", state)
     finally:
         metrics.TURNS_FINISHED.labels(state=state).inc()

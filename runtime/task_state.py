@@ -5,6 +5,10 @@ the history (as the a2a SDK's task manager does), an event records the change (a
 delivery queues its deliveries in the same transaction), listeners are woken, and the row
 is saved with every field the change touched. A task that ends also frees its lease and lets
 its context's next queued turn start. Callers hold the task's row lock in their transaction.
+
+The turn runner makes several steps in one transaction (runtime.turn.runner): it hangs a
+``TurnBatch`` on the task, and the saves and wake-ups of those steps are then gathered and
+made once, when it commits (``task_save``; runtime.notify.task_changed).
 """
 
 from collections.abc import Iterable
@@ -32,6 +36,28 @@ STATUS_FIELDS = (
 LEASE_FIELDS = ("lease_owner", "lease_expires_at")
 
 
+class TurnBatch:
+    """What a turn's steps in one transaction left to write to the task row: the fields to
+    save and whether to announce the change. The runner writes them, once, as it commits.
+
+    The batch holds the task's row lock from its first statement to its commit: ``memo``
+    keeps, for that long, what receivers of its events read under that lock."""
+
+    def __init__(self) -> None:
+        self.fields: set[str] = set()
+        self.announce = False
+        self.memo: dict = {}
+
+
+def task_save(task: Task, fields: Iterable[str]) -> None:
+    """Save ``fields`` of the task now or, while a turn's batch is open on it, with the batch."""
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is None:
+        task.save(update_fields=list(fields))
+    else:
+        batch.fields.update(fields)
+
+
 def event_emit(
     task: Task, kind: str, payload: dict, extension_data: dict | None = None
 ) -> TaskEvent:
@@ -47,8 +73,7 @@ def event_emit(
     )
     # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
     task_event_written.send(sender=TaskEvent, task=task, event=event)
-    # Streams watch every event, artifacts included (PostgreSQL folds the status change's
-    # identical second announcement in one transaction into one).
+    # Streams watch every event, artifacts included.
     task_changed(task)
     return event
 
@@ -81,16 +106,14 @@ def task_status_set(
     task.status_ext = status_ext or {}
     task.status_timestamp = timezone.now()
     event_emit(task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext)
-    task_changed(task)
     if history_append is not None:
         task.history.append(history_append)
-    task.save(update_fields=[*STATUS_FIELDS, *also])
+    task_save(task, [*STATUS_FIELDS, *also])
 
 
 def task_status_announce(task: Task) -> None:
     """A new task's first status: its event, and a wake-up for those who wait on the task."""
     event_emit(task, TaskEvent.Kind.STATUS, status_payload(task))
-    task_changed(task)
     task.save(update_fields=["event_seq"])
 
 
@@ -130,7 +153,10 @@ def task_end(
 
 def turn_enqueue(task: Task) -> None:
     """Start (or resume) the task's turn in a worker once this transaction commits."""
-    task_pk = task.pk
+    _turn_enqueue_pk(task.pk)
+
+
+def _turn_enqueue_pk(task_pk: int) -> None:
     transaction.on_commit(lambda: run_turn_task.apply_async((task_pk,), queue=celery_queue()))
 
 
@@ -141,7 +167,8 @@ def context_next_start(task: Task) -> None:
             context_id=task.context_id, turn__gt=task.turn, state=TaskState.SUBMITTED
         )
         .order_by("turn")
+        .values_list("pk", flat=True)
         .first()
     )
     if following is not None:
-        turn_enqueue(following)
+        _turn_enqueue_pk(following)

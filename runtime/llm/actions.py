@@ -3,6 +3,7 @@ a turn, and the protocol a provider implements (runtime.llm.registry names the p
 
 import dataclasses
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -148,7 +149,7 @@ class TurnView:
     data: list[Any] = field(default_factory=list)
     skill_id: str = ""
     transcript: list[dict] = field(default_factory=list)
-    connected_apps: frozenset[str] = frozenset()
+    connected_apps: AbstractSet[str] = frozenset()  # read when first looked at (runtime.turn)
     # The caller's url parts as the worker fetched them: index, filename, mediaType, size,
     # sha256, and text for text files (runtime.files); a part that could not be fetched has
     # an ``error`` saying why instead of its content (runtime.turn.inputs).
@@ -193,4 +194,9 @@ class TurnView:
 
 
 class ModelProvider(Protocol):
+    # True for a model that runs in the worker's process and waits on nothing (scripted): the
+    # turn loop then asks it without first committing its steps (runtime.turn.runner).
+    # Providers that leave it out are asked as network calls.
+    in_process: bool = False
+
     def next_action(self, view: TurnView) -> Action | ModelTurn: ...

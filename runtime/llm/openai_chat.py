@@ -294,6 +294,11 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
                 "it was made with these arguments instead of yours.",
                 "arguments": edit.get("arguments"),
             }
+        # A result's keys sorted: the same bytes whether the turn read the result back from
+        # the database (PostgreSQL's jsonb reorders keys) or kept it as the tool returned it
+        # (runtime.turn.runner keeps the row in memory), so a resumed turn asks the model
+        # exactly what the one cut short asked.
+        return json.dumps(body, ensure_ascii=False, sort_keys=bool(result["ok"]))
         return json.dumps(body, ensure_ascii=False)
     if kind == "artifact":
         return json.dumps({"ok": True, "artifactId": action.get("artifactId")})

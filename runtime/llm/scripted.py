@@ -157,6 +157,8 @@ def _text(value: Any) -> str:
 
 
 class ScriptedModel:
+    in_process = True  # no network: its steps go on in the turn's open transaction
+
     def __init__(self, script: list[dict]):
         self.script = script
 

@@ -25,7 +25,7 @@ from runtime.receipts import (
 from runtime.selectors import held_call_for
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
-from runtime.task_state import task_pause, with_plan
+from runtime.task_state import task_pause, task_save, with_plan
 from runtime.tools import policy_for, tool_spec, validate_arguments
 from runtime.turn.transcript import TURN_FIELDS, tool_result_record
 
@@ -243,7 +243,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             closed_at=timezone.now(),
         )
         tool_result_record(task, effect.step, ok=False, error="tool.denied", reason=why)
-        task.save(update_fields=list(TURN_FIELDS))
+        task_save(task, TURN_FIELDS)
         return True
     Effect.objects.filter(pk=effect.pk, state=Effect.State.APPROVED).update(
         state=Effect.State.HELD, approved_by=""

@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 
-from django.db import transaction
 from django.utils import timezone
 
 from runtime import extensions as ext
@@ -45,12 +44,17 @@ def arguments_hash(arguments: dict) -> str:
 
 class ToolCalls:
     """The tool-call steps of TurnRunner (runtime.turn.runner), which mixes them in: they use
-    its ``locked`` (the task row, locked, with the lease renewed) and ``save``."""
+    its ``write`` (the task, in the open transaction, its row locked and still this run's),
+    ``commit`` (before a call leaves) and ``save``."""
 
     task_pk: int
     worker_id: str
+    task: Task
 
-    def locked(self) -> Task:
+    def write(self) -> Task:
+        raise NotImplementedError
+
+    def commit(self) -> None:
         raise NotImplementedError
 
     def save(self, task: Task) -> None:
@@ -196,12 +200,11 @@ class ToolCalls:
             return self.continue_connection(task, step)
         effect = Effect.objects.filter(task=task, step=step).first()
         if effect is None:
-            with transaction.atomic():
-                task = self.locked()
-                tool_result_record(
-                    task, step, ok=False, error="the call was lost before it was journalled"
-                )
-                self.save(task)
+            task = self.write()
+            tool_result_record(
+                task, step, ok=False, error="the call was lost before it was journalled"
+            )
+            self.save(task)
             return True
         if effect.state == Effect.State.HELD:
             return self.decide_held(effect)
@@ -215,76 +218,79 @@ class ToolCalls:
             return self.mark_uncertain(effect)
         if effect.state == Effect.State.UNCERTAIN:
             return False  # waiting for an operator's resolution
-        with transaction.atomic():
-            task = self.locked()
-            if effect.state == Effect.State.SUCCEEDED:
-                # The model sees what the tool returned, as after a normal send, not the
-                # journal's envelope (an operator's "happened" stores {result, resolvedBy}).
-                result = (effect.outcome or {}).get("result")
-                tool_result_record(task, step, ok=True, result=result)
-            else:
-                outcome = effect.outcome or {}
-                tool_result_record(
-                    task,
-                    step,
-                    ok=False,
-                    error=outcome.get("error", "failed"),
-                    reason=outcome.get("reason", ""),
-                )
-            self.save(task)
+        task = self.write()
+        if effect.state == Effect.State.SUCCEEDED:
+            # The model sees what the tool returned, as after a normal send, not the
+            # journal's envelope (an operator's "happened" stores {result, resolvedBy}).
+            result = (effect.outcome or {}).get("result")
+            tool_result_record(task, step, ok=True, result=result)
+        else:
+            outcome = effect.outcome or {}
+            tool_result_record(
+                task,
+                step,
+                ok=False,
+                error=outcome.get("error", "failed"),
+                reason=outcome.get("reason", ""),
+            )
+        self.save(task)
         return True
 
     def decide_held(self, effect: Effect) -> bool:
         interaction = Interaction.objects.filter(public_id=effect.public_id).first()
         if interaction is None or interaction.state == Interaction.State.OPEN:
             return False  # still waiting for a person
-        with transaction.atomic():
-            task = self.locked()
-            answer = interaction.answer or {}
-            if answer.get("approved") is True:
-                Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
-                    state=Effect.State.APPROVED, approved_by=interaction.answered_by
-                )
-                self.save(task)
-                return True
-            reason = answer.get("reason") or (
-                "expired" if interaction.state == Interaction.State.EXPIRED else "denied"
+        task = self.write()
+        answer = interaction.answer or {}
+        if answer.get("approved") is True:
+            approved = Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
+                state=Effect.State.APPROVED, approved_by=interaction.answered_by
             )
-            Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
-                state=Effect.State.DENIED,
-                outcome={"error": "tool.denied", "reason": reason, "by": interaction.answered_by},
-                closed_at=timezone.now(),
-            )
-            tool_result_record(task, effect.step, ok=False, error="tool.denied", reason=reason)
             self.save(task)
+            if approved != 1:
+                return True  # not held any more: look again
+            # Sent in this same step: approving and "sending" commit together, before it leaves.
+            effect.state, effect.approved_by = Effect.State.APPROVED, interaction.answered_by
+            return self.send(effect)
+        reason = answer.get("reason") or (
+            "expired" if interaction.state == Interaction.State.EXPIRED else "denied"
+        )
+        Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
+            state=Effect.State.DENIED,
+            outcome={"error": "tool.denied", "reason": reason, "by": interaction.answered_by},
+            closed_at=timezone.now(),
+        )
+        tool_result_record(task, effect.step, ok=False, error="tool.denied", reason=reason)
+        self.save(task)
         return True
 
     def send(self, effect: Effect, resend: bool = False) -> bool:
         # The tool may have gone while the call was held (its server deleted or deactivated,
         # or a refresh no longer finds it): then the call is closed as failed, never sent.
-        server = server_for(effect.task.tenant, effect.server)
+        server = server_for(self.task.tenant, effect.server)
         gone = (
             f"there is no tool server {effect.server} for this tenant"
             if server is None
-            else tool_unavailable(effect.task.agent, effect.server, effect.tool)
+            else tool_unavailable(self.task.agent, effect.server, effect.tool)
         )
         # The journal says "sending" and is committed before the call leaves, so a crash
         # after this point is seen as an uncertain outcome, never as "not sent".
-        with transaction.atomic():
-            task = self.locked()
-            if not resend:
-                # Issue 13: an approval binds its receipt's arguments hash and the policy
-                # version; one that no longer matches is void and nothing is sent.
-                goes_on = approval_void_if_stale(task=task, effect=effect)
-                if goes_on is not None:
-                    return goes_on
-            from_state = Effect.State.SENDING if resend else Effect.State.APPROVED
-            moved = Effect.objects.filter(pk=effect.pk, state=from_state).update(
-                state=Effect.State.SENDING, sent_at=timezone.now()
-            )
-            if moved != 1:
-                return True
-        effect.refresh_from_db()
+        task = self.write()
+        if not resend:
+            # Issue 13: an approval binds its receipt's arguments hash and the policy
+            # version; one that no longer matches is void and nothing is sent.
+            goes_on = approval_void_if_stale(task=task, effect=effect)
+            if goes_on is not None:
+                return goes_on
+        from_state = Effect.State.SENDING if resend else Effect.State.APPROVED
+        moved = Effect.objects.filter(pk=effect.pk, state=from_state).update(
+            state=Effect.State.SENDING, sent_at=timezone.now()
+        )
+        if moved != 1:
+            return True
+        self.commit()
+        # ``effect`` holds the arguments stored for the decision that let it go (an operator's
+        # edit included: approval_void_if_stale read them again).
         if arguments_hash(effect.arguments) != effect.arguments_hash:
             outcome, ok = {"error": "the stored arguments do not match their hash; not sent"}, False
         elif gone:
@@ -302,38 +308,38 @@ class ToolCalls:
                 outcome, ok = {"result": result}, True
             except ToolError as exc:
                 outcome, ok = {"error": str(exc)}, False
-        with transaction.atomic():
-            Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
-                state=Effect.State.SUCCEEDED if ok else Effect.State.FAILED,
-                outcome=outcome,
-                closed_at=timezone.now(),
-            )
-            task = self.locked()
-            if ok:
-                tool_result_record(task, effect.step, ok=True, result=outcome["result"])
-            else:
-                tool_result_record(task, effect.step, ok=False, error=outcome["error"])
-            self.save(task)
+        # The outcome and its tool result go on in the next transaction, with the steps that
+        # follow it until the next wait on the network.
+        task = self.write()
+        Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
+            state=Effect.State.SUCCEEDED if ok else Effect.State.FAILED,
+            outcome=outcome,
+            closed_at=timezone.now(),
+        )
+        if ok:
+            tool_result_record(task, effect.step, ok=True, result=outcome["result"])
+        else:
+            tool_result_record(task, effect.step, ok=False, error=outcome["error"])
+        self.save(task)
         return True
 
     def mark_uncertain(self, effect: Effect) -> bool:
-        with transaction.atomic():
-            task = self.locked()
-            Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
-                state=Effect.State.UNCERTAIN
-            )
-            # profile v2: the task stays WORKING, with `uncertain` under effects/v1. Its lease
-            # is freed: the sweep leaves turns with an uncertain effect alone.
-            task_pause(
+        task = self.write()
+        Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
+            state=Effect.State.UNCERTAIN
+        )
+        # profile v2: the task stays WORKING, with `uncertain` under effects/v1. Its lease
+        # is freed: the sweep leaves turns with an uncertain effect alone.
+        task_pause(
+            task,
+            TaskState.WORKING,
+            agent_message(
                 task,
-                TaskState.WORKING,
-                agent_message(
-                    task,
-                    f"The outcome of {effect.server} / {effect.tool} was lost; an operator is checking.",
-                ),
-                status_ext=with_plan(task, {ext.EFFECTS: {"uncertain": effect.public_id}}),
-                also=TURN_FIELDS,
-            )
+                f"The outcome of {effect.server} / {effect.tool} was lost; an operator is checking.",
+            ),
+            status_ext=with_plan(task, {ext.EFFECTS: {"uncertain": effect.public_id}}),
+            also=TURN_FIELDS,
+        )
         logger.warning("effect %s is uncertain", effect.public_id)
         return False
 
@@ -347,12 +353,11 @@ class ToolCalls:
         )
         if interaction is None or interaction.state == Interaction.State.OPEN:
             return False
-        with transaction.atomic():
-            task = self.locked()
-            app = interaction.detail.get("app", "")
-            connected = (interaction.answer or {}).get("connected") is True
-            tool_result_record(
-                task, step, ok=connected, result=f"Connected: {app}", error=f"Not connected: {app}"
-            )
-            self.save(task)
+        task = self.write()
+        app = interaction.detail.get("app", "")
+        connected = (interaction.answer or {}).get("connected") is True
+        tool_result_record(
+            task, step, ok=connected, result=f"Connected: {app}", error=f"Not connected: {app}"
+        )
+        self.save(task)
         return True

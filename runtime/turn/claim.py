@@ -12,12 +12,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from runtime.models import Task, TaskState, new_key
-from runtime.selectors import turn_may_start
-from runtime.task_state import LEASE_FIELDS, task_status_set
+from runtime.models import TERMINAL_STATES, Task, TaskState, new_key
+from runtime.task_state import LEASE_FIELDS, TurnBatch, task_save, task_status_set
 
 logger = logging.getLogger(__name__)
 
@@ -49,43 +48,60 @@ def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
     """Take the turn's lease if it is free (or expired, or already this worker's) and start a
     new run phase, in one transaction: the row lock makes the check and the take one step."""
     with transaction.atomic():
-        # of=("self",): lock the task row only (see TurnRunner.locked).
-        task = (
-            Task.objects.select_for_update(of=("self",))
-            .select_related("context", "tenant", "agent")
-            .filter(pk=task_pk)
-            .first()
-        )
-        if task is None or task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
-            return None
-        now = timezone.now()
-        free = (
-            task.lease_expires_at is None
-            or task.lease_expires_at < now
-            or task.lease_owner == worker_id
-        )
-        if not free or not turn_may_start(task):
-            return None
-        previous = task.runs[-1]["runId"] if task.runs else None
-        answered = [e for e in task.transcript if e["type"] == "answer"]
-        task.lease_owner = worker_id
-        task.lease_expires_at = now + timedelta(seconds=lease_seconds())
-        task.attempts += 1
-        task.run_id = new_run_id()
-        task.runs.append(
-            {
-                "runId": task.run_id,
-                "resumedFrom": previous,
-                "interactionId": answered[-1]["interactionId"] if answered and previous else None,
-                "startedAt": now.isoformat(),
-                "worker": worker_id,
-            }
-        )
-        claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
-        if task.state == TaskState.SUBMITTED:
-            task_status_set(task, TaskState.WORKING, also=claimed)
-        else:
-            task.save(update_fields=claimed)
+        return claim_locked(task_pk=task_pk, worker_id=worker_id)
+
+
+def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None) -> Task | None:
+    """``turn_claim`` inside the caller's transaction. With ``batch`` (the runner's, which goes
+    on in the same transaction) the claimed task carries it: its save and its wake-up are made
+    with the batch's, when the runner commits."""
+    # Turns of one context run one at a time, in order (selectors.turn_may_start): asked in
+    # the same query as the locked read, not in one more.
+    earlier_open = (
+        Task.objects.filter(context_id=OuterRef("context_id"), turn__lt=OuterRef("turn"))
+        .exclude(state__in=TERMINAL_STATES)
+        .values("pk")
+    )
+    # of=("self",): lock the task row only (see TurnRunner.write).
+    task = (
+        Task.objects.select_for_update(of=("self",))
+        .select_related("tenant", "agent")
+        .annotate(waits_for_earlier=Exists(earlier_open))
+        .filter(pk=task_pk)
+        .first()
+    )
+    if task is None or task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
+        return None
+    now = timezone.now()
+    free = (
+        task.lease_expires_at is None
+        or task.lease_expires_at < now
+        or task.lease_owner == worker_id
+    )
+    if not free or task.waits_for_earlier:
+        return None
+    previous = task.runs[-1]["runId"] if task.runs else None
+    answered = [e for e in task.transcript if e["type"] == "answer"]
+    task.lease_owner = worker_id
+    task.lease_expires_at = now + timedelta(seconds=lease_seconds())
+    task.attempts += 1
+    task.run_id = new_run_id()
+    task.runs.append(
+        {
+            "runId": task.run_id,
+            "resumedFrom": previous,
+            "interactionId": answered[-1]["interactionId"] if answered and previous else None,
+            "startedAt": now.isoformat(),
+            "worker": worker_id,
+        }
+    )
+    if batch is not None:
+        task.turn_batch = batch
+    claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
+    if task.state == TaskState.SUBMITTED:
+        task_status_set(task, TaskState.WORKING, also=claimed)
+    else:
+        task_save(task, claimed)
     return task
 
 

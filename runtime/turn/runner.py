@@ -1,7 +1,23 @@
-"""The turn loop: asks the model for the next action and applies it, one committed step at a
-time, until the turn pauses, finishes or loses its lease."""
+"""The turn loop: asks the model for the next action and applies it, step by step, until the
+turn pauses, finishes or loses its lease.
+
+Steps are committed in batches: a run writes in one transaction until it must wait on the
+network (a hosted model, a tool server, a url part, a scripted wait) or stops, and commits
+then. So every step that must be durable before something acts (a call journalled as
+"sending" before it leaves) is, and a run of steps that wait on nothing (the claim, a model's
+reply and the actions it holds, a scripted agent's steps, the finish) is one transaction:
+one lock, one save of the task row, one wake-up for its waiters (runtime.task_state.TurnBatch).
+A crash loses at most the uncommitted steps, which acted on nothing outside and are made
+again from the committed transcript.
+
+While it holds its lease the run is the only writer of its task row (answers, decisions and
+resolutions wait for a paused task; cancel changes the state; a sweep's or a duplicate
+message's claim changes the run id), so it keeps the row in memory from the claim on, and each
+transaction starts by locking the row on condition that it is still this run's (``write``).
+"""
 
 import logging
+from decimal import Decimal
 
 from django.db import transaction
 
@@ -24,17 +40,26 @@ from runtime.llm.actions import (
 from runtime.llm.prices import cost_usd
 from runtime.llm.registry import model_for
 from runtime.models import Interaction, Task, TaskState, new_key
+from runtime.notify import task_changed
 from runtime.observe import turn_observed
 from runtime.services.interactions import interaction_open
 from runtime.shapes import agent_message
-from runtime.task_state import STATUS_FIELDS, task_end, task_status_set, with_plan
+from runtime.task_state import (
+    STATUS_FIELDS,
+    TurnBatch,
+    task_end,
+    task_save,
+    task_status_set,
+    with_plan,
+)
 from runtime.turn.artifacts import artifact_add
 from runtime.turn.calls import ToolCalls
-from runtime.turn.claim import LeaseLost, lease_expiry, lease_kept, lease_wait, turn_claim
+from runtime.turn.claim import LeaseLost, claim_locked, lease_expiry, lease_kept, lease_wait
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
 from runtime.turn.limits import action_error, steps_error, tokens_error
 from runtime.turn.transcript import (
     TURN_FIELDS,
+    ConnectedApps,
     action_record,
     model_turn_record,
     pending_call,
@@ -46,6 +71,7 @@ from runtime.turn.transcript import (
 
 logger = logging.getLogger(__name__)
 MAX_STEPS = 200
+COST_PLACES = Decimal("0.000001")  # Task.cost_usd's decimal places
 PLAN_LIMIT = 20
 
 
@@ -53,19 +79,113 @@ class TurnRunner(ToolCalls):
     def __init__(self, task: Task, worker_id: str):
         self.task_pk = task.pk
         self.worker_id = worker_id
+        # The claim's read of the task (tenant and agent joined): the run's copy of the row,
+        # which it alone changes while it holds the lease (see the module's docstring).
+        self.task = task
+        self.run_id = task.run_id
         self.agent = task.agent
         self.model = model_for(self.agent)
-        # The claim's own read of the task (tenant and agent joined), just committed: the first
-        # step starts from it instead of reading the row again.
-        self.claimed: Task | None = task
+        # A model that runs in this process (scripted) waits on nothing: its steps go on in
+        # the open transaction. Any other is asked with the transaction committed.
+        self.in_process = bool(getattr(self.model, "in_process", False))
+        self._atomic = None  # the open transaction of the current batch, if any
+
+    # --- transactions -----------------------------------------------------------------------
+
+    @classmethod
+    def claimed(cls, *, task_pk: int, worker_id: str) -> "TurnRunner | None":
+        """Claim the turn in a transaction that the run's first steps go on in."""
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            batch = TurnBatch()
+            task = claim_locked(task_pk=task_pk, worker_id=worker_id, batch=batch)
+            if task is None:
+                atomic.__exit__(None, None, None)
+                return None
+            runner = cls(task, worker_id)
+        except BaseException as exc:
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        runner._atomic = atomic
+        return runner
+
+    def write(self) -> Task:
+        """The task, to change in the open transaction; opening one (and locking the row,
+        on condition that it is still this run's) when none is. Raises LeaseLost."""
+        if self._atomic is not None:
+            return self.task
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            # Only the row's lock and the run's check: the row itself is in memory.
+            held = list(
+                Task.objects.select_for_update()
+                .filter(
+                    pk=self.task_pk,
+                    run_id=self.run_id,
+                    lease_owner=self.worker_id,
+                    state=TaskState.WORKING,
+                )
+                .values_list("pk", flat=True)
+            )
+        except BaseException as exc:
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        if not held:
+            atomic.__exit__(None, None, None)
+            raise LeaseLost()
+        self._atomic = atomic
+        self.task.turn_batch = TurnBatch()
+        return self.task
+
+    def commit(self) -> None:
+        """Save what the open transaction's steps changed, announce it once, and commit."""
+        atomic, self._atomic = self._atomic, None
+        if atomic is None:
+            return
+        task = self.task
+        batch: TurnBatch = task.turn_batch
+        task.turn_batch = None
+        try:
+            if batch.fields:
+                fields = set(batch.fields)
+                if task.lease_owner == self.worker_id:
+                    task.lease_expires_at = lease_expiry()  # every commit renews the lease
+                    fields.add("lease_expires_at")
+                task.save(update_fields=sorted(fields))
+            if batch.announce:
+                task_changed(task)
+        except BaseException as exc:
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        atomic.__exit__(None, None, None)
+
+    def rollback(self, exc: BaseException) -> None:
+        atomic, self._atomic = self._atomic, None
+        if atomic is not None:
+            self.task.turn_batch = None
+            atomic.__exit__(type(exc), exc, exc.__traceback__)
+
+    def save(self, task: Task) -> None:
+        task_save(task, [*STATUS_FIELDS, *TURN_FIELDS])
 
     # --- the loop -------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self) -> str:
+        """Run until the turn pauses, finishes or is taken away; return its state as this run
+        left it."""
+        try:
+            self.steps()
+            self.commit()
+        except BaseException as exc:
+            self.rollback(exc)
+            raise
+        return self.task.state
+
+    def steps(self) -> None:
         for _ in range(MAX_STEPS):
-            task, self.claimed = self.claimed, None
-            if task is None:
-                task = Task.objects.select_related("tenant", "agent").get(pk=self.task_pk)
+            task = self.task
             if task.lease_owner != self.worker_id or task.state != TaskState.WORKING:
                 return
             with log_context(
@@ -76,29 +196,17 @@ class TurnRunner(ToolCalls):
             ):
                 if not self.step(task):
                     return
-        with transaction.atomic():
-            task = self.locked()
-            self.finish(task, TaskState.FAILED, "The turn took too many steps and was stopped.")
-
-    def locked(self) -> Task:
-        # of=("self",): lock the task row only. Locking the joined tenant row too serialised
-        # every turn of a tenant and deadlocked with the foreign-key checks of new tasks
-        # (bench/waiters.py, 1000 callers on PostgreSQL).
-        task = (
-            Task.objects.select_for_update(of=("self",))
-            .select_related("tenant", "agent")
-            .get(pk=self.task_pk)
-        )
-        if task.lease_owner != self.worker_id or task.state != TaskState.WORKING:
-            raise LeaseLost()
-        task.lease_expires_at = lease_expiry()
-        return task
-
-    def save(self, task: Task) -> None:
-        task.save(update_fields=[*STATUS_FIELDS, *TURN_FIELDS])
+        try:
+            task = self.write()
+        except LeaseLost:
+            return
+        self.finish(task, TaskState.FAILED, "The turn took too many steps and was stopped.")
 
     def step(self, task: Task) -> bool:
-        """Do one step; return False when the turn paused, finished or was taken away."""
+        """Do one step; return False when the turn paused, finished or was taken away. What
+        it changed is committed by the next wait on the network or by ``commit``."""
+        if self._atomic is None:
+            self.task = task  # a caller may hand in the row as just read
         try:
             if self.fetch_inputs(task):
                 return True  # look again at the task as stored, inputs and all
@@ -114,18 +222,22 @@ class TurnRunner(ToolCalls):
             error = steps_error(task)
             if error:
                 return self.stop(task, error)
-            view = turn_view(task, connected_apps=self.connected_apps(task))
-            # Asking the model is outside any lock: a hosted model's call is network I/O (and
-            # may be retried with backoff), so the lease is kept and the database connection
-            # given back while it is out.
+            view = turn_view(task, connected_apps=ConnectedApps(task.tenant))
             try:
-                with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+                if self.in_process:
                     action = self.model.next_action(view)
+                else:
+                    # A hosted model's call is network I/O (and may be retried with backoff):
+                    # it is asked with the steps so far committed, outside any lock, with the
+                    # lease kept and the database connection given back while it is out.
+                    self.commit()
+                    with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+                        action = self.model.next_action(view)
             except AgentError as exc:
                 return self.agent_failed(exc)
             except ModelError as exc:
                 logger.warning("the model call failed: %s", exc)
-                return self.stop(task, str(exc), expected=len(view.transcript))
+                return self.stop(task, str(exc))
             if isinstance(action, ModelTurn):
                 return self.model_turn(task, action)
             return self.apply(task, action)
@@ -133,36 +245,31 @@ class TurnRunner(ToolCalls):
             logger.info("turn stopped: lease lost or task no longer working")
             return False
 
-    def stop(self, task: Task, text: str, expected: int | None = None) -> bool:
+    def stop(self, task: Task, text: str) -> bool:
         """Fail the turn with ``text`` (a limit hit, a model that cannot answer)."""
-        with transaction.atomic():
-            task = self.locked()
-            if expected is not None and len(task.transcript) != expected:
-                return True  # something else advanced the turn; look again
-            self.finish(task, TaskState.FAILED, text)
+        task = self.write()
+        self.finish(task, TaskState.FAILED, text)
         return False
 
     def model_turn(self, task: Task, turn: ModelTurn) -> bool:
-        """Record a model's reply (its queued actions and its usage) in one committed step."""
-        expected = len(task.transcript)
-        with transaction.atomic():
-            task = self.locked()
-            if len(task.transcript) != expected:
-                return True
-            if not turn.actions:
-                self.finish(task, TaskState.FAILED, "The model's reply held nothing to do.")
-                return False
-            model_turn_record(task, turn)
-            if turn.usage is not None:
-                task.tokens += turn.usage.input_tokens + turn.usage.output_tokens
-                task.cost_usd += cost_usd(
-                    turn.usage.model, turn.usage.input_tokens, turn.usage.output_tokens
-                )
-            error = tokens_error(task)
-            if error:
-                self.finish(task, TaskState.FAILED, error)
-                return False
-            self.save(task)
+        """Record a model's reply (its queued actions and its usage); the actions it holds are
+        applied by the next steps, in the same transaction until one waits on the network."""
+        task = self.write()
+        if not turn.actions:
+            self.finish(task, TaskState.FAILED, "The model's reply held nothing to do.")
+            return False
+        model_turn_record(task, turn)
+        if turn.usage is not None:
+            task.tokens += turn.usage.input_tokens + turn.usage.output_tokens
+            cost = cost_usd(turn.usage.model, turn.usage.input_tokens, turn.usage.output_tokens)
+            # As the column keeps it: telemetry made from the row in memory says what a
+            # reader of the stored row would.
+            task.cost_usd = (task.cost_usd + cost).quantize(COST_PLACES)
+        error = tokens_error(task)
+        if error:
+            self.finish(task, TaskState.FAILED, error)
+            return False
+        self.save(task)
         return True
 
     def fetch_inputs(self, task: Task) -> bool:
@@ -173,62 +280,53 @@ class TurnRunner(ToolCalls):
         wanted = inputs_wanted(task)
         if not wanted:
             return False
-        # Network I/O, so outside any lock. Each part may take the fetch timeout, so several
-        # slow parts could outlast the lease: keep it, or the sweep hands the turn to another
-        # worker that fetches everything again, and again.
+        # Network I/O, so committed first and outside any lock. Each part may take the fetch
+        # timeout, so several slow parts could outlast the lease: keep it, or the sweep hands
+        # the turn to another worker that fetches everything again, and again.
+        self.commit()
         with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
             fetched = inputs_fetch(wanted)
-        with transaction.atomic():
-            task = self.locked()
-            if inputs_recorded(task):
-                return True
-            inputs_store(task, fetched)
-            self.save(task)
+        task = self.write()
+        if inputs_recorded(task):
+            return True
+        inputs_store(task, fetched)
+        self.save(task)
         return True
-
-    @staticmethod
-    def connected_apps(task: Task) -> frozenset[str]:
-        from connections.selectors import connected_app_slugs
-
-        return frozenset(connected_app_slugs(tenant=task.tenant))
 
     # --- the model's actions --------------------------------------------------------------
 
     def apply(self, task: Task, action, queued_id: str | None = None) -> bool:
-        """Apply the model's action in one transaction; return False when the turn stopped.
-        ``queued_id``: the action is the next queued one of the model's last reply."""
-        expected = len(task.transcript)
+        """Apply the model's action; return False when the turn stopped. ``queued_id``: the
+        action is the next queued one of the model's last reply."""
         if isinstance(action, Wait):
+            self.commit()
             lease_wait(task_pk=self.task_pk, worker_id=self.worker_id, seconds=action.seconds)
-        with transaction.atomic():
-            task = self.locked()
-            if len(task.transcript) != expected:
-                return True  # something else advanced the turn; look again
-            error = action_error(task, action)
-            if error:
-                self.finish(task, TaskState.FAILED, error)
-                return False
-            if queued_id is not None:
-                queued_applied(task, queued_id)
-            match action:
-                case Reply():
-                    return self.reply(task, action)
-                case Fail():
-                    return self.fail(task, action)
-                case Ask():
-                    return self.ask(task, action)
-                case EmitArtifact():
-                    return self.emit_artifact(task, action)
-                case SetPlan():
-                    return self.set_plan(task, action)
-                case AdvancePlan():
-                    return self.advance_plan(task, action)
-                case Wait():
-                    return self.waited(task, action)
-                case CallTool():
-                    return self.start_call(task, action)
-                case BadToolCall():
-                    return self.bad_call(task, action)
+        task = self.write()
+        error = action_error(task, action)
+        if error:
+            self.finish(task, TaskState.FAILED, error)
+            return False
+        if queued_id is not None:
+            queued_applied(task, queued_id)
+        match action:
+            case Reply():
+                return self.reply(task, action)
+            case Fail():
+                return self.fail(task, action)
+            case Ask():
+                return self.ask(task, action)
+            case EmitArtifact():
+                return self.emit_artifact(task, action)
+            case SetPlan():
+                return self.set_plan(task, action)
+            case AdvancePlan():
+                return self.advance_plan(task, action)
+            case Wait():
+                return self.waited(task, action)
+            case CallTool():
+                return self.start_call(task, action)
+            case BadToolCall():
+                return self.bad_call(task, action)
         raise TypeError(f"unknown action {action!r}")
 
     def reply(self, task: Task, action: Reply) -> bool:
@@ -341,15 +439,14 @@ class TurnRunner(ToolCalls):
     def agent_failed(self, exc: AgentError) -> bool:
         """The model gave no usable action: the turn fails with a message for the partner;
         what went wrong is logged and kept on the transcript's entry, for the admin only."""
-        with transaction.atomic():
-            task = self.locked()
-            logger.warning(
-                "turn %s failed: the model gave no usable action: %s",
-                task.public_id,
-                exc.detail or exc,
-            )
-            action_record(task, {"kind": "fail", "text": str(exc), "error": exc.detail})
-            self.finish(task, TaskState.FAILED, str(exc))
+        task = self.write()
+        logger.warning(
+            "turn %s failed: the model gave no usable action: %s",
+            task.public_id,
+            exc.detail or exc,
+        )
+        action_record(task, {"kind": "fail", "text": str(exc), "error": exc.detail})
+        self.finish(task, TaskState.FAILED, str(exc))
         return False
 
     def finish(self, task: Task, state: str, text: str = "", message: dict | None = None) -> None:
@@ -368,8 +465,8 @@ class TurnRunner(ToolCalls):
 
 def turn_run(*, task_pk: int, worker_id: str) -> None:
     """Claim and run (or resume) a turn until it pauses, finishes or loses its lease."""
-    task = turn_claim(task_pk=task_pk, worker_id=worker_id)
-    if task is None:
+    runner = TurnRunner.claimed(task_pk=task_pk, worker_id=worker_id)
+    if runner is None:
         return
-    with turn_observed(task):
-        TurnRunner(task, worker_id).run()
+    with turn_observed(runner.task) as observed:
+        observed.state = runner.run()

@@ -1,6 +1,8 @@
 """The transcript: what the model saw and did in a turn, kept on the task row. These helpers
 read and append entries in memory; the runner saves them with its step."""
 
+from collections.abc import Iterator, Set
+
 from runtime.credentials import credential_value
 from runtime.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
 from runtime.models import Task
@@ -91,7 +93,37 @@ def queued_applied(task: Task, call_id: str) -> None:
     entry["applied"].append({"id": call_id, "step": len(task.transcript)})
 
 
-def turn_view(task: Task, *, connected_apps: frozenset[str]) -> TurnView:
+class ConnectedApps(Set):
+    """The apps the tenant has connected, read when a model first looks (most never do:
+    a hosted model sees them only with ``loop.connections``), and then kept for the step."""
+
+    def __init__(self, tenant) -> None:
+        self.tenant = tenant
+        self._apps: frozenset[str] | None = None
+
+    def _read(self) -> frozenset[str]:
+        if self._apps is None:
+            from connections.selectors import connected_app_slugs
+
+            try:
+                self._apps = frozenset(connected_app_slugs(tenant=self.tenant))
+            finally:
+                # A hosted model looks while the turn's connection is given back
+                # (claim.lease_kept): give back the one this read took, as credential_read.
+                db_give_back()
+        return self._apps
+
+    def __contains__(self, app: object) -> bool:
+        return app in self._read()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+def turn_view(task: Task, *, connected_apps: Set[str]) -> TurnView:
     """What the model sees of the turn."""
     first = task.transcript[0]
     tenant = task.tenant

@@ -561,7 +561,9 @@ def test_the_lease_is_kept_while_url_parts_are_fetched(files_world, settings):
 
         rival = threading.Thread(target=second_worker)
         rival.start()
-        TurnRunner(task, "first").fetch_inputs(task)  # raises LeaseLost if the turn was taken
+        runner = TurnRunner(task, "first")
+        runner.fetch_inputs(task)  # raises LeaseLost if the turn was taken
+        runner.commit()
         rival.join()
     finally:
         server.stop()

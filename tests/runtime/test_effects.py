@@ -52,7 +52,9 @@ def crashed(agents, make_agent):
             message=message("go"),
         ).task
         claimed = turn_claim(task_pk=task.pk, worker_id="w1")
-        TurnRunner(claimed, "w1").step(Task.objects.get(pk=task.pk))  # the call is journalled
+        runner = TurnRunner(claimed, "w1")
+        runner.step(Task.objects.get(pk=task.pk))  # the call is journalled
+        runner.commit()
         effect = Effect.objects.get(task=task)
         assert effect.state == Effect.State.APPROVED
         # The worker marked it sending and died before it recorded the outcome.

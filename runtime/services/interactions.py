@@ -12,13 +12,14 @@ from runtime import extensions as ext
 from runtime.answers import answer_from_decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, TaskNotFound
-from runtime.models import Effect, Interaction, Task, TaskState
+from runtime.models import Interaction, Task, TaskState
 from runtime.observe import decision_observe
 from runtime.services.receipts import (
     decision_edit_apply,
     decision_outcome,
     decision_receipt,
     decision_step_up_check,
+    held_effect,
 )
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
@@ -126,9 +127,7 @@ def interaction_close(
         # The model is told that the call went out with other arguments, and which
         # (runtime.llm reads this entry beside the call's result).
         entry["step"] = interaction.request.get("step")
-        entry["arguments"] = Effect.objects.get(
-            task=task, public_id=interaction.public_id
-        ).arguments
+        entry["arguments"] = held_effect(interaction).arguments
     task.transcript.append(entry)
     task_status_set(
         task,

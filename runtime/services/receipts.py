@@ -248,8 +248,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     Effect.objects.filter(pk=effect.pk, state=Effect.State.APPROVED).update(
         state=Effect.State.HELD, approved_by=""
     )
-    prompt = f"Approve {effect.server} / {effect.tool}?"
-    detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
+    expires_at = timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds)
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
@@ -261,9 +260,26 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             answered_at=None,
             answer_message_id="",
             detail=detail,
-            expires_at=timezone.now() + timedelta(seconds=task.agent.interaction_ttl_seconds),
+            expires_at=expires_at,
         )
         interaction.refresh_from_db()
+    else:
+        # A call no person was asked about (a standing rule allowed it): now one is, as
+        # runtime.turn.calls holds a call (interactions/v1: the effect's id).
+        prompt = f"Approve {effect.server} / {effect.tool}?"
+        detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
+        interaction = Interaction.objects.create(
+            public_id=effect.public_id,
+            tenant_id=task.tenant_id,
+            task=task,
+            kind=Interaction.Kind.APPROVAL,
+            prompt=prompt,
+            detail=detail,
+            request={"step": effect.step},
+            subject=task.subject,
+            deciders=policy_for(task.agent, effect.server, effect.tool).deciders,
+            expires_at=expires_at,
+        )
     text = (
         f"The approval of {effect.server} / {effect.tool} is void: {reason}. "
         "It needs a new decision."
@@ -285,6 +301,5 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
         ),
         also=TURN_FIELDS,
     )
-    if interaction is not None:
-        interaction_opened.send(sender=Interaction, interaction=interaction)
+    interaction_opened.send(sender=Interaction, interaction=interaction)
     return False

@@ -448,3 +448,12 @@ def test_deleting_a_task_leaves_its_audit_rows_as_they_were(agents, make_agent):
     event = AuditEvent.objects.get(pk=event.pk)
     assert (event.task_id, event.interaction_id, event.action) == before
     assert Receipt.objects.get().task_public_id == task_id
+
+
+def test_only_deleting_a_whole_tenant_removes_its_audit_rows(agents, make_agent):
+    deploy_agent(make_agent, "approve")
+    decide(held(agents), approved=False)
+    agents.b.tenant.delete()  # another tenant's deletion touches nothing of this one
+    assert AuditEvent.objects.count() == Receipt.objects.count() == 1
+    agents.a.tenant.delete()
+    assert not AuditEvent.objects.exists() and not Receipt.objects.exists()

@@ -41,7 +41,10 @@ def held_effect(interaction: Interaction) -> Effect | None:
     if interaction.kind != Interaction.Kind.APPROVAL:
         return None
     if "_held_effect" not in interaction.__dict__:
-        interaction.__dict__["_held_effect"] = held_call_for(interaction=interaction)
+        effect = held_call_for(interaction=interaction)
+        if effect is not None and Interaction.task.is_cached(interaction):
+            effect.task = interaction.task  # the decision's (locked) task: no second read
+        interaction.__dict__["_held_effect"] = effect
     return interaction.__dict__["_held_effect"]
 
 

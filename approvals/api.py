@@ -59,10 +59,14 @@ class Operator:
     tenant: object
     subject: str
     can_decide: bool
-    # May approve risk: high tools (issue 13): a token made with the step-up right, or a
-    # session whose member re-authenticated within STEP_UP_SECONDS.
-    stepped_up: bool = False
+    # A token made with the step-up right may approve risk: high tools (issue 13); a browser
+    # session may once its member re-authenticated (read when deciding: Operator.stepped_up).
+    token_may_step_up: bool = False
+    session: bool = False
     decider: Decider | None = None
+
+    def stepped_up(self, request) -> bool:
+        return self.token_may_step_up or (self.session and stepped_up(request))
 
 
 def operator_for(request) -> Operator:
@@ -80,7 +84,7 @@ def operator_for(request) -> Operator:
             tenant=user.tenant,
             subject=user.subject,
             can_decide=True,
-            stepped_up=identity.token.may_step_up,
+            token_may_step_up=identity.token.may_step_up,
             decider=Decider(subject=user.subject, role="operator"),
         )
     membership = getattr(request, "membership", None)
@@ -90,7 +94,7 @@ def operator_for(request) -> Operator:
         tenant=membership.tenant,
         subject=user.subject,
         can_decide=membership.can_decide,
-        stepped_up=stepped_up(request),
+        session=True,
         decider=Decider.of_member(membership, user),
     )
 
@@ -537,7 +541,7 @@ def interaction_answer_view(request, public_id: str):
         via="rest",
         arguments=arguments,
         shown_hash=shown_hash,
-        stepped_up=request.operator.stepped_up,
+        stepped_up=request.operator.stepped_up(request),
         decider=request.operator.decider,
     )
     if allow_similar is not None and decided.state == Interaction.State.ANSWERED:

@@ -1,6 +1,7 @@
 """The decision forms of the operator pages; the services validate again (they are the rule)."""
 
 import json
+import math
 
 from django import forms
 
@@ -21,6 +22,7 @@ JSON_TEXT_PROBLEMS = {
     "surrogate": "Text must not contain lone surrogates (not valid Unicode).",
     "too_long": "Each text is at most {max_length} characters.",
     "too_deep": "At most {max_depth} levels of nesting.",
+    "not_finite": "Numbers must be finite (JSON has no Infinity or NaN).",
 }
 
 
@@ -40,6 +42,9 @@ def json_text_problem(value, *, max_length: int, max_depth: int = JSON_MAX_DEPTH
             pending.extend((inner, depth + 1) for inner in item.values())
         elif isinstance(item, list):
             pending.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            # 1e999 parses as infinity, which jsonb refuses (a DataError, a 500).
+            return "not_finite"
         elif isinstance(item, str):
             if len(item) > max_length:
                 return "too_long"

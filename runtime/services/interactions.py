@@ -14,7 +14,7 @@ from runtime.approvers import Decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.ladders import expiry_seconds
-from runtime.models import Effect, Interaction, Task, TaskState
+from runtime.models import Interaction, Task, TaskState
 from runtime.observe import decision_observe
 from runtime.services.approvers import approval_gate
 from runtime.services.receipts import (
@@ -22,6 +22,7 @@ from runtime.services.receipts import (
     decision_outcome,
     decision_receipt,
     decision_step_up_check,
+    held_effect,
 )
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
@@ -142,9 +143,7 @@ def interaction_close(
         # The model is told that the call went out with other arguments, and which
         # (runtime.llm reads this entry beside the call's result).
         entry["step"] = interaction.request.get("step")
-        entry["arguments"] = Effect.objects.get(
-            task=task, public_id=interaction.public_id
-        ).arguments
+        entry["arguments"] = held_effect(interaction).arguments
     task.transcript.append(entry)
     task_status_set(
         task,

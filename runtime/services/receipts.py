@@ -13,6 +13,7 @@ from django.utils import timezone
 from runtime import extensions as ext
 from runtime.audit import audit_record
 from runtime.errors import InvalidParams, StepUpRequired, UnsupportedOperation
+from runtime.ladders import expiry_seconds
 from runtime.models import Effect, Interaction, Receipt, Task, TaskState
 from runtime.receipts import (
     canonical_hash,
@@ -41,7 +42,10 @@ def held_effect(interaction: Interaction) -> Effect | None:
     if interaction.kind != Interaction.Kind.APPROVAL:
         return None
     if "_held_effect" not in interaction.__dict__:
-        interaction.__dict__["_held_effect"] = held_call_for(interaction=interaction)
+        effect = held_call_for(interaction=interaction)
+        if effect is not None and Interaction.task.is_cached(interaction):
+            effect.task = interaction.task  # the decision's (locked) task: no second read
+        interaction.__dict__["_held_effect"] = effect
     return interaction.__dict__["_held_effect"]
 
 
@@ -248,44 +252,46 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     Effect.objects.filter(pk=effect.pk, state=Effect.State.APPROVED).update(
         state=Effect.State.HELD, approved_by=""
     )
-    from runtime.services.interactions import interaction_expiry_seconds, interaction_open
-
-    prompt = f"Approve {effect.server} / {effect.tool}?"
-    detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
-    if interaction is None:
-        # A call a standing rule allowed has no interaction yet: it is held for a person now,
-        # with the approvers and the number of approvals the policy asks for today.
+    # An AGENT.md ladder's expire step for this tool, else the agent's interactionTtlSeconds.
+    expiry = expiry_seconds(task.agent, tool=f"{effect.server}/{effect.tool}")
+    expires_at = timezone.now() + timedelta(seconds=expiry)
+    if interaction is not None:
+        prompt = interaction.prompt
+        detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
+        Interaction.objects.filter(pk=interaction.pk).update(
+            state=Interaction.State.OPEN,
+            answer=None,
+            answered_by="",
+            answered_via="",
+            answered_at=None,
+            answer_message_id="",
+            detail=detail,
+            # Approvals given before are void with it: the two-person rule starts again.
+            approvals=[],
+            expires_at=expires_at,
+        )
+        interaction.refresh_from_db()
+    else:
+        # A call no person was asked about (a standing rule allowed it): now one is, as
+        # runtime.turn.calls holds a call (interactions/v1: the effect's id), with the
+        # approvers and the number of approvals the policy asks for today.
+        prompt = f"Approve {effect.server} / {effect.tool}?"
+        detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
         policy = policy_for(task.agent, effect.server, effect.tool)
-        interaction_open(
+        interaction = Interaction.objects.create(
+            public_id=effect.public_id,
+            tenant_id=task.tenant_id,
             task=task,
             kind=Interaction.Kind.APPROVAL,
-            public_id=effect.public_id,
             prompt=prompt,
             detail=detail,
             request={"step": effect.step},
-            state=TaskState.AUTH_REQUIRED,
+            subject=task.subject,
             deciders=policy.deciders,
-            approvers=policy.approvers,
+            approvers=list(policy.approvers),
             approvals_required=policy.required,
-            also=TURN_FIELDS,
+            expires_at=expires_at,
         )
-        return False
-    prompt = interaction.prompt
-    detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
-    Interaction.objects.filter(pk=interaction.pk).update(
-        state=Interaction.State.OPEN,
-        answer=None,
-        answered_by="",
-        answered_via="",
-        answered_at=None,
-        answer_message_id="",
-        detail=detail,
-        # Approvals given before are void with it: the two-person rule starts again.
-        approvals=[],
-        expires_at=timezone.now()
-        + timedelta(seconds=interaction_expiry_seconds(task, Interaction.Kind.APPROVAL, detail)),
-    )
-    interaction.refresh_from_db()
     text = (
         f"The approval of {effect.server} / {effect.tool} is void: {reason}. "
         "It needs a new decision."

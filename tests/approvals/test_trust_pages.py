@@ -363,3 +363,27 @@ def test_a_member_with_totp_steps_up_with_their_code_not_only_their_password(age
     approval.refresh_from_db()
     assert approval.state == Interaction.State.ANSWERED
     assert Receipt.objects.get().stepped_up is True
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"build": "b", "environment": "staging", "durationSeconds": 1e999}', '{"build": "\\u0000"}'],
+)
+def test_edited_arguments_postgresql_cannot_store_are_a_form_error_not_a_500(
+    agents, make_agent, raw, client
+):
+    shipper(make_agent, {"action": "approve", "editable": True})
+    approval = held(agents.a)
+    response = agents.a.client_for(agents.a.operator).post(
+        page(approval), {"decision": "approve_edited", "source": "json", "arguments_json": raw}
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    body = json.dumps({"approved": True, "arguments": json.loads(raw)})
+    response = client.post(
+        reverse("approvals:api_interaction_answer", args=[approval.public_id]),
+        data=body.replace("Infinity", "1e999"),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {agents.a.extra['operator_token']}",
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert open_interaction(approval.task).pk == approval.pk

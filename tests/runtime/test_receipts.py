@@ -210,6 +210,39 @@ def test_receipt_record_is_open_to_standing_rules(agents, make_agent):
     assert (receipt.channel, receipt.rule_id, receipt.binds) == ("rule", "rule_x", True)
 
 
+def test_a_rule_approved_call_whose_policy_changed_is_put_to_a_person(
+    agents, make_agent, monkeypatch
+):
+    """A call a standing rule allowed (no interaction) whose policy changed before it was sent
+    is held for a person, with the reason, instead."""
+    agent = deploy_agent(make_agent, "allow")
+    task = send(agents.a, "shipper")
+    # The turn journals the allowed call; a rule's receipt binds it (as runtime.rules would).
+    original = Effect.objects.create
+    made = []
+
+    def journal(**fields):
+        effect = original(**fields)
+        made.append(effect)
+        effect.task = Task.objects.get(pk=effect.task_id)
+        receipt_record(
+            effect=effect, agent=agent, decision="approved", decider="rule:r", channel="rule"
+        )
+        Agent.objects.filter(pk=agent.pk).update(tool_policy={"deploy/deploy_build": "approve"})
+        return effect
+
+    monkeypatch.setattr(Effect.objects, "create", journal)
+    task = run(task)
+    monkeypatch.undo()
+    assert not DemoRecord.objects.exists()
+    assert task.state == TaskState.AUTH_REQUIRED
+    approval = open_interaction(task)
+    assert approval.public_id == made[0].public_id and approval.detail["voided"] is True
+    decide(approval, approved=True)
+    assert run(task).state == TaskState.COMPLETED
+    assert DemoRecord.objects.count() == 1
+
+
 # --- 2. edit then approve ---------------------------------------------------------------------
 
 
@@ -415,3 +448,12 @@ def test_deleting_a_task_leaves_its_audit_rows_as_they_were(agents, make_agent):
     event = AuditEvent.objects.get(pk=event.pk)
     assert (event.task_id, event.interaction_id, event.action) == before
     assert Receipt.objects.get().task_public_id == task_id
+
+
+def test_only_deleting_a_whole_tenant_removes_its_audit_rows(agents, make_agent):
+    deploy_agent(make_agent, "approve")
+    decide(held(agents), approved=False)
+    agents.b.tenant.delete()  # another tenant's deletion touches nothing of this one
+    assert AuditEvent.objects.count() == Receipt.objects.count() == 1
+    agents.a.tenant.delete()
+    assert not AuditEvent.objects.exists() and not Receipt.objects.exists()

@@ -22,6 +22,7 @@ only when PUSH_ALLOW_PRIVATE_HOSTS is on); the installer's OPENAI_BASE_URL is tr
 """
 
 import hashlib
+import itertools
 import json
 import logging
 import re
@@ -73,6 +74,7 @@ MAX_BACKOFF_SECONDS = 30.0
 # a connection without telling us; a close that still races a request is retried at once.
 KEEPALIVE_SECONDS = 4.0
 CLIENTS_PER_PROCESS = 64
+CLIENT_SHARDS = 8
 
 ASK_QUESTION = "ask_question"
 EMIT_ARTIFACT = "emit_artifact"
@@ -483,6 +485,17 @@ class ClientEntry:
 
 
 CLIENTS = ClientCache()
+_thread_shards = itertools.count()
+_this_thread = threading.local()
+
+
+def thread_shard() -> int:
+    """This thread's client shard (0..CLIENT_SHARDS-1), dealt round-robin as threads first
+    ask; a thread keeps its shard."""
+    shard = getattr(_this_thread, "shard", None)
+    if shard is None:
+        shard = _this_thread.shard = next(_thread_shards) % CLIENT_SHARDS
+    return shard
 
 
 class OpenAIChatModel:
@@ -524,12 +537,19 @@ class OpenAIChatModel:
             base_url = settings.OPENAI_BASE_URL
             allow_private = True
         key_hash = hashlib.sha256(secret.encode()).hexdigest()
+        # The threads of a worker share CLIENT_SHARDS clients per key and URL, by thread:
+        # httpcore's pool scans all its connections under one lock at every request and every
+        # response, so one pool of 200 connections taken by 200 threads at once costs CPU
+        # that grows with the square of the calls in flight (bench/slow_turns.py).
+        shard = thread_shard()
 
         def make() -> openai.OpenAI:
             http = guarded_client(
                 timeout=timeout,
                 # As many calls at once as the worker runs turns; more wait for a connection.
-                max_connections=max(10, int(settings.CELERY_WORKER_CONCURRENCY)),
+                max_connections=max(
+                    10, -(-int(settings.CELERY_WORKER_CONCURRENCY) // CLIENT_SHARDS)
+                ),
                 allow_private=allow_private,
                 keepalive_expiry=KEEPALIVE_SECONDS,
             )
@@ -537,7 +557,7 @@ class OpenAIChatModel:
                 api_key=secret, base_url=base_url, http_client=http, max_retries=0, timeout=timeout
             )
 
-        return CLIENTS.lease((base_url or "", allow_private, timeout, key_hash), make)
+        return CLIENTS.lease((base_url or "", allow_private, timeout, key_hash, shard), make)
 
     def complete(self, view: TurnView, request: dict):
         if view.credential is None:

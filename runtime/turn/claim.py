@@ -62,7 +62,9 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         .exclude(state__in=TERMINAL_STATES)
         .values("pk")
     )
-    # of=("self",): lock the task row only (see TurnRunner.write).
+    # of=("self",): lock the task row only. Locking the joined tenant row too serialised
+    # every turn of a tenant and deadlocked with the foreign-key checks of new tasks
+    # (bench/waiters.py, 1000 callers on PostgreSQL).
     task = (
         Task.objects.select_for_update(of=("self",))
         .select_related("tenant", "agent")

@@ -199,7 +199,8 @@ def approval_void_if_stale(*, task: Task, effect: Effect) -> bool | None:
     interaction reopens, saying why (returns False: the turn pauses), or, when the policy now
     denies the tool, the call is denied (returns True: the model sees it and the turn goes on).
     """
-    effect.refresh_from_db(fields=["arguments", "arguments_hash", "state"])
+    # ``effect`` was read in the send step, after the decision: its arguments are the ones
+    # stored (an edit changes them only while the call is held), so it is not read again.
     receipt = receipt_binding(effect)
     if receipt is None:
         return None  # allowed by the policy, or journalled before receipts: nothing to match

@@ -118,16 +118,19 @@ class TurnRunner(ToolCalls):
         atomic = transaction.atomic()
         atomic.__enter__()
         try:
-            # Only the row's lock and the run's check: the row itself is in memory.
+            # Only the row's lock and the run's check: the row itself is in memory. The
+            # agent's tool policy comes along in the same statement: the run may have waited
+            # (a model, a tool, a fetch) while an admin changed it, and every call it journals
+            # or sends from here on is judged by the policy in force now.
             held = list(
-                Task.objects.select_for_update()
+                Task.objects.select_for_update(of=("self",))
                 .filter(
                     pk=self.task_pk,
                     run_id=self.run_id,
                     lease_owner=self.worker_id,
                     state=TaskState.WORKING,
                 )
-                .values_list("pk", flat=True)
+                .values_list("agent__tool_policy", flat=True)
             )
         except BaseException as exc:
             atomic.__exit__(type(exc), exc, exc.__traceback__)
@@ -135,6 +138,8 @@ class TurnRunner(ToolCalls):
         if not held:
             atomic.__exit__(None, None, None)
             raise LeaseLost()
+        if held[0] != self.task.agent.tool_policy:
+            self.task.agent.tool_policy = held[0]
         self._atomic = atomic
         self.task.turn_batch = TurnBatch()
         return self.task

@@ -93,3 +93,30 @@ def test_a_two_person_approval_cannot_be_edited(agents, deployer):
     interaction.refresh_from_db()
     assert interaction.approvals == []
     assert Effect.objects.get(task=task).arguments["build"] == "rel-1"
+
+
+def test_a_policy_changed_while_the_run_waited_judges_the_call_it_makes_next(
+    agents, make_agent, monkeypatch
+):
+    """The run keeps its task in memory between its transactions; the agent's tool policy is
+    read again with each one, so an admin's "deny" given while the run waited (a model, a
+    tool, here a scripted wait) stops the call the run makes next."""
+    from runtime.turn import runner
+
+    agent = make_agent(
+        "dep",
+        [{"wait": 0.01}, deploying("rel-1"), *REPORT_RESULT],
+        tools=[DEPLOY_TOOL],
+        tool_policy={"deploy/deploy_build": "allow"},
+    )
+    waited = runner.lease_wait
+
+    def admin_denies_meanwhile(**kwargs):
+        Agent.objects.filter(pk=agent.pk).update(tool_policy={"deploy/deploy_build": "deny"})
+        return waited(**kwargs)
+
+    monkeypatch.setattr(runner, "lease_wait", admin_denies_meanwhile)
+    task = run(send(agents.a, "dep", "go"))
+    effect = Effect.objects.get(task=task)
+    assert effect.state == Effect.State.DENIED
+    assert not DemoRecord.objects.filter(effect_id=effect.public_id).exists()

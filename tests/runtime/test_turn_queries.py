@@ -132,7 +132,8 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     # the tool's, not the turn's.
     tool = sum(1 for s in cost.statements if "runtime_demorecord" in s)
     assert tool == 2, cost
-    # Take: locked read, the effect, its interaction, effect approved, effect sending, save.
+    # Take: locked read, the effect, its interaction, effect approved, the approval's receipt
+    # (does it still bind? issue 13), effect sending, save.
     # Finish: the row's lock, effect closed, three status events, the task's push configs,
     # the context's next queued turn, save, NOTIFY.
-    assert len(cost.statements) - tool == 15, cost
+    assert len(cost.statements) - tool == 16, cost

@@ -137,3 +137,82 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     # Finish: the row's lock, effect closed, three status events, the task's push configs,
     # the context's next queued turn, save, NOTIFY.
     assert len(cost.statements) - tool == 16, cost
+
+
+# --- the run's row in memory: a change by someone else while the run waits wins ------------
+
+
+class HostedModel:
+    """A model asked over the network (not ``in_process``): the run commits before asking
+    it, and ``meanwhile`` plays what someone else does while the call is out."""
+
+    def __init__(self, meanwhile):
+        self.meanwhile = meanwhile
+
+    def next_action(self, view):
+        from runtime.llm.actions import Reply
+
+        self.meanwhile()
+        return Reply("Done.")
+
+
+def test_a_task_canceled_while_its_model_is_asked_stays_canceled(agents, make_agent, monkeypatch):
+    from runtime.models import TaskEvent
+    from runtime.services.tasks import task_cancel
+
+    agent = make_agent("hosted", [{"reply": "never used"}])
+    task = send(agents.a, "hosted", "go")
+
+    def cancel():
+        task_cancel(
+            tenant=agents.a.tenant, agent=agent, subject=agents.a.subject, task_id=task.public_id
+        )
+
+    monkeypatch.setattr("runtime.turn.runner.model_for", lambda agent: HostedModel(cancel))
+    turn_run(task_pk=task.pk, worker_id="w1")
+
+    task.refresh_from_db()
+    # The run found the row no longer its own when it came back, and wrote nothing: no
+    # reply, no COMPLETED event after the cancel's.
+    assert task.state == TaskState.CANCELED
+    assert task.status_message["parts"][0]["text"] == "Canceled by the caller."
+    assert not [e for e in task.transcript if e["type"] == "action"]
+    states = list(
+        TaskEvent.objects.filter(task=task, kind="status")
+        .order_by("seq")
+        .values_list("state", flat=True)
+    )
+    assert states == [TaskState.SUBMITTED, TaskState.WORKING, TaskState.CANCELED]
+
+
+def test_a_turn_taken_over_while_its_model_is_asked_is_left_to_the_new_run(
+    agents, make_agent, monkeypatch
+):
+    from runtime.turn.claim import turn_claim
+
+    make_agent("hosted", [{"reply": "never used"}])
+    task = send(agents.a, "hosted", "go")
+    taken = {}
+
+    def taken_over():
+        # The lease ran out (say the call outlasted TURN_HOLD_MAX_SECONDS) and the sweep gave
+        # the turn to another worker, which claimed it: a new run id.
+        from django.utils import timezone
+
+        from runtime.models import Task
+
+        Task.objects.filter(pk=task.pk).update(lease_expires_at=timezone.now())
+        taken["task"] = turn_claim(task_pk=task.pk, worker_id="w2")
+
+    monkeypatch.setattr("runtime.turn.runner.model_for", lambda agent: HostedModel(taken_over))
+    turn_run(task_pk=task.pk, worker_id="w1")
+
+    task.refresh_from_db()
+    assert taken["task"] is not None
+    # The first run's reply was not written over the second run's claim.
+    assert (task.state, task.lease_owner, task.run_id) == (
+        TaskState.WORKING,
+        "w2",
+        taken["task"].run_id,
+    )
+    assert not [e for e in task.transcript if e["type"] == "action"]

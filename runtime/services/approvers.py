@@ -8,7 +8,8 @@ from django.utils import timezone
 from runtime.approvers import ROLES, Decider, approval_binding, decider_refusal
 from runtime.audit import audit_record
 from runtime.errors import DeciderRefused
-from runtime.models import Effect, Interaction, InteractionApproval, Task
+from runtime.models import Effect, Interaction, InteractionApproval, Receipt, Task
+from runtime.receipts import receipt_record
 
 
 def approval_gate(
@@ -19,6 +20,8 @@ def approval_gate(
     decider: Decider | None,
     by: str,
     via: str,
+    shown_hash: str | None = None,
+    stepped_up: bool = False,
 ) -> dict | None:
     """Check that the decider may decide this approval; record an approval that does not
     yet make up the number required. Returns the answer that closes the interaction, or
@@ -36,11 +39,9 @@ def approval_gate(
         return answer
     # Only approvals of the same thing count together: one given under another policy
     # version or for other arguments (an approval voided since) is dropped here.
-    held = (
-        Effect.objects.filter(tenant_id=interaction.tenant_id, public_id=interaction.public_id)
-        .only("arguments_hash")
-        .first()
-    )
+    held = Effect.objects.filter(
+        tenant_id=interaction.tenant_id, public_id=interaction.public_id
+    ).first()
     binds = approval_binding(
         tool_policy=task.agent.tool_policy, arguments_hash=held.arguments_hash if held else ""
     )
@@ -63,6 +64,22 @@ def approval_gate(
     Interaction.objects.filter(pk=interaction.pk).update(approvals=approvals)
     interaction.approvals = approvals
     if len(approvals) < interaction.approvals_required:
+        if held is not None:
+            # A decision like any other: its receipt binds what this person approved. The
+            # call's sending is bound by the last approval's receipt (interaction_close).
+            held.task = task
+            receipt_record(
+                effect=held,
+                agent=task.agent,
+                decision=Receipt.Decision.APPROVED,
+                decider=by,
+                channel=via,
+                interaction_id=interaction.public_id,
+                shown_hash=shown_hash,
+                stepped_up=stepped_up,
+                reason=f"{len(approvals)} of {interaction.approvals_required}: the call waits "
+                "for another person's approval",
+            )
         audit_record(
             tenant_id=interaction.tenant_id,
             actor=by,

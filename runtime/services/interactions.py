@@ -225,7 +225,14 @@ def interaction_answer(
     if interaction.kind == Interaction.Kind.APPROVAL:
         # Who may decide, and the two-person rule (an edit voids earlier approvals' binding).
         gated = approval_gate(
-            interaction=interaction, task=task, answer=clean, decider=decider, by=by, via=via
+            interaction=interaction,
+            task=task,
+            answer=clean,
+            decider=decider,
+            by=by,
+            via=via,
+            shown_hash=shown_hash,
+            stepped_up=stepped_up,
         )
         if gated is None:
             return interaction  # recorded; waits for the next person's approval

@@ -8,7 +8,7 @@ import pytest
 from notifications.services import ladder_save, ladders_advance
 from runtime.approvers import Decider, decider_refusal
 from runtime.errors import AlreadyDecided, DeciderRefused, UnsupportedOperation
-from runtime.models import AuditEvent, DemoRecord, Interaction, InteractionApproval
+from runtime.models import AuditEvent, DemoRecord, Interaction, InteractionApproval, Receipt
 from runtime.services.interactions import interaction_answer
 from runtime.tools import policy_for
 from tenants.models import ApproverGroup, Membership
@@ -177,6 +177,13 @@ def test_two_person_rule_first_approval_recorded_then_second_resumes(agents, hol
         "approval_recorded",
         "approved",
     ]
+    # Each person's approval has its receipt (issue 13): the first says it waited.
+    receipts = list(Receipt.objects.filter(effect_public_id=interaction.public_id).order_by("id"))
+    assert [(r.decider, r.decision) for r in receipts] == [
+        ("user:operator@acme.test", "approved"),
+        ("user:admin@acme.test", "approved"),
+    ]
+    assert receipts[0].reason.startswith("1 of 2")
     task = run(interaction.task)
     assert task.state == "TASK_STATE_COMPLETED"
     assert DemoRecord.objects.filter(effect_id=interaction.public_id).count() == 1

@@ -24,16 +24,22 @@ def audit_record(
     )
 
 
-def audit_decision(*, interaction: Interaction, task: Task) -> AuditEvent:
+def decision_word(interaction: Interaction) -> str:
+    """What a decided interaction came to, in one word: the audit's action and the
+    interactions/v1 ``outcome`` (expired, approved, denied, connected, declined, answered)."""
     answer = interaction.answer or {}
     if interaction.state == Interaction.State.EXPIRED:
-        action = "expired"
-    elif interaction.kind == Interaction.Kind.APPROVAL:
-        action = "approved" if answer.get("approved") else "denied"
-    elif interaction.kind == Interaction.Kind.CONNECTION:
-        action = "connected" if answer.get("connected") else "declined"
-    else:
-        action = "answered"
+        return "expired"
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        return "approved" if answer.get("approved") else "denied"
+    if interaction.kind == Interaction.Kind.CONNECTION:
+        return "connected" if answer.get("connected") else "declined"
+    return "answered"
+
+
+def audit_decision(*, interaction: Interaction, task: Task) -> AuditEvent:
+    answer = interaction.answer or {}
+    action = decision_word(interaction)
     return audit_record(
         tenant_id=interaction.tenant_id,
         actor=interaction.answered_by,

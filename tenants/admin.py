@@ -130,6 +130,19 @@ class EscapedJSONField(forms.JSONField):
         return json.dumps(value, cls=self.encoder)
 
 
+# What an admin sets when making a token (the form and the add page show the same fields).
+TOKEN_CREATE_FIELDS = (
+    "tenant",
+    "kind",
+    "subject",
+    "name",
+    "all_agents",
+    "agent_slugs",
+    "may_step_up",
+    "expires_at",
+)
+
+
 class ApiTokenForm(forms.ModelForm):
     agent_slugs = EscapedJSONField(
         required=False,
@@ -139,16 +152,7 @@ class ApiTokenForm(forms.ModelForm):
 
     class Meta:
         model = ApiToken
-        fields = [
-            "tenant",
-            "kind",
-            "subject",
-            "name",
-            "all_agents",
-            "agent_slugs",
-            "may_step_up",
-            "expires_at",
-        ]
+        fields = list(TOKEN_CREATE_FIELDS)
 
     def clean_agent_slugs(self):
         value = self.cleaned_data.get("agent_slugs") or []
@@ -206,16 +210,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return [
-                "tenant",
-                "kind",
-                "subject",
-                "name",
-                "all_agents",
-                "agent_slugs",
-                "may_step_up",
-                "expires_at",
-            ]
+            return list(TOKEN_CREATE_FIELDS)
         return [
             "masked",
             "tenant",

@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from runtime import extensions as ext
-from runtime.audit import audit_record
+from runtime.audit import audit_record, decision_word
 from runtime.errors import InvalidParams, StepUpRequired, UnsupportedOperation
 from runtime.ladders import expiry_seconds
 from runtime.models import Effect, Interaction, Receipt, Task, TaskState
@@ -168,14 +168,7 @@ def decision_outcome(interaction: Interaction) -> dict:
     what kind of decider, and ``edited`` for an approval whose arguments an operator changed.
     Never the arguments, never an operator's identity."""
     answer = interaction.answer or {}
-    if interaction.state == Interaction.State.EXPIRED:
-        outcome = "expired"
-    elif interaction.kind == Interaction.Kind.APPROVAL:
-        outcome = "approved" if answer.get("approved") else "denied"
-    elif interaction.kind == Interaction.Kind.CONNECTION:
-        outcome = "connected" if answer.get("connected") else "declined"
-    else:
-        outcome = "answered"
+    outcome = decision_word(interaction)
     data = {
         "interactionId": interaction.public_id,
         "kind": interaction.kind,

@@ -5,7 +5,7 @@
 # messageId each) at concurrency C for SECS seconds. Prints req/s and the CPU seconds each process
 # spent per call (from /proc/<pid>/stat), which drift much less with a shared machine's load than
 # req/s. PROFILE=1 records the web process with py-spy (pip install py-spy) into OUTDIR/web.svg
-# and its collapsed stacks into OUTDIR/web.txt. Run from the project's root:
+# and its collapsed stacks into OUTDIR/web.txt, the worker's into OUTDIR/worker.txt. Run from the project's root:
 #
 #   bench/cpu_per_send.sh OUTDIR [seconds] [concurrency]
 #
@@ -59,10 +59,12 @@ w0=$(cpu $web); k0=$(cpu $worker)
 if [ "${PROFILE:-}" = 1 ]; then
   .venv/bin/py-spy record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
   spy=$!
+  .venv/bin/py-spy record -p $worker -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/worker.txt" >/dev/null 2>&1 &
+  spyw=$!
 fi
 wrk -t1 -c"$C" -d"${SECS}s" --timeout 30s --latency -s "$OUT/send.lua" "$url" >"$OUT/send.txt"
 w1=$(cpu $web); k1=$(cpu $worker)
-[ "${PROFILE:-}" = 1 ] && wait $spy
+[ "${PROFILE:-}" = 1 ] && wait $spy $spyw
 n=$(awk '/requests in/ {print $1}' "$OUT/send.txt")
 python3 - "$n" "$w0" "$w1" "$k0" "$k1" "$(getconf CLK_TCK)" "$SECS" "$OUT/send.txt" <<'PY'
 import re, sys

@@ -11,15 +11,17 @@ The turn runner makes several steps in one transaction (runtime.turn.runner): it
 made once, when it commits (``task_save``; runtime.notify.task_changed).
 """
 
+import functools
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from config.celery import queue as celery_queue
 from runtime import extensions as ext
 from runtime.models import Task, TaskEvent, TaskState
 from runtime.notify import task_changed
+from runtime.rowsql import row_insert, row_update
 from runtime.shapes import status_payload
 from runtime.signals import task_event_written
 from runtime.tasks import run_turn as run_turn_task
@@ -53,9 +55,18 @@ def task_save(task: Task, fields: Iterable[str]) -> None:
     """Save ``fields`` of the task now or, while a turn's batch is open on it, with the batch."""
     batch: TurnBatch | None = getattr(task, "turn_batch", None)
     if batch is None:
-        task.save(update_fields=list(fields))
+        task_write(task, fields)
     else:
         batch.fields.update(fields)
+
+
+def task_write(task: Task, fields: Iterable[str]) -> None:
+    """``task.save(update_fields=fields)`` without compiling the UPDATE on every call (the
+    turn's hot path; runtime.rowsql). The caller holds the row's lock, so the row is there;
+    if it is not, this fails as ``save`` does."""
+    fields = sorted(set(fields))
+    if fields and row_update(task, fields) != 1:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
 def event_emit(
@@ -63,7 +74,7 @@ def event_emit(
 ) -> TaskEvent:
     """Record the task's next event (the caller saves ``event_seq`` with its change)."""
     task.event_seq += 1
-    event = TaskEvent.objects.create(
+    event = TaskEvent(
         tenant_id=task.tenant_id,
         task=task,
         seq=task.event_seq,
@@ -71,6 +82,7 @@ def event_emit(
         state=task.state,
         payload={**payload, "_ext": extension_data or {}},
     )
+    row_insert(event)
     # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
     task_event_written.send(sender=TaskEvent, task=task, event=event)
     # Streams watch every event, artifacts included.
@@ -162,13 +174,20 @@ def _turn_enqueue_pk(task_pk: int) -> None:
 
 def context_next_start(task: Task) -> None:
     """The task reached a terminal state: the context's next queued turn may start."""
-    following = (
-        Task.objects.filter(
-            context_id=task.context_id, turn__gt=task.turn, state=TaskState.SUBMITTED
-        )
-        .order_by("turn")
-        .values_list("pk", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
+        following = cursor.fetchone()
     if following is not None:
-        _turn_enqueue_pk(following)
+        _turn_enqueue_pk(following[0])
+
+
+@functools.cache
+def _next_turn_sql() -> str:
+    """context_next_start's read, written once (the ORM compiled it for every turn's end)."""
+    q = connection.ops.quote_name
+    meta = Task._meta
+    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
+    return (
+        f"SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} "
+        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
+    )

@@ -123,10 +123,23 @@ def task_status_set(
     task_save(task, [*STATUS_FIELDS, *also])
 
 
-def task_status_announce(task: Task) -> None:
-    """A new task's first status: its event, and a wake-up for those who wait on the task."""
-    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task))
-    task.save(update_fields=["event_seq"])
+def task_first_event(task: Task) -> TaskEvent:
+    """A new task's first status event, unsaved: the caller writes it with the task, whose
+    ``event_seq`` it sets (one INSERT of the task, no UPDATE after it), then sends
+    ``task_event_written`` for it.
+
+    Nobody is woken (no NOTIFY): a waiter or a stream names a task by the id the transaction
+    that makes it returns, so none can wait on it before that commit, and each reads the task
+    once it has registered (runtime.notify.wait_for_state, task_watch)."""
+    task.event_seq = 1
+    return TaskEvent(
+        tenant_id=task.tenant_id,
+        task=task,
+        seq=1,
+        kind=TaskEvent.Kind.STATUS,
+        state=task.state,
+        payload={**status_payload(task), "_ext": {}},
+    )
 
 
 def lease_release(task: Task) -> None:

@@ -251,6 +251,8 @@ class StoredTask(tuple):
     history_text = property(itemgetter(8))
     artifacts_text = property(itemgetter(9))
     artifact_ext_text = property(itemgetter(10))
+    # The status timestamp as the wire writes it (runtime.shapes.now_iso), by PostgreSQL.
+    status_timestamp_wire = property(itemgetter(11))
 
     status_message = cached_property(lambda self: _parsed(self.status_message_text))
     status_ext = cached_property(lambda self: _parsed(self.status_ext_text))
@@ -266,6 +268,11 @@ def _parsed(text: str | None):
 _STORED_COLUMN_LIST = ", ".join(
     [f'"{Task._meta.get_field(name).column}"' for name in StoredTask.FIELDS]
     + [f'"{Task._meta.get_field(name).column}"::text' for name in StoredTask.JSON_FIELDS]
+    # to_char's MS truncates to milliseconds, as now_iso does; YYYY has four digits at least.
+    + [
+        f"to_char(\"{Task._meta.get_field('status_timestamp').column}\" AT TIME ZONE 'UTC', "
+        '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\')'
+    ]
 )
 
 

@@ -194,7 +194,7 @@ def stored_task_wire(
             include_artifacts=include_artifacts,
             files_base=files_base,
         )
-    status: dict[str, Any] = {"state": task.state, "timestamp": now_iso(task.status_timestamp)}
+    status: dict[str, Any] = {"state": task.state, "timestamp": task.status_timestamp_wire}
     if _stored_truthy(task.status_message_text):
         status["message"] = orjson.Fragment(task.status_message_text)
     out: dict[str, Any] = {

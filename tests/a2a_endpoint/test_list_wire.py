@@ -5,6 +5,7 @@ every kind of task and every option a caller has."""
 import asyncio
 import itertools
 import json
+from datetime import UTC, datetime
 from unittest import mock
 
 import orjson
@@ -47,6 +48,9 @@ HISTORY = [
 KINDS = [
     {},
     {"status_message": None, "history": []},
+    # The timestamp's milliseconds are truncated, its year has four digits.
+    {"status_timestamp": datetime(2026, 1, 1, 23, 59, 59, 999_999, tzinfo=UTC)},
+    {"status_timestamp": datetime(999, 1, 2, 3, 4, 5, 500, tzinfo=UTC)},
     {"status_message": MESSAGE, "history": HISTORY},
     {"status_message": None, "status_ext": {ext.PROGRESS: {"step": 2, "of": 3}}},
     {"status_message": MESSAGE, "status_ext": {ext.TELEMETRY: {"tokens": 2**64 + 1}}},

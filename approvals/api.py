@@ -41,14 +41,14 @@ from runtime.approvers import Decider, effective_approvers
 from runtime.models import Interaction, StandingRule
 from runtime.rules import DURATIONS, FOREVER, OPS
 from runtime.selectors import (
-    held_call_for,
+    held_call_of,
     interaction_for_tenant,
     interactions_for_tenant,
     interactions_keyset_page,
     rule_for_tenant,
     rules_for_tenant,
 )
-from runtime.services.interactions import interaction_answer
+from runtime.services.interactions import Asked, interaction_answer
 from runtime.services.rules import rule_check, rule_create, rule_revoke
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, token_kind_check
@@ -207,7 +207,7 @@ class InteractionDetailSerializer(InteractionSerializer):
 
     @extend_schema_field(HeldCallSerializer(allow_null=True))
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
-        effect = held_call_for(interaction=obj)
+        effect = held_call_of(obj)
         return HeldCallSerializer(effect).data if effect else None
 
     def to_representation(self, instance) -> dict:
@@ -517,39 +517,46 @@ def interaction_detail(request, public_id: str):
 @permission_classes([permissions.IsAuthenticated, IsOperator])
 def interaction_answer_view(request, public_id: str):
     """Decide: {approved, reason} for an approval, {value} for a question or a connection."""
-    interaction = _interaction_or_404(request, public_id)
-    body = AnswerSerializer(data=request.data, context={"interaction": interaction})
-    body.is_valid(raise_exception=True)
-    # The core's faults (already decided, invalid, gone, step-up) are answered by api_errors.py.
-    answer = dict(body.validated_data)
-    arguments = answer.pop("arguments", None)
-    shown_hash = answer.pop("argumentsHash", None)
-    allow_similar = answer.pop("allowSimilar", None)
-    if allow_similar is not None:
-        # A rule that cannot be made is refused before anything is approved.
-        rule_check(
-            interaction=interaction,
-            decider=request.operator.decider,
-            conditions=allow_similar["conditions"],
-            duration=allow_similar["duration"],
-        )
+    operator = request.operator
+    allow_similar = None
+
+    def asked(interaction: Interaction) -> Asked:
+        # The body is read against the interaction the service has just read under the task's
+        # lock (what it may hold depends on its kind): no read of the row before that one.
+        nonlocal allow_similar
+        body = AnswerSerializer(data=request.data, context={"interaction": interaction})
+        body.is_valid(raise_exception=True)
+        answer = dict(body.validated_data)
+        arguments = answer.pop("arguments", None)
+        shown_hash = answer.pop("argumentsHash", None)
+        allow_similar = answer.pop("allowSimilar", None)
+        if allow_similar is not None:
+            # A rule that cannot be made is refused before anything is approved.
+            rule_check(
+                interaction=interaction,
+                decider=operator.decider,
+                conditions=allow_similar["conditions"],
+                duration=allow_similar["duration"],
+            )
+        return Asked(answer=answer, arguments=arguments, shown_hash=shown_hash)
+
+    # The core's faults (missing, already decided, invalid, step-up) are answered by
+    # api_errors.py; a missing interaction is a 404 before its body is read.
     decided = interaction_answer(
-        tenant=request.operator.tenant,
-        interaction_id=interaction.public_id,
-        answer=answer,
-        by=request.operator.subject,
+        tenant=operator.tenant,
+        interaction_id=public_id,
+        by=operator.subject,
         via="rest",
-        arguments=arguments,
-        shown_hash=shown_hash,
-        stepped_up=request.operator.stepped_up(request),
-        decider=request.operator.decider,
+        stepped_up=operator.stepped_up(request),
+        decider=operator.decider,
+        asked=asked,
     )
     if allow_similar is not None and decided.state == Interaction.State.ANSWERED:
         # The approval stands on its own; a rule that cannot be made is answered as such.
         rule = rule_create(
-            tenant=request.operator.tenant,
+            tenant=operator.tenant,
             interaction_id=decided.public_id,
-            decider=request.operator.decider,
+            decider=operator.decider,
             caller_only=allow_similar["callerOnly"],
             conditions=allow_similar["conditions"],
             duration=allow_similar["duration"],

@@ -118,7 +118,7 @@ def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
             "--without-heartbeat",
         ],
         cwd=ROOT,
-        env={**env, "DATABASE_POOL": "false"},
+        env=env,
         stdout=open(logdir / "worker.log", "ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -133,6 +133,49 @@ def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):
 
     wait_until(web_up, 60, "the web server")
     return web, worker
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far, user and system (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profile_start(outdir: str | None, web_pid: int, worker_pid: int, idle: bool) -> list:
+    """py-spy on the web server and the worker while the decisions run (--profile DIR): their
+    collapsed stacks in DIR/web.txt and DIR/worker.txt; with ``idle`` the waits too (a wait
+    is latency as much as work is)."""
+    if not outdir:
+        return []
+    Path(outdir).mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                str(BIN / "py-spy"),
+                "record",
+                "-p",
+                str(pid),
+                "-r",
+                "200",
+                *(["--idle"] if idle else []),
+                "--nonblocking",
+                "-f",
+                "raw",
+                "-o",
+                str(Path(outdir) / f"{name}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in (("web", web_pid), ("worker", worker_pid))
+    ]
+
+
+def profile_stop(profilers: list) -> None:
+    for profiler in profilers:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+    for profiler in profilers:
+        profiler.wait(60)
 
 
 def rpc(client, url: str, method: str, params: dict) -> dict:
@@ -174,6 +217,11 @@ def main() -> int:
     parser.add_argument("n", nargs="?", type=int, default=200, help="decisions")
     parser.add_argument("--worker-concurrency", type=int, default=1)
     parser.add_argument("--poll-ms", type=float, default=1.0, help="pause between GetTasks")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the web and the worker into DIR")
+    parser.add_argument("--profile-idle", action="store_true", help="--profile with the waits")
+    parser.add_argument(
+        "--port", type=int, default=0, help="the web server's (default: a free one)"
+    )
     args = parser.parse_args()
 
     if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
@@ -191,7 +239,7 @@ def main() -> int:
 
     tenant, agent, partner, operator = seed()
     logdir = Path(tempfile.mkdtemp(prefix="bench-decisions-"))
-    port = free_port()
+    port = args.port or free_port()
     env = {
         **os.environ,
         "A2A_WAIT_MS": "120000",
@@ -204,6 +252,7 @@ def main() -> int:
     import httpx
 
     samples = []  # (task id, interaction id, POST ms, total ms, seen at (epoch))
+    post_cpu, polls = 0.0, 0
     try:
         started = time.monotonic()
         task_ids = pause_tasks(base, a2a, partner, args.n, parallel=8)
@@ -222,18 +271,23 @@ def main() -> int:
             page = operator_client.get(url).json()
             interaction_of.update({row["taskId"]: row["id"] for row in page["results"]})
             url = page["next"]
+        profilers = profile_start(args.profile, web.pid, worker.pid, args.profile_idle)
+        web_cpu, worker_cpu = cpu_seconds(web.pid), cpu_seconds(worker.pid)
         for task_id in task_ids:
             interaction_id = interaction_of[task_id]
+            before_post = cpu_seconds(web.pid)
             sent = time.perf_counter()
             response = operator_client.post(
                 f"/api/v1/interactions/{interaction_id}/answer", json={"approved": True}
             )
             answered = time.perf_counter()
+            post_cpu += cpu_seconds(web.pid) - before_post
             if response.status_code != 200:
                 raise RuntimeError(f"answer: HTTP {response.status_code} {response.text[:200]}")
             deadline = sent + 30
             while True:
                 task = rpc(partner_client, a2a, "GetTask", {"id": task_id})
+                polls += 1
                 if task["status"]["state"] in TERMINAL:
                     done = time.perf_counter()
                     seen_at = time.time()
@@ -244,6 +298,9 @@ def main() -> int:
             samples.append(
                 (task_id, interaction_id, (answered - sent) * 1000, (done - sent) * 1000, seen_at)
             )
+        web_cpu = cpu_seconds(web.pid) - web_cpu
+        worker_cpu = cpu_seconds(worker.pid) - worker_cpu
+        profile_stop(profilers)
     finally:
         web.terminate()
         os.killpg(worker.pid, signal.SIGTERM)
@@ -287,6 +344,13 @@ def main() -> int:
     print(line("  decided -> run started", pickups))
     print(line("  run started -> terminal", turns))
     print(line("  terminal -> GetTask saw it", seen))
+    if samples:
+        n = len(samples)
+        print(
+            f"CPU per decision (ms): web POST {post_cpu / n * 1000:.1f}, "
+            f"web GetTasks {(web_cpu - post_cpu) / n * 1000:.1f} ({polls / n:.1f} GetTasks), "
+            f"worker {worker_cpu / n * 1000:.1f}"
+        )
     return 0
 
 

@@ -407,6 +407,20 @@ def held_call_for(*, interaction: Interaction) -> Effect | None:
     ).first()
 
 
+def held_call_of(interaction: Interaction) -> Effect | None:
+    """``held_call_for``, read once per interaction object: a decision's step-up check, edit
+    and receipt share the row, and so does the answer that shows the decided interaction
+    (the row as the decision left it, an edit's arguments included)."""
+    if interaction.kind != Interaction.Kind.APPROVAL:
+        return None
+    if "_held_call" not in interaction.__dict__:
+        effect = held_call_for(interaction=interaction)
+        if effect is not None and Interaction.task.is_cached(interaction):
+            effect.task = interaction.task  # the decision's (locked) task: no second read
+        interaction.__dict__["_held_call"] = effect
+    return interaction.__dict__["_held_call"]
+
+
 def effect_for_tenant(*, tenant, public_id: str) -> Effect | None:
     return (
         Effect.objects.filter(tenant=tenant, public_id=public_id)

@@ -2,7 +2,8 @@
 answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn."""
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
@@ -16,13 +17,13 @@ from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.ladders import expiry_seconds
 from runtime.models import Interaction, Task, TaskState
 from runtime.observe import decision_observe
+from runtime.selectors import held_call_of
 from runtime.services.approvers import approval_gate
 from runtime.services.receipts import (
     decision_edit_apply,
     decision_outcome,
     decision_receipt,
     decision_step_up_check,
-    held_effect,
 )
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
@@ -143,7 +144,7 @@ def interaction_close(
         # The model is told that the call went out with other arguments, and which
         # (runtime.llm reads this entry beside the call's result).
         entry["step"] = interaction.request.get("step")
-        entry["arguments"] = held_effect(interaction).arguments
+        entry["arguments"] = held_call_of(interaction).arguments
     task.transcript.append(entry)
     task_status_set(
         task,
@@ -164,27 +165,40 @@ def interaction_close(
     return interaction
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a decider asks for, read from a request that only the interaction's kind tells
+    how to read (``interaction_answer``'s ``asked``)."""
+
+    answer: dict
+    arguments: dict | None = None
+    shown_hash: str | None = None
+
+
 @transaction.atomic(durable=True)
 def interaction_answer(
     *,
     tenant,
     interaction_id: str,
-    answer: dict,
     by: str,
     via: str,
+    answer: dict | None = None,
     arguments: dict | None = None,
     shown_hash: str | None = None,
     stepped_up: bool = False,
     decider: Decider | None = None,
+    asked: Callable[[Interaction], Asked] | None = None,
 ) -> Interaction:
     """An operator's or a program's decision on an interaction; exactly one decision wins.
 
     ``arguments``: an approval's edited arguments (``editable: true``); ``shown_hash``: the
     SHA-256 of the arguments the decider saw; ``stepped_up``: a recent re-authentication (or a
     token with that right) for ``risk: high`` tools; ``decider`` says who decides (their role
-    and groups, runtime.approvers). The interaction comes back decided, with its task (and the
-    task's agent) loaded; or, for an approval that needs another person's approval still, open
-    with this one recorded.
+    and groups, runtime.approvers). ``asked``, instead of the first three: the caller reads
+    its request against the interaction as read here (the REST body, by its kind; it may
+    refuse it), before anything is recorded, so that one read of the row serves both. The
+    interaction comes back decided, with its task (and the task's agent) loaded; or, for an
+    approval that needs another person's approval still, open with this one recorded.
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
@@ -201,10 +215,14 @@ def interaction_answer(
     )
     if interaction is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
+    interaction.task = task
+    if asked is not None:
+        # A request that does not read is refused as such, even by a decided interaction.
+        request = asked(interaction)
+        answer, arguments, shown_hash = request.answer, request.arguments, request.shown_hash
     if interaction.state != Interaction.State.OPEN:
         raise AlreadyDecided(interaction)
     clean = answer_from_decider(interaction, answer)
-    interaction.task = task
     if interaction.kind == Interaction.Kind.APPROVAL:
         # Before anything is recorded: a first of two approvals needs the step-up too.
         decision_step_up_check(

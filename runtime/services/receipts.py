@@ -23,7 +23,7 @@ from runtime.receipts import (
     receipt_record,
     tool_trust,
 )
-from runtime.selectors import held_call_for
+from runtime.selectors import held_call_of
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
 from runtime.task_state import task_pause, task_save, with_plan
@@ -36,19 +36,6 @@ logger = logging.getLogger(__name__)
 VOIDER = "system:receipts"
 
 
-def held_effect(interaction: Interaction) -> Effect | None:
-    """The call an approval holds (interactions/v1: its id is the effect's), read once per
-    decision: the step-up check, the edit and the receipt of one decision share the row."""
-    if interaction.kind != Interaction.Kind.APPROVAL:
-        return None
-    if "_held_effect" not in interaction.__dict__:
-        effect = held_call_for(interaction=interaction)
-        if effect is not None and Interaction.task.is_cached(interaction):
-            effect.task = interaction.task  # the decision's (locked) task: no second read
-        interaction.__dict__["_held_effect"] = effect
-    return interaction.__dict__["_held_effect"]
-
-
 # --- before the decision -------------------------------------------------------------------
 
 
@@ -59,7 +46,7 @@ def decision_step_up_check(
     recently, or a token made with the step-up right); a denial sends nothing and needs none."""
     if interaction.kind != Interaction.Kind.APPROVAL or answer.get("approved") is not True:
         return
-    effect = held_effect(interaction)
+    effect = held_call_of(interaction)
     if effect is None or not tool_trust(task.agent, effect.server, effect.tool).high_risk:
         return
     if stepped_up:
@@ -90,7 +77,7 @@ def decision_edit_apply(
     (``editable: true`` in the tool's policy, validated against the tool's schema); the effect
     then holds them and their hash, and the receipt both hashes. Returns whether they changed.
     """
-    effect = held_effect(interaction)
+    effect = held_call_of(interaction)
     if effect is None:
         if arguments is not None:
             raise InvalidParams("arguments", "only an approval of a held call takes arguments")
@@ -139,7 +126,7 @@ def decision_receipt(
     stepped_up: bool,
 ) -> Receipt | None:
     """The receipt of a decision on a held call (approvals only; questions bind no call)."""
-    effect = held_effect(interaction)
+    effect = held_call_of(interaction)
     if effect is None:
         return None
     answer = interaction.answer or {}

@@ -1,0 +1,70 @@
+"""What an operator's decision over REST costs the database (issue 9, item 3: decision
+latency). The count is pinned, so a change that adds a query to the answer fails here and
+has to say why; the refusals keep their order although the body is read under the lock."""
+
+import re
+from http import HTTPStatus
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runtime.models import Interaction
+
+pytestmark = pytest.mark.django_db
+
+SAVEPOINT = re.compile(r'^(SAVEPOINT|RELEASE SAVEPOINT|ROLLBACK TO SAVEPOINT) "')
+
+
+def answer(client, public_id: str, body, token: str):
+    return client.post(
+        f"/api/v1/interactions/{public_id}/answer",
+        body,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
+)
+def test_an_approval_over_rest_is_one_transaction_of_eleven_statements(agents, client):
+    approval = agents.a.extra["make"].approval()
+    token = agents.a.extra["operator_token"]
+    # The token's last use is written at most once a minute: not on this request.
+    assert client.get("/api/v1/interactions", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+
+    with CaptureQueriesContext(connection) as captured:
+        response = answer(client, approval.public_id, {"approved": True}, token)
+
+    assert response.status_code == HTTPStatus.OK, response.content
+    # The answer shows the call as the decision left it, without reading it again.
+    assert response.json()["heldCall"]["arguments"]["build"] == "2026.10.06-1"
+    sql = [q["sql"] for q in captured.captured_queries]
+    statements = [s for s in sql if not SAVEPOINT.match(s)]
+    assert sum(1 for s in sql if s.startswith("SAVEPOINT")) == 1, statements
+    # The token; then in the decision's transaction: the task's lock, the interaction (read
+    # once, under the lock: the body is checked against it there), the held call, the claim,
+    # the WORKING status event, the task's push configs, NOTIFY, the task's row, the audit
+    # row, the receipt. (It was 13: the view read the interaction before the service read it
+    # again, and read the held call again for its answer.)
+    assert len(statements) == 11, "\n".join(statements)
+
+
+def test_a_missing_interaction_is_404_before_its_body_is_read(agents, client):
+    token = agents.a.extra["operator_token"]
+    assert answer(client, "eff_nope", "not json", token).status_code == HTTPStatus.NOT_FOUND
+    other = agents.b.extra["make"].approval()
+    response = answer(client, other.public_id, {"approved": "maybe"}, token)
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    other.refresh_from_db()
+    assert other.state == Interaction.State.OPEN
+
+
+def test_a_bad_body_is_400_even_once_the_interaction_is_decided(agents, client):
+    approval = agents.a.extra["make"].approval()
+    token = agents.a.extra["operator_token"]
+    assert answer(client, approval.public_id, {"approved": False}, token).status_code == 200
+    response = answer(client, approval.public_id, {"value": "x"}, token)
+    assert response.status_code == HTTPStatus.BAD_REQUEST
+    assert response.json()["field"] == "value"

@@ -36,16 +36,25 @@ class _Insert:
         meta = model._meta
         self.pk = meta.pk
         self.fields = tuple(f for f in fields if f is not meta.pk)
+        table = _quote(connection, meta.db_table)
         columns = ", ".join(_quote(connection, f.column) for f in self.fields)
-        values = ", ".join(["%s"] * len(self.fields))
-        self.sql = f"INSERT INTO {_quote(connection, meta.db_table)} ({columns}) VALUES ({values})"
-        self.sql_with_pk = (
-            f"INSERT INTO {_quote(connection, meta.db_table)} "
-            f"({_quote(connection, self.pk.column)}, {columns}) VALUES (%s, {values})"
-        )
+        self.row = f"({', '.join(['%s'] * len(self.fields))})"
+        self.head = f"INSERT INTO {table} ({columns}) VALUES "
         self.returning = connection.features.can_return_columns_from_insert
-        if self.returning:
-            self.sql += f" RETURNING {_quote(connection, self.pk.column)}"
+        self.tail = f" RETURNING {_quote(connection, self.pk.column)}" if self.returning else ""
+        self.sql = self.head + self.row + self.tail
+        self.sql_with_pk = (
+            f"INSERT INTO {table} ({_quote(connection, self.pk.column)}, {columns}) "
+            f"VALUES (%s, {self.row[1:]}"
+        )
+        self._many: dict[int, str] = {}
+
+    def sql_of(self, rows: int) -> str:
+        """The INSERT of ``rows`` rows, returning their keys."""
+        found = self._many.get(rows)
+        if found is None:
+            found = self._many[rows] = self.head + ", ".join([self.row] * rows) + self.tail
+        return found
 
 
 class _Update:
@@ -93,6 +102,39 @@ def row_insert(obj: Model, fields: Sequence[str] | None = None, *, using: str = 
             cursor.execute(insert.sql_with_pk, [pk, *values])
     obj._state.adding = False
     obj._state.db = using
+
+
+def rows_insert(objs: Sequence[Model], *, using: str = "default") -> None:
+    """INSERT ``objs`` (of one model, without primary keys) in one statement and set their
+    primary keys, as ``bulk_create`` does; one ``row_insert`` each where the backend cannot
+    return the keys of a multi-row INSERT."""
+    if not objs:
+        return
+    connection = connections[using]
+    model = type(objs[0])
+    key = (model, None, connection.vendor)
+    insert = _inserts.get(key)
+    if insert is None:
+        insert = _inserts[key] = _Insert(model, _fields(model, None), connection)
+    rows = None
+    if (
+        len(objs) > 1
+        and connection.features.can_return_rows_from_bulk_insert
+        and all(obj.pk is None for obj in objs)
+    ):
+        rows = [_prepared(obj, insert.fields, connection, add=True) for obj in objs]
+    if rows is None or any(values is None for values in rows):
+        for obj in objs:
+            row_insert(obj, using=using)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(insert.sql_of(len(objs)), [v for values in rows for v in values])
+        # In the order of VALUES, as Django's bulk_create relies on.
+        keys = [row[0] for row in cursor.fetchall()]
+    for obj, pk in zip(objs, keys, strict=True):
+        obj.pk = pk
+        obj._state.adding = False
+        obj._state.db = using
 
 
 def row_update(obj: Model, fields: Iterable[str], *, using: str = "default") -> int:

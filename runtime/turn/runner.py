@@ -49,6 +49,7 @@ from runtime.shapes import agent_message
 from runtime.task_state import (
     STATUS_FIELDS,
     TurnBatch,
+    batch_events_write,
     task_end,
     task_save,
     task_status_set,
@@ -151,8 +152,11 @@ class TurnRunner(ToolCalls):
             return
         task = self.task
         batch: TurnBatch = task.turn_batch
-        task.turn_batch = None
         try:
+            try:
+                batch_events_write(task, batch)
+            finally:
+                task.turn_batch = None
             if batch.fields:
                 fields = set(batch.fields)
                 if task.lease_owner == self.worker_id:

@@ -7,6 +7,8 @@ tenants.apps), other processes drop the old rows within LOOKUP_CACHE_SECONDS.
 """
 
 import asyncio
+import functools
+from collections.abc import Callable
 
 from a2a_endpoint import errors, files
 from a2a_endpoint.asyncdb import db
@@ -28,15 +30,28 @@ agent_cache = LookupCache()
 
 
 class Caller:
-    def __init__(self, agent: Agent, subject: str, activated: frozenset, base_url: str = ""):
+    def __init__(
+        self,
+        agent: Agent,
+        subject: str,
+        activated: frozenset,
+        base_url: str | Callable[[], str] = "",
+    ):
         self.agent = agent
         self.tenant = agent.tenant
         self.subject = subject
         self.activated = activated
         # The A2A version the caller speaks: "1.0", or "0.3" (a2a_endpoint.dialect03).
         self.dialect = "1.0"
-        # Where this caller reached us: the start of the file download links we hand out.
-        self.files_base = files.files_base(base_url, agent.tenant.slug, agent.slug)
+        self._base_url = base_url
+
+    @functools.cached_property
+    def files_base(self) -> str:
+        """Where this caller reached us: the start of the file download links we hand out.
+        Worked out when a link is made (most answers have none): ``base_url`` may be a
+        callable for that."""
+        base_url = self._base_url() if callable(self._base_url) else self._base_url
+        return files.files_base(base_url, self.agent.tenant.slug, self.agent.slug)
 
     @property
     def scope(self) -> dict:

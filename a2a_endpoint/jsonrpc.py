@@ -21,12 +21,15 @@ JSON_TYPES = {"application/json", "application/a2a+json"}
 STREAMING_METHODS = {"SendStreamingMessage", "SubscribeToTask"}
 
 
+IMPLEMENTED = frozenset(ext.IMPLEMENTED)
+
+
 def extensions_activated(request) -> frozenset:
     """The extensions the caller asked for (A2A-Extensions) that this server implements."""
-    requested = {
-        uri.strip() for uri in request.headers.get("A2A-Extensions", "").split(",") if uri.strip()
-    }
-    return frozenset(requested & set(ext.IMPLEMENTED))
+    header = request.headers.get("A2A-Extensions")
+    if not header:
+        return frozenset()
+    return frozenset(uri.strip() for uri in header.split(",")) & IMPLEMENTED
 
 
 def version_check(request) -> None:

@@ -79,7 +79,7 @@ async def endpoint(request, tenant: str, agent: str):
             found,
             subject,
             activated,
-            settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
+            lambda: settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
         )
         if legacy:
             caller.dialect = "0.3"

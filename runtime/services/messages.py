@@ -1,6 +1,7 @@
 """A caller's message: it starts (or queues) a turn in its context, or answers the task it
 names (in band)."""
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -165,7 +166,11 @@ def _turn_start(
     dialect: str = "1.0",
 ) -> SendResult:
     text, data = message_content(message)
-    with transaction.atomic(durable=True):
+    # A new context's rows are one statement on PostgreSQL (_turn_rows_write), a transaction
+    # of its own: no BEGIN and COMMIT around it. Inside a caller's transaction (tests) the
+    # savepoint stays, so that a refused retry leaves that transaction usable.
+    alone = new_context and connection.vendor == "postgresql" and not connection.in_atomic_block
+    with contextlib.nullcontext() if alone else transaction.atomic(durable=True):
         if new_context:
             # A context id made for this message: no other turn is in it and nobody else can
             # name it, so there is no queue to lock or to wait behind. A retry of the message

@@ -158,7 +158,8 @@ def _json_loads(data: bytes):
 
 
 async def _configure(conn) -> None:
-    # A page of ListTasks is some hundreds of JSON columns: read them with orjson.
+    # A Task has seven JSON columns (GetTask, a blocking SendMessage's answer): read them with
+    # orjson. ListTasks reads its page's as text (StoredTask).
     set_json_loads(_json_loads, conn)
 
 
@@ -235,7 +236,8 @@ async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
 class StoredTask(tuple):
     """A task of a ListTasks page: a row of the columns its wire is made of, the JSON ones as
     their stored text (``*_text``). task_wire reads it as it reads a Task: each JSON attribute
-    is parsed the first time it is read. A tuple, as the database's row: a page makes fifty."""
+    is parsed the first time it is read. A tuple, as the database's row: a page makes up to a
+    hundred."""
 
     FIELDS = ("id", "public_id", "wire_context_id", "subject", "state", "status_timestamp")
     JSON_FIELDS = ("status_message", "status_ext", "history", "artifacts", "artifact_ext")

@@ -11,13 +11,13 @@
 #
 #   bench/cpu_per_list.sh OUTDIR [seconds] [concurrency]
 #
-# Environment: LIST_DB (default cs_list), LIST_REDIS (default 7), LIST_PORT (default 8492),
+# Environment: LIST_DB (default cs_list), LIST_REDIS (default 8), LIST_PORT (default 8492),
 # LIST_TASKS (default 1000). A database that already holds the caller's LIST_TASKS tasks is
 # kept (the seeding takes a minute); LIST_FRESH=1 drops and makes it again.
 set -u
 OUT=${1:?usage: cpu_per_list.sh OUTDIR [seconds] [concurrency]}; SECS=${2:-15}; C=${3:-64}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-DB=${LIST_DB:-cs_list}; REDIS=${LIST_REDIS:-7}; PORT=${LIST_PORT:-8492}; N=${LIST_TASKS:-1000}
+DB=${LIST_DB:-cs_list}; REDIS=${LIST_REDIS:-8}; PORT=${LIST_PORT:-8492}; N=${LIST_TASKS:-1000}
 envs=(DEBUG=false SECRET_KEY=bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz
   ALLOWED_HOSTS=127.0.0.1,localhost SECURE_SSL_REDIRECT=false SESSION_COOKIE_SECURE=false
   CSRF_COOKIE_SECURE=false DEMO_OPERATOR_PASSWORD=bench-only-password

@@ -11,8 +11,9 @@ from runtime.models import Task
 
 def now_iso(ts) -> str:
     """RFC 3339 UTC with milliseconds and Z (A2A §5.6.1)."""
-    # isoformat truncates to milliseconds, as the wire does, in less time than strftime (a
-    # ListTasks page formats a hundred); its "+00:00" becomes the Z.
+    # isoformat writes four digits of year as RFC 3339 asks (strftime's %Y fewer below 1000,
+    # and ListTasks' page query writes four: a2a_endpoint.asyncdb), truncates to milliseconds,
+    # and takes less time than strftime; its "+00:00" becomes the Z.
     return ts.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 

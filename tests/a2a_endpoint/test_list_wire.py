@@ -77,7 +77,7 @@ def postgres_only():
         pytest.skip("the stored-text page is PostgreSQL's; on SQLite the endpoint uses the ORM's")
 
 
-def page_read(**scope):
+def page_read(cursor=None, **scope):
     async def run():
         try:
             return await tasks_page_read(
@@ -85,7 +85,7 @@ def page_read(**scope):
                 context_id=None,
                 state=None,
                 status_after=None,
-                cursor=None,
+                cursor=cursor,
                 page_size=50,
             )
         finally:
@@ -128,6 +128,9 @@ def test_the_stored_text_page_is_task_wires_json_for_every_task_and_option(
                 fast += isinstance(got.get("history"), orjson.Fragment)
     # Not only the parsing fallback: tasks with a history went out as stored.
     assert fast > 0
+    # A page past the last task has no row to carry the total: it is counted all the same.
+    beyond = (datetime(900, 1, 1, tzinfo=UTC), 1)
+    assert page_read(**scope, cursor=beyond) == ([], len(KINDS), False)
 
 
 @pytest.mark.postgres

@@ -40,13 +40,21 @@ def version_check(request) -> None:
         raise errors.version_not_supported(version)
 
 
+def _fragment_value(value):
+    # The standard library cannot write an orjson.Fragment (JSON as stored, wire.stored_task_wire):
+    # it writes the value the fragment's JSON is.
+    if isinstance(value, orjson.Fragment):
+        return json.loads(orjson.dumps(value))
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def json_bytes(body) -> bytes:
     """``body`` as JSON: orjson, or the standard library for what orjson refuses (an integer
     beyond 64 bits or a lone surrogate in a caller's data, echoed back)."""
     try:
         return orjson.dumps(body)
     except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(body).encode()
+        return json.dumps(body, default=_fragment_value).encode()
 
 
 def json_response(body, *, status: int = 200) -> HttpResponse:

@@ -189,7 +189,8 @@ def _decode_page_token(token: str) -> tuple[datetime, int] | None:
     return after, pk
 
 
-def _encode_page_token(task: Task) -> str:
+def _encode_page_token(task) -> str:
+    """The keyset position of ``task`` (a Task or an asyncdb.StoredTask)."""
     raw = json.dumps([task.status_timestamp.isoformat(), task.pk]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -214,12 +215,20 @@ async def list_tasks(caller: Caller, params: dict):
     }
     if async_reads():
         tasks, total, more = await tasks_page_read(**caller.scope, **query)
+        task_out = wire.stored_task_wire
     else:
         tasks, total, more = await db(tasks_page, **caller.scope, **query)
+        task_out = wire.task_wire
     include_artifacts = request.HasField("include_artifacts") and request.include_artifacts
     return {
         "tasks": [
-            _task_out(caller, t, history_length=history_length, include_artifacts=include_artifacts)
+            task_out(
+                t,
+                activated=caller.activated,
+                files_base=caller.files_base,
+                history_length=history_length,
+                include_artifacts=include_artifacts,
+            )
             for t in tasks
         ],
         "nextPageToken": _encode_page_token(tasks[-1]) if more else "",

@@ -25,6 +25,7 @@ Delivery, in short:
 - Requests go out only through connections.outbound (allowed hosts, no private addresses).
 """
 
+import functools
 import json
 import logging
 import random
@@ -36,7 +37,7 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -56,6 +57,7 @@ from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
 from runtime.models import Task, TaskEvent
+from runtime.rowsql import Columns
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -117,10 +119,30 @@ def _active_configs(task: Task) -> list[PushConfig]:
     batch = getattr(task, "turn_batch", None)
     if batch is not None and "push_configs" in batch.memo:
         return batch.memo["push_configs"]
-    configs = list(PushConfig.objects.filter(task_id=task.pk, disabled_at__isnull=True))
+    with connection.cursor() as cursor:
+        cursor.execute(_active_configs_sql(), [task.tenant_id, task.pk])
+        configs = [_CONFIG_COLUMNS.build(row) for row in cursor.fetchall()]
     if batch is not None:
         batch.memo["push_configs"] = configs
     return configs
+
+
+_CONFIG_COLUMNS = Columns(PushConfig, "c")
+
+
+@functools.cache
+def _active_configs_sql() -> str:
+    """Every event's read, written once (the ORM compiled it for every turn's batch)."""
+    q = connection.ops.quote_name
+    meta = PushConfig._meta
+    tenant, task, disabled_at = (
+        q(meta.get_field(f).column) for f in ("tenant", "task", "disabled_at")
+    )
+    return (
+        f"SELECT {_CONFIG_COLUMNS.sql()} FROM {q(meta.db_table)} {q('c')} "
+        f"WHERE {q('c')}.{tenant} = %s AND {q('c')}.{task} = %s "
+        f"AND {q('c')}.{disabled_at} IS NULL ORDER BY {q('c')}.{q(meta.pk.column)}"
+    )
 
 
 # --- delivery -----------------------------------------------------------------------------

@@ -5,9 +5,11 @@ are accepted, unknown fields ignored, as A2A §5.7 asks); their JSON values (met
 parts) are taken from the request as sent, so that 42 stays 42 and does not become 42.0.
 """
 
+import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from a2a import types as a2a
 from django.conf import settings
 from google.protobuf import json_format
@@ -155,6 +157,53 @@ def task_wire(
         history = history[-history_length:] if history_length > 0 else []
     if history:
         out["history"] = history
+    return out
+
+
+def _stored_truthy(text: str | None) -> bool:
+    """Whether a stored JSON value (jsonb's text) parses to a true value, mostly unparsed."""
+    if text is None:
+        return False
+    if text[0] in "{[":
+        # jsonb writes an empty object or array as {} or []; anything in one is longer.
+        return len(text) > 2
+    return bool(json.loads(text))
+
+
+def stored_task_wire(
+    task,
+    *,
+    activated: frozenset = frozenset(),
+    history_length: int | None = None,
+    include_artifacts: bool = True,
+    files_base: str = "",
+) -> dict:
+    """task_wire of a StoredTask (a2a_endpoint.asyncdb.tasks_page_read), the same JSON: where
+    the wire shows a JSON column unchanged, it goes out as stored (an orjson.Fragment), neither
+    parsed nor written again."""
+    if (
+        history_length is not None
+        or (include_artifacts and _stored_truthy(task.artifacts_text))
+        or (activated and _stored_truthy(task.status_ext_text))
+    ):
+        # A trimmed history, download links, extension data: task_wire makes what changes.
+        return task_wire(
+            task,
+            activated=activated,
+            history_length=history_length,
+            include_artifacts=include_artifacts,
+            files_base=files_base,
+        )
+    status: dict[str, Any] = {"state": task.state, "timestamp": task.status_timestamp_wire}
+    if _stored_truthy(task.status_message_text):
+        status["message"] = orjson.Fragment(task.status_message_text)
+    out: dict[str, Any] = {
+        "id": task.public_id,
+        "contextId": task.wire_context_id,
+        "status": status,
+    }
+    if _stored_truthy(task.history_text):
+        out["history"] = orjson.Fragment(task.history_text)
     return out
 
 

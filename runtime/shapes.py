@@ -11,7 +11,9 @@ from runtime.models import Task
 
 def now_iso(ts) -> str:
     """RFC 3339 UTC with milliseconds and Z (A2A §5.6.1)."""
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    # isoformat truncates to milliseconds, as the wire does, in less time than strftime (a
+    # ListTasks page formats a hundred); its "+00:00" becomes the Z.
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def agent_message(task: Task, text: str, *, with_task: bool = True) -> dict:

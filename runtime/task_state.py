@@ -11,15 +11,18 @@ The turn runner makes several steps in one transaction (runtime.turn.runner): it
 made once, when it commits (``task_save``; runtime.notify.task_changed).
 """
 
+import functools
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
+from kombu.utils.uuid import uuid
 
 from config.celery import queue as celery_queue
 from runtime import extensions as ext
 from runtime.models import Task, TaskEvent, TaskState
 from runtime.notify import task_changed
+from runtime.rowsql import row_insert, row_update
 from runtime.shapes import status_payload
 from runtime.signals import task_event_written
 from runtime.tasks import run_turn as run_turn_task
@@ -53,9 +56,18 @@ def task_save(task: Task, fields: Iterable[str]) -> None:
     """Save ``fields`` of the task now or, while a turn's batch is open on it, with the batch."""
     batch: TurnBatch | None = getattr(task, "turn_batch", None)
     if batch is None:
-        task.save(update_fields=list(fields))
+        task_write(task, fields)
     else:
         batch.fields.update(fields)
+
+
+def task_write(task: Task, fields: Iterable[str]) -> None:
+    """``task.save(update_fields=fields)`` without compiling the UPDATE on every call (the
+    turn's hot path; runtime.rowsql). The caller holds the row's lock, so the row is there;
+    if it is not, this fails as ``save`` does."""
+    fields = sorted(set(fields))
+    if fields and row_update(task, fields) != 1:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
 def event_emit(
@@ -63,7 +75,7 @@ def event_emit(
 ) -> TaskEvent:
     """Record the task's next event (the caller saves ``event_seq`` with its change)."""
     task.event_seq += 1
-    event = TaskEvent.objects.create(
+    event = TaskEvent(
         tenant_id=task.tenant_id,
         task=task,
         seq=task.event_seq,
@@ -71,6 +83,7 @@ def event_emit(
         state=task.state,
         payload={**payload, "_ext": extension_data or {}},
     )
+    row_insert(event)
     # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
     task_event_written.send(sender=TaskEvent, task=task, event=event)
     # Streams watch every event, artifacts included.
@@ -111,10 +124,23 @@ def task_status_set(
     task_save(task, [*STATUS_FIELDS, *also])
 
 
-def task_status_announce(task: Task) -> None:
-    """A new task's first status: its event, and a wake-up for those who wait on the task."""
-    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task))
-    task.save(update_fields=["event_seq"])
+def task_first_event(task: Task) -> TaskEvent:
+    """A new task's first status event, unsaved: the caller writes it with the task, whose
+    ``event_seq`` it sets (one INSERT of the task, no UPDATE after it), then sends
+    ``task_event_written`` for it.
+
+    Nobody is woken (no NOTIFY): a waiter or a stream names a task by the id the transaction
+    that makes it returns, so none can wait on it before that commit, and each reads the task
+    once it has registered (runtime.notify.wait_for_state, task_watch)."""
+    task.event_seq = 1
+    return TaskEvent(
+        tenant_id=task.tenant_id,
+        task=task,
+        seq=1,
+        kind=TaskEvent.Kind.STATUS,
+        state=task.state,
+        payload={**status_payload(task), "_ext": {}},
+    )
 
 
 def lease_release(task: Task) -> None:
@@ -157,18 +183,42 @@ def turn_enqueue(task: Task) -> None:
 
 
 def _turn_enqueue_pk(task_pk: int) -> None:
-    transaction.on_commit(lambda: run_turn_task.apply_async((task_pk,), queue=celery_queue()))
+    transaction.on_commit(lambda: _turn_publish(task_pk))
+
+
+def _turn_publish(task_pk: int) -> None:
+    """Publish ``run_turn(task_pk)``: the message ``apply_async`` sends (with its
+    ``before_task_publish`` signal, which carries the trace, and the publish retry policy),
+    without the per-call work a turn does not need: routing options, a result object, the
+    parent task's bookkeeping. It was an eighth of the web's CPU per SendMessage."""
+    app = run_turn_task.app
+    if app.conf.task_always_eager:
+        # Tests run the turn in-process, as apply_async does in that mode.
+        run_turn_task.apply_async((task_pk,), queue=celery_queue())
+        return
+    message = app.amqp.create_task_message(
+        uuid(), run_turn_task.name, (task_pk,), {}, ignore_result=True, reply_to=app.thread_oid
+    )
+    with app.producer_or_acquire() as producer:
+        app.amqp.send_task_message(producer, run_turn_task.name, message, queue=celery_queue())
 
 
 def context_next_start(task: Task) -> None:
     """The task reached a terminal state: the context's next queued turn may start."""
-    following = (
-        Task.objects.filter(
-            context_id=task.context_id, turn__gt=task.turn, state=TaskState.SUBMITTED
-        )
-        .order_by("turn")
-        .values_list("pk", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
+        following = cursor.fetchone()
     if following is not None:
-        _turn_enqueue_pk(following)
+        _turn_enqueue_pk(following[0])
+
+
+@functools.cache
+def _next_turn_sql() -> str:
+    """context_next_start's read, written once (the ORM compiled it for every turn's end)."""
+    q = connection.ops.quote_name
+    meta = Task._meta
+    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
+    return (
+        f"SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} "
+        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
+    )

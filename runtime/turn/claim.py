@@ -12,11 +12,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.utils import timezone
 
-from runtime.models import TERMINAL_STATES, Task, TaskState, new_key
+from runtime.models import TERMINAL_STATES, Agent, Task, TaskState, new_key
+from runtime.rowsql import Columns
 from runtime.task_state import LEASE_FIELDS, TurnBatch, task_save, task_status_set
+from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -51,28 +53,82 @@ def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
         return claim_locked(task_pk=task_pk, worker_id=worker_id)
 
 
+class _ClaimRead:
+    """The claim's locked read, written once: the task with its tenant and agent (the run
+    needs both), and whether an earlier turn of its context is still open.
+
+    As a queryset (select_for_update, select_related, an Exists annotation) Django compiled it
+    anew for every turn, which cost more of the worker's CPU than the statement itself.
+    """
+
+    def __init__(self) -> None:
+        self.task = Columns(Task, "t")
+        self.tenant = Columns(Tenant, "n")
+        self.agent = Columns(Agent, "a")
+        self._sql: dict = {}
+
+    def sql(self) -> str:
+        found = self._sql.get(connection.vendor)
+        if found is None:
+            q = connection.ops.quote_name
+            table = q(Task._meta.db_table)
+            states = ", ".join(["%s"] * len(TERMINAL_STATES))
+            meta = Task._meta
+            column = {name: q(meta.get_field(name).column) for name in ("context", "turn", "state")}
+            # Turns of one context run one at a time, in order (selectors.turn_may_start):
+            # asked in the same statement as the locked read, not in one more.
+            earlier_open = (
+                f"EXISTS (SELECT 1 FROM {table} {q('e')} "
+                f"WHERE {q('e')}.{column['context']} = {q('t')}.{column['context']} "
+                f"AND {q('e')}.{column['turn']} < {q('t')}.{column['turn']} "
+                f"AND NOT ({q('e')}.{column['state']} IN ({states})))"
+            )
+            # OF the task only. Locking the joined tenant row too serialised every turn of a
+            # tenant and deadlocked with the foreign-key checks of new tasks
+            # (bench/waiters.py, 1000 callers on PostgreSQL). SQLite locks the database.
+            lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
+            found = self._sql[connection.vendor] = (
+                f"SELECT {self.task.sql()}, {self.tenant.sql()}, {self.agent.sql()}, "
+                f"{earlier_open} FROM {table} {q('t')} "
+                f"INNER JOIN {q(Tenant._meta.db_table)} {q('n')} "
+                f"ON {q('n')}.{q(Tenant._meta.pk.column)} = "
+                f"{q('t')}.{q(meta.get_field('tenant').column)} "
+                f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
+                f"ON {q('a')}.{q(Agent._meta.pk.column)} = "
+                f"{q('t')}.{q(meta.get_field('agent').column)} "
+                f"WHERE {q('t')}.{q(meta.pk.column)} = %s{lock}"
+            )
+        return found
+
+    def __call__(self, task_pk: int) -> tuple[Task, bool] | None:
+        """The locked task (its tenant and agent cached on it) and whether it must wait."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql(), [*_TERMINAL, task_pk])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        task = self.task.build(row)
+        at = len(self.task)
+        _TENANT.set_cached_value(task, self.tenant.build(row, at))
+        _AGENT.set_cached_value(task, self.agent.build(row, at + len(self.tenant)))
+        return task, bool(row[-1])
+
+
+_TERMINAL = sorted(TERMINAL_STATES)
+_TENANT = Task._meta.get_field("tenant")
+_AGENT = Task._meta.get_field("agent")
+_claim_read = _ClaimRead()
+
+
 def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None) -> Task | None:
     """``turn_claim`` inside the caller's transaction. With ``batch`` (the runner's, which goes
     on in the same transaction) the claimed task carries it: its save and its wake-up are made
     with the batch's, when the runner commits."""
-    # Turns of one context run one at a time, in order (selectors.turn_may_start): asked in
-    # the same query as the locked read, not in one more.
-    earlier_open = (
-        Task.objects.filter(context_id=OuterRef("context_id"), turn__lt=OuterRef("turn"))
-        .exclude(state__in=TERMINAL_STATES)
-        .values("pk")
-    )
-    # of=("self",): lock the task row only. Locking the joined tenant row too serialised
-    # every turn of a tenant and deadlocked with the foreign-key checks of new tasks
-    # (bench/waiters.py, 1000 callers on PostgreSQL).
-    task = (
-        Task.objects.select_for_update(of=("self",))
-        .select_related("tenant", "agent")
-        .annotate(waits_for_earlier=Exists(earlier_open))
-        .filter(pk=task_pk)
-        .first()
-    )
-    if task is None or task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
+    read = _claim_read(task_pk)
+    if read is None:
+        return None
+    task, waits_for_earlier = read
+    if task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
         return None
     now = timezone.now()
     free = (
@@ -80,7 +136,7 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         or task.lease_expires_at < now
         or task.lease_owner == worker_id
     )
-    if not free or task.waits_for_earlier:
+    if not free or waits_for_earlier:
         return None
     previous = task.runs[-1]["runId"] if task.runs else None
     answered = [e for e in task.transcript if e["type"] == "answer"]

@@ -16,10 +16,11 @@ message's claim changes the run id), so it keeps the row in memory from the clai
 transaction starts by locking the row on condition that it is still this run's (``write``).
 """
 
+import functools
 import logging
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from config.logging import log_context
 from runtime import extensions as ext
@@ -39,9 +40,10 @@ from runtime.llm.actions import (
 )
 from runtime.llm.prices import cost_usd
 from runtime.llm.registry import model_for
-from runtime.models import Interaction, Task, TaskState, new_key
+from runtime.models import Agent, Interaction, Task, TaskState, new_key
 from runtime.notify import task_changed
 from runtime.observe import turn_observed
+from runtime.rowsql import Columns
 from runtime.services.interactions import interaction_open
 from runtime.shapes import agent_message
 from runtime.task_state import (
@@ -50,6 +52,7 @@ from runtime.task_state import (
     task_end,
     task_save,
     task_status_set,
+    task_write,
     with_plan,
 )
 from runtime.turn.artifacts import artifact_add
@@ -122,24 +125,21 @@ class TurnRunner(ToolCalls):
             # agent's tool policy comes along in the same statement: the run may have waited
             # (a model, a tool, a fetch) while an admin changed it, and every call it journals
             # or sends from here on is judged by the policy in force now.
-            held = list(
-                Task.objects.select_for_update(of=("self",))
-                .filter(
-                    pk=self.task_pk,
-                    run_id=self.run_id,
-                    lease_owner=self.worker_id,
-                    state=TaskState.WORKING,
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    _held_sql(),
+                    [self.task_pk, self.run_id, self.worker_id, TaskState.WORKING],
                 )
-                .values_list("agent__tool_policy", flat=True)
-            )
+                held = cursor.fetchone()
         except BaseException as exc:
             atomic.__exit__(type(exc), exc, exc.__traceback__)
             raise
-        if not held:
+        if held is None:
             atomic.__exit__(None, None, None)
             raise LeaseLost()
-        if held[0] != self.task.agent.tool_policy:
-            self.task.agent.tool_policy = held[0]
+        tool_policy = _POLICY_COLUMNS.build(held).tool_policy
+        if tool_policy != self.task.agent.tool_policy:
+            self.task.agent.tool_policy = tool_policy
         self._atomic = atomic
         self.task.turn_batch = TurnBatch()
         return self.task
@@ -158,7 +158,7 @@ class TurnRunner(ToolCalls):
                 if task.lease_owner == self.worker_id:
                     task.lease_expires_at = lease_expiry()  # every commit renews the lease
                     fields.add("lease_expires_at")
-                task.save(update_fields=sorted(fields))
+                task_write(task, fields)
             if batch.announce:
                 task_changed(task)
         except BaseException as exc:
@@ -466,6 +466,27 @@ class TurnRunner(ToolCalls):
         }
         task_end(task, state, message, status_ext=with_plan(task, status_ext), also=TURN_FIELDS)
         logger.info("turn finished: %s", state)
+
+
+_POLICY_COLUMNS = Columns(Agent, "a", ["id", "tool_policy"])
+
+
+@functools.cache
+def _held_sql() -> str:
+    """``write``'s locked read, written once: the ORM compiled it for every batch."""
+    q = connection.ops.quote_name
+    meta = Task._meta
+    pk, run_id, lease_owner, state, agent = (
+        q(meta.get_field(f).column) for f in ("id", "run_id", "lease_owner", "state", "agent")
+    )
+    lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
+    return (
+        f"SELECT {_POLICY_COLUMNS.sql()} FROM {q(meta.db_table)} {q('t')} "
+        f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
+        f"ON {q('a')}.{q(Agent._meta.pk.column)} = {q('t')}.{agent} "
+        f"WHERE {q('t')}.{pk} = %s AND {q('t')}.{run_id} = %s "
+        f"AND {q('t')}.{lease_owner} = %s AND {q('t')}.{state} = %s{lock}"
+    )
 
 
 def turn_run(*, task_pk: int, worker_id: str) -> None:

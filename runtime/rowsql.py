@@ -1,0 +1,165 @@
+"""Rows written and read by hot paths with their SQL built once per process, not per call.
+
+Django compiles each ``save()``, ``objects.create()`` and queryset anew: for a turn, the
+compiling costs more CPU than the statements themselves (bench/turn_cost.py, py-spy on the
+worker). These helpers build the statement text of a model and a list of its fields once,
+from the model's ``_meta`` (columns, quoting, ``pre_save`` and ``get_db_prep_save`` of each
+field, the backend's converters), and then only prepare the values and execute.
+
+What they do is what Django's ``save()`` and ``Model.from_db`` do for these rows, with two
+exceptions callers must accept: no ``pre_save``/``post_save`` signals are sent, and model
+``save()`` overrides are not called. Both backends run the same SQL (quoted names, ``%s``
+parameters, ``RETURNING`` where the backend has it; an INSERT falls back to the ORM where not).
+"""
+
+from collections.abc import Iterable, Sequence
+
+from django.db import connections
+from django.db.models import Model
+
+_inserts: dict = {}
+_updates: dict = {}
+
+
+def _quote(connection, name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _fields(model: type[Model], names: Iterable[str] | None) -> tuple:
+    if names is None:
+        return tuple(model._meta.concrete_fields)
+    return tuple(model._meta.get_field(name) for name in names)
+
+
+class _Insert:
+    def __init__(self, model: type[Model], fields: tuple, connection) -> None:
+        meta = model._meta
+        self.pk = meta.pk
+        self.fields = tuple(f for f in fields if f is not meta.pk)
+        columns = ", ".join(_quote(connection, f.column) for f in self.fields)
+        values = ", ".join(["%s"] * len(self.fields))
+        self.sql = f"INSERT INTO {_quote(connection, meta.db_table)} ({columns}) VALUES ({values})"
+        self.sql_with_pk = (
+            f"INSERT INTO {_quote(connection, meta.db_table)} "
+            f"({_quote(connection, self.pk.column)}, {columns}) VALUES (%s, {values})"
+        )
+        self.returning = connection.features.can_return_columns_from_insert
+        if self.returning:
+            self.sql += f" RETURNING {_quote(connection, self.pk.column)}"
+
+
+class _Update:
+    def __init__(self, model: type[Model], fields: tuple, connection) -> None:
+        meta = model._meta
+        self.fields = fields
+        assignments = ", ".join(f"{_quote(connection, f.column)} = %s" for f in fields)
+        self.sql = (
+            f"UPDATE {_quote(connection, meta.db_table)} SET {assignments} "
+            f"WHERE {_quote(connection, meta.pk.column)} = %s"
+        )
+
+
+def _prepared(obj: Model, fields: tuple, connection, *, add: bool) -> list | None:
+    """The fields' values as ``save()`` writes them, or None when one is an expression (a
+    ``db_default``, an ``F()``): those are left to the ORM."""
+    values = []
+    for field in fields:
+        value = field.pre_save(obj, add)
+        if hasattr(value, "resolve_expression"):
+            return None
+        values.append(field.get_db_prep_save(value, connection))
+    return values
+
+
+def row_insert(obj: Model, fields: Sequence[str] | None = None, *, using: str = "default") -> None:
+    """INSERT ``obj`` (its ``fields``, by default all its concrete ones; the others take their
+    column defaults) and set its primary key, as ``save(force_insert=True)`` does."""
+    connection = connections[using]
+    model = type(obj)
+    key = (model, None if fields is None else tuple(fields), connection.vendor)
+    insert = _inserts.get(key)
+    if insert is None:
+        insert = _inserts[key] = _Insert(model, _fields(model, fields), connection)
+    values = _prepared(obj, insert.fields, connection, add=True)
+    if values is None or (obj.pk is None and not insert.returning):
+        obj.save(force_insert=True, using=using)
+        return
+    with connection.cursor() as cursor:
+        if obj.pk is None:
+            cursor.execute(insert.sql, values)
+            obj.pk = cursor.fetchone()[0]
+        else:
+            pk = insert.pk.get_db_prep_save(obj.pk, connection)
+            cursor.execute(insert.sql_with_pk, [pk, *values])
+    obj._state.adding = False
+    obj._state.db = using
+
+
+def row_update(obj: Model, fields: Iterable[str], *, using: str = "default") -> int:
+    """UPDATE ``fields`` of ``obj``'s row; return how many rows were (0: it is gone). As
+    ``save(update_fields=fields)`` writes them (``auto_now`` fields only when named)."""
+    connection = connections[using]
+    model = type(obj)
+    key = (model, tuple(fields), connection.vendor)
+    update = _updates.get(key)
+    if update is None:
+        update = _updates[key] = _Update(model, _fields(model, key[1]), connection)
+    values = _prepared(obj, update.fields, connection, add=False)
+    if values is None:
+        return (
+            model._base_manager.using(using)
+            .filter(pk=obj.pk)
+            .update(**{f.attname: getattr(obj, f.attname) for f in update.fields})
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(update.sql, [*values, model._meta.pk.get_db_prep_save(obj.pk, connection)])
+        return cursor.rowcount
+
+
+class Columns:
+    """A model's columns in a hand-written SELECT (``sql``, qualified by ``alias``) and the
+    instance made from its part of a result row (``build``), converted as the ORM converts
+    them: for reads that join or lock in ways a queryset would compile on every call."""
+
+    def __init__(self, model: type[Model], alias: str, fields: Sequence[str] | None = None):
+        self.model = model
+        self.alias = alias
+        # In the model's order: Model.from_db maps a partial row onto its fields in that order.
+        chosen = _fields(model, fields)
+        self.fields = tuple(f for f in model._meta.concrete_fields if f in chosen)
+        if model._meta.pk not in self.fields:
+            raise ValueError("Columns needs the primary key")
+        self.attnames = [f.attname for f in self.fields]
+        self._converters: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def sql(self, using: str = "default") -> str:
+        connection = connections[using]
+        alias = _quote(connection, self.alias)
+        return ", ".join(f"{alias}.{_quote(connection, f.column)}" for f in self.fields)
+
+    def converters(self, connection) -> list:
+        found = self._converters.get(connection.vendor)
+        if found is None:
+            found = []
+            for i, field in enumerate(self.fields):
+                col = field.get_col(self.alias)
+                # As SQLCompiler.get_converters: the backend's first, then the field's.
+                chain = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+                if chain:
+                    found.append((i, chain, col))
+            self._converters[connection.vendor] = found
+        return found
+
+    def build(self, row: Sequence, start: int = 0, *, using: str = "default") -> Model:
+        """The instance of ``row[start:start + len(self)]``, as ``Model.from_db`` makes it."""
+        connection = connections[using]
+        values = list(row[start : start + len(self.fields)])
+        for i, chain, col in self.converters(connection):
+            value = values[i]
+            for converter in chain:
+                value = converter(value, col, connection)
+            values[i] = value
+        return self.model.from_db(using, self.attnames, values)

@@ -10,9 +10,16 @@ terminal state, and where that time went, from the rows the run left behind:
 
 - POST: the answer's round trip (the decision committed, the turn enqueued);
 - pickup: from the decision (interaction.answered_at) to the worker starting the resumed run
-  (its ``runs[].startedAt``);
+  (its ``runs[].startedAt``), split at the decision's receipt (the last row its transaction
+  writes): the rest of the decision's writes, then its commit, the broker, the worker's
+  pickup and the claim's locked read;
 - turn: from that start to the terminal status (``status_timestamp``);
 - seen: from the terminal status to the GetTask that showed it (the poll's own delay).
+
+Then the CPU time the web server spent per decision on the POST and on the GetTasks, and the
+worker's (from /proc, which the machine's load skews far less than the milliseconds above).
+The worker uses psycopg's pool, as deployed (README "Workers"). ``--profile DIR`` records
+both processes with py-spy (``--profile-idle``: their waits too).
 
 Run by hand, never in the test run (see bench/README.md):
 
@@ -310,16 +317,23 @@ def main() -> int:
     from django.db import connection
     from django.utils.dateparse import parse_datetime
 
-    from runtime.models import Interaction, Task
+    from runtime.models import Interaction, Receipt, Task
 
     connection.close()
     tasks = {t.public_id: t for t in Task.objects.filter(tenant=tenant)}
     answered_at = dict(
         Interaction.objects.filter(tenant=tenant).values_list("public_id", "answered_at")
     )
+    # The decision's receipt is the last row its transaction writes: its time splits the
+    # pickup into the rest of the decision's transaction and what follows the commit.
+    receipt_at = dict(
+        Receipt.objects.filter(tenant=tenant, channel="rest").values_list(
+            "interaction_public_id", "created_at"
+        )
+    )
     totals = [s[3] for s in samples]
     posts = [s[2] for s in samples]
-    pickups, turns, seen = [], [], []
+    pickups, writes, after_writes, turns, seen = [], [], [], [], []
     for task_id, interaction_id, _, _, seen_at in samples:
         task = tasks[task_id]
         resumed = [r for r in task.runs if r.get("interactionId") == interaction_id]
@@ -327,6 +341,10 @@ def main() -> int:
         if start is not None and answered_at.get(interaction_id):
             pickups.append((start - answered_at[interaction_id]).total_seconds() * 1000)
             turns.append((task.status_timestamp - start).total_seconds() * 1000)
+            if interaction_id in receipt_at:
+                receipt = receipt_at[interaction_id]
+                writes.append((receipt - answered_at[interaction_id]).total_seconds() * 1000)
+                after_writes.append((start - receipt).total_seconds() * 1000)
         seen.append((seen_at - task.status_timestamp.timestamp()) * 1000)
 
     def line(name: str, values: list[float]) -> str:
@@ -342,6 +360,8 @@ def main() -> int:
     print(line("POST -> terminal seen (ms)", totals))
     print(line("  POST answer (ms)", posts))
     print(line("  decided -> run started", pickups))
+    print(line("    decided -> receipt", writes))
+    print(line("    receipt -> run started", after_writes))
     print(line("  run started -> terminal", turns))
     print(line("  terminal -> GetTask saw it", seen))
     if samples:

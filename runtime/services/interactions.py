@@ -194,11 +194,12 @@ def interaction_answer(
     ``arguments``: an approval's edited arguments (``editable: true``); ``shown_hash``: the
     SHA-256 of the arguments the decider saw; ``stepped_up``: a recent re-authentication (or a
     token with that right) for ``risk: high`` tools; ``decider`` says who decides (their role
-    and groups, runtime.approvers). ``asked``, instead of the first three: the caller reads
-    its request against the interaction as read here (the REST body, by its kind; it may
-    refuse it), before anything is recorded, so that one read of the row serves both. The
-    interaction comes back decided, with its task (and the task's agent) loaded; or, for an
-    approval that needs another person's approval still, open with this one recorded.
+    and groups, runtime.approvers). ``asked``, instead of ``answer``, ``arguments`` and
+    ``shown_hash``: the caller reads its request against the interaction as read here (the
+    REST body, by its kind; it may refuse it), before anything is recorded, so that one read
+    of the row serves both. The interaction comes back decided, with its task (and the task's
+    agent) loaded; or, for an approval that needs another person's approval still, open with
+    this one recorded.
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.

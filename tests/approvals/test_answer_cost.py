@@ -32,7 +32,8 @@ def test_an_approval_over_rest_is_one_transaction_of_eleven_statements(agents, c
     approval = agents.a.extra["make"].approval()
     token = agents.a.extra["operator_token"]
     # The token's last use is written at most once a minute: not on this request.
-    assert client.get("/api/v1/interactions", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+    listed = client.get("/api/v1/interactions", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert listed.status_code == HTTPStatus.OK
 
     with CaptureQueriesContext(connection) as captured:
         response = answer(client, approval.public_id, {"approved": True}, token)
@@ -64,7 +65,8 @@ def test_a_missing_interaction_is_404_before_its_body_is_read(agents, client):
 def test_a_bad_body_is_400_even_once_the_interaction_is_decided(agents, client):
     approval = agents.a.extra["make"].approval()
     token = agents.a.extra["operator_token"]
-    assert answer(client, approval.public_id, {"approved": False}, token).status_code == 200
+    denied = answer(client, approval.public_id, {"approved": False}, token)
+    assert denied.status_code == HTTPStatus.OK
     response = answer(client, approval.public_id, {"value": "x"}, token)
     assert response.status_code == HTTPStatus.BAD_REQUEST
     assert response.json()["field"] == "value"

@@ -152,12 +152,17 @@ def task_wire(
             out["metadata"] = chosen
     if include_artifacts and task.artifacts:
         out["artifacts"] = [artifact_wire(a, task, activated, files_base) for a in task.artifacts]
-    history = task.history
-    if history_length is not None:
-        history = history[-history_length:] if history_length > 0 else []
+    history = _history_trimmed(task.history, history_length)
     if history:
         out["history"] = history
     return out
+
+
+def _history_trimmed(history, history_length: int | None):
+    """The last ``history_length`` messages (A2A historyLength; None: all of them)."""
+    if history_length is None:
+        return history
+    return history[-history_length:] if history_length > 0 else []
 
 
 def _stored_truthy(text: str | None) -> bool:
@@ -180,13 +185,11 @@ def stored_task_wire(
 ) -> dict:
     """task_wire of a StoredTask (a2a_endpoint.asyncdb.tasks_page_read), the same JSON: where
     the wire shows a JSON column unchanged, it goes out as stored (an orjson.Fragment), neither
-    parsed nor written again."""
-    if (
-        history_length is not None
-        or (include_artifacts and _stored_truthy(task.artifacts_text))
-        or (activated and _stored_truthy(task.status_ext_text))
+    parsed nor written again; a trimmed history is parsed."""
+    if (include_artifacts and _stored_truthy(task.artifacts_text)) or (
+        activated and _stored_truthy(task.status_ext_text)
     ):
-        # A trimmed history, download links, extension data: task_wire makes what changes.
+        # Download links, extension data: task_wire makes what changes.
         return task_wire(
             task,
             activated=activated,
@@ -202,7 +205,11 @@ def stored_task_wire(
         "contextId": task.wire_context_id,
         "status": status,
     }
-    if _stored_truthy(task.history_text):
+    if history_length is not None:
+        history = _history_trimmed(task.history, history_length)
+        if history:
+            out["history"] = history
+    elif _stored_truthy(task.history_text):
         out["history"] = orjson.Fragment(task.history_text)
     return out
 

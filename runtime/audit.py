@@ -1,6 +1,7 @@
 """The audit trail: every decision writes its row in the same transaction as its change."""
 
 from runtime.models import AuditEvent, Interaction, Task
+from runtime.rowsql import row_insert
 
 
 def audit_record(
@@ -13,7 +14,7 @@ def audit_record(
     task=None,
     detail=None,
 ) -> AuditEvent:
-    return AuditEvent.objects.create(
+    event = AuditEvent(
         tenant_id=tenant_id,
         actor=actor,
         action=action,
@@ -22,6 +23,10 @@ def audit_record(
         task=task,
         detail=detail or {},
     )
+    # Its INSERT written once per process (runtime.rowsql): decisions write one each. No
+    # receiver listens for an audit row's save; the model's own save() only refuses updates.
+    row_insert(event)
+    return event
 
 
 def decision_word(interaction: Interaction) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from runtime.models import Agent, Effect, Receipt
+from runtime.rowsql import row_insert
 
 # How a decision reached the core; a receipt's channel. ``rule``: a standing rule allowed the
 # call (runtime.rules calls receipt_record with the rule's id); ``system``: a void approval.
@@ -100,7 +101,7 @@ def receipt_record(
     Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
     as ``decider``.
     """
-    return Receipt.objects.create(
+    receipt = Receipt(
         tenant_id=effect.tenant_id,
         agent_slug=agent.slug,
         task_public_id=effect.task.public_id,
@@ -119,6 +120,10 @@ def receipt_record(
         rule_id=rule_id,
         reason=reason[:1000],
     )
+    # Its INSERT written once per process (runtime.rowsql), as the audit row's: no receiver
+    # listens for a receipt's save; the model's own save() only refuses updates.
+    row_insert(receipt)
+    return receipt
 
 
 def receipt_binding(effect: Effect) -> Receipt | None:

@@ -413,12 +413,20 @@ def held_call_of(interaction: Interaction) -> Effect | None:
     (the row as the decision left it, an edit's arguments included)."""
     if interaction.kind != Interaction.Kind.APPROVAL:
         return None
-    if "_held_call" not in interaction.__dict__:
+    if _HELD_CALL not in interaction.__dict__:
         effect = held_call_for(interaction=interaction)
         if effect is not None and Interaction.task.is_cached(interaction):
             effect.task = interaction.task  # the decision's (locked) task: no second read
-        interaction.__dict__["_held_call"] = effect
-    return interaction.__dict__["_held_call"]
+        interaction.__dict__[_HELD_CALL] = effect
+    return interaction.__dict__[_HELD_CALL]
+
+
+def held_call_known(interaction: Interaction, effect: Effect | None) -> None:
+    """Give ``held_call_of`` the held call read along with the interaction (one statement)."""
+    interaction.__dict__[_HELD_CALL] = effect
+
+
+_HELD_CALL = "_held_call"
 
 
 def effect_for_tenant(*, tenant, public_id: str) -> Effect | None:

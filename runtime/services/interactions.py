@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runtime import extensions as ext
@@ -15,9 +15,10 @@ from runtime.approvers import Decider
 from runtime.audit import audit_decision
 from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.ladders import expiry_seconds
-from runtime.models import Interaction, Task, TaskState
+from runtime.models import Agent, Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
-from runtime.selectors import held_call_of
+from runtime.rowsql import Columns
+from runtime.selectors import held_call_known, held_call_of
 from runtime.services.approvers import approval_gate
 from runtime.services.receipts import (
     decision_edit_apply,
@@ -165,6 +166,93 @@ def interaction_close(
     return interaction
 
 
+class _DecisionReads:
+    """A decision's two reads, written once: the task locked (with its agent), found through
+    the interaction; then, under that lock, the interaction and the call it holds (an
+    approval's effect) in one statement.
+
+    As querysets (select_for_update through a join, select_related, then two more reads)
+    Django compiled them anew for every decision.
+    """
+
+    def __init__(self) -> None:
+        self.task = Columns(Task, "t")
+        self.agent = Columns(Agent, "a")
+        self.interaction = Columns(Interaction, "i")
+        self.effect = Columns(Effect, "e")
+        self._sql: dict = {}
+
+    def sql(self) -> tuple[str, str]:
+        found = self._sql.get(connection.vendor)
+        if found is None:
+            q = connection.ops.quote_name
+            t, a, i, e = q("t"), q("a"), q("i"), q("e")
+
+            def col(model, name: str) -> str:
+                return q(model._meta.get_field(name).column)
+
+            # OF the task only (the same lock as in-band answers and the turn take). SQLite
+            # locks the database.
+            lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
+            task = (
+                f"SELECT {self.task.sql()}, {self.agent.sql()} "
+                f"FROM {q(Task._meta.db_table)} {t} "
+                f"INNER JOIN {q(Agent._meta.db_table)} {a} "
+                f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
+                f"WHERE {t}.{col(Task, 'tenant')} = %s AND {t}.{col(Task, 'id')} = "
+                f"(SELECT {i}.{col(Interaction, 'task')} FROM {q(Interaction._meta.db_table)} {i} "
+                f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
+                f"AND {i}.{col(Interaction, 'public_id')} = %s){lock}"
+            )
+            # The held call as runtime.selectors.held_call_for finds it (the approval's id is
+            # its effect's); none for the other kinds.
+            interaction = (
+                f"SELECT {self.interaction.sql()}, {self.effect.sql()} "
+                f"FROM {q(Interaction._meta.db_table)} {i} "
+                f"LEFT JOIN {q(Effect._meta.db_table)} {e} "
+                f"ON {e}.{col(Effect, 'tenant')} = {i}.{col(Interaction, 'tenant')} "
+                f"AND {e}.{col(Effect, 'task')} = {i}.{col(Interaction, 'task')} "
+                f"AND {e}.{col(Effect, 'public_id')} = {i}.{col(Interaction, 'public_id')} "
+                f"AND {i}.{col(Interaction, 'kind')} = %s "
+                f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
+                f"AND {i}.{col(Interaction, 'public_id')} = %s"
+            )
+            found = self._sql[connection.vendor] = (task, interaction)
+        return found
+
+    def task_locked(self, *, tenant, interaction_id: str) -> Task | None:
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql()[0], [tenant.pk, tenant.pk, interaction_id])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        task = self.task.build(row)
+        _AGENT.set_cached_value(task, self.agent.build(row, len(self.task)))
+        return task
+
+    def interaction_of(self, *, task: Task, interaction_id: str) -> Interaction | None:
+        """The interaction with its (locked) task cached, and its held call known."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                self.sql()[1], [Interaction.Kind.APPROVAL, task.tenant_id, interaction_id]
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        interaction = self.interaction.build(row)
+        interaction.task = task
+        at = len(self.interaction)
+        effect = self.effect.build(row, at) if row[at] is not None else None
+        if effect is not None:
+            effect.task = task
+        held_call_known(interaction, effect)
+        return interaction
+
+
+_AGENT = Task._meta.get_field("agent")
+_decision_reads = _DecisionReads()
+
+
 @dataclass(frozen=True)
 class Asked:
     """What a decider asks for, read from a request that only the interaction's kind tells
@@ -203,20 +291,14 @@ def interaction_answer(
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
-    task = (
-        Task.objects.select_for_update(of=("self",))
-        .select_related("agent")
-        .filter(tenant=tenant, interactions__public_id=interaction_id)
-        .first()
-    )
+    task = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
     interaction = (
-        Interaction.objects.filter(tenant=tenant, public_id=interaction_id).first()
+        _decision_reads.interaction_of(task=task, interaction_id=interaction_id)
         if task is not None
         else None
     )
     if interaction is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
-    interaction.task = task
     if asked is not None:
         # A request that does not read is refused as such, even by a decided interaction.
         request = asked(interaction)

@@ -16,6 +16,7 @@ from django.db import connection
 
 from config.env import env_secret
 from connections.crypto import InvalidToken, secret_decrypt
+from runtime import rowsql
 from runtime.models import Credential
 
 
@@ -47,7 +48,7 @@ def credential_value(*, tenant, name: str, environment: bool = True) -> str:
         raise CredentialMissing("no credential is named")
     encrypted = None
     if tenant is not None:
-        with connection.cursor() as cursor:
+        with rowsql.cursor() as cursor:
             cursor.execute(_credential_sql(), [tenant.pk, name])
             row = cursor.fetchone()
         encrypted = row[0] if row is not None else None

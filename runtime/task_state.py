@@ -20,6 +20,7 @@ from kombu.utils.uuid import uuid
 
 from config.celery import queue as celery_queue
 from runtime import extensions as ext
+from runtime import rowsql
 from runtime.models import Task, TaskEvent, TaskState
 from runtime.notify import task_changed
 from runtime.rowsql import row_insert, row_update, rows_insert
@@ -223,7 +224,7 @@ def _turn_publish(task_pk: int) -> None:
 
 def context_next_start(task: Task) -> None:
     """The task reached a terminal state: the context's next queued turn may start."""
-    with connection.cursor() as cursor:
+    with rowsql.cursor() as cursor:
         cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
         following = cursor.fetchone()
     if following is not None:

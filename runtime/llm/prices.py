@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import connection
 
+from runtime import rowsql
 from runtime.models import ModelPrice
 from runtime.rowsql import Columns
 
@@ -29,7 +30,7 @@ def _price_sql() -> str:
 
 def price_for(model: str) -> tuple[Decimal, Decimal]:
     """(input, output) USD per million tokens for ``model``; unknown models cost nothing."""
-    with connection.cursor() as cursor:
+    with rowsql.cursor() as cursor:
         cursor.execute(_price_sql(), [model])
         row = cursor.fetchone()
     if row is not None:

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 
 from config.logging import log_context
 from runtime import extensions as ext
+from runtime import rowsql
 from runtime.llm.actions import (
     AdvancePlan,
     AgentError,
@@ -126,7 +127,7 @@ class TurnRunner(ToolCalls):
             # agent's tool policy comes along in the same statement: the run may have waited
             # (a model, a tool, a fetch) while an admin changed it, and every call it journals
             # or sends from here on is judged by the policy in force now.
-            with connection.cursor() as cursor:
+            with rowsql.cursor() as cursor:
                 cursor.execute(
                     _held_sql(),
                     [self.task_pk, self.run_id, self.worker_id, TaskState.WORKING],

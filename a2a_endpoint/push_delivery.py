@@ -56,6 +56,7 @@ from config.celery import queue
 from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
+from runtime import rowsql
 from runtime.models import Task, TaskEvent
 from runtime.rowsql import Columns
 
@@ -119,7 +120,7 @@ def _active_configs(task: Task) -> list[PushConfig]:
     batch = getattr(task, "turn_batch", None)
     if batch is not None and "push_configs" in batch.memo:
         return batch.memo["push_configs"]
-    with connection.cursor() as cursor:
+    with rowsql.cursor() as cursor:
         cursor.execute(_active_configs_sql(), [task.tenant_id, task.pk])
         configs = [_CONFIG_COLUMNS.build(row) for row in cursor.fetchall()]
     if batch is not None:

@@ -290,6 +290,9 @@ if CELERY_BROKER_URL == "filesystem://":
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+if CELERY_BROKER_URL.startswith("redis://"):
+    # Kombu's Redis transport with one client per channel instead of one per message.
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 # Deployments (or test stacks) that share one broker keep their turns apart by queue name.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery")
 CELERY_TASK_IGNORE_RESULT = True

@@ -8,12 +8,29 @@ open lookup would let any tenant's agent send, say, SECRET_KEY or DATABASE_URL t
 of its choosing.
 """
 
+import functools
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
 from config.env import env_secret
 from connections.crypto import InvalidToken, secret_decrypt
+from runtime import rowsql
 from runtime.models import Credential
+
+
+@functools.cache
+def _credential_sql() -> str:
+    """credential_value's read, written once: a hosted model's every call asks it (the ORM
+    compiled it each time). One row at most (unique per tenant), of a text column: no
+    conversion to apply."""
+    q = connection.ops.quote_name
+    meta = Credential._meta
+    tenant, name, secret = (
+        q(meta.get_field(f).column) for f in ("tenant", "name", "secret_encrypted")
+    )
+    return f"SELECT {secret} FROM {q(meta.db_table)} WHERE {tenant} = %s AND {name} = %s"
 
 
 class CredentialMissing(Exception):
@@ -29,13 +46,12 @@ def credential_value(*, tenant, name: str, environment: bool = True) -> str:
     own endpoint), never to a tenant's server."""
     if not name:
         raise CredentialMissing("no credential is named")
-    encrypted = (
-        Credential.objects.filter(tenant=tenant, name=name)
-        .values_list("secret_encrypted", flat=True)
-        .first()
-        if tenant is not None
-        else None
-    )
+    encrypted = None
+    if tenant is not None:
+        with rowsql.cursor() as cursor:
+            cursor.execute(_credential_sql(), [tenant.pk, name])
+            row = cursor.fetchone()
+        encrypted = row[0] if row is not None else None
     if encrypted is not None:
         try:
             return secret_decrypt(encrypted)

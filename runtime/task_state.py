@@ -20,9 +20,10 @@ from kombu.utils.uuid import uuid
 
 from config.celery import queue as celery_queue
 from runtime import extensions as ext
+from runtime import rowsql
 from runtime.models import Task, TaskEvent, TaskState
 from runtime.notify import task_changed
-from runtime.rowsql import row_insert, row_update
+from runtime.rowsql import row_insert, row_update, rows_insert
 from runtime.shapes import status_payload
 from runtime.signals import task_event_written
 from runtime.tasks import run_turn as run_turn_task
@@ -44,12 +45,15 @@ class TurnBatch:
     save and whether to announce the change. The runner writes them, once, as it commits.
 
     The batch holds the task's row lock from its first statement to its commit: ``memo``
-    keeps, for that long, what receivers of its events read under that lock."""
+    keeps, for that long, what receivers of its events read under that lock. Its ``events``
+    are written together, in one statement, as it commits (``batch_events_write``): no one
+    outside the transaction could see them sooner."""
 
     def __init__(self) -> None:
         self.fields: set[str] = set()
         self.announce = False
         self.memo: dict = {}
+        self.events: list[TaskEvent] = []
 
 
 def task_save(task: Task, fields: Iterable[str]) -> None:
@@ -73,7 +77,8 @@ def task_write(task: Task, fields: Iterable[str]) -> None:
 def event_emit(
     task: Task, kind: str, payload: dict, extension_data: dict | None = None
 ) -> TaskEvent:
-    """Record the task's next event (the caller saves ``event_seq`` with its change)."""
+    """Record the task's next event (the caller saves ``event_seq`` with its change); while
+    a turn's batch is open on the task, the event is written when the batch commits."""
     task.event_seq += 1
     event = TaskEvent(
         tenant_id=task.tenant_id,
@@ -83,12 +88,26 @@ def event_emit(
         state=task.state,
         payload={**payload, "_ext": extension_data or {}},
     )
-    row_insert(event)
-    # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
-    task_event_written.send(sender=TaskEvent, task=task, event=event)
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is not None:
+        batch.events.append(event)
+    else:
+        row_insert(event)
+        # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
+        task_event_written.send(sender=TaskEvent, task=task, event=event)
     # Streams watch every event, artifacts included.
     task_changed(task)
     return event
+
+
+def batch_events_write(task: Task, batch: TurnBatch) -> None:
+    """Write the events of a turn's batch, in one statement, and tell their receivers (push
+    delivery queues its deliveries) in the same transaction; call it with the batch still
+    on the task, whose memo the receivers share."""
+    rows_insert(batch.events)
+    for event in batch.events:
+        task_event_written.send(sender=TaskEvent, task=task, event=event)
+    batch.events = []
 
 
 def with_plan(task: Task, status_ext: dict) -> dict:
@@ -205,7 +224,7 @@ def _turn_publish(task_pk: int) -> None:
 
 def context_next_start(task: Task) -> None:
     """The task reached a terminal state: the context's next queued turn may start."""
-    with connection.cursor() as cursor:
+    with rowsql.cursor() as cursor:
         cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
         following = cursor.fetchone()
     if following is not None:

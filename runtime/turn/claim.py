@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from runtime import rowsql
 from runtime.models import TERMINAL_STATES, Agent, Task, TaskState, new_key
 from runtime.rowsql import Columns
 from runtime.task_state import LEASE_FIELDS, TurnBatch, task_save, task_status_set
@@ -102,7 +103,7 @@ class _ClaimRead:
 
     def __call__(self, task_pk: int) -> tuple[Task, bool] | None:
         """The locked task (its tenant and agent cached on it) and whether it must wait."""
-        with connection.cursor() as cursor:
+        with rowsql.cursor() as cursor:
             cursor.execute(self.sql(), [*_TERMINAL, task_pk])
             row = cursor.fetchone()
         if row is None:

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 
 from config.logging import log_context
 from runtime import extensions as ext
+from runtime import rowsql
 from runtime.llm.actions import (
     AdvancePlan,
     AgentError,
@@ -49,6 +50,7 @@ from runtime.shapes import agent_message
 from runtime.task_state import (
     STATUS_FIELDS,
     TurnBatch,
+    batch_events_write,
     task_end,
     task_save,
     task_status_set,
@@ -125,7 +127,7 @@ class TurnRunner(ToolCalls):
             # agent's tool policy comes along in the same statement: the run may have waited
             # (a model, a tool, a fetch) while an admin changed it, and every call it journals
             # or sends from here on is judged by the policy in force now.
-            with connection.cursor() as cursor:
+            with rowsql.cursor() as cursor:
                 cursor.execute(
                     _held_sql(),
                     [self.task_pk, self.run_id, self.worker_id, TaskState.WORKING],
@@ -151,8 +153,11 @@ class TurnRunner(ToolCalls):
             return
         task = self.task
         batch: TurnBatch = task.turn_batch
-        task.turn_batch = None
         try:
+            try:
+                batch_events_write(task, batch)
+            finally:
+                task.turn_batch = None
             if batch.fields:
                 fields = set(batch.fields)
                 if task.lease_owner == self.worker_id:

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runtime.models import Task, TaskEvent
-from runtime.rowsql import Columns, row_insert, row_update
+from runtime.rowsql import Columns, row_insert, row_update, rows_insert
 from tests.core import send
 
 pytestmark = pytest.mark.django_db
@@ -126,3 +126,28 @@ def test_the_statements_are_one_each(agents):
         row_update(task, ["steps"])
 
     assert len(captured.captured_queries) == 2
+
+
+def test_rows_are_inserted_in_one_statement_with_their_keys_in_order(agents):
+    task = send(agents.a, "support", "hi")
+    events = [
+        TaskEvent(
+            tenant_id=task.tenant_id,
+            task=task,
+            seq=90 + i,
+            kind="status",
+            state="working",
+            payload={"n": i},
+        )
+        for i in range(3)
+    ]
+
+    with CaptureQueriesContext(connection) as captured:
+        rows_insert(events)
+
+    if connection.features.can_return_rows_from_bulk_insert:
+        assert len(captured.captured_queries) == 1
+    for event in events:
+        stored = TaskEvent.objects.get(pk=event.pk)
+        assert (stored.seq, stored.payload) == (event.seq, event.payload)
+        assert not event._state.adding

@@ -53,7 +53,7 @@ def turn_cost(task) -> TurnCost:
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
 )
-def test_a_turn_that_answers_at_once_is_one_transaction_of_seven_statements(agents, make_agent):
+def test_a_turn_that_answers_at_once_is_one_transaction_of_six_statements(agents, make_agent):
     make_agent("greeter", [{"reply": "Hello, {{ text }}."}])
     task = send(agents.a, "greeter", "world")
 
@@ -64,9 +64,11 @@ def test_a_turn_that_answers_at_once_is_one_transaction_of_seven_statements(agen
     # An in-process model waits on nothing: claim, reply and finish commit together.
     assert cost.transactions == 1, cost
     # The claim (its locked read, which also asks whether an earlier turn of the context is
-    # still open), two status events (WORKING, COMPLETED), the task's push configs (read
-    # once for both), the context's next queued turn, one save of the row, one NOTIFY.
-    assert len(cost.statements) == 7, cost
+    # still open), the context's next queued turn, the two status events (WORKING,
+    # COMPLETED; one INSERT as the transaction commits), the task's push configs (read once
+    # for both), one save of the row, one NOTIFY.
+    assert len(cost.statements) == 6, cost
+    assert cost.count("INSERT") == 1, cost
     assert cost.count("UPDATE") == 1 and cost.count("SELECT pg_notify") == 1, cost
 
 
@@ -134,9 +136,9 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     assert tool == 2, cost
     # Take: locked read, the effect, its interaction, effect approved, the approval's receipt
     # (does it still bind? issue 13), effect sending, save.
-    # Finish: the row's lock, effect closed, three status events, the task's push configs,
-    # the context's next queued turn, save, NOTIFY.
-    assert len(cost.statements) - tool == 16, cost
+    # Finish: the row's lock, effect closed, the context's next queued turn, three status
+    # events (one INSERT as the transaction commits), the task's push configs, save, NOTIFY.
+    assert len(cost.statements) - tool == 14, cost
 
 
 # --- the run's row in memory: a change by someone else while the run waits wins ------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 
 from runtime import extensions as ext
+from runtime import rowsql
 from runtime.answers import answer_from_message, message_content
 from runtime.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
 from runtime.files import url_parts
@@ -27,7 +28,6 @@ from runtime.models import (
     TaskState,
     anonymous_subject,
 )
-from runtime.rowsql import row_insert
 from runtime.selectors import task_for_caller, turn_may_start
 from runtime.services.interactions import interaction_close
 from runtime.signals import task_event_written
@@ -288,7 +288,7 @@ def _turn_rows_write(context: Context | None, task: Task, event: TaskEvent) -> N
         for before, obj in zip([None, *objs], objs, strict=False):
             if before is not None:
                 setattr(obj, _LINKS[type(obj)], before)
-            row_insert(obj)
+            rowsql.row_insert(obj)
         return
     values = []
     for i, obj in enumerate(objs):
@@ -299,7 +299,9 @@ def _turn_rows_write(context: Context | None, task: Task, event: TaskEvent) -> N
             for f in _insert_fields(type(obj))
             if f.name != link
         ]
-    with connection.cursor() as cursor:
+    # rowsql's cursor sends the parameters apart from the statement (the task's JSON is not
+    # quoted into its text).
+    with rowsql.cursor() as cursor:
         cursor.execute(_turn_rows_sql(context is not None), values)
         ids = cursor.fetchone()
     for before, obj, pk in zip([None, *objs], objs, ids, strict=False):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 
 from runtime import extensions as ext
+from runtime import rowsql
 from runtime.answers import answer_from_message, message_content
 from runtime.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
 from runtime.files import url_parts
@@ -27,7 +28,6 @@ from runtime.models import (
     TaskState,
     anonymous_subject,
 )
-from runtime.rowsql import row_insert
 from runtime.selectors import task_for_caller, turn_may_start
 from runtime.services.interactions import interaction_close
 from runtime.signals import task_event_written
@@ -242,8 +242,10 @@ def _turn_start(
 
 # The rows a turn's start writes, each with the foreign key (``link``) to the row before it.
 _TURN_ROWS = ((Context, None), (Task, "context"), (TaskEvent, "task"))
+_LINKS = dict(_TURN_ROWS)
 
 
+@functools.cache
 def _insert_fields(model) -> tuple:
     """The columns an INSERT of ``model`` writes: all but the primary key (the database's)."""
     return tuple(f for f in model._meta.concrete_fields if not f.primary_key)
@@ -285,31 +287,29 @@ def _turn_rows_write(context: Context | None, task: Task, event: TaskEvent) -> N
         # Portable: one INSERT per row (runtime.rowsql), each object linked to the one before.
         for before, obj in zip([None, *objs], objs, strict=False):
             if before is not None:
-                setattr(obj, _link_of(obj), before)
-            row_insert(obj)
+                setattr(obj, _LINKS[type(obj)], before)
+            rowsql.row_insert(obj)
         return
     values = []
     for i, obj in enumerate(objs):
         # The first row's foreign keys are all values; the others' link comes from the SQL.
-        link = _link_of(obj) if i else None
+        link = _LINKS[type(obj)] if i else None
         values += [
             f.get_db_prep_save(f.pre_save(obj, True), connection)
             for f in _insert_fields(type(obj))
             if f.name != link
         ]
-    with connection.cursor() as cursor:
+    # rowsql's cursor sends the parameters apart from the statement (the task's JSON is not
+    # quoted into its text).
+    with rowsql.cursor() as cursor:
         cursor.execute(_turn_rows_sql(context is not None), values)
         ids = cursor.fetchone()
     for before, obj, pk in zip([None, *objs], objs, ids, strict=False):
         obj.pk = pk
         if before is not None:
-            setattr(obj, _link_of(obj), before)
+            setattr(obj, _LINKS[type(obj)], before)
         obj._state.adding = False
         obj._state.db = connection.alias
-
-
-def _link_of(obj) -> str:
-    return dict(_TURN_ROWS)[type(obj)]
 
 
 def _context_turn_take(

@@ -237,7 +237,9 @@ class ToolCalls:
         return True
 
     def decide_held(self, effect: Effect) -> bool:
-        interaction = Interaction.objects.filter(public_id=effect.public_id).first()
+        interaction = Interaction.objects.filter(
+            tenant_id=effect.tenant_id, public_id=effect.public_id
+        ).first()
         if interaction is None or interaction.state == Interaction.State.OPEN:
             return False  # still waiting for a person
         task = self.write()

@@ -305,10 +305,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A turn spends its time waiting on a model, an agent URL or a tool server: one worker
 # process holds many of them, a thread each, and gives its database connection back to the
 # pool while it waits (runtime.turn.claim.db_released); README "Workers" has the measurements.
-# SQLite (the embedded default) takes one writer at a time: a few threads are enough there.
+# 500: all of bench/slow_turns.py's 500 turns wait on their model at once (200 took three
+# waves); an idle thread costs nothing until a message needs it. SQLite (the embedded
+# default) takes one writer at a time: a few threads are enough there.
 CELERY_WORKER_POOL = env_str("CELERY_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = env_int(
-    "CELERY_WORKER_CONCURRENCY", 8 if _db["ENGINE"] == "django.db.backends.sqlite3" else 200
+    "CELERY_WORKER_CONCURRENCY", 8 if _db["ENGINE"] == "django.db.backends.sqlite3" else 500
 )
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -95,7 +95,7 @@ def main() -> int:
             "--loglevel",
             "INFO",
             # The pool and its size come from the settings: threads, 8 turns at once on
-            # SQLite (one writer at a time), 200 on PostgreSQL (README "Workers").
+            # SQLite (one writer at a time), 500 on PostgreSQL (README "Workers").
         ],
     ]
     web = subprocess.Popen(commands[0], cwd=ROOT)

@@ -99,7 +99,7 @@ def test_the_worker_runs_a_threads_pool_sized_for_its_database(tmp_path):
         {"VAR_DIR": str(tmp_path), "DATABASE_URL": "postgres://u@127.0.0.1:5432/db"},
     )
     assert postgres.returncode == 0, postgres.stderr
-    assert postgres.stdout.split() == ["threads", "200"]
+    assert postgres.stdout.split() == ["threads", "500"]
     chosen = run(
         ["-c", show],
         {

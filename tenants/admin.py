@@ -213,14 +213,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             return list(TOKEN_CREATE_FIELDS)
         return [
             "masked",
-            "tenant",
-            "kind",
-            "subject",
-            "name",
-            "all_agents",
-            "agent_slugs",
-            "may_step_up",
-            "expires_at",
+            *TOKEN_CREATE_FIELDS,
             "revoked_at",
             "last_used_at",
             "created_by",

@@ -30,7 +30,6 @@ Run by hand, never in the test run (see bench/README.md):
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,23 +43,14 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
+from bench.waiters import free_port, percentile, wait_until  # noqa: E402
+
 TERMINAL = {
     "TASK_STATE_COMPLETED",
     "TASK_STATE_FAILED",
     "TASK_STATE_CANCELED",
     "TASK_STATE_REJECTED",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def seed():
@@ -83,15 +73,6 @@ def seed():
         tenant=tenant, subject="program:bench-ops", name="ops", kind=ApiToken.Kind.OPERATOR
     )
     return tenant, agent, partner, operator
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def start_stack(env: dict, port: int, logdir: Path, worker_concurrency: int):

@@ -28,7 +28,6 @@ import logging
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,11 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench.waiters import free_port, wait_until  # noqa: E402
 
 
 def group_memory(pgid: int) -> tuple[int, int, int]:
@@ -81,15 +76,6 @@ def group_cpu_seconds(pgid: int) -> float:
         except (OSError, IndexError, ValueError):
             continue
     return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def seed(model: str, delay: float):

@@ -21,7 +21,6 @@ Run by hand, never in the test run (see bench/README.md):
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,11 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench.waiters import free_port  # noqa: E402
 
 
 class Counting:

@@ -98,8 +98,8 @@ def seed(wait_seconds: float):
 def wait_until(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        if value := predicate():
+            return value
         time.sleep(0.2)
     raise TimeoutError(f"timed out waiting for {what}")
 

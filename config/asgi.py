@@ -53,4 +53,26 @@ async def application(scope, receive, send):
     if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
         await a2a_application(scope, receive, send)
         return
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+        return
     await django_application(scope, receive, send)
+
+
+async def lifespan(receive, send) -> None:
+    """ASGI's start and stop of the process (Django's handler answers HTTP only).
+
+    At start the process begins listening for task changes (runtime.notify): a burst of
+    blocking sends in its first moments then finds the listener connected, and each waits
+    without first reading the state of the task it has just made (announcements_mark).
+    """
+    from runtime.notify import listen_start
+
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            listen_start()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

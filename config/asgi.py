@@ -70,15 +70,7 @@ def gc_freeze() -> None:
     """
     from django.urls import get_resolver
 
-    from config.celery import app as celery_app
-
-    # Loaded now, to be frozen with the rest, and not by the first requests of a burst: the
-    # URLconf, and what the first turn published imports by name (Celery's messaging, the
-    # broker's transport and its client library; no connection is made).
-    get_resolver().url_patterns  # noqa: B018
-    celery_app.amqp  # noqa: B018
-    with celery_app.connection_for_write() as broker:
-        broker.transport  # noqa: B018
+    get_resolver().url_patterns  # noqa: B018 - loaded now, to be frozen with the rest
     gc.collect()
     gc.freeze()
 

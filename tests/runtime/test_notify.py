@@ -146,7 +146,8 @@ def test_a_mark_taken_before_the_listener_reconnected_is_not_trusted(
         listener = await _listening()
         mark = notify.announcements_mark()
         heard = listener.announcements
-        assert await asyncio.to_thread(listener_dropped) == 1
+        # This test's listener among them (others, of earlier tests' event loops, may be left).
+        assert await asyncio.to_thread(listener_dropped) >= 1
         await _until(lambda: listener.announcements not in (None, heard))
         reads = []
 

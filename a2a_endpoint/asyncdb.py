@@ -28,7 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from config.metrics import A2A_WAITERS
 from runtime.errors import TaskNotFound
 from runtime.models import ANONYMOUS, SETTLED_STATES, Task
-from runtime.notify import wait_for_state
+from runtime.notify import Mark, wait_for_state
 
 
 def release_connection() -> None:
@@ -75,14 +75,20 @@ def _read_state(pk: int) -> str:
     return state
 
 
-async def wait_for_settled(task: Task) -> Task:
-    """A blocking send waits for a terminal or interrupted state, or A2A_WAIT_MS."""
+async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
+    """A blocking send waits for a terminal or interrupted state, or A2A_WAIT_MS.
+
+    ``since``: the listener's mark (runtime.notify.announcements_mark) taken before the send
+    made or read ``task``; with it the wait need not read the task's state first."""
     deadline = time.monotonic() + settings.A2A_WAIT_MS / 1000
+    known = (since, task.state) if since is not None else None
     if async_reads():
         # Each db() call has given its connection back already; the reads below take one
         # from the async pool for one query each.
         with A2A_WAITERS.track_inprogress():
-            await wait_for_state(task.pk, SETTLED_STATES, deadline, lambda: _state_read(task.pk))
+            await wait_for_state(
+                task.pk, SETTLED_STATES, deadline, lambda: _state_read(task.pk), known
+            )
         return await _task_by_pk(task.pk)
     await db(release_connection)
 
@@ -90,7 +96,7 @@ async def wait_for_settled(task: Task) -> Task:
         return await db(_read_state, task.pk)
 
     with A2A_WAITERS.track_inprogress():
-        await wait_for_state(task.pk, SETTLED_STATES, deadline, read_state)
+        await wait_for_state(task.pk, SETTLED_STATES, deadline, read_state, known)
     return await db(Task.objects.get, pk=task.pk)
 
 

@@ -18,6 +18,7 @@ from a2a_endpoint.inputs import length_check
 from a2a_endpoint.models import PushConfig
 from config.logging import bind
 from runtime.models import SETTLED_STATES, Interaction, Task, TaskState
+from runtime.notify import announcements_mark
 from runtime.selectors import task_for_caller, tasks_page
 from runtime.services.messages import CONTEXT_ID_RE, message_send
 from runtime.services.tasks import task_cancel
@@ -121,10 +122,13 @@ async def message_accept(caller: Caller, params: dict):
 
 
 async def send_message(caller: Caller, params: dict):
+    # Before the message is taken (and its turn published): from here on the listener hears
+    # every change of the task, and the wait below need not read its state first.
+    mark = announcements_mark()
     task, configuration, history_length, queued = await message_accept(caller, params)
     blocking = not (configuration is not None and configuration.return_immediately)
     if blocking and not queued and task.state not in SETTLED_STATES:
-        task = await wait_for_settled(task)
+        task = await wait_for_settled(task, since=mark)
     if task.reply_message and task.state in SETTLED_STATES and blocking:
         return {"message": task.reply_message}
     return {"task": _task_out(caller, task, history_length=history_length)}

@@ -275,6 +275,7 @@ def main() -> int:
     )
     settled = {public_id: at for public_id, at, _, _ in rows}
     pks = {public_id: pk for public_id, _, _, pk in rows}
+    created = {public_id: at for public_id, _, at, _ in rows}
     # The intake: until the web process has taken the last call's message (its task made).
     intake_end = max((created for _, _, created, _ in rows), default=None)
     errors = Counter(r["error"] for r in results if "error" in r)
@@ -285,6 +286,11 @@ def main() -> int:
         (r["at"] - settled[r["task"]].timestamp()) * 1000
         for r in answered
         if intake_end is not None and settled[r["task"]] > intake_end
+    ]
+    during_intake = [
+        (r["at"] - settled[r["task"]].timestamp()) * 1000
+        for r in answered
+        if intake_end is not None and settled[r["task"]] <= intake_end
     ]
     print(f"callers: {args.n}   wall time: {elapsed:.1f}s   logs: {logdir}")
     print(f"answers: {dict(states)}   errors: {dict(errors) or 0}")
@@ -306,6 +312,13 @@ def main() -> int:
             f"p50 {statistics.median(after_intake):.0f}  p99 {percentile(after_intake, 99):.0f}  "
             f"max {max(after_intake):.0f}  (n={len(after_intake)})"
         )
+    if during_intake:
+        print(
+            "  of those settled while calls were still being taken in: "
+            f"p50 {statistics.median(during_intake):.0f}  "
+            f"p90 {percentile(during_intake, 90):.0f}  max {max(during_intake):.0f}  "
+            f"(n={len(during_intake)})"
+        )
     if intake_end is not None and answered:
         first_sent = min(r["sent"] for r in answered)
         print(
@@ -315,7 +328,12 @@ def main() -> int:
         Path(args.dump).write_text(
             json.dumps(
                 [
-                    {**r, "settled": settled[r["task"]].timestamp(), "pk": pks[r["task"]]}
+                    {
+                        **r,
+                        "settled": settled[r["task"]].timestamp(),
+                        "created": created[r["task"]].timestamp(),
+                        "pk": pks[r["task"]],
+                    }
                     for r in answered
                 ]
             )

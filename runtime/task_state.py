@@ -150,7 +150,9 @@ def task_first_event(task: Task) -> TaskEvent:
 
     Nobody is woken (no NOTIFY): a waiter or a stream names a task by the id the transaction
     that makes it returns, so none can wait on it before that commit, and each reads the task
-    once it has registered (runtime.notify.wait_for_state, task_watch)."""
+    once it has registered (runtime.notify.wait_for_state, task_watch), or, for a blocking
+    send whose listener was listening before the task was made, takes its state from what
+    the listener has heard since (announcements_mark)."""
     task.event_seq = 1
     return TaskEvent(
         tenant_id=task.tenant_id,

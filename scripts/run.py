@@ -81,7 +81,9 @@ def main() -> int:
             "--port",
             port,
             "--no-access-log",
-            # Django has no lifespan handler; uvicorn's "auto" would say so at every start.
+            # No start hooks (config/asgi.py lifespan: listening from the start, start-up
+            # objects frozen out of GC), which matter for bursts of thousands of waiting
+            # callers, not here; with them uvicorn prints two more lines at every start.
             "--lifespan",
             "off",
         ],

@@ -81,11 +81,11 @@ def main() -> int:
             "--port",
             port,
             "--no-access-log",
-            # No start hooks (config/asgi.py lifespan: listening from the start, start-up
-            # objects frozen out of GC), which matter for bursts of thousands of waiting
-            # callers, not here; with them uvicorn prints two more lines at every start.
+            # The start hooks production's workers run too (config/asgi.py lifespan:
+            # listening for task changes from the start, start-up objects frozen out of GC),
+            # so that what bench/ measures on `make run` is what production runs.
             "--lifespan",
-            "off",
+            "on",
         ],
         [
             str(BIN / "celery"),

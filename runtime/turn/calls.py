@@ -13,7 +13,7 @@ from django.utils import timezone
 from runtime import extensions as ext
 from runtime.llm.actions import CallTool
 from runtime.models import Effect, Interaction, Receipt, Task, TaskState, new_key
-from runtime.rowsql import Columns
+from runtime.rowsql import Columns, row_move
 from runtime.services.interactions import interaction_open
 from runtime.services.receipts import UNREAD, approval_void_if_stale
 from runtime.services.rules import rule_for_call, rule_use_record
@@ -313,8 +313,11 @@ class ToolCalls:
         task = self.write()
         answer = interaction.answer or {}
         if answer.get("approved") is True:
-            approved = Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
-                state=Effect.State.APPROVED, approved_by=interaction.answered_by
+            approved = row_move(
+                Effect,
+                effect.pk,
+                where={"state": Effect.State.HELD},
+                values={"state": Effect.State.APPROVED, "approved_by": interaction.answered_by},
             )
             self.save(task)
             if approved != 1:
@@ -353,8 +356,11 @@ class ToolCalls:
             if goes_on is not None:
                 return goes_on
         from_state = Effect.State.SENDING if resend else Effect.State.APPROVED
-        moved = Effect.objects.filter(pk=effect.pk, state=from_state).update(
-            state=Effect.State.SENDING, sent_at=timezone.now()
+        moved = row_move(
+            Effect,
+            effect.pk,
+            where={"state": from_state},
+            values={"state": Effect.State.SENDING, "sent_at": timezone.now()},
         )
         if moved != 1:
             return True
@@ -381,10 +387,15 @@ class ToolCalls:
         # The outcome and its tool result go on in the next transaction, with the steps that
         # follow it until the next wait on the network.
         task = self.write()
-        Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
-            state=Effect.State.SUCCEEDED if ok else Effect.State.FAILED,
-            outcome=outcome,
-            closed_at=timezone.now(),
+        row_move(
+            Effect,
+            effect.pk,
+            where={"state": Effect.State.SENDING},
+            values={
+                "state": Effect.State.SUCCEEDED if ok else Effect.State.FAILED,
+                "outcome": outcome,
+                "closed_at": timezone.now(),
+            },
         )
         if ok:
             tool_result_record(task, effect.step, ok=True, result=outcome["result"])

@@ -35,12 +35,12 @@ django_application = get_asgi_application()
 
 # Imported once Django is set up (get_asgi_application above).
 from a2a_endpoint.lean import LeanA2AHandler  # noqa: E402
-from config.lean_api import LeanApiHandler, lean_api_request  # noqa: E402
+from approvals.lean_api import LeanApiHandler, lean_api_request  # noqa: E402
 
 # The A2A endpoint and cards skip the middleware stack (a2a_endpoint.lean); the rest of
 # /a2a/ (file downloads) falls back to Django.
 a2a_application = LeanA2AHandler(fallback=django_application.handle)
-# Token-authenticated REST calls skip the middleware that only sessions use (config.lean_api).
+# Token-authenticated REST calls skip the middleware that only sessions use (approvals.lean_api).
 api_application = LeanApiHandler()
 
 

@@ -1,5 +1,5 @@
 """Token-authenticated REST calls skip the middleware that only browser sessions use
-(config.lean_api, config/asgi.py) and answer as the whole stack does; a session's calls still
+(approvals.lean_api, config/asgi.py) and answer as the whole stack does; a session's calls still
 go through the whole stack, CSRF check included."""
 
 import asyncio
@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import get_resolver
 from rest_framework.views import APIView
 
+from approvals.lean_api import lean_api_middleware, lean_api_request
 from config import asgi
-from config.lean_api import lean_api_middleware, lean_api_request
 from runtime.models import Interaction
 
 # The requests are answered on another thread (a2a_endpoint.asyncdb.db): the rows they read

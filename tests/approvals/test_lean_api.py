@@ -4,6 +4,8 @@ go through the whole stack, CSRF check included."""
 
 import asyncio
 import json
+import urllib.error
+import urllib.request
 from http import HTTPStatus
 
 import pytest
@@ -14,6 +16,7 @@ from rest_framework.views import APIView
 from approvals.lean_api import lean_api_middleware, lean_api_request
 from config import asgi
 from runtime.models import Interaction
+from tests.live import wait_until
 
 # The requests are answered on another thread (a2a_endpoint.asyncdb.db): the rows they read
 # must be committed.
@@ -188,3 +191,59 @@ def test_a_session_decision_still_needs_its_csrf_token(agents):
     assert status == HTTPStatus.FORBIDDEN
     approval.refresh_from_db()
     assert approval.state == Interaction.State.OPEN
+
+
+# --- against the live stack (uvicorn in another process, the database threads of production) --
+
+
+def live(method: str, url: str, token: str, body: dict | None = None):
+    """(status, headers, JSON body) of a request to the live server."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    request.add_header("A2A-Version", "1.0")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, json.loads(exc.read())
+
+
+def test_a_token_decision_on_the_live_server_resumes_the_turn(live_stack, demo):
+    deployer = f"{live_stack.url}{demo['agents']['deployer']}"
+    message = {
+        "messageId": "lean-api-live-1",
+        "role": "ROLE_USER",
+        "parts": [{"text": "deploy build 2026.10.06-1 to staging"}],
+    }
+    send = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    _, _, sent = live("POST", deployer, demo["token"], send)
+    task = sent["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+    api = f"{live_stack.url}/api/v1/interactions"
+    _, _, listed = live("GET", f"{api}?state=open&agent=deployer", demo["operator_token"])
+    (interaction,) = [row for row in listed["results"] if row["taskId"] == task["id"]]
+
+    status, headers, body = live(
+        "POST", f"{api}/{interaction['id']}/answer", demo["operator_token"], {"approved": True}
+    )
+
+    assert status == HTTPStatus.OK, body
+    assert body["state"] == "answered" and body["answeredVia"] == "rest"
+    assert headers["X-Frame-Options"] == "DENY" and headers["Content-Security-Policy"]
+    assert "Set-Cookie" not in headers
+    get = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task["id"]}}
+    done = wait_until(
+        lambda: (
+            live("POST", deployer, demo["token"], get)[2]["result"]["status"]["state"]
+            == "TASK_STATE_COMPLETED"
+        ),
+        30,
+        what="the resumed turn",
+    )
+    assert done
+    # A refusal over the lean stack is DRF's, as on the whole stack.
+    status, headers, body = live("GET", api, demo["token"])  # a partner token
+    assert status == HTTPStatus.FORBIDDEN and "partner token" in body["detail"]

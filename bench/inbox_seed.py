@@ -119,6 +119,7 @@ def seed(*, slug: str, pending: int, decided: int, uncertain: int, rng: random.R
                 public_id=f"ix-{uuid.uuid4().hex}",
                 tenant=tenant,
                 task=task,
+                agent_id=task.agent_id,
                 kind=kind,
                 prompt=f"{kind} #{i}: deploy build b-{i} to staging?",
                 detail={"reason": "bench"} if kind == "approval" else {},

@@ -284,6 +284,9 @@ class Interaction(models.Model):
     public_id = models.CharField(max_length=64, unique=True)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="interactions")
+    # The task's agent, copied when the interaction opens (a task never changes agent): the
+    # inbox counts open items per agent and kind from one index, without joining the tasks.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+", db_index=False)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     prompt = models.TextField()
     detail = models.JSONField(default=dict, blank=True)  # on the wire: never a call's arguments
@@ -323,6 +326,13 @@ class Interaction(models.Model):
                 fields=["tenant", "kind", "-created_at", "-id"],
                 condition=Q(state="open"),
                 name="interaction_open_by_kind",
+            ),
+            # The inbox's open counts per agent and kind (runtime.selectors), read from the
+            # index alone.
+            models.Index(
+                fields=["tenant", "agent", "kind"],
+                condition=Q(state="open"),
+                name="interaction_open_by_agent",
             ),
             models.Index(fields=["state", "expires_at"], name="interaction_expiry"),
         ]

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import F, Func, OuterRef, Q, Subquery
+from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -309,36 +309,46 @@ def inbox_interactions(
     return rows
 
 
-def _open_count(rows) -> Coalesce:
-    """How many of ``rows`` belong to the outer agent, as a subquery (0 when none)."""
-    counted = (
-        rows.filter(tenant=OuterRef("tenant"), task__agent=OuterRef("pk"))
-        .order_by()
-        .annotate(n=Func(F("pk"), function="COUNT"))
-        .values("n")
-    )
-    return Coalesce(Subquery(counted), 0)
+# The tenant's agents, each joined to its open items per kind (one row per agent and kind
+# that has any): interactions counted from the partial index interaction_open_by_agent
+# (tenant, agent, kind; open rows only) without reading the tasks, uncertain effects (few,
+# found by effect_state) joined to their tasks for the agent. A correlated count per agent
+# and kind let the planner scan every open interaction once per agent (400 ms at 10,000).
+_AGENTS_WITH_OPEN_COUNTS = f"""
+SELECT a.id, a.tenant_id, a.slug, a.name, c.kind AS open_kind, c.n AS open_n
+FROM {Agent._meta.db_table} a
+LEFT JOIN (
+    SELECT agent_id, kind, COUNT(*) AS n
+    FROM {Interaction._meta.db_table}
+    WHERE tenant_id = %(tenant)s AND state = %(open)s
+    GROUP BY agent_id, kind
+    UNION ALL
+    SELECT t.agent_id, %(uncertain)s, COUNT(*)
+    FROM {Effect._meta.db_table} e JOIN {Task._meta.db_table} t ON t.id = e.task_id
+    WHERE e.tenant_id = %(tenant)s AND e.state = %(uncertain)s
+    GROUP BY t.agent_id
+) c ON c.agent_id = a.id
+WHERE a.tenant_id = %(tenant)s
+ORDER BY a.slug, c.kind
+"""
 
 
 def agents_with_open_counts(*, tenant) -> list[Agent]:
     """The tenant's agents, each with ``open_counts`` {kind: open items}: one query, so the
     inbox's navigation counts cost the page nothing more than its agent filter did."""
-    open_rows = Interaction.objects.filter(state=Interaction.State.OPEN)
-    counts = {
-        f"open_{kind}": _open_count(open_rows.filter(kind=kind))
-        for kind in INBOX_KINDS
-        if kind != "uncertain"
-    }
-    counts["open_uncertain"] = _open_count(Effect.objects.filter(state=Effect.State.UNCERTAIN))
-    agents = list(
-        Agent.objects.filter(tenant=tenant)
-        .order_by("slug")
-        .only("pk", "tenant", "slug", "name")
-        .annotate(**counts)
+    rows = Agent.objects.raw(
+        _AGENTS_WITH_OPEN_COUNTS,
+        {"tenant": tenant.pk, "open": Interaction.State.OPEN, "uncertain": Effect.State.UNCERTAIN},
     )
-    for agent in agents:
-        agent.open_counts = {kind: getattr(agent, f"open_{kind}") for kind in INBOX_KINDS}
-    return agents
+    agents: dict[int, Agent] = {}
+    for row in rows:
+        agent = agents.get(row.pk)
+        if agent is None:
+            agent = agents[row.pk] = row
+            agent.open_counts = dict.fromkeys(INBOX_KINDS, 0)
+        if row.open_kind in agent.open_counts:
+            agent.open_counts[row.open_kind] = row.open_n
+    return list(agents.values())
 
 
 def inbox_counts(*, agents: list[Agent]) -> dict[str, int]:

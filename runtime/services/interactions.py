@@ -52,6 +52,7 @@ def interaction_open(
         public_id=public_id,
         tenant_id=task.tenant_id,
         task=task,
+        agent_id=task.agent_id,
         kind=kind,
         prompt=prompt,
         detail=detail,

@@ -269,6 +269,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             public_id=effect.public_id,
             tenant_id=task.tenant_id,
             task=task,
+            agent_id=task.agent_id,
             kind=Interaction.Kind.APPROVAL,
             prompt=prompt,
             detail=detail,

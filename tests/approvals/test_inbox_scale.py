@@ -106,6 +106,7 @@ def seed(tenant, *, pending: int, decided: int, uncertain: int) -> dict:
                 public_id=public_id,
                 tenant=tenant,
                 task=task,
+                agent_id=task.agent_id,
                 kind=kind,
                 prompt=f"{kind} {i}",
                 request={"choices": ["a", "b"]} if kind == "question" else {},

@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from runtime.models import Interaction
+from runtime.models import Agent, Effect, Interaction
+from runtime.selectors import agents_with_open_counts
 from tests.approvals.test_inbox_scale import ITEM_ID, MAX_QUERIES, inbox_walk, seed
 
 pytestmark = pytest.mark.django_db
@@ -102,6 +103,30 @@ def test_open_counts_per_kind_in_the_navigation(agents, bulk):
     assert 'data-kind-count="question">40<' in body
     assert 'data-kind-count="connection">40<' in body
     assert 'data-kind-count="uncertain">12<' in body
+
+
+def test_open_counts_per_agent_and_kind_are_the_tenants_own(agents, bulk):
+    tenant = agents.a.tenant
+    # Counted the slow way: by the task's agent, one count per agent and kind.
+    expected = {}
+    for agent in Agent.objects.filter(tenant=tenant):
+        expected[agent.slug] = {
+            kind: Interaction.objects.filter(
+                tenant=tenant, state="open", kind=kind, task__agent=agent
+            ).count()
+            for kind in ("approval", "question", "connection")
+        }
+        expected[agent.slug]["uncertain"] = Effect.objects.filter(
+            tenant=tenant, state="uncertain", task__agent=agent
+        ).count()
+    found = agents_with_open_counts(tenant=tenant)
+    assert [a.slug for a in found] == sorted(expected)
+    assert {a.slug: a.open_counts for a in found} == expected
+    assert expected["deployer"]["approval"] and expected["code-reviewer"]["question"]
+    # An agent with nothing open counts zeros; B's rows (the same numbers) never count for A.
+    assert any(not any(counts.values()) for counts in expected.values())
+    assert all(a.tenant_id == tenant.pk for a in found)
+    assert sum(sum(a.open_counts.values()) for a in found) == 132
 
 
 def test_a_searched_and_filtered_page_needs_a_fixed_number_of_queries(

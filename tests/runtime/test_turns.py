@@ -54,6 +54,8 @@ def test_a_question_pauses_and_its_answer_resumes_the_same_task(agents):
     assert task.state == TaskState.INPUT_REQUIRED
     asked = open_interaction(task)
     assert asked.kind == Interaction.Kind.QUESTION
+    # Copied from its task, for the inbox's counts per agent (runtime.selectors).
+    assert asked.agent_id == task.agent_id
     assert status_text(task) == asked.prompt
     assert_lease_free(task)
 

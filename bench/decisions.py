@@ -129,10 +129,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def profile_start(outdir: str | None, web_pid: int, worker_pid: int, idle: bool) -> list:
+def profile_start(
+    outdir: str | None, web_pid: int, worker_pid: int, idle: bool, gil: bool = False
+) -> list:
     """py-spy on the web server and the worker while the decisions run (--profile DIR): their
     collapsed stacks in DIR/web.txt and DIR/worker.txt; with ``idle`` the waits too (a wait
-    is latency as much as work is)."""
+    is latency as much as work is); with ``gil`` only the thread holding the GIL (the CPU)."""
     if not outdir:
         return []
     Path(outdir).mkdir(parents=True, exist_ok=True)
@@ -146,6 +148,7 @@ def profile_start(outdir: str | None, web_pid: int, worker_pid: int, idle: bool)
                 "-r",
                 "200",
                 *(["--idle"] if idle else []),
+                *(["--gil"] if gil else []),
                 "--nonblocking",
                 "-f",
                 "raw",
@@ -208,6 +211,9 @@ def main() -> int:
     parser.add_argument("--profile", metavar="DIR", help="py-spy the web and the worker into DIR")
     parser.add_argument("--profile-idle", action="store_true", help="--profile with the waits")
     parser.add_argument(
+        "--profile-gil", action="store_true", help="--profile of the thread holding the GIL only"
+    )
+    parser.add_argument(
         "--port", type=int, default=0, help="the web server's (default: a free one)"
     )
     args = parser.parse_args()
@@ -259,7 +265,9 @@ def main() -> int:
             page = operator_client.get(url).json()
             interaction_of.update({row["taskId"]: row["id"] for row in page["results"]})
             url = page["next"]
-        profilers = profile_start(args.profile, web.pid, worker.pid, args.profile_idle)
+        profilers = profile_start(
+            args.profile, web.pid, worker.pid, args.profile_idle, args.profile_gil
+        )
         web_cpu, worker_cpu = cpu_seconds(web.pid), cpu_seconds(worker.pid)
         for task_id in task_ids:
             interaction_id = interaction_of[task_id]

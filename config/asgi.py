@@ -36,15 +36,19 @@ django_application = get_asgi_application()
 
 # Imported once Django is set up (get_asgi_application above).
 from a2a_endpoint.lean import LeanA2AHandler  # noqa: E402
+from approvals.lean_api import LeanApiHandler, lean_api_request  # noqa: E402
 
 # The A2A endpoint and cards skip the middleware stack (a2a_endpoint.lean); the rest of
 # /a2a/ (file downloads) falls back to Django.
 a2a_application = LeanA2AHandler(fallback=django_application.handle)
+# Token-authenticated REST calls skip the middleware that only sessions use (approvals.lean_api).
+api_application = LeanApiHandler()
 
 
 async def application(scope, receive, send):
     """Django, except that A2A requests skip the per-request thread (ThreadSensitiveContext)
-    and the middleware stack.
+    and the middleware stack, and token-authenticated /api/v1/ requests the middleware that
+    only browser sessions use.
 
     A blocking SendMessage waits for its task for up to A2A_WAIT_MS. Under Django's default
     each request keeps a thread of its own for its synchronous work, idle during that wait;
@@ -53,6 +57,9 @@ async def application(scope, receive, send):
     """
     if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
         await a2a_application(scope, receive, send)
+        return
+    if lean_api_request(scope):
+        await api_application(scope, receive, send)
         return
     if scope["type"] == "lifespan":
         await lifespan(receive, send)

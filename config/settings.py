@@ -430,7 +430,8 @@ MODEL_TIMEOUT_SECONDS = env_int("MODEL_TIMEOUT_SECONDS", 120)
 MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 5)
 MODEL_RETRY_BASE_SECONDS = env_int("MODEL_RETRY_BASE_SECONDS", 1)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
-# Threads that run the A2A endpoint's database calls (shared by all callers of a process).
+# Threads that run the A2A endpoint's database calls and token-authenticated /api/v1/ requests
+# (approvals.lean_api), shared by all callers of a process.
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
 # Connections of the A2A endpoint's async pool per web process (PostgreSQL): GetTask's read.
 A2A_DB_ASYNC_POOL_SIZE = env_int("A2A_DB_ASYNC_POOL_SIZE", 10)

@@ -19,6 +19,7 @@ from django.db.models import Model
 
 _inserts: dict = {}
 _updates: dict = {}
+_moves: dict = {}
 
 
 def cursor(using: str = "default"):
@@ -227,3 +228,44 @@ class Columns:
                 value = converter(value, col, connection)
             values[i] = value
         return self.model.from_db(using, self.attnames, values)
+
+
+class _Move:
+    def __init__(self, model: type[Model], fields: tuple, where: tuple, connection) -> None:
+        meta = model._meta
+        self.pk = meta.pk
+        self.fields = fields
+        self.where = where
+        assignments = ", ".join(f"{_quote(connection, f.column)} = %s" for f in fields)
+        conditions = "".join(f" AND {_quote(connection, f.column)} = %s" for f in where)
+        self.sql = (
+            f"UPDATE {_quote(connection, meta.db_table)} SET {assignments} "
+            f"WHERE {_quote(connection, meta.pk.column)} = %s{conditions}"
+        )
+
+
+def row_move(model: type[Model], pk, *, where: dict, values: dict, using: str = "default") -> int:
+    """``model.objects.filter(pk=pk, **where).update(**values)``: a conditional write (a
+    claim: 1 when the row still was as ``where`` says, else 0) without compiling the UPDATE on
+    every call. Plain values only, as the hot paths write them: no expressions, and ``where``
+    compares each field for equality with a value that is not None."""
+    connection = connections[using]
+    key = (model, tuple(values), tuple(where), connection.vendor)
+    move = _moves.get(key)
+    if move is None:
+        move = _moves[key] = _Move(
+            model, _fields(model, key[1]), _fields(model, key[2]), connection
+        )
+    params = []
+    for value, field in zip(values.values(), move.fields, strict=True):
+        if hasattr(value, "resolve_expression"):
+            raise TypeError(f"row_move writes plain values, not {value!r}")
+        params.append(field.get_db_prep_save(value, connection))
+    params.append(move.pk.get_db_prep_value(pk, connection))
+    for value, field in zip(where.values(), move.where, strict=True):
+        if value is None or hasattr(value, "resolve_expression"):
+            raise TypeError(f"row_move compares with plain values, not {value!r}")
+        params.append(field.get_db_prep_value(value, connection))
+    with cursor(using) as cur:
+        cur.execute(move.sql, params)
+        return cur.rowcount

@@ -6,12 +6,15 @@ is recorded. Tenants' MCP and HTTP servers (runtime.toolservers) implement the s
 ``ToolServer``.
 """
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import jsonschema
+from django.db import connection
 
+from runtime import rowsql
 from runtime.models import Agent, DemoRecord
 from runtime.models import ToolServer as ServerRow
 
@@ -149,6 +152,40 @@ def validate_arguments(schema: dict | None, arguments: Any) -> str | None:
     return None
 
 
+def demo_record(*, effect_id: str, tenant, server: str, kind: str, data: dict) -> int:
+    """The id of the demo servers' record of the call ``effect_id``, made unless it is there
+    (a call sent again finds the first one, as a real server's idempotency key would).
+
+    One statement, INSERT ... ON CONFLICT DO NOTHING (both backends), and a read only when
+    the record was there: the get_or_create it replaces was a read, then a transaction of its
+    own around the insert, on every deployment (a resumed deployer turn's wait on the tool,
+    bench/decisions.py)."""
+    record = DemoRecord(tenant=tenant, server=server, kind=kind, effect_id=effect_id, data=data)
+    sql, fields = _demo_insert()
+    values = [field.get_db_prep_save(field.pre_save(record, True), connection) for field in fields]
+    with rowsql.cursor() as cursor:
+        cursor.execute(sql, values)
+        row = cursor.fetchone()
+    if row is not None:
+        return row[0]
+    return DemoRecord.objects.filter(effect_id=effect_id).values_list("pk", flat=True).get()
+
+
+@functools.cache
+def _demo_insert() -> tuple[str, tuple]:
+    q = connection.ops.quote_name
+    meta = DemoRecord._meta
+    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
+    columns = ", ".join(q(f.column) for f in fields)
+    values = ", ".join(["%s"] * len(fields))
+    return (
+        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({values}) "
+        f"ON CONFLICT ({q(meta.get_field('effect_id').column)}) DO NOTHING "
+        f"RETURNING {q(meta.pk.column)}",
+        fields,
+    )
+
+
 class DeployServer:
     """``deploy / deploy_build``: records a deployment of a build to an environment."""
 
@@ -160,17 +197,15 @@ class DeployServer:
         duration = float(arguments.get("durationSeconds", 0) or 0)
         if duration > 0:
             time.sleep(min(duration, 60))
-        record, _ = DemoRecord.objects.get_or_create(
+        record = demo_record(
             effect_id=ctx.effect_id,
-            defaults={
-                "tenant": ctx.tenant,
-                "server": "deploy",
-                "kind": "deployment",
-                "data": dict(arguments),
-            },
+            tenant=ctx.tenant,
+            server="deploy",
+            kind="deployment",
+            data=dict(arguments),
         )
         return {
-            "deploymentId": f"dep-{record.pk}",
+            "deploymentId": f"dep-{record}",
             "build": arguments.get("build"),
             "environment": arguments.get("environment"),
         }
@@ -188,16 +223,13 @@ class GithubServer:
             raise ToolError(
                 "github is not connected for this tenant; ask for the connection first."
             )
-        record, _ = DemoRecord.objects.get_or_create(
+        number = demo_record(
             effect_id=ctx.effect_id,
-            defaults={
-                "tenant": ctx.tenant,
-                "server": "github",
-                "kind": "pull_request",
-                "data": dict(arguments),
-            },
+            tenant=ctx.tenant,
+            server="github",
+            kind="pull_request",
+            data=dict(arguments),
         )
-        number = record.pk
         return {
             "number": number,
             "url": f"https://github.example/{arguments.get('repo', 'repo')}/pull/{number}",

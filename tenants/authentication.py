@@ -3,7 +3,7 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from tenants.tokens import TokenError, authenticate_bearer
+from tenants.tokens import TokenError, authenticate_bearer_cached
 
 
 class TokenUser:
@@ -31,7 +31,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if header is None:
             return None  # let session authentication have its turn
         try:
-            identity = authenticate_bearer(header)
+            identity = authenticate_bearer_cached(header)
         except TokenError as exc:
             raise exceptions.AuthenticationFailed(str(exc)) from exc
         return TokenUser(identity), identity

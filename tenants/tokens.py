@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from tenants.lookup_cache import LookupCache
+from tenants.lookup_cache import MISSING, LookupCache
 from tenants.models import ApiToken, Tenant
 
 TOKEN_RE = re.compile(r"^cs_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})$")
@@ -188,6 +188,27 @@ def token_load(prefix: str) -> ApiToken | None:
 def bearer_check(plaintext: str, token: ApiToken | None, *, kind: str | None) -> BearerIdentity:
     """authenticate_bearer's checks on a token row already read (token_cache, token_load)."""
     return token_kind_check(check_token(token, plaintext, timezone.now()), kind=kind)
+
+
+def authenticate_bearer_cached(header: str | None, *, kind: str | None = None) -> BearerIdentity:
+    """authenticate_bearer on the token row cached per process (token_cache), as the A2A
+    endpoint reads it: the REST API's calls (an operator program's decisions) no longer read
+    the row on each request. The same bound holds: a revoked or expired token, or a
+    deactivated tenant, is refused within LOOKUP_CACHE_SECONDS in every process, at once in
+    the one that changed it; a refusal is checked against the database (the row may have
+    been made or changed a moment ago)."""
+    prefix, plaintext = parse_bearer(header)
+    token = token_cache.get(prefix)
+    if token is MISSING:
+        identity = bearer_check(plaintext, token_load(prefix), kind=kind)
+    else:
+        try:
+            identity = bearer_check(plaintext, token, kind=kind)
+        except TokenError:
+            identity = bearer_check(plaintext, token_load(prefix), kind=kind)
+    if token_touch_due(identity.token):
+        token_touch(identity.token)
+    return identity
 
 
 def token_touch_due(token: ApiToken) -> bool:

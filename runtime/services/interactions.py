@@ -17,7 +17,7 @@ from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.ladders import expiry_seconds
 from runtime.models import Agent, Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
-from runtime.rowsql import Columns
+from runtime.rowsql import Columns, row_move
 from runtime.selectors import held_call_known, held_call_of
 from runtime.services.approvers import approval_gate
 from runtime.services.receipts import (
@@ -122,8 +122,8 @@ def interaction_close(
         "answered_at": timezone.now(),
         "answer_message_id": message_id,
     }
-    claimed = Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
-        **decision
+    claimed = row_move(
+        Interaction, interaction.pk, where={"state": Interaction.State.OPEN}, values=decision
     )
     if claimed != 1:
         interaction.refresh_from_db()

@@ -171,9 +171,14 @@ def decision_outcome(interaction: Interaction) -> dict:
 # --- before the call is sent ---------------------------------------------------------------
 
 
-def approval_void_if_stale(*, task: Task, effect: Effect) -> bool | None:
+# approval_void_if_stale's ``receipt`` when the caller has not read it.
+UNREAD = object()
+
+
+def approval_void_if_stale(*, task: Task, effect: Effect, receipt=UNREAD) -> bool | None:
     """Before an approved call is sent (the caller holds the task's lock): None when its
-    receipt's arguments hash and policy version still match, so it may be sent.
+    receipt's arguments hash and policy version still match, so it may be sent. ``receipt``:
+    the effect's latest receipt (or None) if the caller read it under the same lock.
 
     Otherwise the approval is void and nothing is sent: the call goes back to held and its
     interaction reopens, saying why (returns False: the turn pauses), or, when the policy now
@@ -181,7 +186,8 @@ def approval_void_if_stale(*, task: Task, effect: Effect) -> bool | None:
     """
     # ``effect`` was read in the send step, after the decision: its arguments are the ones
     # stored (an edit changes them only while the call is held), so it is not read again.
-    receipt = receipt_binding(effect)
+    if receipt is UNREAD:
+        receipt = receipt_binding(effect)
     if receipt is None:
         return None  # allowed by the policy, or journalled before receipts: nothing to match
     why = receipt_mismatch(receipt, effect=effect, agent=task.agent)

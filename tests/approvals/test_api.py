@@ -1,11 +1,16 @@
 """The operator REST channel: /api/v1/interactions with operator tokens and sessions."""
 
+import time
 from http import HTTPStatus
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from runtime.models import AuditEvent, Interaction, TaskState
+from tenants.lookup_cache import LOOKUP_CACHE_SECONDS
+from tenants.models import ApiToken
+from tenants.tokens import api_token_create, api_token_revoke
 from tests.core import run
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +155,40 @@ def test_schema_lists_the_interaction_routes(agents, client):
     post = paths["/api/v1/interactions/{public_id}/answer"]["post"]
     assert "409" in post["responses"] and "requestBody" in post
     assert "get" in paths["/api/v1/interactions"]
+
+
+# --- the operator token's row, cached per process as the A2A endpoint's (tenants.tokens) -----
+
+
+def test_an_operator_token_revoked_in_this_process_is_refused_at_once(agents, client):
+    token = agents.a.extra["operator_token"]
+    assert client.get("/api/v1/interactions", **bearer(token)).status_code == HTTPStatus.OK
+    assert api_token_revoke(token=ApiToken.objects.get(prefix=token.split("_")[1]))
+    response = client.get("/api/v1/interactions", **bearer(token))
+    assert response.status_code == HTTPStatus.UNAUTHORIZED
+    assert "revoked" in response.json()["detail"]
+
+
+def test_an_operator_token_revoked_by_another_process_is_refused_within_one_second(agents, client):
+    token = agents.a.extra["operator_token"]
+    assert client.get("/api/v1/interactions", **bearer(token)).status_code == HTTPStatus.OK
+    # As another process revokes it: a row written without this process's signals.
+    ApiToken.objects.filter(prefix=token.split("_")[1]).update(revoked_at=timezone.now())
+    revoked = time.monotonic()
+    time.sleep(max(0.0, revoked + LOOKUP_CACHE_SECONDS - time.monotonic()))
+    response = client.get("/api/v1/interactions", **bearer(token))
+    assert response.status_code == HTTPStatus.UNAUTHORIZED
+    assert "revoked" in response.json()["detail"]
+
+
+def test_an_operator_token_minted_after_its_prefix_was_refused_works_at_once(agents, client):
+    _, token = api_token_create(
+        tenant=agents.a.tenant, subject="program:new", name="new", kind=ApiToken.Kind.OPERATOR
+    )
+    row = ApiToken.objects.get(prefix=token.split("_")[1])
+    row.delete()
+    assert client.get("/api/v1/interactions", **bearer(token)).status_code == 401
+    # The row comes back without a signal (bulk_create sends none), as another process
+    # would write it: a refusal is checked against the database, not the cache.
+    ApiToken.objects.bulk_create([row])
+    assert client.get("/api/v1/interactions", **bearer(token)).status_code == HTTPStatus.OK

@@ -9,8 +9,8 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runtime.models import Task, TaskEvent
-from runtime.rowsql import Columns, row_insert, row_update, rows_insert
+from runtime.models import Task, TaskEvent, TaskState
+from runtime.rowsql import Columns, row_insert, row_move, row_update, rows_insert
 from tests.core import send
 
 pytestmark = pytest.mark.django_db
@@ -151,3 +151,36 @@ def test_rows_are_inserted_in_one_statement_with_their_keys_in_order(agents):
         stored = TaskEvent.objects.get(pk=event.pk)
         assert (stored.seq, stored.payload) == (event.seq, event.payload)
         assert not event._state.adding
+
+
+def test_a_move_writes_only_a_row_still_in_the_state_it_names(agents):
+    task = send(agents.a, "support", "hi")
+    status = {"text": "moved"}
+    at = timezone.now()
+
+    with CaptureQueriesContext(connection) as captured:
+        moved = row_move(
+            Task,
+            task.pk,
+            where={"state": task.state},
+            values={"state": TaskState.WORKING, "status_ext": status, "status_timestamp": at},
+        )
+    again = row_move(Task, task.pk, where={"state": task.state}, values={"state": TaskState.FAILED})
+
+    assert (moved, again) == (1, 0)
+    assert len(captured.captured_queries) == 1
+    stored = Task.objects.get(pk=task.pk)
+    # As filter(pk=..., state=...).update(...) writes them: JSON as JSON, times as times.
+    assert (stored.state, stored.status_ext, stored.status_timestamp) == (
+        TaskState.WORKING,
+        status,
+        at,
+    )
+
+
+def test_a_move_takes_plain_values_only(agents):
+    task = send(agents.a, "support", "hi")
+    with pytest.raises(TypeError):
+        row_move(Task, task.pk, where={"state": task.state}, values={"steps": F("steps") + 1})
+    with pytest.raises(TypeError):
+        row_move(Task, task.pk, where={"lease_owner": None}, values={"steps": 1})

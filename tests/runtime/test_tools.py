@@ -5,6 +5,7 @@ import pytest
 
 from runtime.models import DemoRecord, Effect, Interaction, Task
 from runtime.services.interactions import interactions_connect_app
+from runtime.tools import SERVERS, CallContext
 from tests.core import (
     DEPLOY_TOOL,
     REPORT_RESULT,
@@ -210,3 +211,19 @@ def test_a_policy_may_forbid_bulk_decisions_and_allows_them_otherwise():
     assert policy_for(agent, "deploy", "rollback").bulk is True
     assert policy_for(agent, "github", "open_pr").bulk is True
     assert policy_for(agent, "other", "x").bulk is True
+
+
+def test_a_demo_deployment_sent_again_finds_its_first_record(agents):
+    # An idempotent resend (runtime.turn.calls: a call found "sending") reaches the server
+    # again with the same effect id: one record, the same deployment id.
+    server = SERVERS["deploy"]
+    ctx = CallContext(tenant=agents.a.tenant, effect_id="eff_again", subject=agents.a.subject)
+    first = server.call("deploy_build", {"build": "b-1", "environment": "staging"}, ctx)
+    again = server.call("deploy_build", {"build": "b-1", "environment": "staging"}, ctx)
+
+    assert first == again
+    record = DemoRecord.objects.get(effect_id="eff_again")
+    assert first["deploymentId"] == f"dep-{record.pk}"
+    assert (record.tenant, record.server, record.kind) == (agents.a.tenant, "deploy", "deployment")
+    assert record.data == {"build": "b-1", "environment": "staging"}
+    assert record.created_at is not None

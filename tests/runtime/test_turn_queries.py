@@ -130,15 +130,16 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     # and commits before the call leaves; the second closes it and runs the agent's last
     # steps (two plan updates, the reply) to the finish.
     assert cost.transactions == 2, cost
-    # The demo deploy server's own two statements (is this effect recorded? record it) are
-    # the tool's, not the turn's.
+    # The demo deploy server's own statement (record it unless this effect is recorded;
+    # it was two, a read and then the insert) is the tool's, not the turn's.
     tool = sum(1 for s in cost.statements if "runtime_demorecord" in s)
-    assert tool == 2, cost
-    # Take: locked read, the effect, its interaction, effect approved, the approval's receipt
-    # (does it still bind? issue 13), effect sending, save.
+    assert tool == 1, cost
+    # Take: locked read; the effect with its interaction and the approval's receipt (does it
+    # still bind? issue 13) in one read (they were three, runtime.turn.calls._JournalRead);
+    # effect approved, effect sending, save.
     # Finish: the row's lock, effect closed, the context's next queued turn, three status
     # events (one INSERT as the transaction commits), the task's push configs, save, NOTIFY.
-    assert len(cost.statements) - tool == 14, cost
+    assert len(cost.statements) - tool == 12, cost
 
 
 # --- the run's row in memory: a change by someone else while the run waits wins ------------

@@ -181,6 +181,29 @@ def row_update(obj: Model, fields: Iterable[str], *, using: str = "default") -> 
         return cur.rowcount
 
 
+def column(model: type[Model], name: str, using: str = "default") -> str:
+    """The quoted column of ``model``'s field ``name``, for hand-written SQL."""
+    return _quote(connections[using], model._meta.get_field(name).column)
+
+
+class Statements:
+    """Hand-written SQL that a reader builds once per database vendor (``build``, from the
+    models' ``_meta``) and then reuses (``sql``), as the helpers above do for theirs."""
+
+    def __init__(self) -> None:
+        self._sql: dict = {}
+
+    def build(self, connection):
+        raise NotImplementedError
+
+    def sql(self, using: str = "default"):
+        connection = connections[using]
+        found = self._sql.get(connection.vendor)
+        if found is None:
+            found = self._sql[connection.vendor] = self.build(connection)
+        return found
+
+
 class Columns:
     """A model's columns in a hand-written SELECT (``sql``, qualified by ``alias``) and the
     instance made from its part of a result row (``build``), converted as the ORM converts

@@ -1,6 +1,7 @@
 """Interactions: a turn pauses on one (a question, an approval, a connection), and exactly one
 answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn."""
 
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from runtime.errors import AlreadyDecided, InvalidParams, TaskNotFound
 from runtime.ladders import expiry_seconds
 from runtime.models import Agent, Effect, Interaction, Task, TaskState
 from runtime.observe import decision_observe
-from runtime.rowsql import Columns, row_move
+from runtime.rowsql import Columns, Statements, column, row_move
 from runtime.selectors import held_call_known, held_call_of
 from runtime.services.approvers import approval_gate
 from runtime.services.receipts import (
@@ -167,7 +168,7 @@ def interaction_close(
     return interaction
 
 
-class _DecisionReads:
+class _DecisionReads(Statements):
     """A decision's two reads, written once: the task locked (with its agent), found through
     the interaction; then, under that lock, the interaction and the call it holds (an
     approval's effect) in one statement.
@@ -181,45 +182,38 @@ class _DecisionReads:
         self.agent = Columns(Agent, "a")
         self.interaction = Columns(Interaction, "i")
         self.effect = Columns(Effect, "e")
-        self._sql: dict = {}
+        super().__init__()
 
-    def sql(self) -> tuple[str, str]:
-        found = self._sql.get(connection.vendor)
-        if found is None:
-            q = connection.ops.quote_name
-            t, a, i, e = q("t"), q("a"), q("i"), q("e")
-
-            def col(model, name: str) -> str:
-                return q(model._meta.get_field(name).column)
-
-            # OF the task only (the same lock as in-band answers and the turn take). SQLite
-            # locks the database.
-            lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
-            task = (
-                f"SELECT {self.task.sql()}, {self.agent.sql()} "
-                f"FROM {q(Task._meta.db_table)} {t} "
-                f"INNER JOIN {q(Agent._meta.db_table)} {a} "
-                f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
-                f"WHERE {t}.{col(Task, 'tenant')} = %s AND {t}.{col(Task, 'id')} = "
-                f"(SELECT {i}.{col(Interaction, 'task')} FROM {q(Interaction._meta.db_table)} {i} "
-                f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
-                f"AND {i}.{col(Interaction, 'public_id')} = %s){lock}"
-            )
-            # The held call as runtime.selectors.held_call_for finds it (the approval's id is
-            # its effect's); none for the other kinds.
-            interaction = (
-                f"SELECT {self.interaction.sql()}, {self.effect.sql()} "
-                f"FROM {q(Interaction._meta.db_table)} {i} "
-                f"LEFT JOIN {q(Effect._meta.db_table)} {e} "
-                f"ON {e}.{col(Effect, 'tenant')} = {i}.{col(Interaction, 'tenant')} "
-                f"AND {e}.{col(Effect, 'task')} = {i}.{col(Interaction, 'task')} "
-                f"AND {e}.{col(Effect, 'public_id')} = {i}.{col(Interaction, 'public_id')} "
-                f"AND {i}.{col(Interaction, 'kind')} = %s "
-                f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
-                f"AND {i}.{col(Interaction, 'public_id')} = %s"
-            )
-            found = self._sql[connection.vendor] = (task, interaction)
-        return found
+    def build(self, connection) -> tuple[str, str]:
+        q, col = connection.ops.quote_name, functools.partial(column, using=connection.alias)
+        t, a, i, e = q("t"), q("a"), q("i"), q("e")
+        # OF the task only (the same lock as in-band answers and the turn take). SQLite
+        # locks the database.
+        lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
+        task = (
+            f"SELECT {self.task.sql()}, {self.agent.sql()} "
+            f"FROM {q(Task._meta.db_table)} {t} "
+            f"INNER JOIN {q(Agent._meta.db_table)} {a} "
+            f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
+            f"WHERE {t}.{col(Task, 'tenant')} = %s AND {t}.{col(Task, 'id')} = "
+            f"(SELECT {i}.{col(Interaction, 'task')} FROM {q(Interaction._meta.db_table)} {i} "
+            f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
+            f"AND {i}.{col(Interaction, 'public_id')} = %s){lock}"
+        )
+        # The held call as runtime.selectors.held_call_for finds it (the approval's id is
+        # its effect's); none for the other kinds.
+        interaction = (
+            f"SELECT {self.interaction.sql()}, {self.effect.sql()} "
+            f"FROM {q(Interaction._meta.db_table)} {i} "
+            f"LEFT JOIN {q(Effect._meta.db_table)} {e} "
+            f"ON {e}.{col(Effect, 'tenant')} = {i}.{col(Interaction, 'tenant')} "
+            f"AND {e}.{col(Effect, 'task')} = {i}.{col(Interaction, 'task')} "
+            f"AND {e}.{col(Effect, 'public_id')} = {i}.{col(Interaction, 'public_id')} "
+            f"AND {i}.{col(Interaction, 'kind')} = %s "
+            f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
+            f"AND {i}.{col(Interaction, 'public_id')} = %s"
+        )
+        return task, interaction
 
     def task_locked(self, *, tenant, interaction_id: str) -> Task | None:
         with connection.cursor() as cursor:

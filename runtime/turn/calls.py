@@ -3,6 +3,7 @@ as an effect under the tool policy (allowed, denied, or held for a person) befor
 the journal says "sending" before the call leaves, so a lost outcome is seen as uncertain,
 never as "not sent"."""
 
+import functools
 import hashlib
 import json
 import logging
@@ -13,7 +14,7 @@ from django.utils import timezone
 from runtime import extensions as ext
 from runtime.llm.actions import CallTool
 from runtime.models import Effect, Interaction, Receipt, Task, TaskState, new_key
-from runtime.rowsql import Columns, row_move
+from runtime.rowsql import Columns, Statements, column, row_move
 from runtime.services.interactions import interaction_open
 from runtime.services.receipts import UNREAD, approval_void_if_stale
 from runtime.services.rules import rule_for_call, rule_use_record
@@ -44,7 +45,7 @@ def arguments_hash(arguments: dict) -> str:
     ).hexdigest()
 
 
-class _JournalRead:
+class _JournalRead(Statements):
     """continue_call's reads, written once: the step's effect, the interaction that holds it
     (an approval's id is its effect's) and the effect's latest receipt (what its sending must
     still match, runtime.services.receipts), in one statement.
@@ -57,34 +58,27 @@ class _JournalRead:
         self.effect = Columns(Effect, "e")
         self.interaction = Columns(Interaction, "i")
         self.receipt = Columns(Receipt, "r")
-        self._sql: dict = {}
+        super().__init__()
 
-    def sql(self) -> str:
-        found = self._sql.get(connection.vendor)
-        if found is None:
-            q = connection.ops.quote_name
-            e, i, r, latest = q("e"), q("i"), q("r"), q("latest")
-
-            def col(model, name: str) -> str:
-                return q(model._meta.get_field(name).column)
-
-            receipts, receipt_pk = q(Receipt._meta.db_table), q(Receipt._meta.pk.column)
-            # The latest receipt as receipt_binding orders them (Receipt.Meta.ordering).
-            found = self._sql[connection.vendor] = (
-                f"SELECT {self.effect.sql()}, {self.interaction.sql()}, {self.receipt.sql()} "
-                f"FROM {q(Effect._meta.db_table)} {e} "
-                f"LEFT JOIN {q(Interaction._meta.db_table)} {i} "
-                f"ON {i}.{col(Interaction, 'tenant')} = {e}.{col(Effect, 'tenant')} "
-                f"AND {i}.{col(Interaction, 'public_id')} = {e}.{col(Effect, 'public_id')} "
-                f"LEFT JOIN {receipts} {r} ON {r}.{receipt_pk} = ("
-                f"SELECT {latest}.{receipt_pk} FROM {receipts} {latest} "
-                f"WHERE {latest}.{col(Receipt, 'tenant')} = {e}.{col(Effect, 'tenant')} "
-                f"AND {latest}.{col(Receipt, 'effect_public_id')} = {e}.{col(Effect, 'public_id')} "
-                f"ORDER BY {latest}.{col(Receipt, 'created_at')} DESC, {latest}.{receipt_pk} DESC "
-                f"LIMIT 1) "
-                f"WHERE {e}.{col(Effect, 'task')} = %s AND {e}.{col(Effect, 'step')} = %s"
-            )
-        return found
+    def build(self, connection) -> str:
+        q, col = connection.ops.quote_name, functools.partial(column, using=connection.alias)
+        e, i, r, latest = q("e"), q("i"), q("r"), q("latest")
+        receipts, receipt_pk = q(Receipt._meta.db_table), q(Receipt._meta.pk.column)
+        # The latest receipt as receipt_binding orders them (Receipt.Meta.ordering).
+        return (
+            f"SELECT {self.effect.sql()}, {self.interaction.sql()}, {self.receipt.sql()} "
+            f"FROM {q(Effect._meta.db_table)} {e} "
+            f"LEFT JOIN {q(Interaction._meta.db_table)} {i} "
+            f"ON {i}.{col(Interaction, 'tenant')} = {e}.{col(Effect, 'tenant')} "
+            f"AND {i}.{col(Interaction, 'public_id')} = {e}.{col(Effect, 'public_id')} "
+            f"LEFT JOIN {receipts} {r} ON {r}.{receipt_pk} = ("
+            f"SELECT {latest}.{receipt_pk} FROM {receipts} {latest} "
+            f"WHERE {latest}.{col(Receipt, 'tenant')} = {e}.{col(Effect, 'tenant')} "
+            f"AND {latest}.{col(Receipt, 'effect_public_id')} = {e}.{col(Effect, 'public_id')} "
+            f"ORDER BY {latest}.{col(Receipt, 'created_at')} DESC, {latest}.{receipt_pk} DESC "
+            f"LIMIT 1) "
+            f"WHERE {e}.{col(Effect, 'task')} = %s AND {e}.{col(Effect, 'step')} = %s"
+        )
 
     def __call__(
         self, *, task: Task, step: int

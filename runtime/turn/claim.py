@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from runtime import rowsql
 from runtime.models import TERMINAL_STATES, Agent, Task, TaskState, new_key
-from runtime.rowsql import Columns
+from runtime.rowsql import Columns, Statements
 from runtime.task_state import LEASE_FIELDS, TurnBatch, task_save, task_status_set
 from tenants.models import Tenant
 
@@ -54,7 +54,7 @@ def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
         return claim_locked(task_pk=task_pk, worker_id=worker_id)
 
 
-class _ClaimRead:
+class _ClaimRead(Statements):
     """The claim's locked read, written once: the task with its tenant and agent (the run
     needs both), and whether an earlier turn of its context is still open.
 
@@ -66,40 +66,37 @@ class _ClaimRead:
         self.task = Columns(Task, "t")
         self.tenant = Columns(Tenant, "n")
         self.agent = Columns(Agent, "a")
-        self._sql: dict = {}
+        super().__init__()
 
-    def sql(self) -> str:
-        found = self._sql.get(connection.vendor)
-        if found is None:
-            q = connection.ops.quote_name
-            table = q(Task._meta.db_table)
-            states = ", ".join(["%s"] * len(TERMINAL_STATES))
-            meta = Task._meta
-            column = {name: q(meta.get_field(name).column) for name in ("context", "turn", "state")}
-            # Turns of one context run one at a time, in order (selectors.turn_may_start):
-            # asked in the same statement as the locked read, not in one more.
-            earlier_open = (
-                f"EXISTS (SELECT 1 FROM {table} {q('e')} "
-                f"WHERE {q('e')}.{column['context']} = {q('t')}.{column['context']} "
-                f"AND {q('e')}.{column['turn']} < {q('t')}.{column['turn']} "
-                f"AND NOT ({q('e')}.{column['state']} IN ({states})))"
-            )
-            # OF the task only. Locking the joined tenant row too serialised every turn of a
-            # tenant and deadlocked with the foreign-key checks of new tasks
-            # (bench/waiters.py, 1000 callers on PostgreSQL). SQLite locks the database.
-            lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
-            found = self._sql[connection.vendor] = (
-                f"SELECT {self.task.sql()}, {self.tenant.sql()}, {self.agent.sql()}, "
-                f"{earlier_open} FROM {table} {q('t')} "
-                f"INNER JOIN {q(Tenant._meta.db_table)} {q('n')} "
-                f"ON {q('n')}.{q(Tenant._meta.pk.column)} = "
-                f"{q('t')}.{q(meta.get_field('tenant').column)} "
-                f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
-                f"ON {q('a')}.{q(Agent._meta.pk.column)} = "
-                f"{q('t')}.{q(meta.get_field('agent').column)} "
-                f"WHERE {q('t')}.{q(meta.pk.column)} = %s{lock}"
-            )
-        return found
+    def build(self, connection) -> str:
+        q = connection.ops.quote_name
+        table = q(Task._meta.db_table)
+        states = ", ".join(["%s"] * len(TERMINAL_STATES))
+        meta = Task._meta
+        column = {name: q(meta.get_field(name).column) for name in ("context", "turn", "state")}
+        # Turns of one context run one at a time, in order (selectors.turn_may_start):
+        # asked in the same statement as the locked read, not in one more.
+        earlier_open = (
+            f"EXISTS (SELECT 1 FROM {table} {q('e')} "
+            f"WHERE {q('e')}.{column['context']} = {q('t')}.{column['context']} "
+            f"AND {q('e')}.{column['turn']} < {q('t')}.{column['turn']} "
+            f"AND NOT ({q('e')}.{column['state']} IN ({states})))"
+        )
+        # OF the task only. Locking the joined tenant row too serialised every turn of a
+        # tenant and deadlocked with the foreign-key checks of new tasks
+        # (bench/waiters.py, 1000 callers on PostgreSQL). SQLite locks the database.
+        lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
+        return (
+            f"SELECT {self.task.sql()}, {self.tenant.sql()}, {self.agent.sql()}, "
+            f"{earlier_open} FROM {table} {q('t')} "
+            f"INNER JOIN {q(Tenant._meta.db_table)} {q('n')} "
+            f"ON {q('n')}.{q(Tenant._meta.pk.column)} = "
+            f"{q('t')}.{q(meta.get_field('tenant').column)} "
+            f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
+            f"ON {q('a')}.{q(Agent._meta.pk.column)} = "
+            f"{q('t')}.{q(meta.get_field('agent').column)} "
+            f"WHERE {q('t')}.{q(meta.pk.column)} = %s{lock}"
+        )
 
     def __call__(self, task_pk: int) -> tuple[Task, bool] | None:
         """The locked task (its tenant and agent cached on it) and whether it must wait."""

@@ -10,7 +10,15 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runtime.models import Task, TaskEvent, TaskState
-from runtime.rowsql import Columns, row_insert, row_move, row_update, rows_insert
+from runtime.rowsql import (
+    Columns,
+    Statements,
+    column,
+    row_insert,
+    row_move,
+    row_update,
+    rows_insert,
+)
 from tests.core import send
 
 pytestmark = pytest.mark.django_db
@@ -184,3 +192,19 @@ def test_a_move_takes_plain_values_only(agents):
         row_move(Task, task.pk, where={"state": task.state}, values={"steps": F("steps") + 1})
     with pytest.raises(TypeError):
         row_move(Task, task.pk, where={"lease_owner": None}, values={"steps": 1})
+
+
+def test_statements_are_built_once_per_database_and_name_quoted_columns():
+    built = []
+
+    class Read(Statements):
+        def build(self, connection):
+            built.append(connection.vendor)
+            return f"SELECT {column(Task, 'status_timestamp')} FROM {Task._meta.db_table}"
+
+    read = Read()
+    assert read.sql() is read.sql()
+    assert built == [connection.vendor]
+    assert read.sql() == (
+        f"SELECT {connection.ops.quote_name('status_timestamp')} FROM {Task._meta.db_table}"
+    )

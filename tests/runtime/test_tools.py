@@ -227,3 +227,60 @@ def test_a_demo_deployment_sent_again_finds_its_first_record(agents):
     assert (record.tenant, record.server, record.kind) == (agents.a.tenant, "deploy", "deployment")
     assert record.data == {"build": "b-1", "environment": "staging"}
     assert record.created_at is not None
+
+
+# --- arguments against the tool's schema ---------------------------------------------------
+
+
+def test_arguments_are_judged_as_jsonschema_validate_judges_them():
+    import jsonschema
+
+    from runtime.tools import validate_arguments
+
+    schema = {
+        "type": "object",
+        "properties": {"env": {"enum": ["staging", "production"]}, "n": {"type": "integer"}},
+        "required": ["env"],
+        "additionalProperties": False,
+    }
+    cases = [{"env": "staging"}, {"env": "moon"}, {"n": 1}, {"env": "staging", "x": 1}, {}]
+    for arguments in cases:
+        try:
+            jsonschema.validate(arguments, schema)
+            expected = None
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+            expected = f"invalid arguments at {where}: {exc.message}"
+        assert validate_arguments(schema, arguments) == expected
+    assert validate_arguments(schema, {"env": "moon"}) == (
+        "invalid arguments at env: 'moon' is not one of ['staging', 'production']"
+    )
+    assert validate_arguments(schema, ["env"]) == "arguments must be an object"
+
+
+def test_a_schema_is_checked_once_and_a_bad_one_every_time(monkeypatch):
+    import jsonschema
+
+    from runtime import tools
+
+    tools._validator.cache_clear()
+    checked = []
+    check_schema = jsonschema.Draft202012Validator.check_schema
+
+    def counting(schema, *args, **kwargs):
+        checked.append(schema)
+        return check_schema(schema, *args, **kwargs)
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", counting)
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    for n in range(5):
+        assert tools.validate_arguments(schema, {"n": n}) is None
+    assert tools.validate_arguments(dict(reversed(schema.items())), {"n": "x"}) == (
+        "invalid arguments at n: 'x' is not of type 'integer'"
+    )
+    assert len(checked) == 1  # the same schema, keys in any order
+
+    bad = {"type": "object", "properties": {"n": {"type": "no-such-type"}}}
+    for _ in range(2):
+        assert tools.validate_arguments(bad, {"n": 1}).startswith("the tool's schema is invalid")
+    assert len(checked) == 3

@@ -433,6 +433,11 @@ INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 6
 # Threads that run the A2A endpoint's database calls and token-authenticated /api/v1/ requests
 # (approvals.lean_api), shared by all callers of a process.
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
+# New messages (SendMessage, SendStreamingMessage) taken in at once per web process; the
+# others wait their turn before anything of theirs is parsed or queued for those threads, so
+# that a burst of new calls does not hold up the answers of callers whose tasks have settled
+# (bench/waiters.py). Twice the threads keeps the threads busy.
+A2A_INTAKE_CONCURRENCY = env_int("A2A_INTAKE_CONCURRENCY", 2 * A2A_DB_THREADS)
 # Connections of the A2A endpoint's async pool per web process (PostgreSQL): GetTask's read.
 A2A_DB_ASYNC_POOL_SIZE = env_int("A2A_DB_ASYNC_POOL_SIZE", 10)
 # Run them on the request's own thread instead (Django's default); tests that call the view

@@ -144,7 +144,13 @@ def validate_arguments(schema: dict | None, arguments: Any) -> str | None:
     if not schema:
         return None
     try:
-        validator = _validator(json.dumps(schema, sort_keys=True))
+        canonical = json.dumps(schema, sort_keys=True)
+        # A tool server's schema is its own: only those of a sensible size are kept.
+        validator = (
+            _validator(canonical)
+            if len(canonical) <= SCHEMA_CACHE_MAX_CHARS
+            else _validator.__wrapped__(canonical)
+        )
     except jsonschema.SchemaError as exc:
         return f"the tool's schema is invalid: {exc.message}"
     except (TypeError, ValueError):
@@ -155,6 +161,9 @@ def validate_arguments(schema: dict | None, arguments: Any) -> str | None:
         where = "/".join(str(p) for p in error.absolute_path) or "arguments"
         return f"invalid arguments at {where}: {error.message}"
     return None
+
+
+SCHEMA_CACHE_MAX_CHARS = 64 * 1024
 
 
 @functools.lru_cache(maxsize=1024)

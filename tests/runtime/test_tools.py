@@ -284,3 +284,22 @@ def test_a_schema_is_checked_once_and_a_bad_one_every_time(monkeypatch):
     for _ in range(2):
         assert tools.validate_arguments(bad, {"n": 1}).startswith("the tool's schema is invalid")
     assert len(checked) == 3
+
+
+def test_a_very_large_schema_is_judged_but_not_kept():
+    import json
+
+    from runtime import tools
+
+    tools._validator.cache_clear()
+    big = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(700)},
+    }
+    assert len(json.dumps(big)) > tools.SCHEMA_CACHE_MAX_CHARS
+    assert (
+        tools.validate_arguments(big, {"p1": 1})
+        == "invalid arguments at p1: 1 is not of type 'string'"
+    )
+    assert tools.validate_arguments(big, {"p1": "ok"}) is None
+    assert tools._validator.cache_info().currsize == 0

@@ -11,13 +11,15 @@ class A2aEndpointConfig(AppConfig):
 
         from a2a_endpoint.identity import agent_cache
         from a2a_endpoint.observe import push_deliveries_collect
-        from a2a_endpoint.push_delivery import queue_deliveries
+        from a2a_endpoint.push_delivery import ACTIVE_CONFIGS, queue_deliveries
         from config import metrics
         from runtime.models import Agent, TaskEvent
         from runtime.signals import task_event_written
+        from runtime.task_state import locked_fact_register
         from tenants.models import Tenant
 
         task_event_written.connect(queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue")
+        locked_fact_register(ACTIVE_CONFIGS)
         metrics.collector_register("push_deliveries", push_deliveries_collect)
         # A saved or deleted agent or tenant is felt by this process's next request
         # (a2a_endpoint.identity; other processes within LOOKUP_CACHE_SECONDS).

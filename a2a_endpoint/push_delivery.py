@@ -59,6 +59,7 @@ from connections.outbound import OutboundRefused, check_url, guarded_client, web
 from runtime import rowsql
 from runtime.models import Task, TaskEvent
 from runtime.rowsql import Columns
+from runtime.task_state import LockedFact, lock_memo
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -114,18 +115,41 @@ def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
 
 
 def _active_configs(task: Task) -> list[PushConfig]:
-    # A turn's batch of steps (runtime.task_state.TurnBatch) holds the task's row lock from
-    # its first statement to its commit, and configs are made under that same lock
-    # (push_config_create): the events of one batch see the same configs, read once.
-    batch = getattr(task, "turn_batch", None)
-    if batch is not None and "push_configs" in batch.memo:
-        return batch.memo["push_configs"]
+    # A turn's batch of steps (runtime.task_state.TurnBatch), or a decision, holds the task's
+    # row lock from its first statement to its commit, and configs are made (and enabled)
+    # under that same lock (push_config_create): the events of one transaction see the same
+    # configs, read once, or not at all when the locked read found none (ACTIVE_CONFIGS).
+    memo = lock_memo(task)
+    if memo is not None and "push_configs" in memo:
+        return memo["push_configs"]
     with rowsql.cursor() as cursor:
         cursor.execute(_active_configs_sql(), [task.tenant_id, task.pk])
         configs = [_CONFIG_COLUMNS.build(row) for row in cursor.fetchall()]
-    if batch is not None:
-        batch.memo["push_configs"] = configs
+    if memo is not None:
+        memo["push_configs"] = configs
     return configs
+
+
+def _any_active_config_sql(q, task: str) -> str:
+    meta = PushConfig._meta
+    tenant, of_task, disabled_at = (
+        q(meta.get_field(f).column) for f in ("tenant", "task", "disabled_at")
+    )
+    return (
+        f"EXISTS (SELECT 1 FROM {q(meta.db_table)} {q('pc')} "
+        f"WHERE {q('pc')}.{tenant} = {task}.{q(Task._meta.get_field('tenant').column)} "
+        f"AND {q('pc')}.{of_task} = {task}.{q(Task._meta.pk.column)} "
+        f"AND {q('pc')}.{disabled_at} IS NULL)"
+    )
+
+
+# Most tasks have no push config: the statement that locks the task's row says so, and the
+# events of that transaction read none (a2a_endpoint.apps registers it).
+ACTIVE_CONFIGS = LockedFact(
+    key="push_configs",
+    sql=_any_active_config_sql,
+    known=lambda any_active: None if any_active else [],
+)
 
 
 _CONFIG_COLUMNS = Columns(PushConfig, "c")

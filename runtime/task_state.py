@@ -12,7 +12,9 @@ made once, when it commits (``task_save``; runtime.notify.task_changed).
 """
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
@@ -49,11 +51,77 @@ class TurnBatch:
     are written together, in one statement, as it commits (``batch_events_write``): no one
     outside the transaction could see them sooner."""
 
-    def __init__(self) -> None:
+    def __init__(self, memo: dict | None = None) -> None:
         self.fields: set[str] = set()
         self.announce = False
-        self.memo: dict = {}
+        self.memo: dict = memo or {}
         self.events: list[TaskEvent] = []
+
+
+def lock_memo(task: Task) -> dict | None:
+    """What receivers of the task's events may keep while its row stays locked: the turn
+    batch's memo, or a decision's (``memo_while_locked``); None when nothing holds the lock
+    for them."""
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is not None:
+        return batch.memo
+    return task.__dict__.get("_lock_memo")
+
+
+@contextmanager
+def memo_while_locked(task: Task, memo: dict):
+    """``memo`` is the task's lock memo (``lock_memo``) for the block, which the caller runs
+    holding the task's row lock, in the transaction that took it."""
+    task._lock_memo = memo
+    try:
+        yield
+    finally:
+        task.__dict__.pop("_lock_memo", None)
+
+
+@dataclass(frozen=True)
+class LockedFact:
+    """What a receiver of the task's events (runtime.signals.task_event_written) would read at
+    the first event of a transaction, asked instead in the statement that locks the task's
+    row: ``sql(quote_name, task_alias)`` is an SQL expression over the locked row, and
+    ``known(value)`` what its value puts in the lock memo under ``key`` (None: nothing is
+    known; the receiver reads for itself). A fact must hold until the lock goes: whatever
+    could change it takes the same lock."""
+
+    key: str
+    sql: Callable[[Callable[[str], str], str], str]
+    known: Callable[[object], object | None]
+
+
+_locked_facts: list[LockedFact] = []
+_locked_facts_asked = False
+
+
+def locked_fact_register(fact: LockedFact) -> None:
+    """Add a fact to the locked reads (call it from an AppConfig.ready: their statements are
+    written once, at their first use)."""
+    if _locked_facts_asked:
+        raise RuntimeError(f"{fact.key}: a locked read was written before this fact was added")
+    _locked_facts.append(fact)
+
+
+def locked_facts_sql(quote_name: Callable[[str], str], task_alias: str) -> str:
+    """The facts' columns for a locked read of the task as ``task_alias`` (quoted), each
+    after a comma; they go last in its row (``locked_facts_memo``)."""
+    global _locked_facts_asked
+    _locked_facts_asked = True
+    return "".join(f", {fact.sql(quote_name, task_alias)}" for fact in _locked_facts)
+
+
+def locked_facts_memo(row: Sequence) -> dict:
+    """The lock memo that the facts at the end of a locked read's ``row`` make."""
+    memo = {}
+    if _locked_facts:
+        for fact, value in zip(_locked_facts, row[-len(_locked_facts) :], strict=True):
+            known = fact.known(value)
+            if known is not None:
+                memo[fact.key] = known
+    return memo
 
 
 def task_save(task: Task, fields: Iterable[str]) -> None:

@@ -29,7 +29,15 @@ from runtime.services.receipts import (
 )
 from runtime.shapes import agent_message
 from runtime.signals import interaction_opened
-from runtime.task_state import task_pause, task_status_set, turn_enqueue, with_plan
+from runtime.task_state import (
+    locked_facts_memo,
+    locked_facts_sql,
+    memo_while_locked,
+    task_pause,
+    task_status_set,
+    turn_enqueue,
+    with_plan,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +199,7 @@ class _DecisionReads(Statements):
         # locks the database.
         lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
         task = (
-            f"SELECT {self.task.sql()}, {self.agent.sql()} "
+            f"SELECT {self.task.sql()}, {self.agent.sql()}{locked_facts_sql(q, t)} "
             f"FROM {q(Task._meta.db_table)} {t} "
             f"INNER JOIN {q(Agent._meta.db_table)} {a} "
             f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
@@ -215,15 +223,16 @@ class _DecisionReads(Statements):
         )
         return task, interaction
 
-    def task_locked(self, *, tenant, interaction_id: str) -> Task | None:
+    def task_locked(self, *, tenant, interaction_id: str) -> tuple[Task | None, dict]:
+        """The task, locked, and the lock memo its locked facts make (LockedFact)."""
         with connection.cursor() as cursor:
             cursor.execute(self.sql()[0], [tenant.pk, tenant.pk, interaction_id])
             row = cursor.fetchone()
         if row is None:
-            return None
+            return None, {}
         task = self.task.build(row)
         _AGENT.set_cached_value(task, self.agent.build(row, len(self.task)))
-        return task
+        return task, locked_facts_memo(row)
 
     def interaction_of(self, *, task: Task, interaction_id: str) -> Interaction | None:
         """The interaction with its (locked) task cached, and its held call known."""
@@ -286,7 +295,7 @@ def interaction_answer(
     """
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
-    task = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
+    task, memo = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
     interaction = (
         _decision_reads.interaction_of(task=task, interaction_id=interaction_id)
         if task is not None
@@ -294,6 +303,35 @@ def interaction_answer(
     )
     if interaction is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
+    with memo_while_locked(task, memo):
+        return _interaction_decide(
+            task=task,
+            interaction=interaction,
+            by=by,
+            via=via,
+            answer=answer,
+            arguments=arguments,
+            shown_hash=shown_hash,
+            stepped_up=stepped_up,
+            decider=decider,
+            asked=asked,
+        )
+
+
+def _interaction_decide(
+    *,
+    task: Task,
+    interaction: Interaction,
+    by: str,
+    via: str,
+    answer: dict | None,
+    arguments: dict | None,
+    shown_hash: str | None,
+    stepped_up: bool,
+    decider: Decider | None,
+    asked: Callable[[Interaction], Asked] | None,
+) -> Interaction:
+    """``interaction_answer`` once the task is locked and the interaction read under it."""
     if asked is not None:
         # A request that does not read is refused as such, even by a decided interaction.
         request = asked(interaction)

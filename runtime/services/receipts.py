@@ -171,34 +171,29 @@ def decision_outcome(interaction: Interaction) -> dict:
 # --- before the call is sent ---------------------------------------------------------------
 
 
-# approval_void_if_stale's ``receipt`` when the caller has not read it.
+# approval_stale's ``receipt`` when the caller has not read it.
 UNREAD = object()
 
 
-def approval_void_if_stale(*, task: Task, effect: Effect, receipt=UNREAD) -> bool | None:
+def approval_stale(*, task: Task, effect: Effect, receipt=UNREAD) -> str | None:
     """Before an approved call is sent (the caller holds the task's lock): None when its
-    receipt's arguments hash and policy version still match, so it may be sent. ``receipt``:
-    the effect's latest receipt (or None) if the caller read it under the same lock.
-
-    Otherwise the approval is void and nothing is sent: the call goes back to held and its
-    interaction reopens, saying why (returns False: the turn pauses), or, when the policy now
-    denies the tool, the call is denied (returns True: the model sees it and the turn goes on).
-    """
+    receipt's arguments hash and policy version still match, so it may be sent; otherwise why
+    not, and the caller voids the approval (approval_void) and sends nothing. ``receipt``: the
+    effect's latest receipt (or None) if the caller read it under the same lock."""
     # ``effect`` was read in the send step, after the decision: its arguments are the ones
     # stored (an edit changes them only while the call is held), so it is not read again.
     if receipt is UNREAD:
         receipt = receipt_binding(effect)
     if receipt is None:
         return None  # allowed by the policy, or journalled before receipts: nothing to match
-    why = receipt_mismatch(receipt, effect=effect, agent=task.agent)
-    if why is None:
-        return None
-    return approval_void(task=task, effect=effect, reason=why)
+    return receipt_mismatch(receipt, effect=effect, agent=task.agent)
 
 
 def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
-    """Void an approval that no longer matches (approval_void_if_stale); True when the call
-    was denied and the turn goes on, False when it waits for a new decision."""
+    """Void an approved call's approval that no longer matches (approval_stale): nothing is
+    sent. The call goes back to held and its interaction reopens, saying why (False: the turn
+    pauses), or, when the policy now denies the tool, the call is denied (True: the model sees
+    it and the turn goes on)."""
     receipt_record(
         effect=effect,
         agent=task.agent,

@@ -16,7 +16,7 @@ from runtime.llm.actions import CallTool
 from runtime.models import Effect, Interaction, Receipt, Task, TaskState, new_key
 from runtime.rowsql import Columns, Statements, column, row_move
 from runtime.services.interactions import interaction_open
-from runtime.services.receipts import UNREAD, approval_void_if_stale
+from runtime.services.receipts import UNREAD, approval_stale, approval_void
 from runtime.services.rules import rule_for_call, rule_use_record
 from runtime.shapes import agent_message
 from runtime.task_state import task_pause, with_plan
@@ -307,18 +307,10 @@ class ToolCalls:
         task = self.write()
         answer = interaction.answer or {}
         if answer.get("approved") is True:
-            approved = row_move(
-                Effect,
-                effect.pk,
-                where={"state": Effect.State.HELD},
-                values={"state": Effect.State.APPROVED, "approved_by": interaction.answered_by},
-            )
+            # Sent in this same step: approving and "sending" commit together, before it
+            # leaves, in one write (send's ``approved_by``).
             self.save(task)
-            if approved != 1:
-                return True  # not held any more: look again
-            # Sent in this same step: approving and "sending" commit together, before it leaves.
-            effect.state, effect.approved_by = Effect.State.APPROVED, interaction.answered_by
-            return self.send(effect, binding=binding)
+            return self.send(effect, binding=binding, approved_by=interaction.answered_by)
         reason = answer.get("reason") or (
             "expired" if interaction.state == Interaction.State.EXPIRED else "denied"
         )
@@ -331,7 +323,12 @@ class ToolCalls:
         self.save(task)
         return True
 
-    def send(self, effect: Effect, resend: bool = False, *, binding=UNREAD) -> bool:
+    def send(
+        self, effect: Effect, resend: bool = False, *, binding=UNREAD, approved_by: str = ""
+    ) -> bool:
+        """Send an approved call (``resend``: one found sending, an idempotent tool's) and
+        record its outcome. ``approved_by``: the call is still held and this run approves it
+        (decide_held), in the same write that marks it sending."""
         # The tool may have gone while the call was held (its server deleted or deactivated,
         # or a refresh no longer finds it): then the call is closed as failed, never sent.
         server = server_for(self.task.tenant, effect.server)
@@ -346,21 +343,30 @@ class ToolCalls:
         if not resend:
             # Issue 13: an approval binds its receipt's arguments hash and the policy
             # version; one that no longer matches is void and nothing is sent.
-            goes_on = approval_void_if_stale(task=task, effect=effect, receipt=binding)
-            if goes_on is not None:
-                return goes_on
-        from_state = Effect.State.SENDING if resend else Effect.State.APPROVED
+            stale = approval_stale(task=task, effect=effect, receipt=binding)
+            if stale is not None:
+                if approved_by and not self.approve(effect, approved_by):
+                    return True  # not held any more: look again
+                return approval_void(task=task, effect=effect, reason=stale)
+        if resend:
+            from_state, values = Effect.State.SENDING, {}
+        elif approved_by:
+            from_state, values = Effect.State.HELD, {"approved_by": approved_by}
+        else:
+            from_state, values = Effect.State.APPROVED, {}
         moved = row_move(
             Effect,
             effect.pk,
             where={"state": from_state},
-            values={"state": Effect.State.SENDING, "sent_at": timezone.now()},
+            values={"state": Effect.State.SENDING, "sent_at": timezone.now(), **values},
         )
         if moved != 1:
-            return True
+            return True  # not as read any more (decided, sent or closed elsewhere): look again
+        if approved_by:
+            effect.approved_by = approved_by
         self.commit()
         # ``effect`` holds the arguments stored for the decision that let it go (an operator's
-        # edit included: approval_void_if_stale read them again).
+        # edit included: approval_stale read them again).
         if arguments_hash(effect.arguments) != effect.arguments_hash:
             outcome, ok = {"error": "the stored arguments do not match their hash; not sent"}, False
         elif gone:
@@ -397,6 +403,19 @@ class ToolCalls:
             tool_result_record(task, effect.step, ok=False, error=outcome["error"])
         self.save(task)
         return True
+
+    @staticmethod
+    def approve(effect: Effect, approved_by: str) -> bool:
+        """Held to approved (the approval is void: approval_void takes it from there)."""
+        approved = row_move(
+            Effect,
+            effect.pk,
+            where={"state": Effect.State.HELD},
+            values={"state": Effect.State.APPROVED, "approved_by": approved_by},
+        )
+        if approved == 1:
+            effect.state, effect.approved_by = Effect.State.APPROVED, approved_by
+        return approved == 1
 
     def mark_uncertain(self, effect: Effect) -> bool:
         task = self.write()

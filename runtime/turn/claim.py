@@ -18,7 +18,14 @@ from django.utils import timezone
 from runtime import rowsql
 from runtime.models import TERMINAL_STATES, Agent, Task, TaskState, new_key
 from runtime.rowsql import Columns, Statements
-from runtime.task_state import LEASE_FIELDS, TurnBatch, task_save, task_status_set
+from runtime.task_state import (
+    LEASE_FIELDS,
+    TurnBatch,
+    locked_facts_memo,
+    locked_facts_sql,
+    task_save,
+    task_status_set,
+)
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -88,7 +95,7 @@ class _ClaimRead(Statements):
         lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
         return (
             f"SELECT {self.task.sql()}, {self.tenant.sql()}, {self.agent.sql()}, "
-            f"{earlier_open} FROM {table} {q('t')} "
+            f"{earlier_open}{locked_facts_sql(q, q('t'))} FROM {table} {q('t')} "
             f"INNER JOIN {q(Tenant._meta.db_table)} {q('n')} "
             f"ON {q('n')}.{q(Tenant._meta.pk.column)} = "
             f"{q('t')}.{q(meta.get_field('tenant').column)} "
@@ -98,8 +105,9 @@ class _ClaimRead(Statements):
             f"WHERE {q('t')}.{q(meta.pk.column)} = %s{lock}"
         )
 
-    def __call__(self, task_pk: int) -> tuple[Task, bool] | None:
-        """The locked task (its tenant and agent cached on it) and whether it must wait."""
+    def __call__(self, task_pk: int) -> tuple[Task, bool, dict] | None:
+        """The locked task (its tenant and agent cached on it), whether it must wait, and the
+        lock memo its locked facts make (runtime.task_state.LockedFact)."""
         with rowsql.cursor() as cursor:
             cursor.execute(self.sql(), [*_TERMINAL, task_pk])
             row = cursor.fetchone()
@@ -108,8 +116,9 @@ class _ClaimRead(Statements):
         task = self.task.build(row)
         at = len(self.task)
         _TENANT.set_cached_value(task, self.tenant.build(row, at))
-        _AGENT.set_cached_value(task, self.agent.build(row, at + len(self.tenant)))
-        return task, bool(row[-1])
+        at += len(self.tenant)
+        _AGENT.set_cached_value(task, self.agent.build(row, at))
+        return task, bool(row[at + len(self.agent)]), locked_facts_memo(row)
 
 
 _TERMINAL = sorted(TERMINAL_STATES)
@@ -125,7 +134,7 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
     read = _claim_read(task_pk)
     if read is None:
         return None
-    task, waits_for_earlier = read
+    task, waits_for_earlier, memo = read
     if task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
         return None
     now = timezone.now()
@@ -152,6 +161,7 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         }
     )
     if batch is not None:
+        batch.memo.update(memo)
         task.turn_batch = batch
     claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
     if task.state == TaskState.SUBMITTED:

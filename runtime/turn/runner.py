@@ -51,6 +51,8 @@ from runtime.task_state import (
     STATUS_FIELDS,
     TurnBatch,
     batch_events_write,
+    locked_facts_memo,
+    locked_facts_sql,
     task_end,
     task_save,
     task_status_set,
@@ -143,7 +145,7 @@ class TurnRunner(ToolCalls):
         if tool_policy != self.task.agent.tool_policy:
             self.task.agent.tool_policy = tool_policy
         self._atomic = atomic
-        self.task.turn_batch = TurnBatch()
+        self.task.turn_batch = TurnBatch(locked_facts_memo(held))
         return self.task
 
     def commit(self) -> None:
@@ -486,7 +488,8 @@ def _held_sql() -> str:
     )
     lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
     return (
-        f"SELECT {_POLICY_COLUMNS.sql()} FROM {q(meta.db_table)} {q('t')} "
+        f"SELECT {_POLICY_COLUMNS.sql()}{locked_facts_sql(q, q('t'))} "
+        f"FROM {q(meta.db_table)} {q('t')} "
         f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
         f"ON {q('a')}.{q(Agent._meta.pk.column)} = {q('t')}.{agent} "
         f"WHERE {q('t')}.{pk} = %s AND {q('t')}.{run_id} = %s "

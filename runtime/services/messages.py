@@ -224,8 +224,10 @@ def _turn_start(
         event = task_first_event(task)
         _turn_rows_write(context if new_context else None, task, event)
         task_event_written.send(sender=TaskEvent, task=task, event=event)
-        if not busy:
-            turn_enqueue(task)
+        # A queued turn is published too: its claim waits for the turn before it to end
+        # (runtime.turn.claim), and that end starts it (context_next_start) unless it was
+        # committing as this message came in, in which case the claim is what starts it.
+        turn_enqueue(task)
     logger.info(
         "turn %s queued=%s",
         public_id,

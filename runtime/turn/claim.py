@@ -1,6 +1,7 @@
 """A turn's lease: the worker that holds it runs the turn; when it runs out (the worker died)
 the sweep gives the turn to another worker."""
 
+import functools
 import logging
 import os
 import socket
@@ -127,6 +128,35 @@ _AGENT = Task._meta.get_field("agent")
 _claim_read = _ClaimRead()
 
 
+def _earlier_turn_open(task: Task) -> bool:
+    """Whether an earlier turn of the task's context is still open, asked again once the
+    transactions that hold those turns' rows have ended.
+
+    A turn that ends looks for its context's next queued turn (context_next_start) before it
+    commits. A message that commits behind it in that moment still sees it open, is queued,
+    and is not found by it: its own claim (messages._turn_start publishes a queued turn too)
+    waits here for that end to commit, and goes on."""
+    if not connection.features.has_select_for_update:
+        return True  # SQLite: one writer at a time, nothing in flight to wait for
+    with rowsql.cursor() as cursor:
+        cursor.execute(_earlier_open_sql(), [task.context_id, task.turn, *_TERMINAL])
+        return cursor.fetchone() is not None
+
+
+@functools.cache
+def _earlier_open_sql() -> str:
+    # FOR SHARE waits for a transaction that holds such a row (a turn's end, a cancel), and
+    # then reads the row as it committed (PostgreSQL's READ COMMITTED): an ended turn drops out.
+    q = connection.ops.quote_name
+    meta = Task._meta
+    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
+    states = ", ".join(["%s"] * len(_TERMINAL))
+    return (
+        f"SELECT 1 FROM {q(meta.db_table)} WHERE {context} = %s AND {turn} < %s "
+        f"AND NOT ({state} IN ({states})) FOR SHARE"
+    )
+
+
 def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None) -> Task | None:
     """``turn_claim`` inside the caller's transaction. With ``batch`` (the runner's, which goes
     on in the same transaction) the claimed task carries it: its save and its wake-up are made
@@ -143,7 +173,7 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         or task.lease_expires_at < now
         or task.lease_owner == worker_id
     )
-    if not free or waits_for_earlier:
+    if not free or (waits_for_earlier and _earlier_turn_open(task)):
         return None
     previous = task.runs[-1]["runId"] if task.runs else None
     answered = [e for e in task.transcript if e["type"] == "answer"]

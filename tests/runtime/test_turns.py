@@ -1,7 +1,10 @@
 """The turn loop without the wire: a task taken by message_send, its turn run by turn_run, and
 what the rows say afterwards (task state, events, effects, interactions, the lease)."""
 
+import time
+
 import pytest
+from django.db import connection
 
 from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task, TaskState
 from runtime.turn.claim import turn_claim
@@ -198,3 +201,50 @@ def test_a_queued_turn_starts_after_the_first_is_canceled(agents):
     assert Interaction.objects.get(task=first).state == Interaction.State.CANCELED
     run(second)
     assert second.state == TaskState.INPUT_REQUIRED
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks between two connections")
+@pytest.mark.django_db(transaction=True)
+def test_a_message_queued_as_the_turn_before_it_ends_starts_when_that_turn_commits(agents, eager):
+    """The turn before ends in a transaction that has already looked for the context's next
+    turn (none yet) when the new message commits behind it, still seeing it open: the new
+    turn is not left to the sweep (30 s), it starts as soon as the turn before commits."""
+    import threading
+
+    from django.db import close_old_connections, transaction
+
+    from runtime.shapes import agent_message
+    from runtime.task_state import task_end
+
+    first = start(agents.a, "code-reviewer", "Review this diff")
+    assert first.state == TaskState.INPUT_REQUIRED
+    looked, failures = threading.Event(), []
+
+    def end_first():
+        try:
+            with transaction.atomic():
+                task = Task.objects.select_for_update().get(pk=first.pk)
+                # Ends it, and looks for the context's next queued turn: there is none yet.
+                task_end(task, TaskState.COMPLETED, agent_message(task, "Done."))
+                looked.set()
+                time.sleep(1)  # the message below is sent meanwhile, and waits for this
+        except Exception as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+        finally:
+            looked.set()
+            close_old_connections()
+
+    ender = threading.Thread(target=end_first)
+    ender.start()
+    assert looked.wait(10)
+    # The first turn is still open for everyone else: this message is queued behind it.
+    second = send(agents.a, "code-reviewer", "and this one", contextId=first.wire_context_id)
+    ender.join(10)
+
+    assert not failures, failures
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.state == TaskState.COMPLETED
+    # Started by its own claim, which waited for the first turn's end to commit.
+    assert second.state == TaskState.INPUT_REQUIRED, second.state
+    assert len(second.runs) == 1

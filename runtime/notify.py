@@ -35,9 +35,17 @@ def task_changed(task) -> None:
     batch = getattr(task, "turn_batch", None)
     if batch is not None:
         batch.announce = True
-    elif connection.vendor == "postgresql":
+    elif (notify := announcement(task)) is not None:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{task.pk}:{task.state}"])
+            cursor.execute("SELECT pg_notify(%s, %s)", list(notify))
+
+
+def announcement(task) -> tuple[str, str] | None:
+    """The NOTIFY (channel, payload) that announces ``task`` as it is now; None where there
+    is no NOTIFY (SQLite: waiters poll). runtime.task_state sends it with the task's save."""
+    if connection.vendor != "postgresql":
+        return None
+    return CHANNEL, f"{task.pk}:{task.state}"
 
 
 class Announcements:

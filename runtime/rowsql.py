@@ -160,9 +160,18 @@ def rows_insert(objs: Sequence[Model], *, using: str = "default") -> None:
         obj._state.db = using
 
 
-def row_update(obj: Model, fields: Iterable[str], *, using: str = "default") -> int:
+def row_update(
+    obj: Model,
+    fields: Iterable[str],
+    *,
+    notify: tuple[str, str] | None = None,
+    using: str = "default",
+) -> int:
     """UPDATE ``fields`` of ``obj``'s row; return how many rows were (0: it is gone). As
-    ``save(update_fields=fields)`` writes them (``auto_now`` fields only when named)."""
+    ``save(update_fields=fields)`` writes them (``auto_now`` fields only when named).
+
+    ``notify``: (channel, payload) of a PostgreSQL NOTIFY that the same statement sends when
+    it updates the row (one round trip for the save and the announcement of it)."""
     connection = connections[using]
     model = type(obj)
     key = (model, tuple(fields), connection.vendor)
@@ -171,13 +180,22 @@ def row_update(obj: Model, fields: Iterable[str], *, using: str = "default") -> 
         update = _updates[key] = _Update(model, _fields(model, key[1]), connection)
     values = _prepared(obj, update.fields, connection, add=False)
     if values is None:
-        return (
+        updated = (
             model._base_manager.using(using)
             .filter(pk=obj.pk)
             .update(**{f.attname: getattr(obj, f.attname) for f in update.fields})
         )
+        if updated and notify is not None:
+            with cursor(using) as cur:
+                cur.execute("SELECT pg_notify(%s, %s)", list(notify))
+        return updated
+    params = [*values, model._meta.pk.get_db_prep_save(obj.pk, connection)]
     with cursor(using) as cur:
-        cur.execute(update.sql, [*values, model._meta.pk.get_db_prep_save(obj.pk, connection)])
+        if notify is None:
+            cur.execute(update.sql, params)
+        else:
+            # RETURNING runs once per updated row: the NOTIFY goes only with the update.
+            cur.execute(f"{update.sql} RETURNING pg_notify(%s, %s)", [*params, *notify])
         return cur.rowcount
 
 

@@ -24,7 +24,7 @@ from config.celery import queue as celery_queue
 from runtime import extensions as ext
 from runtime import rowsql
 from runtime.models import Task, TaskEvent, TaskState
-from runtime.notify import task_changed
+from runtime.notify import announcement, task_changed
 from runtime.rowsql import row_insert, row_update, rows_insert
 from runtime.shapes import status_payload
 from runtime.signals import task_event_written
@@ -124,29 +124,42 @@ def locked_facts_memo(row: Sequence) -> dict:
     return memo
 
 
-def task_save(task: Task, fields: Iterable[str]) -> None:
-    """Save ``fields`` of the task now or, while a turn's batch is open on it, with the batch."""
+def task_save(task: Task, fields: Iterable[str], *, announce: bool = False) -> None:
+    """Save ``fields`` of the task now or, while a turn's batch is open on it, with the batch;
+    ``announce``: and announce the change (runtime.notify.task_changed) with that save."""
     batch: TurnBatch | None = getattr(task, "turn_batch", None)
     if batch is None:
-        task_write(task, fields)
+        task_write(task, fields, announce=announce)
     else:
         batch.fields.update(fields)
+        batch.announce = batch.announce or announce
 
 
-def task_write(task: Task, fields: Iterable[str]) -> None:
+def task_write(task: Task, fields: Iterable[str], *, announce: bool = False) -> None:
     """``task.save(update_fields=fields)`` without compiling the UPDATE on every call (the
     turn's hot path; runtime.rowsql). The caller holds the row's lock, so the row is there;
-    if it is not, this fails as ``save`` does."""
+    if it is not, this fails as ``save`` does. ``announce``: the change is announced
+    (runtime.notify.task_changed) by the same statement."""
     fields = sorted(set(fields))
-    if fields and row_update(task, fields) != 1:
+    if not fields:
+        if announce:
+            task_changed(task)
+        return
+    if row_update(task, fields, notify=announcement(task) if announce else None) != 1:
         raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
 def event_emit(
-    task: Task, kind: str, payload: dict, extension_data: dict | None = None
+    task: Task,
+    kind: str,
+    payload: dict,
+    extension_data: dict | None = None,
+    *,
+    announce: bool = True,
 ) -> TaskEvent:
     """Record the task's next event (the caller saves ``event_seq`` with its change); while
-    a turn's batch is open on the task, the event is written when the batch commits."""
+    a turn's batch is open on the task, the event is written when the batch commits.
+    ``announce=False``: the caller announces the change with its save (task_save)."""
     task.event_seq += 1
     event = TaskEvent(
         tenant_id=task.tenant_id,
@@ -164,7 +177,8 @@ def event_emit(
         # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
         task_event_written.send(sender=TaskEvent, task=task, event=event)
     # Streams watch every event, artifacts included.
-    task_changed(task)
+    if announce:
+        task_changed(task)
     return event
 
 
@@ -205,10 +219,11 @@ def task_status_set(
     task.status_message = message
     task.status_ext = status_ext or {}
     task.status_timestamp = timezone.now()
-    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext)
+    # Announced by the save: one statement writes the row and its NOTIFY.
+    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext, announce=False)
     if history_append is not None:
         task.history.append(history_append)
-    task_save(task, [*STATUS_FIELDS, *also])
+    task_save(task, [*STATUS_FIELDS, *also], announce=True)
 
 
 def task_first_event(task: Task) -> TaskEvent:

@@ -165,8 +165,9 @@ class TurnRunner(ToolCalls):
                 if task.lease_owner == self.worker_id:
                     task.lease_expires_at = lease_expiry()  # every commit renews the lease
                     fields.add("lease_expires_at")
-                task_write(task, fields)
-            if batch.announce:
+                # The row and its announcement (NOTIFY) in one statement.
+                task_write(task, fields, announce=batch.announce)
+            elif batch.announce:
                 task_changed(task)
         except BaseException as exc:
             atomic.__exit__(type(exc), exc, exc.__traceback__)

@@ -169,3 +169,45 @@ def test_no_mark_without_a_listener():
 
     # SQLite has no announcements; on PostgreSQL this new event loop has no listener yet.
     assert asyncio.run(scenario()) is None
+
+
+@pytest.mark.postgres
+def test_a_status_change_and_a_turn_announce_each_commit_once_with_the_state_saved(
+    postgres_only, transactional_db, agents, make_agent
+):
+    """The NOTIFY goes with the task's save, in its statement: a decision-like change outside
+    a turn, and a turn's batch, each announce once, with the state they committed."""
+    import psycopg
+    from django.db import transaction
+
+    from runtime.models import Task
+    from runtime.task_state import task_status_set
+    from runtime.turn.runner import turn_run
+    from tests.core import send
+
+    make_agent("greeter", [{"reply": "Hello."}])
+    task = send(agents.a, "greeter", "hi")
+    settings = connection.settings_dict
+    with psycopg.connect(
+        host=settings["HOST"],
+        port=settings["PORT"] or 5432,
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        dbname=settings["NAME"],
+        autocommit=True,
+    ) as listening:
+        listening.execute(f"LISTEN {notify.CHANNEL}")
+
+        def heard() -> list[str]:
+            return [n.payload for n in listening.notifies(timeout=1, stop_after=1)]
+
+        with transaction.atomic():
+            locked = Task.objects.select_for_update().get(pk=task.pk)
+            task_status_set(locked, TaskState.WORKING)
+        assert heard() == [f"{task.pk}:{TaskState.WORKING}"]
+        Task.objects.filter(pk=task.pk).update(state=TaskState.SUBMITTED)
+
+        turn_run(task_pk=task.pk, worker_id="w1")
+        # The claim and the reply commit together: one announcement, of the end.
+        assert heard() == [f"{task.pk}:{TaskState.COMPLETED}"]
+        assert heard() == []

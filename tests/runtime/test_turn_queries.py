@@ -53,7 +53,7 @@ def turn_cost(task) -> TurnCost:
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
 )
-def test_a_turn_that_answers_at_once_is_one_transaction_of_five_statements(agents, make_agent):
+def test_a_turn_that_answers_at_once_is_one_transaction_of_four_statements(agents, make_agent):
     make_agent("greeter", [{"reply": "Hello, {{ text }}."}])
     task = send(agents.a, "greeter", "world")
 
@@ -66,11 +66,12 @@ def test_a_turn_that_answers_at_once_is_one_transaction_of_five_statements(agent
     # The claim (its locked read, which also asks whether an earlier turn of the context is
     # still open and whether the task has a push config: it has none, so none is read), the
     # context's next queued turn, the two status events (WORKING, COMPLETED; one INSERT as
-    # the transaction commits), one save of the row, one NOTIFY.
-    assert len(cost.statements) == 5, cost
+    # the transaction commits), one save of the row that also sends its NOTIFY.
+    assert len(cost.statements) == 4, cost
     assert not any('"a2a_endpoint_pushconfig" "c"' in s for s in cost.statements), cost
     assert cost.count("INSERT") == 1, cost
-    assert cost.count("UPDATE") == 1 and cost.count("SELECT pg_notify") == 1, cost
+    assert cost.count("UPDATE") == 1 and cost.count("SELECT pg_notify") == 0, cost
+    assert sum(1 for s in cost.statements if "RETURNING pg_notify(" in s) == 1, cost
 
 
 @pytest.mark.skipif(
@@ -107,12 +108,13 @@ def test_a_turn_on_a_hosted_model_commits_before_the_call_and_once_after(
     # The claim commits before the model is asked; the reply, its usage and the finish are
     # the second transaction.
     assert cost.transactions == 2, cost
-    # Claim: locked read (no push config, it says), WORKING event, save, NOTIFY. The
-    # model's credential (read while the turn's connection is given back). Finish: the row's
-    # lock (still this run's? any push config?), the model's price, COMPLETED event, the
-    # context's next queued turn, save, NOTIFY.
-    assert len(cost.statements) == 11, cost
-    assert cost.count("UPDATE") == 2 and cost.count("SELECT pg_notify") == 2, cost
+    # Claim: locked read (no push config, it says), WORKING event, save with its NOTIFY.
+    # The model's credential (read while the turn's connection is given back). Finish: the
+    # row's lock (still this run's? any push config?), the model's price, COMPLETED event,
+    # the context's next queued turn, save with its NOTIFY.
+    assert len(cost.statements) == 9, cost
+    assert cost.count("UPDATE") == 2 and cost.count("SELECT pg_notify") == 0, cost
+    assert sum(1 for s in cost.statements if "RETURNING pg_notify(" in s) == 2, cost
 
 
 @pytest.mark.skipif(
@@ -140,8 +142,8 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     # the effect approved and sending in one write (they were two); save.
     # Finish: the row's lock (which says the task has no push config: none is read), effect
     # closed, the context's next queued turn, three status events (one INSERT as the
-    # transaction commits), save, NOTIFY.
-    assert len(cost.statements) - tool == 10, cost
+    # transaction commits), save with its NOTIFY.
+    assert len(cost.statements) - tool == 9, cost
     effect_writes = [s for s in cost.statements if s.startswith('UPDATE "runtime_effect"')]
     assert len(effect_writes) == 2, cost  # held to sending, then sending to succeeded
 

@@ -264,11 +264,16 @@ class _Stream:
         try:
             async with task_watch(task.pk) as queue:
                 self.slot.watch(queue, task.pk)
+                accepted = task
                 task = await db(_task_load, task.pk)
                 next_keepalive = time.monotonic() + keepalive
-                # The Task as it is now; the events after it follow from its event_seq.
-                first = await db(_task_wire, caller, task, history_length)
-                first_state, seq, latest = task.state, task.event_seq, task
+                # The Task, then the events after it, from its event_seq. A send's stream
+                # starts from the task as the message left it, whatever the worker has done
+                # since: its caller sees every update of the turn, down to the one that ends
+                # it, however soon that came. A subscriber's starts from the task as it is now.
+                start = accepted if sending else task
+                first = await db(_task_wire, caller, start, history_length)
+                first_state, seq, latest = start.state, start.event_seq, task
                 if sending:
                     # Hold the first event while the turn has only started: a direct reply
                     # is a Message, and a stream is either one Message or a Task's events.

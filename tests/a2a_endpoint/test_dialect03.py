@@ -464,7 +464,8 @@ def test_message_stream_writes_0_3_events(agents, client):
     bodies = sse_results(response)
     assert all(b["id"] == "s-1" and b["jsonrpc"] == "2.0" for b in bodies)
     results = [b["result"] for b in bodies]
-    # The turn ran inline (eager) before the stream began: the task, in its pause, and the end.
+    # The turn ran inline (eager) before the stream began: the task as the message left it,
+    # then every update of the turn down to its pause.
     assert results[0]["kind"] == "task"
     v03.Task.model_validate(results[0])
     assert results[-1]["status"]["state"] == "input-required"

@@ -130,16 +130,21 @@ def _active_configs(task: Task) -> list[PushConfig]:
     return configs
 
 
-def _any_active_config_sql(q, task: str) -> str:
+def _active_where(q, alias: str, tenant: str, task: str) -> str:
+    """The task's active configs, as ``alias``: ``tenant`` and ``task`` are SQL for its ids."""
     meta = PushConfig._meta
-    tenant, of_task, disabled_at = (
-        q(meta.get_field(f).column) for f in ("tenant", "task", "disabled_at")
-    )
+    column = {f: q(meta.get_field(f).column) for f in ("tenant", "task", "disabled_at")}
     return (
-        f"EXISTS (SELECT 1 FROM {q(meta.db_table)} {q('pc')} "
-        f"WHERE {q('pc')}.{tenant} = {task}.{q(Task._meta.get_field('tenant').column)} "
-        f"AND {q('pc')}.{of_task} = {task}.{q(Task._meta.pk.column)} "
-        f"AND {q('pc')}.{disabled_at} IS NULL)"
+        f"{q(alias)}.{column['tenant']} = {tenant} AND {q(alias)}.{column['task']} = {task} "
+        f"AND {q(alias)}.{column['disabled_at']} IS NULL"
+    )
+
+
+def _any_active_config_sql(q, task: str) -> str:
+    tenant, pk = (q(Task._meta.get_field(f).column) for f in ("tenant", "id"))
+    return (
+        f"EXISTS (SELECT 1 FROM {q(PushConfig._meta.db_table)} {q('pc')} "
+        f"WHERE {_active_where(q, 'pc', f'{task}.{tenant}', f'{task}.{pk}')})"
     )
 
 
@@ -160,13 +165,9 @@ def _active_configs_sql() -> str:
     """Every event's read, written once (the ORM compiled it for every turn's batch)."""
     q = connection.ops.quote_name
     meta = PushConfig._meta
-    tenant, task, disabled_at = (
-        q(meta.get_field(f).column) for f in ("tenant", "task", "disabled_at")
-    )
     return (
         f"SELECT {_CONFIG_COLUMNS.sql()} FROM {q(meta.db_table)} {q('c')} "
-        f"WHERE {q('c')}.{tenant} = %s AND {q('c')}.{task} = %s "
-        f"AND {q('c')}.{disabled_at} IS NULL ORDER BY {q('c')}.{q(meta.pk.column)}"
+        f"WHERE {_active_where(q, 'c', '%s', '%s')} ORDER BY {q('c')}.{q(meta.pk.column)}"
     )
 
 

@@ -11,6 +11,7 @@ import json
 import uuid
 
 from a2a import types as a2a
+from asgiref.sync import async_to_sync
 from django.test import Client
 from google.protobuf import json_format
 
@@ -124,3 +125,33 @@ def status_text(task: dict) -> str:
 
 def interaction_of(task: dict) -> dict:
     return task["status"]["message"]["metadata"][ext.INTERACTIONS]
+
+
+def sse_results(response) -> list[dict]:
+    """The JSON-RPC bodies of an SSE response (read to its end), in order."""
+    assert response["Content-Type"] == "text/event-stream", response.content
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    raw = async_to_sync(read)().decode()
+    return [
+        json.loads(line[len("data: ") :]) for line in raw.splitlines() if line.startswith("data: ")
+    ]
+
+
+def sse_first_result(response) -> dict:
+    """The first JSON-RPC body of an SSE response that stays open; the stream is then closed."""
+    assert response["Content-Type"] == "text/event-stream", response.content
+
+    async def read() -> bytes:
+        chunks = response.streaming_content
+        try:
+            async for chunk in chunks:
+                if chunk.startswith(b"data: "):
+                    return chunk
+        finally:
+            await chunks.aclose()
+        raise AssertionError("the stream ended without an event")
+
+    return json.loads(async_to_sync(read)().decode().split("data: ", 1)[1].split("\n", 1)[0])

@@ -3,12 +3,10 @@ picks it, each 0.3 method and its shapes (checked against the a2a-sdk's 0.3 pyda
 its errors, and one task read in both dialects."""
 
 import base64
-import json
 import uuid
 
 import pytest
 from a2a.compat.v0_3 import types as v03
-from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from a2a_endpoint import dialect03
@@ -16,7 +14,17 @@ from a2a_endpoint.models import PushConfig, PushSettings
 from runtime import extensions as ext
 from runtime.models import Interaction, Task
 from runtime.services.interactions import interaction_answer
-from tests.a2a_client import as_task, assert_error, post, result_of, rpc, task_of, user_message
+from tests.a2a_client import (
+    as_task,
+    assert_error,
+    post,
+    result_of,
+    rpc,
+    sse_first_result,
+    sse_results,
+    task_of,
+    user_message,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -439,19 +447,6 @@ def test_a_push_config_with_the_message_is_registered(agents, client):
 # --- the other methods and errors -------------------------------------------------------------
 
 
-def sse_results(response) -> list[dict]:
-    """The JSON-RPC bodies of an SSE response, in order."""
-    assert response["Content-Type"] == "text/event-stream", response.content
-
-    async def read() -> bytes:
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    raw = async_to_sync(read)().decode()
-    return [
-        json.loads(line[len("data: ") :]) for line in raw.splitlines() if line.startswith("data: ")
-    ]
-
-
 def test_message_stream_writes_0_3_events(agents, client):
     response = rpc03(
         client,
@@ -475,23 +470,6 @@ def test_message_stream_writes_0_3_events(agents, client):
         else:
             assert result["kind"] == "artifact-update", result
             v03.TaskArtifactUpdateEvent.model_validate(result)
-
-
-def sse_first_result(response) -> dict:
-    """The first JSON-RPC body of an SSE response that stays open; the stream is then closed."""
-    assert response["Content-Type"] == "text/event-stream", response.content
-
-    async def read() -> bytes:
-        chunks = response.streaming_content
-        try:
-            async for chunk in chunks:
-                if chunk.startswith(b"data: "):
-                    return chunk
-        finally:
-            await chunks.aclose()
-        raise AssertionError("the stream ended without an event")
-
-    return json.loads(async_to_sync(read)().decode().split("data: ", 1)[1].split("\n", 1)[0])
 
 
 def test_tasks_resubscribe_sends_the_task_first_and_refuses_a_terminal_task(agents, client):

@@ -2,13 +2,10 @@
 the worker has left it since: its caller sees every update of the turn, down to the one that
 ends it, even when the turn was over before the stream read the task."""
 
-import json
-
 import pytest
-from asgiref.sync import async_to_sync
 
 from runtime.models import Task, TaskState
-from tests.a2a_client import rpc, user_message
+from tests.a2a_client import rpc, sse_first_result, sse_results, user_message
 
 # eager: the turn runs to its end as the message commits, before the stream reads the task,
 # which is the moment a fast worker can win on a live server.
@@ -19,17 +16,7 @@ SUBSCRIBE_TASK = "SubscribeToTask"
 
 
 def results(response) -> list[dict]:
-    assert response["Content-Type"] == "text/event-stream", response.content
-
-    async def read() -> bytes:
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    raw = async_to_sync(read)().decode()
-    return [
-        json.loads(line[len("data: ") :])["result"]
-        for line in raw.splitlines()
-        if line.startswith("data: ")
-    ]
+    return [body["result"] for body in sse_results(response)]
 
 
 def test_a_turn_over_before_its_stream_began_is_streamed_from_its_start(agents, client):
@@ -67,16 +54,6 @@ def test_a_subscriber_gets_the_task_as_it_is_now(agents, client):
     response = rpc(
         client, "/a2a/acme/code-reviewer", SUBSCRIBE_TASK, {"id": task_id}, token=agents.a.token
     )
-    chunks = response.streaming_content
-
-    async def first() -> dict:
-        try:
-            async for chunk in chunks:
-                if chunk.startswith(b"data: "):
-                    return json.loads(chunk.decode().split("data: ", 1)[1].split("\n", 1)[0])
-        finally:
-            await chunks.aclose()
-        raise AssertionError("the stream ended without an event")
-
     # The task waits for input: the subscriber's first event is the task in that pause.
-    assert async_to_sync(first)()["result"]["task"]["status"]["state"] == TaskState.INPUT_REQUIRED
+    first = sse_first_result(response)["result"]
+    assert first["task"]["status"]["state"] == TaskState.INPUT_REQUIRED

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
-from a2a_endpoint.push_configs import push_secret_rotate
+from a2a_endpoint.push_configs import push_config_enable, push_secret_rotate
 
 
 @admin.register(PushSettings)
@@ -56,15 +56,30 @@ class PushConfigAdmin(admin.ModelAdmin):
     search_fields = ["public_id", "task__public_id", "url"]
     # Both are stored encrypted: the form would show (and save back) ciphertext.
     exclude = ["auth_credentials", "token"]
+    # Whether a config is disabled changes through the action below, under the task's row
+    # lock (push_config_enable), or by its deliveries (a 410, a URL that can never work).
     readonly_fields = [
         "tenant",
         "task",
         "subject",
         "receiver",
         "activated",
+        "disabled_at",
+        "disabled_reason",
         "lease_owner",
         "lease_until",
     ]
+    actions = ["enable"]
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "url":
+            kwargs["assume_scheme"] = "https"  # a URL typed without one (Django 6's default)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    @admin.action(description="Enable the selected push configs again (from their next event)")
+    def enable(self, request, queryset):
+        enabled = sum(push_config_enable(config) for config in queryset)
+        messages.success(request, f"Enabled {enabled} push config(s).")
 
     def has_add_permission(self, request):
         return False

@@ -111,6 +111,19 @@ def push_config_create(
     return found
 
 
+def push_config_enable(config: PushConfig) -> bool:
+    """Deliver to a disabled config again (an admin's decision, e.g. after a 410 that the
+    receiver has since fixed); False when it was not disabled. Under the task's row lock, as
+    configs are made: a transaction of that task that is running trusts what its lock read
+    about the task's active configs (push_delivery.ACTIVE_CONFIGS)."""
+    with transaction.atomic():
+        Task.objects.select_for_update().filter(pk=config.task_id).first()
+        enabled = PushConfig.objects.filter(pk=config.pk, disabled_at__isnull=False).update(
+            disabled_at=None, disabled_reason=""
+        )
+    return enabled == 1
+
+
 def push_config_get(*, tenant, agent, subject: str, task_id: str, config_id: str) -> PushConfig:
     task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id)
     found = PushConfig.objects.filter(

@@ -349,6 +349,42 @@ def test_410_disables_the_config(push_world, receiver):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_admin_enables_a_disabled_config_again_and_cannot_edit_its_state(push_world, receiver):
+    a = push_world.a
+    receiver.script = [410]
+    task_id = send(a, "reviewer", "review this", push_url=receiver.url)
+    run(task_id)  # the reviewer asks a question: the task waits, its config disabled by the 410
+    drain()
+    config = PushConfig.objects.get()
+    assert config.disabled_at is not None
+    a.admin.is_staff = a.admin.is_superuser = True
+    a.admin.save(update_fields=["is_staff", "is_superuser"])
+    staff = a.client_for(a.admin)
+
+    # The change form shows the state but has no field for it: a save from the form would
+    # enable the config without the task's lock (push_delivery.ACTIVE_CONFIGS relies on it).
+    form = staff.get(f"/admin/a2a_endpoint/pushconfig/{config.pk}/change/").content.decode()
+    assert "the receiver answered 410 Gone" in form
+    assert 'name="disabled_at' not in form and 'name="disabled_reason"' not in form
+
+    response = staff.post(
+        "/admin/a2a_endpoint/pushconfig/",
+        {"action": "enable", "_selected_action": [config.pk]},
+        follow=True,
+    )
+    assert "Enabled 1 push config(s)." in response.content.decode()
+    config.refresh_from_db()
+    assert (config.disabled_at, config.disabled_reason) == (None, "")
+
+    # The next event of the task (the answer) is delivered to it.
+    receiver.script = []
+    send(a, "reviewer", "main", task_id=task_id)
+    run(task_id)
+    drain()
+    assert receiver.events, receiver.requests
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_slow_receiver_does_not_delay_another(push_world, receiver, settings):
     settings.PUSH_MAX_CONCURRENCY_PER_RECEIVER = 1
     secret = PushSettings.objects.get(tenant=push_world.a.tenant).secret

@@ -79,17 +79,14 @@ class _ClaimRead(Statements):
     def build(self, connection) -> str:
         q = connection.ops.quote_name
         table = q(Task._meta.db_table)
-        states = ", ".join(["%s"] * len(TERMINAL_STATES))
         meta = Task._meta
-        column = {name: q(meta.get_field(name).column) for name in ("context", "turn", "state")}
+        column = {name: q(meta.get_field(name).column) for name in ("context", "turn")}
         # Turns of one context run one at a time, in order (selectors.turn_may_start):
         # asked in the same statement as the locked read, not in one more.
-        earlier_open = (
-            f"EXISTS (SELECT 1 FROM {table} {q('e')} "
-            f"WHERE {q('e')}.{column['context']} = {q('t')}.{column['context']} "
-            f"AND {q('e')}.{column['turn']} < {q('t')}.{column['turn']} "
-            f"AND NOT ({q('e')}.{column['state']} IN ({states})))"
+        earlier = _earlier_open_where(
+            q, q("e"), f"{q('t')}.{column['context']}", f"{q('t')}.{column['turn']}"
         )
+        earlier_open = f"EXISTS (SELECT 1 FROM {table} {q('e')} WHERE {earlier})"
         # OF the task only. Locking the joined tenant row too serialised every turn of a
         # tenant and deadlocked with the foreign-key checks of new tasks
         # (bench/waiters.py, 1000 callers on PostgreSQL). SQLite locks the database.
@@ -148,12 +145,18 @@ def _earlier_open_sql() -> str:
     # FOR SHARE waits for a transaction that holds such a row (a turn's end, a cancel), and
     # then reads the row as it committed (PostgreSQL's READ COMMITTED): an ended turn drops out.
     q = connection.ops.quote_name
-    meta = Task._meta
-    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
+    table = q(Task._meta.db_table)
+    return f"SELECT 1 FROM {table} WHERE {_earlier_open_where(q, table, '%s', '%s')} FOR SHARE"
+
+
+def _earlier_open_where(q, alias: str, context: str, turn: str) -> str:
+    """Rows of ``alias`` (quoted) that are turns of ``context`` before ``turn`` (SQL for
+    them) and not ended; the terminal states are the statement's parameters (_TERMINAL)."""
+    column = {name: q(Task._meta.get_field(name).column) for name in ("context", "turn", "state")}
     states = ", ".join(["%s"] * len(_TERMINAL))
     return (
-        f"SELECT 1 FROM {q(meta.db_table)} WHERE {context} = %s AND {turn} < %s "
-        f"AND NOT ({state} IN ({states})) FOR SHARE"
+        f"{alias}.{column['context']} = {context} AND {alias}.{column['turn']} < {turn} "
+        f"AND NOT ({alias}.{column['state']} IN ({states}))"
     )
 
 

@@ -13,6 +13,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
@@ -229,6 +230,21 @@ def test_every_inbox_view_needs_a_fixed_number_of_queries(
             response = client.get(reverse(name), params)
         assert response.status_code == HTTPStatus.OK
         assert len(ITEM_ID.findall(response.content.decode())) >= 12, (name, params)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's autovacuum settings")
+def test_the_interaction_table_is_vacuumed_often_enough_for_the_counts_to_skip_it():
+    """The navigation's open counts are an index-only scan only over all-visible pages, which
+    only VACUUM marks: runtime_interaction is vacuumed after 2% of its rows changed, not 20%."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s", [Interaction._meta.db_table]
+        )
+        (options,) = cursor.fetchone()
+    assert set(options or ()) >= {
+        "autovacuum_vacuum_scale_factor=0.02",
+        "autovacuum_vacuum_insert_scale_factor=0.02",
+    }
 
 
 def test_the_fragment_of_a_later_page_polls_that_page(agents, bulk):

@@ -126,6 +126,26 @@ _INTERACTION_LIST_FIELDS = (
 )
 
 
+# What the inbox shows of an interaction (approvals.views.inbox_rows): none of its JSON but
+# the approvals a two-person rule counts. A held call's arguments (``request``) and the rest
+# are read when the interaction is opened, not for each row of a page.
+_INBOX_INTERACTION_FIELDS = (
+    "public_id",
+    "tenant",
+    "kind",
+    "prompt",
+    "approvals_required",
+    "approvals",
+    "state",
+    "expires_at",
+    "created_at",
+    "task__public_id",
+    "task__subject",
+    "task__agent__slug",
+    "task__agent__name",
+)
+
+
 def _keyset_after(rows, cursor, *, rank: int, field: str = "created_at"):
     """Rows strictly after the cursor (time, rank, id) in the newest-first merged order.
 
@@ -185,7 +205,7 @@ def inbox_page(
         interactions = _keyset_after(interactions, cursor, rank=_INBOX_RANK["interaction"])
         rows = (
             interactions.select_related("task", "task__agent")
-            .only(*_INTERACTION_LIST_FIELDS)
+            .only(*_INBOX_INTERACTION_FIELDS)
             .order_by("-created_at", "-pk")[: page_size + 1]
         )
         for interaction in rows:

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
@@ -245,6 +246,22 @@ def test_the_interaction_table_is_vacuumed_often_enough_for_the_counts_to_skip_i
         "autovacuum_vacuum_scale_factor=0.02",
         "autovacuum_vacuum_insert_scale_factor=0.02",
     }
+
+
+def test_an_inbox_page_reads_no_interaction_json_but_the_approvals(agents, bulk):
+    """A page of 50 rows does not carry 50 held calls' arguments, questions and answers:
+    ``request``, ``detail`` and the rest are read when an interaction is opened."""
+    client = agents.a.client_for(agents.a.operator)
+    table = connection.ops.quote_name(Interaction._meta.db_table)
+    unread = ("request", "detail", "deciders", "approvers", "widened_to", "answer")
+    for params in ({}, {"state": "decided"}):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(reverse("approvals:inbox"), params)
+        assert response.status_code == HTTPStatus.OK
+        selected = " ".join(q["sql"] for q in queries.captured_queries)
+        assert f"{table}.{connection.ops.quote_name('approvals')}" in selected
+        for column in unread:
+            assert f"{table}.{connection.ops.quote_name(column)}" not in selected, column
 
 
 def test_the_fragment_of_a_later_page_polls_that_page(agents, bulk):

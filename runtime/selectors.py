@@ -333,11 +333,11 @@ def inbox_interactions(
 # that has any): interactions counted from the partial index interaction_open_by_agent
 # (tenant, agent, kind; open rows only) without reading the tasks, uncertain effects (few,
 # found by effect_state) joined to their tasks for the agent. A correlated count per agent
-# and kind let the planner scan every open interaction once per agent (400 ms at 10,000).
+# and kind let the planner scan every open interaction once per agent (400 ms at 10,000);
+# so did a join to the counts as a subquery, which PostgreSQL ran again for each agent of
+# a nested loop (13 ms at 10,000 over 5 agents, 3 ms as a CTE it must materialise once).
 _AGENTS_WITH_OPEN_COUNTS = f"""
-SELECT a.id, a.tenant_id, a.slug, a.name, c.kind AS open_kind, c.n AS open_n
-FROM {Agent._meta.db_table} a
-LEFT JOIN (
+WITH c AS MATERIALIZED (
     SELECT agent_id, kind, COUNT(*) AS n
     FROM {Interaction._meta.db_table}
     WHERE tenant_id = %(tenant)s AND state = %(open)s
@@ -347,7 +347,10 @@ LEFT JOIN (
     FROM {Effect._meta.db_table} e JOIN {Task._meta.db_table} t ON t.id = e.task_id
     WHERE e.tenant_id = %(tenant)s AND e.state = %(uncertain)s
     GROUP BY t.agent_id
-) c ON c.agent_id = a.id
+)
+SELECT a.id, a.tenant_id, a.slug, a.name, c.kind AS open_kind, c.n AS open_n
+FROM {Agent._meta.db_table} a
+LEFT JOIN c ON c.agent_id = a.id
 WHERE a.tenant_id = %(tenant)s
 ORDER BY a.slug, c.kind
 """

@@ -264,6 +264,37 @@ def test_an_inbox_page_reads_no_interaction_json_but_the_approvals(agents, bulk)
             assert f"{table}.{connection.ops.quote_name(column)}" not in selected, column
 
 
+def plan_nodes(node: dict):
+    yield node
+    for child in node.get("Plans", ()):
+        yield from plan_nodes(child)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
+def test_the_open_counts_read_the_open_interactions_once_whatever_the_plan(agents, bulk):
+    """The counts per agent and kind are worked out once and joined to the agents: a nested
+    loop over the agents (what PostgreSQL chose at 10,000 open interactions once the table
+    was vacuumed) must not count them again for each agent."""
+    from runtime.selectors import _AGENTS_WITH_OPEN_COUNTS
+
+    tenant = agents.a.tenant
+    assert Agent.objects.filter(tenant=tenant).count() > 1
+    params = {"tenant": tenant.pk, "open": "open", "uncertain": "uncertain"}
+    with connection.cursor() as cursor:
+        for setting in ("enable_hashagg", "enable_hashjoin", "enable_mergejoin", "enable_sort"):
+            cursor.execute(f"SET LOCAL {setting} = off")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {_AGENTS_WITH_OPEN_COUNTS}", params)
+        (plan,) = cursor.fetchone()[0]
+    scans = [
+        node
+        for node in plan_nodes(plan["Plan"])
+        if node.get("Relation Name") == Interaction._meta.db_table
+    ]
+    assert scans and all(node["Actual Loops"] == 1 for node in scans), [
+        (node["Node Type"], node["Actual Loops"]) for node in scans
+    ]
+
+
 def test_the_fragment_of_a_later_page_polls_that_page(agents, bulk):
     client = agents.a.client_for(agents.a.operator)
     pages, params = inbox_walk(client, "approvals:inbox", {"agent": "deployer"})

@@ -10,5 +10,11 @@ def current_tenant(request) -> dict:
     return {
         "current_membership": membership,
         "current_tenant": membership.tenant if membership else None,
-        "memberships": memberships_for_user(user=user),
+        # The list the middleware read for the current membership (a request that did not
+        # pass through it reads its own).
+        "memberships": (
+            list(request.memberships)
+            if hasattr(request, "memberships")
+            else memberships_for_user(user=user)
+        ),
     }

@@ -1,13 +1,14 @@
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.utils.functional import SimpleLazyObject
 
-from tenants.selectors import membership_current
+from tenants.selectors import membership_current, memberships_for_user
 
 SESSION_KEY = "countersign_tenant"
 
 
 class CurrentTenantMiddleware:
-    """Give each request of a logged-in person ``request.membership`` (lazy).
+    """Give each request of a logged-in person ``request.membership`` and
+    ``request.memberships`` (lazy).
 
     The tenant comes from the session (the tenant switcher) and falls back to the person's
     first membership. Nothing is queried unless a view asks, so the A2A endpoint, which
@@ -23,12 +24,27 @@ class CurrentTenantMiddleware:
             markcoroutinefunction(self)
 
     def _attach(self, request) -> None:
-        def load():
+        def authenticated():
             user = getattr(request, "user", None)
-            if user is None or not user.is_authenticated:
-                return None
-            return membership_current(user=user, slug=request.session.get(SESSION_KEY))
+            return user if user is not None and user.is_authenticated else None
 
+        def listed():
+            user = authenticated()
+            return memberships_for_user(user=user) if user else []
+
+        def load():
+            user = authenticated()
+            if user is None:
+                return None
+            return membership_current(
+                user=user,
+                slug=request.session.get(SESSION_KEY),
+                memberships=list(request.memberships),
+            )
+
+        # One read of the person's memberships per request, for the current one and for
+        # the tenant switcher every page shows (tenants.context_processors).
+        request.memberships = SimpleLazyObject(listed)
         request.membership = SimpleLazyObject(load)
 
     def __call__(self, request):

@@ -80,6 +80,24 @@ def test_person_in_two_tenants_can_switch(world):
     assert b"working in Globex Corp as viewer" in response.content
 
 
+def test_a_page_reads_the_persons_memberships_once(world):
+    """The current membership and the tenant switcher's list come from one query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tenants.models import Membership
+
+    Membership.objects.create(tenant=world.b.tenant, user=world.a.operator, role="viewer")
+    client = world.a.client_for(world.a.operator)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/tasks/")
+    assert page.status_code == HTTPStatus.OK
+    assert b'id="tenant-switch"' in page.content and b"Globex Corp" in page.content
+    table = connection.ops.quote_name(Membership._meta.db_table)
+    reads = [q["sql"] for q in queries.captured_queries if f"FROM {table}" in q["sql"]]
+    assert len(reads) == 1, reads
+
+
 def test_switching_to_a_tenant_you_are_not_in_is_404(world):
     client = world.a.client_for(world.a.operator)
     assert client.post("/tenant/switch", {"tenant": "globex"}).status_code == HTTPStatus.NOT_FOUND

@@ -13,9 +13,10 @@ class A2aEndpointConfig(AppConfig):
         from a2a_endpoint.observe import push_deliveries_collect
         from a2a_endpoint.push_delivery import ACTIVE_CONFIGS, queue_deliveries
         from config import metrics
-        from runtime.models import Agent, TaskEvent
-        from runtime.signals import task_event_written
-        from runtime.task_state import locked_fact_register
+        from runtime.agents.agent_models import Agent
+        from runtime.kernel.signals import task_event_written
+        from runtime.kernel.task_models import TaskEvent
+        from runtime.kernel.task_state import locked_fact_register
         from tenants.models import Tenant
 
         task_event_written.connect(queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue")

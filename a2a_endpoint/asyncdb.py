@@ -26,9 +26,9 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from config.metrics import A2A_WAITERS
-from runtime.errors import TaskNotFound
-from runtime.models import ANONYMOUS, SETTLED_STATES, Task
-from runtime.notify import Mark, wait_for_state
+from runtime.kernel.errors import TaskNotFound
+from runtime.kernel.task_models import ANONYMOUS, SETTLED_STATES, Task
+from runtime.kernel.wakeups import Mark, wait_for_state
 
 
 def release_connection() -> None:
@@ -78,7 +78,7 @@ def _read_state(pk: int) -> str:
 async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
     """A blocking send waits for a terminal or interrupted state, or A2A_WAIT_MS.
 
-    ``since``: the listener's mark (runtime.notify.announcements_mark) taken before the send
+    ``since``: the listener's mark (runtime.kernel.wakeups.announcements_mark) taken before the send
     made or read ``task``; with it the wait need not read the task's state first."""
     deadline = time.monotonic() + settings.A2A_WAIT_MS / 1000
     known = (since, task.state) if since is not None else None
@@ -103,7 +103,7 @@ async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
 # --- GetTask's read without a thread (PostgreSQL) --------------------------------------------
 #
 # The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
-# thread, no ORM compilation. It reads the same row as runtime.selectors.task_for_caller, and
+# thread, no ORM compilation. It reads the same row as runtime.kernel.task_selectors.task_for_caller, and
 # builds the same Task (Model.from_db; the turn runtime's columns deferred). Tests that drive the view in-process
 # (A2A_DB_THREAD_SENSITIVE) and SQLite use task_for_caller itself.
 
@@ -225,7 +225,7 @@ async def _task_by_pk(pk: int) -> Task:
 
 
 async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
-    """task_for_caller (runtime.selectors) on the async pool: the caller's task or TaskNotFound."""
+    """task_for_caller (runtime.kernel.task_selectors) on the async pool: the caller's task or TaskNotFound."""
     if subject == ANONYMOUS:
         query, params = _TASK_OF_ANONYMOUS, (ANONYMOUS, f"{ANONYMOUS}:%")
     else:
@@ -267,7 +267,7 @@ class StoredTask(tuple):
     history_text = property(itemgetter(8))
     artifacts_text = property(itemgetter(9))
     artifact_ext_text = property(itemgetter(10))
-    # The status timestamp as the wire writes it (runtime.shapes.now_iso), by PostgreSQL.
+    # The status timestamp as the wire writes it (runtime.kernel.shapes.now_iso), by PostgreSQL.
     status_timestamp_wire = property(itemgetter(11))
 
     status_message = cached_property(lambda self: _parsed(self.status_message_text))
@@ -303,7 +303,7 @@ async def tasks_page_read(
     cursor,
     page_size: int,
 ) -> tuple[list[StoredTask], int, bool]:
-    """tasks_page (runtime.selectors) on the async pool: (tasks, total, more)."""
+    """tasks_page (runtime.kernel.task_selectors) on the async pool: (tasks, total, more)."""
     if subject == ANONYMOUS:
         # Anonymous callers are not one caller: listing would show each the others' tasks.
         return [], 0, False

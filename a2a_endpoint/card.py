@@ -8,8 +8,8 @@ from django.conf import settings
 from google.protobuf import json_format
 
 from a2a_endpoint import dialect03
-from runtime import extensions as ext
-from runtime.models import Agent
+from runtime.agents.agent_models import Agent
+from runtime.kernel import extensions as ext
 
 
 def endpoint_url(request, agent: Agent) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 
 from a2a_endpoint import errors, inputs, methods, streams
 from a2a_endpoint.identity import Caller
-from runtime import extensions as ext
-from runtime.errors import TaskNotFound
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import TaskNotFound
 
 # The versions this dialect answers for (A2A §3.6.2: Major.Minor, the patch is ignored).
 VERSIONS = {("0", "3"), ("0", "2")}

@@ -18,7 +18,7 @@ from django.http import HttpResponse, JsonResponse
 from django.urls import get_script_prefix, reverse
 from django.views.decorators.http import require_GET
 
-from runtime.selectors import task_file_for_caller
+from runtime.kernel.task_selectors import task_file_for_caller
 from tenants.models import Tenant
 
 SALT = "countersign.a2a.files/v1"

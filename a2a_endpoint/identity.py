@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from a2a_endpoint import errors, files
 from a2a_endpoint.asyncdb import db
-from runtime.models import ANONYMOUS, Agent, is_anonymous_subject
+from runtime.agents.agent_models import Agent
+from runtime.kernel.task_models import ANONYMOUS, is_anonymous_subject
 from tenants.lookup_cache import MISSING, LookupCache
 from tenants.tokens import (
     TokenError,

@@ -15,7 +15,7 @@ from django.http import HttpResponse
 from a2a_endpoint import errors, inputs
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.methods import HANDLERS
-from runtime import extensions as ext
+from runtime.kernel import extensions as ext
 
 JSON_TYPES = {"application/json", "application/a2a+json"}
 STREAMING_METHODS = {"SendStreamingMessage", "SubscribeToTask"}

@@ -20,11 +20,12 @@ from a2a_endpoint.identity import Caller
 from a2a_endpoint.inputs import length_check
 from a2a_endpoint.models import PushConfig
 from config.logging import bind
-from runtime.models import SETTLED_STATES, Interaction, Task, TaskState
-from runtime.notify import announcements_mark
-from runtime.selectors import task_for_caller, tasks_page
-from runtime.services.messages import CONTEXT_ID_RE, message_send
-from runtime.services.tasks import task_cancel
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel.task_models import SETTLED_STATES, Task, TaskState
+from runtime.kernel.task_selectors import task_for_caller, tasks_page
+from runtime.kernel.wakeups import announcements_mark
+from runtime.turn.cancel import task_cancel
+from runtime.turn.intake import CONTEXT_ID_RE, message_send
 
 
 def _column(model, field: str) -> int:
@@ -66,7 +67,7 @@ def _message_bounds(message: dict) -> None:
     """Refuse, before anything is written, the ids of a message that no column would hold."""
     length_check("message.messageId", message["messageId"], MESSAGE_ID_MAX)
     context_id = message.get("contextId")
-    # fullmatch, as the core's own check (runtime.services.messages): ``$`` would let a
+    # fullmatch, as the core's own check (runtime.turn.intake): ``$`` would let a
     # trailing newline through into the 128-character column.
     if context_id and not CONTEXT_ID_RE.fullmatch(context_id):
         raise errors.invalid_params(

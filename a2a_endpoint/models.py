@@ -1,7 +1,7 @@
 """Push notifications (A2A §4.3; profile v2 "Push notifications"): configs, deliveries, attempts.
 
 A config belongs to one task and to the subject that created it. Each status or artifact
-event of the task (runtime.models.TaskEvent, the outbox) becomes one PushDelivery per active
+event of the task (runtime.kernel.task_models.TaskEvent, the outbox) becomes one PushDelivery per active
 config in the same transaction as the event, so no event is lost between a change and its
 delivery; Celery workers then POST them, a config's deliveries strictly in event order.
 """
@@ -15,7 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from connections.crypto import InvalidToken, secret_decrypt
-from runtime.models import Task, TaskEvent
+from runtime.kernel.task_models import Task, TaskEvent
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from a2a_endpoint.push_delivery import push_deliveries_backfill
 from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url, url_parse
-from runtime.errors import InvalidParams, TaskNotFound
-from runtime.models import Task
-from runtime.selectors import task_for_caller
+from runtime.kernel.errors import InvalidParams, TaskNotFound
+from runtime.kernel.task_models import Task
+from runtime.kernel.task_selectors import task_for_caller
 
 PAGE_SIZE_MAX = 100
 TOKEN_MAX_LENGTH = 1000

@@ -2,7 +2,7 @@
 
 Delivery, in short:
 - Each TaskEvent becomes one PushDelivery per active config of its task, in the event's own
-  transaction (``queue_deliveries``, a receiver of runtime.signals.task_event_written), and
+  transaction (``queue_deliveries``, a receiver of runtime.kernel.signals.task_event_written), and
   a Celery task is asked to deliver that config after the commit.
 - One worker at a time delivers a config (a lease on the config row), oldest event first,
   and does not move past an event until it was delivered or given up: events arrive in
@@ -56,10 +56,10 @@ from config.celery import queue
 from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
-from runtime import rowsql
-from runtime.models import Task, TaskEvent
-from runtime.rowsql import Columns
-from runtime.task_state import LockedFact, lock_memo
+from runtime.kernel import rowsql
+from runtime.kernel.rowsql import Columns
+from runtime.kernel.task_models import Task, TaskEvent
+from runtime.kernel.task_state import LockedFact, lock_memo
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -103,7 +103,7 @@ def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
     """One delivery per active config of the event's task, in the event's transaction."""
     if event.seq == 1:
         # A task's first event is written in the transaction that makes the task
-        # (runtime.services.messages): no config can name the task yet. A config sent with the
+        # (runtime.turn.intake): no config can name the task yet. A config sent with the
         # message is made after that commit, and push_deliveries_backfill gives it this event.
         return
     configs = _active_configs(task)
@@ -115,7 +115,7 @@ def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
 
 
 def _active_configs(task: Task) -> list[PushConfig]:
-    # A turn's batch of steps (runtime.task_state.TurnBatch), or a decision, holds the task's
+    # A turn's batch of steps (runtime.kernel.task_state.TurnBatch), or a decision, holds the task's
     # row lock from its first statement to its commit, and configs are made (and enabled)
     # under that same lock (push_config_create): the events of one transaction see the same
     # configs, read once, or not at all when the locked read found none (ACTIVE_CONFIGS).

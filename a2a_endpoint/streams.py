@@ -1,7 +1,7 @@
 """SendStreamingMessage and SubscribeToTask: A2A 1.0 JSON-RPC over Server-Sent Events.
 
 A stream is a coroutine of the async view, woken by the same change notifications as the
-blocking SendMessage (runtime.notify: one LISTEN connection per web process; SQLite polls).
+blocking SendMessage (runtime.kernel.wakeups: one LISTEN connection per web process; SQLite polls).
 It holds no thread and no database connection between events: each wake-up reads the task's
 new events (TaskEvent, in seq order) on the shared database pool (a2a_endpoint.asyncdb).
 
@@ -34,10 +34,10 @@ from a2a_endpoint.files import linker
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.methods import message_accept
 from config.logging import bind
-from runtime.models import TERMINAL_STATES, Task, TaskEvent, TaskState
-from runtime.notify import SQLITE_POLL_SECONDS, notifications_available, task_watch
-from runtime.presence import stream_alive, stream_attach, stream_detach
-from runtime.selectors import task_for_caller
+from runtime.kernel.presence import stream_alive, stream_attach, stream_detach
+from runtime.kernel.task_models import TERMINAL_STATES, Task, TaskEvent, TaskState
+from runtime.kernel.task_selectors import task_for_caller
+from runtime.kernel.wakeups import SQLITE_POLL_SECONDS, notifications_available, task_watch
 
 logger = logging.getLogger(__name__)
 

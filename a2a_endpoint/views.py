@@ -32,7 +32,7 @@ from a2a_endpoint.jsonrpc import (
 from a2a_endpoint.observe import a2a_error, a2a_method, a2a_observed
 from a2a_endpoint.streams import stream_open
 from config.logging import bind
-from runtime.errors import RuntimeFault
+from runtime.kernel.errors import RuntimeFault
 
 logger = logging.getLogger(__name__)
 

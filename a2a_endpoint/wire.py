@@ -18,9 +18,9 @@ from google.protobuf.message import Message as ProtoMessage
 from a2a_endpoint.errors import invalid_params
 from a2a_endpoint.files import linker
 from connections.outbound import OutboundRefused
-from runtime.files import file_ref, url_part_check
-from runtime.models import Task
-from runtime.shapes import now_iso
+from runtime.kernel.files import file_ref, url_part_check
+from runtime.kernel.shapes import now_iso
+from runtime.kernel.task_models import Task
 
 MAX_HISTORY = 10_000
 

@@ -2,8 +2,10 @@
 
 from django.http import Http404
 
-from runtime.models import Effect, Interaction, Task
-from runtime.selectors import effect_for_tenant, interaction_for_tenant, task_for_tenant
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_selectors import effect_for_tenant, interaction_for_tenant
+from runtime.kernel.task_models import Task
+from runtime.kernel.task_selectors import task_for_tenant
 
 
 def interaction_for_member(request, public_id: str) -> Interaction:

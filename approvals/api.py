@@ -37,10 +37,9 @@ from approvals.forms import (
     json_text_problem,
 )
 from approvals.stepup import stepped_up
-from runtime.approvers import Decider, effective_approvers
-from runtime.models import Interaction, StandingRule
-from runtime.rules import DURATIONS, FOREVER, OPS
-from runtime.selectors import (
+from runtime.decisions.approvers import Decider, effective_approvers
+from runtime.decisions.decision_models import Interaction, StandingRule
+from runtime.decisions.decision_selectors import (
     held_call_of,
     interaction_for_tenant,
     interactions_for_tenant,
@@ -48,8 +47,8 @@ from runtime.selectors import (
     rule_for_tenant,
     rules_for_tenant,
 )
-from runtime.services.interactions import Asked, interaction_answer
-from runtime.services.rules import rule_check, rule_create, rule_revoke
+from runtime.decisions.interactions import Asked, interaction_answer
+from runtime.decisions.rules import DURATIONS, FOREVER, OPS, rule_check, rule_create, rule_revoke
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, token_kind_check
 

@@ -9,7 +9,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from runtime.errors import (
+from runtime.kernel.errors import (
     AlreadyDecided,
     DeciderRefused,
     InvalidParams,

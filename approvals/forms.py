@@ -5,9 +5,9 @@ import math
 
 from django import forms
 
-from runtime.models import Interaction
-from runtime.rules import DURATION_LABELS, DURATIONS, FOREVER, schema_fields
-from runtime.tools import validate_arguments
+from runtime.agents.tools import validate_arguments
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.rules import DURATION_LABELS, DURATIONS, FOREVER, schema_fields
 
 REASON_MAX = 1000
 # A question's answer, on the page and in each text of a REST answer's value.
@@ -298,7 +298,7 @@ class ArgumentsForm(forms.Form):
 
 class AllowSimilarForm(forms.Form):
     """ "Approve and allow similar calls": the rule's duration, caller and conditions, with a
-    condition row per top-level field of the tool's schema (runtime.rules.schema_fields),
+    condition row per top-level field of the tool's schema (runtime.decisions.rules.schema_fields),
     each offered with the value the held call has."""
 
     OP_CHOICES = [

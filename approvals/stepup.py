@@ -3,7 +3,7 @@ by the method their account calls for, and where to send them when not.
 
 django-allauth (65.x) keeps a record of each authentication of the session (method, time,
 ``reauthenticated``); a member with TOTP must have passed it (method ``mfa``), others their
-password (or TOTP). The decision itself is refused by the core (runtime.services.receipts)
+password (or TOTP). The decision itself is refused by the core (runtime.decisions.receipts)
 unless the view says the decider stepped up.
 """
 

@@ -2,7 +2,7 @@
 of them, "approve and allow similar calls", and the rules page (list, revoke).
 
 Views are thin: the rules themselves (who may decide, what a rule matches, when it may be
-made) are the core's (runtime.approvers, runtime.rules, runtime.services.rules)."""
+made) are the core's (runtime.decisions.approvers, runtime.decisions.rules)."""
 
 from django.contrib import messages
 from django.http import Http404
@@ -11,19 +11,25 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.forms import AllowSimilarForm
-from runtime.approvers import (
+from runtime.agents.tools import tool_spec
+from runtime.decisions.approvers import (
     Decider,
     approvals_progress,
     approvers_text,
     decider_refusal,
     effective_approvers,
 )
-from runtime.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
-from runtime.models import Interaction
-from runtime.rules import DURATION_LABELS, conditions_text, rule_refusal
-from runtime.selectors import held_call_for, rules_for_tenant
-from runtime.services.rules import rule_check, rule_create, rule_revoke
-from runtime.tools import tool_spec
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.decision_selectors import held_call_for, rules_for_tenant
+from runtime.decisions.rules import (
+    DURATION_LABELS,
+    conditions_text,
+    rule_check,
+    rule_create,
+    rule_refusal,
+    rule_revoke,
+)
+from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
 from tenants.access import member_required, require_decider
 
 

@@ -34,9 +34,30 @@ from approvals.trust import (
     rule_precheck,
 )
 from notifications.selectors import deliveries_for_interaction, ladder_positions, ladder_steps_for
-from runtime import extensions as ext
-from runtime.approvers import Decider, approvals_progress
-from runtime.errors import (
+from runtime.agents.agent_selectors import agents_for_tenant
+from runtime.agents.tools import policy_for, tool_spec
+from runtime.decisions.approvers import Decider, approvals_progress
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_selectors import (
+    effect_resolutions,
+    held_call_for,
+    interactions_for_bulk,
+    task_effects,
+    task_interactions,
+)
+from runtime.decisions.effects import effect_resolve
+from runtime.decisions.inbox import (
+    INBOX_KINDS,
+    agents_with_open_counts,
+    audit_page,
+    inbox_counts,
+    inbox_interactions,
+    inbox_page,
+)
+from runtime.decisions.interactions import interaction_answer
+from runtime.decisions.receipts import receipts_for, receipts_page, tool_trust
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import (
     AlreadyDecided,
     DeciderRefused,
     InvalidParams,
@@ -44,28 +65,9 @@ from runtime.errors import (
     StepUpRequired,
     TaskNotFound,
 )
-from runtime.models import Effect, Interaction, TaskState
-from runtime.presence import streams_attached
-from runtime.receipts import receipts_for, receipts_page, tool_trust
-from runtime.selectors import (
-    INBOX_KINDS,
-    agents_for_tenant,
-    agents_with_open_counts,
-    audit_page,
-    effect_resolutions,
-    held_call_for,
-    inbox_counts,
-    inbox_interactions,
-    inbox_page,
-    interactions_for_bulk,
-    task_effects,
-    task_events,
-    task_interactions,
-    tasks_for_tenant,
-)
-from runtime.services.effects import effect_resolve
-from runtime.services.interactions import interaction_answer
-from runtime.tools import policy_for, tool_spec
+from runtime.kernel.presence import streams_attached
+from runtime.kernel.task_models import TaskState
+from runtime.kernel.task_selectors import task_events, tasks_for_tenant
 from tenants.access import member_required, require_decider
 
 # --- presenting a task's messages ----------------------------------------------------------
@@ -328,7 +330,7 @@ def _edit_form(interaction: Interaction, held_call, data=None) -> ArgumentsForm 
     if held_call is None or not tool_trust(agent, held_call.server, held_call.tool).editable:
         return None
     if interaction.approvals_required > 1:
-        return None  # two people approve the call as it stands (runtime.services.interactions)
+        return None  # two people approve the call as it stands (runtime.decisions.interactions)
     spec = tool_spec(agent, held_call.server, held_call.tool) or {}
     return ArgumentsForm(data, schema=spec.get("schema"), current=held_call.arguments)
 

@@ -59,9 +59,8 @@ def seed():
     django.setup()
     from django.core.management import call_command
 
-    from runtime.agentfile import parse_agent_file
-    from runtime.demo import AGENTS_DIR
-    from runtime.services.agents import agent_upsert
+    from runtime.agents.agentfile import agent_upsert, parse_agent_file
+    from runtime.agents.demo import AGENTS_DIR
     from tenants.models import ApiToken, Tenant
     from tenants.tokens import api_token_create
 
@@ -306,7 +305,8 @@ def main() -> int:
     from django.db import connection
     from django.utils.dateparse import parse_datetime
 
-    from runtime.models import Interaction, Receipt, Task
+    from runtime.decisions.decision_models import Interaction, Receipt
+    from runtime.kernel.task_models import Task
 
     connection.close()
     tasks = {t.public_id: t for t in Task.objects.filter(tenant=tenant)}

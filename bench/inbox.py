@@ -54,7 +54,8 @@ def main() -> int:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from runtime.models import Agent, Interaction
+    from runtime.agents.agent_models import Agent
+    from runtime.decisions.decision_models import Interaction
     from tenants.models import ApiToken, Membership, Tenant
     from tenants.tokens import api_token_create
 

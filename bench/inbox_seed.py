@@ -30,8 +30,10 @@ BATCH = 5000
 def seed(*, slug: str, pending: int, decided: int, uncertain: int, rng: random.Random):
     from django.utils import timezone
 
-    from runtime.demo import seed_demo_agents
-    from runtime.models import Agent, Context, Effect, Interaction, Task, TaskState
+    from runtime.agents.agent_models import Agent
+    from runtime.agents.demo import seed_demo_agents
+    from runtime.decisions.decision_models import Effect, Interaction
+    from runtime.kernel.task_models import Context, Task, TaskState
     from tenants.models import ApiToken, Membership, Tenant, User
     from tenants.tokens import api_token_create
 

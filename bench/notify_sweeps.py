@@ -47,8 +47,9 @@ def main() -> None:
     django.setup()
     from notifications.models import FanOut
     from notifications.services import fan_outs_missing, ladders_advance
-    from runtime.ladders import ladder_parse
-    from runtime.models import Agent, Interaction
+    from runtime.agents.agent_models import Agent
+    from runtime.agents.ladders import ladder_parse
+    from runtime.decisions.decision_models import Interaction
 
     open_items = Interaction.objects.filter(tenant__slug=args.tenant, state="open")
     print(f"{open_items.count()} open interactions in {args.tenant}")

@@ -2,7 +2,7 @@
 
 Runs against a live stack (Celery worker(s) on the same DATABASE_URL / CELERY_BROKER_URL,
 started with PUSH_ALLOW_PRIVATE_HOSTS=true). It writes the events itself, through the same
-runtime.task_state.event_emit the turn loop uses, spread over TASKS tasks (order is per task), then
+runtime.kernel.task_state.event_emit the turn loop uses, spread over TASKS tasks (order is per task), then
 waits until the receiver has them all or the deadline passes, and prints deliveries per
 second and lost events (sent minus distinct, verified, in-order arrivals).
 
@@ -27,9 +27,10 @@ from django.db import transaction  # noqa: E402
 
 from a2a_endpoint.models import PushDelivery, PushSettings  # noqa: E402
 from a2a_endpoint.push_configs import ConfigInput, push_config_create  # noqa: E402
-from runtime.models import Agent, Context, Task, TaskEvent  # noqa: E402
-from runtime.shapes import status_payload  # noqa: E402
-from runtime.task_state import event_emit  # noqa: E402
+from runtime.agents.agent_models import Agent  # noqa: E402
+from runtime.kernel.shapes import status_payload  # noqa: E402
+from runtime.kernel.task_models import Context, Task, TaskEvent  # noqa: E402
+from runtime.kernel.task_state import event_emit  # noqa: E402
 from tenants.models import Tenant  # noqa: E402
 from tests.a2a_endpoint.receiver import Receiver  # noqa: E402
 

@@ -172,7 +172,7 @@ def phase(name, *, webs, workers, env, logdir, tenant, agent, token, calls, call
 
 
 def report(name, results, elapsed, worker_pids, cpu, processes, webs):
-    from runtime.models import Task
+    from runtime.kernel.task_models import Task
 
     ok = [r for r in results if "task" in r]
     tasks = {

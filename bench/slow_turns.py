@@ -84,8 +84,7 @@ def seed(model: str, delay: float):
     django.setup()
     from django.core.management import call_command
 
-    from runtime.agentfile import AgentSpec
-    from runtime.services.agents import agent_upsert
+    from runtime.agents.agentfile import AgentSpec, agent_upsert
     from tenants.models import Tenant
 
     call_command("migrate", verbosity=0)
@@ -113,7 +112,7 @@ def take_messages(tenant, agent, n: int, hold_queue: str) -> list[int]:
     """N messages, each a new task; their turns go to a queue no worker reads."""
     from django.conf import settings
 
-    from runtime.services.messages import message_send
+    from runtime.turn.intake import message_send
 
     settings.CELERY_TASK_DEFAULT_QUEUE = hold_queue
     pks = []
@@ -244,7 +243,7 @@ def main() -> int:
     from django.db import connection
 
     from config.celery import app
-    from runtime.models import TERMINAL_STATES, Task
+    from runtime.kernel.task_models import TERMINAL_STATES, Task
     from runtime.tasks import run_turn as run_turn_task
 
     samples: list[tuple[int, int, int]] = []

@@ -55,11 +55,11 @@ def seed() -> dict:
 
 
 def approve_all(tenant_slug: str, task_ids: list[str]) -> float:
-    """The operator approves every held deploy (runtime.services.interactions)."""
+    """The operator approves every held deploy (runtime.decisions.interactions)."""
     from django.db import connection
 
-    from runtime.models import Interaction
-    from runtime.services.interactions import interaction_answer
+    from runtime.decisions.decision_models import Interaction
+    from runtime.decisions.interactions import interaction_answer
     from tenants.models import Tenant
 
     tenant = Tenant.objects.get(slug=tenant_slug)

@@ -115,12 +115,12 @@ def main() -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    from runtime.agentfile import AgentSpec, parse_agent_file
-    from runtime.demo import AGENTS_DIR
-    from runtime.models import Interaction, Task
-    from runtime.services.agents import agent_upsert
-    from runtime.services.interactions import interaction_answer
-    from runtime.services.messages import message_send
+    from runtime.agents.agentfile import AgentSpec, agent_upsert, parse_agent_file
+    from runtime.agents.demo import AGENTS_DIR
+    from runtime.decisions.decision_models import Interaction
+    from runtime.decisions.interactions import interaction_answer
+    from runtime.kernel.task_models import Task
+    from runtime.turn.intake import message_send
     from runtime.turn.runner import turn_run
     from tenants.models import Tenant
 

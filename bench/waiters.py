@@ -66,8 +66,7 @@ def seed(wait_seconds: float):
     django.setup()
     from django.core.management import call_command
 
-    from runtime.agentfile import AgentSpec
-    from runtime.services.agents import agent_upsert
+    from runtime.agents.agentfile import AgentSpec, agent_upsert
     from tenants.models import Tenant
     from tenants.tokens import api_token_create
 
@@ -267,7 +266,7 @@ def main() -> int:
 
     from django.db import connection
 
-    from runtime.models import Task
+    from runtime.kernel.task_models import Task
 
     connection.close()
     rows = Task.objects.filter(tenant=tenant).values_list(

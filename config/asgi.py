@@ -85,11 +85,11 @@ def gc_freeze() -> None:
 async def lifespan(receive, send) -> None:
     """ASGI's start and stop of the process (Django's handler answers HTTP only).
 
-    At start the process begins listening for task changes (runtime.notify): a burst of
+    At start the process begins listening for task changes (runtime.kernel.wakeups): a burst of
     blocking sends in its first moments then finds the listener connected, and each waits
     without first reading the state of the task it has just made (announcements_mark).
     """
-    from runtime.notify import listen_start
+    from runtime.kernel.wakeups import listen_start
 
     while True:
         message = await receive()

@@ -267,8 +267,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # Two fields are called "kind" (an interaction's, and whoami's credentials kind).
     "ENUM_NAME_OVERRIDES": {
-        "InteractionKindEnum": "runtime.models.Interaction.Kind",
-        "InteractionStateEnum": "runtime.models.Interaction.State",
+        "InteractionKindEnum": "runtime.decisions.decision_models.Interaction.Kind",
+        "InteractionStateEnum": "runtime.decisions.decision_models.Interaction.State",
     },
 }
 
@@ -410,7 +410,7 @@ TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
 TURN_HOLD_MAX_SECONDS = env_int("TURN_HOLD_MAX_SECONDS", CELERY_TASK_TIME_LIMIT)
 
 # What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
-# (runtime.llm.prices). Admins may override a model's price in Django admin.
+# (runtime.agents.llm.prices). Admins may override a model's price in Django admin.
 MODEL_PRICES = {
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
@@ -419,9 +419,9 @@ MODEL_PRICES = {
     "gpt-4.1-nano": (0.10, 0.40),
 }
 # Credentials (AGENT.md's model.credential) that may come from the environment when the
-# tenant has none of that name in admin (runtime.credentials): single-tenant installs.
+# tenant has none of that name in admin (runtime.agents.credentials): single-tenant installs.
 CREDENTIAL_ENV_NAMES = env_list("CREDENTIAL_ENV_NAMES", ["OPENAI_API_KEY"])
-# provider: openai (runtime.llm.openai_chat). OPENAI_BASE_URL is the installer's, so trusted
+# provider: openai (runtime.agents.llm.openai_chat). OPENAI_BASE_URL is the installer's, so trusted
 # (it may be loopback: a model server on this host); a tenant's model.base_url goes through
 # the outbound guard. A 429, 5xx, timeout or lost connection is retried MODEL_MAX_ATTEMPTS
 # times in all, with exponential backoff from MODEL_RETRY_BASE_SECONDS (or Retry-After).

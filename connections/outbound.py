@@ -328,7 +328,7 @@ def connection_dropped(exc: BaseException) -> bool:
 
 
 class GuardedAsyncBackend(httpcore.AnyIOBackend):
-    """``GuardedBackend`` for async clients (the MCP client, runtime.toolservers): the same
+    """``GuardedBackend`` for async clients (the MCP client, runtime.agents.toolservers): the same
     resolve-check-connect, so that the address checked is the address connected to."""
 
     def __init__(self, *, allow_private: bool | None = None):

@@ -9,7 +9,7 @@ from django.contrib import admin
 from notifications.ladders import ROLES, steps_clean, steps_stored
 from notifications.models import Attempt, Channel, Delivery, Ladder, Preference
 from notifications.services import ChannelError, channel_check, channel_save, channel_test
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 
 
 class ChannelAdminForm(forms.ModelForm):

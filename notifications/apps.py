@@ -10,8 +10,8 @@ class NotificationsConfig(AppConfig):
 
     def ready(self) -> None:
         from notifications.services import interaction_opened_received
-        from runtime.models import Interaction
-        from runtime.signals import interaction_opened
+        from runtime.decisions.decision_models import Interaction
+        from runtime.kernel.signals import interaction_opened
 
         interaction_opened.connect(
             interaction_opened_received, sender=Interaction, dispatch_uid="notifications-opened"

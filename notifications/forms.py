@@ -7,7 +7,7 @@ from django.core.validators import validate_email
 
 from notifications.ladders import ROLES
 from notifications.models import Channel
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 
 _TOOL = re.compile(r"^[A-Za-z0-9_.-]{1,100}(/[A-Za-z0-9_.-]{1,100})?$")
 

@@ -8,7 +8,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime.models import Agent, Interaction
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Interaction
 from tenants.models import Membership, Tenant
 
 
@@ -148,7 +149,7 @@ class Ladder(models.Model):
     """Reminders and escalation for an agent's (or one tool's) open interactions.
 
     ``steps``: ``[{"after": "15m", "action": "remind"}, {"after": "1h", "action": "escalate",
-    "roles": ["admin"]}]``, times counted from when the interaction opened (runtime.ladders;
+    "roles": ["admin"]}]``, times counted from when the interaction opened (runtime.agents.ladders;
     no expire step: expiry is the agent's). An agent's AGENT.md may carry ladders too
     (``Agent.ladder``); at the same scope this one wins (notifications.services.ladder_for).
     """

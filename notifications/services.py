@@ -1,6 +1,6 @@
 """Notifications: who hears of an open interaction, how, and when again.
 
-- An interaction opens inside the turn's transaction (runtime.signals.interaction_opened);
+- An interaction opens inside the turn's transaction (runtime.kernel.signals.interaction_opened);
   the receiver only asks, after the commit, for ``notifications_fan_out``: nothing here can
   slow or undo a turn or a decision.
 - The fan-out writes one Delivery per enabled channel whose filters match (a unique
@@ -46,11 +46,12 @@ from notifications.models import (
 )
 from notifications.tasks import deliver_notification as deliver_notification_task
 from notifications.tasks import notify_interaction as notify_interaction_task
-from runtime.audit import audit_record
-from runtime.ladders import steps_parse
-from runtime.models import Agent, Interaction
-from runtime.selectors import held_call_for
-from runtime.services.approvers import interaction_widen
+from runtime.agents.agent_models import Agent
+from runtime.agents.ladders import steps_parse
+from runtime.decisions.approvers import interaction_widen
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.decision_selectors import held_call_for
+from runtime.kernel.audit import audit_record
 from tenants.models import Membership
 
 logger = logging.getLogger(__name__)
@@ -487,7 +488,7 @@ def ladders_advance(*, now: datetime | None = None) -> int:
     """Take every ladder step that is due (beat); each step in its own transaction.
 
     Expire steps are not taken here: the interaction's expiry was set from them when it
-    opened (runtime.ladders.expiry_seconds), and the expiry sweep closes it.
+    opened (runtime.agents.ladders.expiry_seconds), and the expiry sweep closes it.
 
     The open items are read as plain values and each (agent, tool) ladder is found and
     parsed once per beat: a quiet beat over 10,000 open items is a few queries and little

@@ -10,30 +10,21 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
-from runtime.agentfile import DECIDERS, POLICY_ACTIONS
-from runtime.approvers import approvers_problem
-from runtime.ladders import LadderError, ladder_parse
-from runtime.llm.http_agent import ModelConfigError
-from runtime.llm.http_agent import validate_model as http_model_validate
-from runtime.llm.openai_chat import ModelSpecError
-from runtime.llm.openai_chat import validate_model as openai_model_validate
-from runtime.llm.registry import PROVIDERS
-from runtime.llm.scripted import ScriptError, validate_script
-from runtime.models import (
-    Agent,
-    AuditEvent,
-    Credential,
-    Effect,
-    Interaction,
-    ModelPrice,
-    Receipt,
-    StandingRule,
-    Task,
-    ToolServer,
-)
-from runtime.services.credentials import credential_delete, credential_set
-from runtime.toolservers import DiscoveryError, tool_server_refresh
-from runtime.turn.limits import limits_error
+from runtime.agents.agent_models import Agent, Credential, ModelPrice, ToolServer
+from runtime.agents.agentfile import DECIDERS, POLICY_ACTIONS
+from runtime.agents.approver_syntax import approvers_problem
+from runtime.agents.credentials import credential_delete, credential_set
+from runtime.agents.ladders import LadderError, ladder_parse
+from runtime.agents.limits import limits_error
+from runtime.agents.llm.http_agent import ModelConfigError
+from runtime.agents.llm.http_agent import validate_model as http_model_validate
+from runtime.agents.llm.openai_chat import ModelSpecError
+from runtime.agents.llm.openai_chat import validate_model as openai_model_validate
+from runtime.agents.llm.registry import PROVIDERS
+from runtime.agents.llm.scripted import ScriptError, validate_script
+from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
+from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
+from runtime.kernel.task_models import AuditEvent, Task
 
 
 class AgentForm(forms.ModelForm):
@@ -64,7 +55,7 @@ class AgentForm(forms.ModelForm):
         }
 
     def clean_ladder(self):
-        # The same checks as AGENT.md's ``ladder`` (runtime.ladders), stored the same way.
+        # The same checks as AGENT.md's ``ladder`` (runtime.agents.ladders), stored the same way.
         value = self.cleaned_data["ladder"]
         if not value:
             return {}
@@ -89,7 +80,7 @@ class AgentForm(forms.ModelForm):
             raise forms.ValidationError(
                 f'An object {{"provider": ..., ...}} with a provider of {sorted(PROVIDERS)}.'
             )
-        # loop.limits, kept with the model (runtime.turn.limits).
+        # loop.limits, kept with the model (runtime.agents.limits).
         wrong = limits_error(model.get("limits", {}))
         if wrong:
             raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")

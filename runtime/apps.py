@@ -18,7 +18,7 @@ class RuntimeConfig(AppConfig):
 
     def seed_demo(self, *, tenant, **options) -> dict:
         """The demo agents (runtime/agents/*.md), for tenants' seed_demo command."""
-        from runtime.demo import seed_demo_agents
+        from runtime.agents.demo import seed_demo_agents
 
         return {"agents": seed_demo_agents(tenant=tenant)}
 
@@ -27,7 +27,7 @@ def observability_setup() -> None:
     """Tracing (when configured), the Celery hooks that carry it and retire a dead process's
     metrics, and the scrape-time collectors of open interactions (config.metrics)."""
     from config import metrics, tracing
-    from runtime.observe import open_interactions_collect
+    from runtime.decisions.decision_metrics import open_interactions_collect
 
     tracing.tracing_setup()
     tracing.celery_hooks_connect()

@@ -20,7 +20,7 @@ def run_turn(self, task_pk: int) -> None:
 @shared_task(ignore_result=True)
 def sweep_turns() -> int:
     """Give turns whose worker died (lease expired) or whose start was lost to a worker."""
-    from runtime.selectors import turns_to_sweep
+    from runtime.turn.claim import turns_to_sweep
 
     pks = turns_to_sweep()
     for pk in pks:
@@ -30,6 +30,6 @@ def sweep_turns() -> int:
 
 @shared_task(ignore_result=True)
 def expire_interactions() -> int:
-    from runtime.services.interactions import interactions_expire
+    from runtime.decisions.interactions import interactions_expire
 
     return interactions_expire()

@@ -167,7 +167,7 @@ class ApiToken(models.Model):
 
     def clean(self) -> None:
         # "anonymous" and "anonymous:..." are the subjects of callers without credentials
-        # (runtime.models.ANONYMOUS): a token acting as one would reach their tasks.
+        # (runtime.kernel.task_models.ANONYMOUS): a token acting as one would reach their tasks.
         if self.subject == "anonymous" or self.subject.startswith("anonymous:"):
             raise ValidationError(
                 {"subject": "anonymous and anonymous:... are reserved for callers without a token."}

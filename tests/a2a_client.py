@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 from google.protobuf import json_format
 
-from runtime import extensions as ext
+from runtime.kernel import extensions as ext
 
 A2A_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 EXTENSIONS = {"A2A-Extensions": ext.INTERACTIONS}

@@ -5,9 +5,8 @@ import uuid
 
 import pytest
 
-from runtime.agentfile import AgentSpec
-from runtime.demo import seed_demo_agents
-from runtime.services.agents import agent_upsert
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.agents.demo import seed_demo_agents
 from tenants.models import User
 from tests.world import PASSWORD, World, make_side
 

@@ -10,10 +10,12 @@ import uuid
 
 from django.utils import timezone
 
-from runtime import extensions as ext
-from runtime.models import Agent, Effect, Interaction, Task
-from runtime.services.interactions import interaction_answer
-from runtime.services.messages import message_send
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
+from runtime.turn.intake import message_send
 from runtime.turn.runner import turn_run
 
 DEPLOY_TOOL = {

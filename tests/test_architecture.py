@@ -43,6 +43,29 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("config",)),
 ]
 
+# The core's sub-packages, lowest first (README "Architecture"): each imports only those below
+# it. The app's own modules sit on top: Django's (admin, apps, the models re-exported for
+# Django), the receivers of other apps' signals and the commands. The Celery task module is
+# at the bottom: services import its tasks at the top, and its task bodies import the
+# services they run (deferred, as for cycles).
+CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
+    (
+        4,
+        (
+            "runtime.admin",
+            "runtime.apps",
+            "runtime.models",
+            "runtime.receivers",
+            "runtime.management",
+        ),
+    ),
+    (3, ("runtime.turn",)),
+    (2, ("runtime.decisions",)),
+    (1, ("runtime.agents",)),
+    (0, ("runtime.kernel", "runtime.tasks")),
+]
+CORE = "runtime"
+
 # The one module that may open outbound HTTP connections: it refuses private addresses and
 # hosts that are not allowed (SSRF), for every caller.
 OUTBOUND_MODULE = "connections.outbound"
@@ -169,6 +192,46 @@ def violations_layers(modules: dict[str, Module]) -> list[str]:
     return out
 
 
+def core_layer_of(module: str) -> int | None:
+    """The module's sub-layer in the core, or None outside the core (or the package itself)."""
+    for rank, prefixes in CORE_LAYERS:
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    if module.startswith(CORE + "."):
+        raise AssertionError(f"{module} belongs to no layer of the core; add it to CORE_LAYERS")
+    return None
+
+
+def violations_core_layers(modules: dict[str, Module]) -> list[str]:
+    """Within the core, no import (at the top or inside a function, but for a Celery task's
+    body) reaches a higher sub-package: kernel < agents < decisions < turn < the app's own."""
+    out = []
+    for m in modules.values():
+        mine = core_layer_of(m.name)
+        if mine is None:
+            continue
+        for imp in m.imports:
+            theirs = core_layer_of(imp.target)
+            if theirs is None or (is_celery_module(m.name) and not imp.top_level):
+                continue
+            if theirs > mine:
+                out.append(
+                    f"{m.path}:{imp.line} {m.name} (core layer {mine}) imports "
+                    f"{imp.target} (core layer {theirs})"
+                )
+    return out
+
+
+def violations_core_basenames(modules: dict[str, Module]) -> list[str]:
+    """No two modules of the core share a file name (one module per concept: no pure and
+    service pair, no second ``tasks.py`` that is not Celery's)."""
+    seen: dict[str, list[str]] = {}
+    for m in modules.values():
+        if m.name.startswith(CORE + ".") and not m.path.endswith("__init__.py"):
+            seen.setdefault(Path(m.path).name, []).append(m.path)
+    return [f"{name}: {', '.join(paths)}" for name, paths in sorted(seen.items()) if len(paths) > 1]
+
+
 def _resolve(target: str, modules: dict[str, Module]) -> str | None:
     while target and target not in modules:
         target = target.rpartition(".")[0]
@@ -217,7 +280,7 @@ def violations_private_names(modules: dict[str, Module]) -> list[str]:
 
 
 def is_celery_module(name: str) -> bool:
-    """An app's Celery task module (``runtime.tasks``; not ``runtime.services.tasks``)."""
+    """An app's Celery task module (``runtime.tasks``; not ``runtime.turn.cancel``)."""
     return name.count(".") == 1 and name.endswith(".tasks")
 
 
@@ -250,6 +313,8 @@ def violations_outbound(modules: dict[str, Module]) -> list[str]:
 
 RULES = [
     violations_layers,
+    violations_core_layers,
+    violations_core_basenames,
     violations_cycles,
     violations_private_names,
     violations_celery,
@@ -323,4 +388,28 @@ def test_a_direct_httpx_call_is_reported_outside_the_guard():
     )
     assert violations_outbound(tree) == [
         "connections/oauth.py:2 calls httpx directly; use connections.outbound"
+    ]
+
+
+def test_a_core_sub_package_importing_a_higher_one_is_reported_but_not_from_a_task_body():
+    tree = made_up(
+        **{"runtime.kernel.task_state": "from runtime.turn.runner import turn_run\n"},
+        **{"runtime.turn.runner": "from runtime.decisions.interactions import x\n"},
+        **{"runtime.decisions.interactions": "from runtime.kernel.task_state import y\n"},
+        **{"runtime.tasks": "def run():\n    from runtime.turn.runner import turn_run\n"},
+    )
+    assert violations_core_layers(tree) == [
+        "runtime/kernel/task_state.py:1 runtime.kernel.task_state (core layer 0) imports "
+        "runtime.turn.runner (core layer 3)"
+    ]
+
+
+def test_two_core_modules_with_one_file_name_are_reported():
+    tree = made_up(
+        **{"runtime.agents.credentials": "x = 1\n"},
+        **{"runtime.decisions.credentials": "y = 1\n"},
+        **{"a2a_endpoint.credentials": "z = 1\n"},
+    )
+    assert violations_core_basenames(tree) == [
+        "credentials.py: runtime/agents/credentials.py, runtime/decisions/credentials.py"
     ]

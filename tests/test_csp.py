@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from runtime.demo import seed_demo_agents
+from runtime.agents.demo import seed_demo_agents
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ logging.getLogger("celery.beat").info("Scheduler: Sending due task sweep-turns")
 logging.getLogger("celery.app.trace").info("Task runtime.tasks.sweep_turns succeeded")
 logging.getLogger("kombu.connection").warning("No hostname was supplied. Reverting")
 logging.getLogger("uvicorn.error").info("Started server process")
-logging.getLogger("runtime.services.messages").info("turn t1.x queued")
+logging.getLogger("runtime.turn.intake").info("turn t1.x queued")
 warnings.warn("StreamingHttpResponse must consume synchronous iterators in order to", Warning)
 """
 

@@ -1,11 +1,11 @@
 """Artifacts a turn makes (files/v1): their parts, hosted bytes, versions and files entry."""
 
-from runtime import extensions as ext
-from runtime import files
-from runtime.llm.actions import EmitArtifact
-from runtime.models import Task, TaskEvent, TaskFile
-from runtime.shapes import artifact_payload
-from runtime.task_state import event_emit
+from runtime.agents.llm.actions import EmitArtifact
+from runtime.kernel import extensions as ext
+from runtime.kernel import files
+from runtime.kernel.shapes import artifact_payload
+from runtime.kernel.task_models import Task, TaskEvent, TaskFile
+from runtime.kernel.task_state import event_emit
 
 
 def artifact_version_next(task: Task, artifact_id: str) -> int:
@@ -68,7 +68,7 @@ def artifact_add(task: Task, action: EmitArtifact) -> None:
     files_ext = {
         "kind": "file" if kinds & {"raw", "url"} else "data" if "data" in kinds else "text",
         "version": version,
-        # A part that points elsewhere is not ours to measure (runtime.files).
+        # A part that points elsewhere is not ours to measure (runtime.kernel.files).
         "size": size if hosted else None,
         "sha256": sha256 if hosted else None,
         "path": f"outputs/{action.name}",

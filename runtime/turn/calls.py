@@ -11,16 +11,8 @@ import logging
 from django.db import connection
 from django.utils import timezone
 
-from runtime import extensions as ext
-from runtime.llm.actions import CallTool
-from runtime.models import Effect, Interaction, Receipt, Task, TaskState, new_key
-from runtime.rowsql import Columns, Statements, column, row_move
-from runtime.services.interactions import interaction_open
-from runtime.services.receipts import UNREAD, approval_stale, approval_void
-from runtime.services.rules import rule_for_call, rule_use_record
-from runtime.shapes import agent_message
-from runtime.task_state import task_pause, with_plan
-from runtime.tools import (
+from runtime.agents.llm.actions import CallTool
+from runtime.agents.tools import (
     BUILTIN_SERVER,
     REQUEST_CONNECTION,
     REQUEST_CONNECTION_SCHEMA,
@@ -32,7 +24,16 @@ from runtime.tools import (
     tool_unavailable,
     validate_arguments,
 )
-from runtime.toolservers import server_for
+from runtime.agents.toolservers import server_for
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.interactions import interaction_open
+from runtime.decisions.rules import rule_for_call, rule_use_record
+from runtime.kernel import extensions as ext
+from runtime.kernel.rowsql import Columns, Statements, column, row_move
+from runtime.kernel.shapes import agent_message
+from runtime.kernel.task_models import Task, TaskState, new_key
+from runtime.kernel.task_state import task_pause, with_plan
+from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
 from runtime.turn.claim import lease_kept
 from runtime.turn.transcript import TURN_FIELDS, action_record, tool_result_record
 
@@ -48,7 +49,7 @@ def arguments_hash(arguments: dict) -> str:
 class _JournalRead(Statements):
     """continue_call's reads, written once: the step's effect, the interaction that holds it
     (an approval's id is its effect's) and the effect's latest receipt (what its sending must
-    still match, runtime.services.receipts), in one statement.
+    still match, runtime.turn.approval_check), in one statement.
 
     As querysets they were three statements, each compiled anew: a third of the worker's CPU
     for a turn resumed by an approval (bench/decisions.py, py-spy).

@@ -16,10 +16,17 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime import rowsql
-from runtime.models import TERMINAL_STATES, Agent, Task, TaskState, new_key
-from runtime.rowsql import Columns, Statements
-from runtime.task_state import (
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Effect
+from runtime.kernel import rowsql
+from runtime.kernel.rowsql import Columns, Statements
+from runtime.kernel.task_models import (
+    TERMINAL_STATES,
+    Task,
+    TaskState,
+    new_key,
+)
+from runtime.kernel.task_state import (
     LEASE_FIELDS,
     TurnBatch,
     locked_facts_memo,
@@ -105,7 +112,7 @@ class _ClaimRead(Statements):
 
     def __call__(self, task_pk: int) -> tuple[Task, bool, dict] | None:
         """The locked task (its tenant and agent cached on it), whether it must wait, and the
-        lock memo its locked facts make (runtime.task_state.LockedFact)."""
+        lock memo its locked facts make (runtime.kernel.task_state.LockedFact)."""
         with rowsql.cursor() as cursor:
             cursor.execute(self.sql(), [*_TERMINAL, task_pk])
             row = cursor.fetchone()
@@ -353,3 +360,36 @@ def lease_kept(*, task_pk: int, worker_id: str):
             yield
     finally:
         lease_renewer.drop(hold)
+
+
+# --- the turn queue ---------------------------------------------------------------------------
+
+
+def turn_may_start(task: Task) -> bool:
+    """Turns of one context run one at a time, in order."""
+    return not (
+        Task.objects.filter(context=task.context, turn__lt=task.turn)
+        .exclude(state__in=TERMINAL_STATES)
+        .exists()
+    )
+
+
+def turns_to_sweep(
+    *, now=None, stale_submitted_after: timedelta = timedelta(seconds=30)
+) -> list[int]:
+    """Turns whose worker died (lease ran out) or whose start message was lost."""
+    now = now or timezone.now()
+    working = (
+        Task.objects.filter(state=TaskState.WORKING)
+        .filter(Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+        # A turn parked on an uncertain effect waits for an operator, not for the sweep.
+        .exclude(effects__state=Effect.State.UNCERTAIN)
+    )
+    submitted = Task.objects.filter(
+        state=TaskState.SUBMITTED,
+        lease_expires_at__isnull=True,
+        created_at__lt=now - stale_submitted_after,
+    )
+    pks = list(working.values_list("pk", flat=True)[:500])
+    pks += [t.pk for t in submitted.select_related("context")[:500] if turn_may_start(t)]
+    return pks

@@ -1,13 +1,13 @@
 """The caller's url parts (files/v1): fetched once by the worker before the model's first
-step, stored as the task's input files, and shown to the model (runtime.files has the rules
+step, stored as the task's input files, and shown to the model (runtime.kernel.files has the rules
 for what may be fetched). A part that cannot be fetched fails that part, not the turn: the
 model sees it with its ``error`` and decides what to tell the caller."""
 
 import logging
 
 from connections.outbound import OutboundRefused
-from runtime import files
-from runtime.models import Task, TaskFile
+from runtime.kernel import files
+from runtime.kernel.task_models import Task, TaskFile
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ network (a hosted model, a tool server, a url part, a scripted wait) or stops, a
 then. So every step that must be durable before something acts (a call journalled as
 "sending" before it leaves) is, and a run of steps that wait on nothing (the claim, a model's
 reply and the actions it holds, a scripted agent's steps, the finish) is one transaction:
-one lock, one save of the task row, one wake-up for its waiters (runtime.task_state.TurnBatch).
+one lock, one save of the task row, one wake-up for its waiters (runtime.kernel.task_state.TurnBatch).
 A crash loses at most the uncommitted steps, which acted on nothing outside and are made
 again from the committed transcript.
 
@@ -23,9 +23,9 @@ from decimal import Decimal
 from django.db import connection, transaction
 
 from config.logging import log_context
-from runtime import extensions as ext
-from runtime import rowsql
-from runtime.llm.actions import (
+from runtime.agents.agent_models import Agent
+from runtime.agents.limits import action_error, steps_error, tokens_error
+from runtime.agents.llm.actions import (
     AdvancePlan,
     AgentError,
     Ask,
@@ -39,15 +39,16 @@ from runtime.llm.actions import (
     SetPlan,
     Wait,
 )
-from runtime.llm.prices import cost_usd
-from runtime.llm.registry import model_for
-from runtime.models import Agent, Interaction, Task, TaskState, new_key
-from runtime.notify import task_changed
-from runtime.observe import turn_observed
-from runtime.rowsql import Columns
-from runtime.services.interactions import interaction_open
-from runtime.shapes import agent_message
-from runtime.task_state import (
+from runtime.agents.llm.prices import cost_usd
+from runtime.agents.llm.registry import model_for
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_open
+from runtime.kernel import extensions as ext
+from runtime.kernel import rowsql
+from runtime.kernel.rowsql import Columns
+from runtime.kernel.shapes import agent_message
+from runtime.kernel.task_models import Task, TaskState, new_key
+from runtime.kernel.task_state import (
     STATUS_FIELDS,
     TurnBatch,
     batch_events_write,
@@ -59,11 +60,11 @@ from runtime.task_state import (
     task_write,
     with_plan,
 )
+from runtime.kernel.wakeups import task_changed
 from runtime.turn.artifacts import artifact_add
 from runtime.turn.calls import ToolCalls
 from runtime.turn.claim import LeaseLost, claim_locked, lease_expiry, lease_kept, lease_wait
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
-from runtime.turn.limits import action_error, steps_error, tokens_error
 from runtime.turn.transcript import (
     TURN_FIELDS,
     ConnectedApps,
@@ -75,6 +76,7 @@ from runtime.turn.transcript import (
     tool_result_record,
     turn_view,
 )
+from runtime.turn.turn_metrics import turn_observed
 
 logger = logging.getLogger(__name__)
 MAX_STEPS = 200

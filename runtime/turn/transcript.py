@@ -3,14 +3,14 @@ read and append entries in memory; the runner saves them with its step."""
 
 from collections.abc import Iterator, Set
 
-from runtime.credentials import credential_value
-from runtime.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
-from runtime.models import Task
-from runtime.tools import tools_offered
+from runtime.agents.credentials import credential_value
+from runtime.agents.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
+from runtime.agents.tools import tools_offered
+from runtime.kernel.task_models import Task
 from runtime.turn.claim import db_give_back
 from runtime.turn.inputs import input_files
 
-# The fields of the task row a turn's step writes besides its status (runtime.task_state):
+# The fields of the task row a turn's step writes besides its status (runtime.kernel.task_state):
 # lease_expires_at because every step renews the lease.
 TURN_FIELDS = (
     "artifacts",

@@ -8,7 +8,8 @@ from django.core.exceptions import ValidationError
 
 from a2a_endpoint.models import PushConfig, PushSettings
 from config.celery import app
-from runtime.models import Context, Interaction, Task, TaskEvent
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel.task_models import Context, Task, TaskEvent
 from tenants.tokens import api_token_create
 from tests.a2a_client import (
     EXTENSIONS,

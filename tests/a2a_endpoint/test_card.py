@@ -4,8 +4,8 @@ import pytest
 from a2a import types as a2a
 from google.protobuf import json_format
 
-from runtime import extensions as ext
-from runtime.models import Agent
+from runtime.agents.agent_models import Agent
+from runtime.kernel import extensions as ext
 from tests.a2a_client import assert_error
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,10 @@ from django.urls import reverse
 
 from a2a_endpoint import dialect03
 from a2a_endpoint.models import PushConfig, PushSettings
-from runtime import extensions as ext
-from runtime.models import Interaction, Task
-from runtime.services.interactions import interaction_answer
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
 from tests.a2a_client import (
     as_task,
     assert_error,
@@ -701,7 +702,7 @@ def test_stream_events_become_0_3_events():
 
 
 def test_every_state_has_its_0_3_spelling():
-    from runtime.models import TaskState
+    from runtime.kernel.task_models import TaskState
 
     spelled = {dialect03.state_out(s) for s in TaskState.values}
     assert spelled == {

@@ -4,7 +4,7 @@ activated it, plain text otherwise, never the call's arguments."""
 import pytest
 
 from a2a_endpoint import wire
-from runtime import extensions as ext
+from runtime.kernel import extensions as ext
 from tests.a2a_client import as_task
 from tests.core import Maker
 

@@ -16,8 +16,9 @@ from django.core import signing
 from django.db import connection
 from django.test import Client
 
-from runtime import extensions as ext
-from runtime.models import Agent, Context, Task, TaskFile, TaskState
+from runtime.agents.agent_models import Agent
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Context, Task, TaskFile, TaskState
 from runtime.turn.runner import turn_run
 
 # The A2A view is async and gives its database connection back between awaits, so these
@@ -468,7 +469,7 @@ def test_an_unexpected_error_while_fetching_fails_only_that_part(
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     a = files_world.a
     url = file_server.url("/hello.txt")
-    with mock.patch("runtime.files.fetch_part", side_effect=RuntimeError("boom")):
+    with mock.patch("runtime.kernel.files.fetch_part", side_effect=RuntimeError("boom")):
         task_id = send(a, [{"text": "check"}, {"url": url, "mediaType": "text/plain"}])
     state, text = status_text(a, task_id)
     assert state == TaskState.COMPLETED

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from a2a_endpoint.methods import HANDLERS
 from a2a_endpoint.models import PushSettings
-from runtime import extensions as ext
+from runtime.kernel import extensions as ext
 from tests.a2a_client import post, rpc, task_of, user_message
 
 # The view closes its database connection after each request (asyncdb): tests commit.

@@ -15,9 +15,10 @@ from django.utils import timezone
 from a2a_endpoint import wire
 from a2a_endpoint.asyncdb import pool_close, task_read, tasks_page_read
 from a2a_endpoint.identity import agent_cache
-from runtime.errors import TaskNotFound
-from runtime.models import ANONYMOUS, Agent, Task
-from runtime.selectors import task_for_caller, tasks_page
+from runtime.agents.agent_models import Agent
+from runtime.kernel.errors import TaskNotFound
+from runtime.kernel.task_models import ANONYMOUS, Task
+from runtime.kernel.task_selectors import task_for_caller, tasks_page
 from tenants.lookup_cache import LOOKUP_CACHE_SECONDS
 from tenants.models import ApiToken, Tenant
 from tenants.tokens import api_token_create, api_token_revoke, token_cache

@@ -12,7 +12,8 @@ import pytest
 
 from a2a_endpoint import inputs, methods
 from a2a_endpoint.models import PushConfig, PushSettings
-from runtime.models import Interaction, Task
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel.task_models import Task
 from tests.a2a_client import (
     answer_message,
     assert_error,

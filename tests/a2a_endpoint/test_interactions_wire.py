@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from runtime import extensions as ext
-from runtime.models import Agent, DemoRecord, Effect, Interaction
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel import extensions as ext
 from tests.a2a_client import (
     EXTENSIONS,
     answer_message,
@@ -140,7 +141,7 @@ def test_operators_only_approvals_are_operator_decision_required(agents, client)
 
 
 def test_an_operator_approval_shows_on_the_next_read(agents, client, held):
-    from runtime.services.interactions import interaction_answer
+    from runtime.decisions.interactions import interaction_answer
 
     interaction_answer(
         tenant=agents.a.tenant,

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runtime import extensions as ext
-from runtime.models import Task
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
 from tenants.tokens import api_token_create, api_token_revoke
 from tests.a2a_client import (
     assert_error,

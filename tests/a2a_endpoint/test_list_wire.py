@@ -15,9 +15,10 @@ from django.db import connection
 from a2a_endpoint import wire
 from a2a_endpoint.asyncdb import pool_close, tasks_page_read
 from a2a_endpoint.jsonrpc import json_bytes
-from runtime import extensions as ext
-from runtime.files import FILE_REF_PREFIX
-from runtime.models import Agent, Task
+from runtime.agents.agent_models import Agent
+from runtime.kernel import extensions as ext
+from runtime.kernel.files import FILE_REF_PREFIX
+from runtime.kernel.task_models import Task
 from tests.a2a_client import result_of, rpc, task_of, user_message
 
 SUPPORT = "/a2a/acme/support"

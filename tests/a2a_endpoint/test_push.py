@@ -8,8 +8,10 @@ from django.test import Client
 from a2a_endpoint import push_configs, push_delivery
 from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from connections.outbound import OutboundRefused, fetch_url
-from runtime import extensions as ext
-from runtime.models import Agent, Interaction, Task, TaskEvent
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task, TaskEvent
 from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.receiver import Receiver
 from tests.core import decide

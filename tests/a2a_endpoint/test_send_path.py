@@ -5,9 +5,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runtime.errors import InvalidParams
-from runtime.models import Agent, Context, Task, TaskEvent
-from runtime.services.messages import message_send
+from runtime.agents.agent_models import Agent
+from runtime.kernel.errors import InvalidParams
+from runtime.kernel.task_models import Context, Task, TaskEvent
+from runtime.turn.intake import message_send
 from tests.core import message
 
 

@@ -4,7 +4,7 @@ ends it, even when the turn was over before the stream read the task."""
 
 import pytest
 
-from runtime.models import Task, TaskState
+from runtime.kernel.task_models import Task, TaskState
 from tests.a2a_client import rpc, sse_first_result, sse_results, user_message
 
 # eager: the turn runs to its end as the message commits, before the stream reads the task,

@@ -11,7 +11,7 @@ import uuid
 import httpx
 import pytest
 
-from runtime.models import Task
+from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tenants.tokens import api_token_create
 from tests.live import LiveStack

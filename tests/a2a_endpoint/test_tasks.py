@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from config.celery import app
-from runtime.agentfile import AgentSpec
-from runtime.models import Context, Interaction, Task, TaskEvent
-from runtime.services.agents import agent_upsert
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel.task_models import Context, Task, TaskEvent
 from runtime.turn.runner import turn_run
 from tenants.tokens import api_token_create
 from tests.a2a_client import (

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from runtime.models import AuditEvent, Interaction, TaskState
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.lookup_cache import LOOKUP_CACHE_SECONDS
 from tenants.models import ApiToken
 from tenants.tokens import api_token_create, api_token_revoke

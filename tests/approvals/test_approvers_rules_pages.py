@@ -9,7 +9,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runtime.models import AuditEvent, Interaction, StandingRule, TaskState
+from runtime.decisions.decision_models import Interaction, StandingRule
+from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.models import ApproverGroup, Membership
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, run, send
 

@@ -11,8 +11,10 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals import views
-from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, TaskState
-from runtime.services.interactions import interaction_answer
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel.task_models import AuditEvent, TaskState
 from tests.core import run
 
 OUTCOME = re.compile(r'data-outcome="([a-z_]+)" data-id="([^"]+)"')

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from approvals.forms import ANSWER_MAX, REASON_MAX, json_text_problem
 from connections.models import App, Connection
-from runtime.models import AuditEvent, Effect, Interaction
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.task_models import AuditEvent
 from tenants.models import ApiToken, User
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,8 @@ from django.urls import reverse
 from rest_framework.exceptions import ValidationError
 
 from approvals.api_errors import rest_exception_handler
-from runtime.errors import (
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.errors import (
     AlreadyDecided,
     InvalidParams,
     NotAllowed,
@@ -21,7 +22,7 @@ from runtime.errors import (
     TaskNotFound,
     UnsupportedOperation,
 )
-from runtime.models import AuditEvent, Effect, Interaction, Task
+from runtime.kernel.task_models import AuditEvent, Task
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,9 @@ from rest_framework import serializers
 
 from approvals.api import InteractionDetailSerializer, InteractionSerializer
 from approvals.views import span_text
-from runtime.models import Agent, Context, Effect, Interaction, Task, TaskState
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.task_models import Context, Task, TaskState
 
 pytestmark = pytest.mark.django_db
 
@@ -275,7 +277,7 @@ def test_the_open_counts_read_the_open_interactions_once_whatever_the_plan(agent
     """The counts per agent and kind are worked out once and joined to the agents: a nested
     loop over the agents (what PostgreSQL chose at 10,000 open interactions once the table
     was vacuumed) must not count them again for each agent."""
-    from runtime.selectors import _AGENTS_WITH_OPEN_COUNTS
+    from runtime.decisions.inbox import _AGENTS_WITH_OPEN_COUNTS
 
     tenant = agents.a.tenant
     assert Agent.objects.filter(tenant=tenant).count() > 1

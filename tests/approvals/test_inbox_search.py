@@ -8,8 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from runtime.models import Agent, Effect, Interaction
-from runtime.selectors import agents_with_open_counts
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.inbox import agents_with_open_counts
 from tests.approvals.test_inbox_scale import ITEM_ID, MAX_QUERIES, inbox_walk, seed
 
 pytestmark = pytest.mark.django_db

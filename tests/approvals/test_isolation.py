@@ -5,7 +5,7 @@ from http import HTTPStatus
 import pytest
 from django.urls import reverse
 
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 from tests.core import run
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from approvals.lean_api import lean_api_middleware, lean_api_request
 from config import asgi
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 from tests.live import wait_until
 
 # The requests are answered on another thread (a2a_endpoint.asyncdb.db): the rows they read

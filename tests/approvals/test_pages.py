@@ -6,7 +6,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, TaskState
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.task_models import AuditEvent, TaskState
 from tests.core import run
 
 pytestmark = pytest.mark.django_db
@@ -371,7 +373,7 @@ def test_audit_lists_every_decision_newest_first_with_connections(agents):
 
 
 def test_audit_pages_by_keyset_without_losing_rows(agents, django_assert_max_num_queries):
-    from runtime.models import AuditEvent as Event
+    from runtime.kernel.task_models import AuditEvent as Event
 
     Event.objects.bulk_create(
         [

@@ -6,11 +6,13 @@ import uuid
 import pytest
 from django.db import connection, connections
 
-from runtime import extensions as ext
-from runtime.errors import AlreadyDecided, UnsupportedOperation
-from runtime.models import AuditEvent, DemoRecord, Interaction, Task, TaskState
-from runtime.services.interactions import interaction_answer
-from runtime.services.messages import message_send
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import AlreadyDecided, UnsupportedOperation
+from runtime.kernel.task_models import AuditEvent, Task, TaskState
+from runtime.turn.intake import message_send
 from tests.core import run
 
 DECIDERS = 50

@@ -9,7 +9,7 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.models import Interaction, StandingRule
+from runtime.decisions.decision_models import Interaction, StandingRule
 from tests.approvals.test_fuzz_routes import (
     FUZZ,
     assert_no_5xx,

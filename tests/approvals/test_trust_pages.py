@@ -14,7 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals import views
-from runtime.models import Agent, DemoRecord, Effect, Interaction, Receipt, Task, TaskState
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.kernel.task_models import Task, TaskState
 from tenants.models import ApiToken
 from tenants.tokens import api_token_create
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send

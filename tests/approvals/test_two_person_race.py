@@ -7,10 +7,12 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from runtime.approvers import Decider
-from runtime.errors import AlreadyDecided, DeciderRefused
-from runtime.models import AuditEvent, DemoRecord, Interaction, InteractionApproval, TaskState
-from runtime.services.interactions import interaction_answer
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.approvers import Decider
+from runtime.decisions.decision_models import Interaction, InteractionApproval
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel.errors import AlreadyDecided, DeciderRefused
+from runtime.kernel.task_models import AuditEvent, TaskState
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, run, send
 
 DECIDERS = 20

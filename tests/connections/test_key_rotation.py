@@ -18,9 +18,8 @@ from connections.crypto import InvalidToken, secret_decrypt, secret_is_current
 from connections.models import Connection
 from connections.selectors import connection_secret_for
 from connections.services import connection_connect_token
-from runtime.credentials import CredentialMissing, credential_value
-from runtime.models import Credential
-from runtime.services.credentials import credential_set
+from runtime.agents.agent_models import Credential
+from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
 
 OLD, NEW, STRANGER = "the-old-key-" + "o" * 40, "the-new-key-" + "n" * 40, "s" * 50
 GITHUB_TOKEN = "ghp_" + "a" * 36

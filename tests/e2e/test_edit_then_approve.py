@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from runtime.models import Agent, DemoRecord, Effect, Receipt
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.decision_models import Effect, Receipt
 from tests.e2e.test_operator_flows import Partner, log_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -19,9 +19,10 @@ from a2a.utils.errors import (
 
 from connections.models import App
 from connections.services import connection_connect_token
-from runtime import extensions as ext
-from runtime.models import DemoRecord, Interaction
-from runtime.services.interactions import interaction_answer
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel import extensions as ext
 from tenants.models import Tenant, User
 from tests.sdk_client import Partner, as_dict, status_text, user_message
 

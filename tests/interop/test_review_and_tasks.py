@@ -12,8 +12,9 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
-from runtime import extensions as ext
-from runtime.models import Interaction, Task
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tenants.tokens import api_token_create
 from tests.sdk_client import Partner, as_dict, status_text, user_message

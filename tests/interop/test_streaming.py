@@ -10,9 +10,11 @@ from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 
 from connections.models import App
 from connections.services import connection_connect_token
-from runtime import extensions as ext
-from runtime.models import DemoRecord, Interaction, Task
-from runtime.services.interactions import interaction_answer
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
 from tenants.models import Tenant, User
 from tests.sdk_client import Partner, as_dict, payload, status_text, user_message
 

@@ -4,7 +4,7 @@ import pytest
 from a2a.client import A2ACardResolver
 from a2a.types import TaskState
 
-from runtime import extensions as ext
+from runtime.kernel import extensions as ext
 from tests.sdk_client import status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +54,7 @@ def test_second_message_in_a_context_is_a_new_task(partner, agents):
 
 
 def test_one_trace_id_follows_a_turn_through_the_web_and_worker_logs(partner, agents, live_stack):
-    from runtime.models import Task
+    from runtime.kernel.task_models import Task
     from tests.live import wait_until
 
     task = partner.send(agents["support"], user_message("trace me"))

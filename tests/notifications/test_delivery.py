@@ -11,7 +11,7 @@ from django.core import mail
 from notifications.models import Attempt, Channel, Delivery
 from notifications.services import notifications_fan_out
 from notifications.tasks import sweep_notifications as sweep_notifications_task
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 from tests.core import send, start
 from tests.notifications.conftest import BUILD, HOLD
 

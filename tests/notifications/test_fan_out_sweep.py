@@ -15,7 +15,7 @@ from notifications import services
 from notifications.models import Delivery, FanOut
 from notifications.services import fan_outs_missing, notifications_fan_out
 from notifications.tasks import notify_interaction, sweep_fan_outs
-from runtime.models import Interaction
+from runtime.decisions.decision_models import Interaction
 from tests.core import decide, start
 from tests.live import LiveStack, wait_until
 from tests.notifications.conftest import HOLD

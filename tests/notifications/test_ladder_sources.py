@@ -11,9 +11,11 @@ from django.utils import timezone
 
 from notifications.models import Ladder, LadderStep
 from notifications.services import ladder_for, ladder_save, ladders_advance
-from runtime.ladders import ladder_parse
-from runtime.models import Agent, AuditEvent, Interaction
-from runtime.services.interactions import interactions_expire
+from runtime.agents.agent_models import Agent
+from runtime.agents.ladders import ladder_parse
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interactions_expire
+from runtime.kernel.task_models import AuditEvent
 from tests.core import start
 from tests.notifications.conftest import HOLD
 

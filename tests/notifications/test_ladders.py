@@ -7,8 +7,10 @@ from django.core import mail
 
 from notifications.models import Delivery, Ladder, LadderStep
 from notifications.services import digests_send, ladder_save, ladders_advance, preference_set
-from runtime.models import Agent, AuditEvent, Interaction
-from runtime.services.interactions import interactions_expire
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interactions_expire
+from runtime.kernel.task_models import AuditEvent
 from tests.core import decide, start
 from tests.notifications.conftest import HOLD
 

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from a2a_endpoint import asyncdb
 from config import metrics
-from runtime.models import Interaction
-from runtime.services.interactions import interaction_answer
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
 from tests.a2a_client import result_of, rpc, user_message
 from tests.live import ROOT, LiveStack, wait_until
 

@@ -9,8 +9,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from config import tracing
-from runtime.models import Interaction, Task
-from runtime.services.interactions import interaction_answer
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel.task_models import Task
 from tests.a2a_client import result_of, rpc, user_message
 
 SUPPORT = "/a2a/acme/support"

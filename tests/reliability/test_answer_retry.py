@@ -3,10 +3,10 @@ messageId is its idempotency key)."""
 
 import uuid
 
-from runtime.agentfile import AgentSpec
-from runtime.models import AuditEvent, Interaction, TaskEvent, TaskState
-from runtime.services.agents import agent_upsert
-from runtime.services.messages import message_send
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel.task_models import AuditEvent, TaskEvent, TaskState
+from runtime.turn.intake import message_send
 from runtime.turn.runner import turn_run
 
 ASKER = AgentSpec(

@@ -9,9 +9,10 @@ import uuid
 import pytest
 from a2a.types import TaskState
 
-from runtime.agentfile import AgentSpec
-from runtime.models import DemoRecord, Effect, Interaction, Task
-from runtime.services.agents import agent_upsert
+from runtime.agents.agent_models import DemoRecord
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tests.core import DEPLOY_TOOL, decide
 from tests.live import LiveStack, wait_until

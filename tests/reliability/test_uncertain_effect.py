@@ -7,11 +7,12 @@ import uuid
 import pytest
 from a2a.types import TaskState
 
-from runtime import extensions as ext
-from runtime.agentfile import AgentSpec
-from runtime.models import DemoRecord, Effect, Task
-from runtime.services.agents import agent_upsert
-from runtime.services.effects import effect_resolve
+from runtime.agents.agent_models import DemoRecord
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.decisions.decision_models import Effect
+from runtime.decisions.effects import effect_resolve
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tests.live import LiveStack, wait_until
 from tests.sdk_client import Partner, as_dict, status_text, user_message

@@ -6,9 +6,8 @@ import uuid
 import pytest
 from a2a.types import TaskState
 
-from runtime.agentfile import AgentSpec
-from runtime.models import Task
-from runtime.services.agents import agent_upsert
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tests.live import LiveStack, wait_until
 from tests.sdk_client import Partner, status_text, user_message

@@ -4,7 +4,7 @@ from http import HTTPStatus
 import pytest
 from django.test import Client
 
-from runtime.models import Agent
+from runtime.agents.agent_models import Agent
 from tenants.models import User
 
 pytestmark = pytest.mark.django_db

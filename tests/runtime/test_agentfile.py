@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from runtime.models import Agent
+from runtime.agents.agent_models import Agent
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ def test_load_agents_is_idempotent_and_reports_what_changed(world, tmp_path):
 
 
 def test_load_agents_loads_the_demo_agents(world):
-    from runtime.demo import AGENTS_DIR
+    from runtime.agents.demo import AGENTS_DIR
 
     assert "5 agent(s): 5 created" in load(AGENTS_DIR, tenant="globex")
 

@@ -8,9 +8,11 @@ import json
 
 import pytest
 
-from runtime import extensions as ext
-from runtime.errors import InvalidParams, UnsupportedOperation
-from runtime.models import Agent, AuditEvent, DemoRecord, Effect, Interaction, Task
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import InvalidParams, UnsupportedOperation
+from runtime.kernel.task_models import AuditEvent, Task
 from tests.core import decide, in_band, open_interaction, reply, run, start, status_text
 
 pytestmark = pytest.mark.django_db

@@ -6,11 +6,13 @@ from datetime import timedelta
 import pytest
 
 from notifications.services import ladder_save, ladders_advance
-from runtime.approvers import Decider, decider_refusal
-from runtime.errors import AlreadyDecided, DeciderRefused, UnsupportedOperation
-from runtime.models import AuditEvent, DemoRecord, Interaction, InteractionApproval, Receipt
-from runtime.services.interactions import interaction_answer
-from runtime.tools import policy_for
+from runtime.agents.agent_models import DemoRecord
+from runtime.agents.tools import policy_for
+from runtime.decisions.approvers import Decider, decider_refusal
+from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel.errors import AlreadyDecided, DeciderRefused, UnsupportedOperation
+from runtime.kernel.task_models import AuditEvent
 from tenants.models import ApproverGroup, Membership
 from tests.core import (
     DEPLOY_TOOL,

@@ -1,11 +1,11 @@
 """AGENT.md's policy keys for who may decide (``approvers``, ``required``): checked by the
-front matter's JSON Schema and runtime/agentfile.py with the file, line and field; the same
+front matter's JSON Schema and runtime/agents/agentfile.py with the file, line and field; the same
 checks in Django admin's agent form."""
 
 import pytest
 
 from runtime.admin import AgentForm
-from runtime.agentfile import AgentFileError, parse_agent_file
+from runtime.agents.agentfile import AgentFileError, parse_agent_file
 
 FILE = """---
 name: guarded

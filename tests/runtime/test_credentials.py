@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.test import Client, override_settings
 
-from runtime.credentials import CredentialMissing, credential_value
-from runtime.models import AuditEvent, Credential
-from runtime.services.credentials import credential_set
+from runtime.agents.agent_models import Credential
+from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
+from runtime.kernel.task_models import AuditEvent
 from tenants.models import User
 
 pytestmark = pytest.mark.django_db

@@ -4,10 +4,12 @@ import pytest
 
 from connections.models import App
 from connections.services import connection_connect_token
-from runtime import extensions as ext
-from runtime.models import Agent, Interaction, Task, TaskState
-from runtime.services.interactions import interaction_answer
-from runtime.services.messages import message_send
+from runtime.agents.agent_models import Agent
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_answer
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task, TaskState
+from runtime.turn.intake import message_send
 from runtime.turn.runner import turn_run
 from tenants.models import Tenant, User
 

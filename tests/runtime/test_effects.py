@@ -9,13 +9,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runtime import extensions as ext
-from runtime.errors import InvalidParams, NotAllowed, TaskNotFound
-from runtime.models import AuditEvent, DemoRecord, Effect, Task
-from runtime.selectors import turns_to_sweep
-from runtime.services.effects import effect_resolve
-from runtime.services.messages import message_send
-from runtime.turn.claim import turn_claim
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Effect
+from runtime.decisions.effects import effect_resolve
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import InvalidParams, NotAllowed, TaskNotFound
+from runtime.kernel.task_models import AuditEvent, Task
+from runtime.turn.claim import turn_claim, turns_to_sweep
+from runtime.turn.intake import message_send
 from runtime.turn.runner import TurnRunner, turn_run
 from tests.core import DEPLOY_TOOL, message
 

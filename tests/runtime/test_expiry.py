@@ -6,8 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runtime.models import AuditEvent, DemoRecord, Effect, Interaction
-from runtime.services.interactions import interactions_expire
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.interactions import interactions_expire
+from runtime.kernel.task_models import AuditEvent
 from tests.core import reply, run, start, status_text, tool_results
 
 pytestmark = pytest.mark.django_db

@@ -11,16 +11,16 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runtime.llm.registry import model_for
-from runtime.models import Task, TaskState
-from runtime.selectors import turns_to_sweep
-from runtime.services.credentials import credential_set
+from runtime.agents.credentials import credential_set
+from runtime.agents.llm.registry import model_for
+from runtime.kernel.task_models import Task, TaskState
 from runtime.turn import runner
 from runtime.turn.claim import (
     db_released,
     lease_kept,
     lease_renewer,
     turn_claim,
+    turns_to_sweep,
     worker_id_of,
 )
 from runtime.turn.runner import turn_run

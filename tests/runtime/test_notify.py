@@ -1,4 +1,4 @@
-"""Wake-ups of waiting callers (runtime.notify): what the listener remembers, and that a
+"""Wake-ups of waiting callers (runtime.kernel.wakeups): what the listener remembers, and that a
 waiter that trusts it instead of reading the task misses no change."""
 
 import asyncio
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from django.db import connection
 
-from runtime import notify
-from runtime.models import SETTLED_STATES, TaskState
+from runtime.kernel import wakeups as notify
+from runtime.kernel.task_models import SETTLED_STATES, TaskState
 
 # Tasks that exist only in announcements: the wait never reads the database unless told to.
 TASK_PK = 987_654_321
@@ -180,8 +180,8 @@ def test_a_status_change_and_a_turn_announce_each_commit_once_with_the_state_sav
     import psycopg
     from django.db import transaction
 
-    from runtime.models import Task
-    from runtime.task_state import task_status_set
+    from runtime.kernel.task_models import Task
+    from runtime.kernel.task_state import task_status_set
     from runtime.turn.runner import turn_run
     from tests.core import send
 

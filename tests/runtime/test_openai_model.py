@@ -12,14 +12,15 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from runtime import extensions as ext
-from runtime.agentfile import AgentSpec
-from runtime.llm import openai_chat
-from runtime.llm.openai_chat import CLIENTS, ClientCache
-from runtime.models import DemoRecord, Effect, Interaction, Task
-from runtime.services.agents import agent_upsert
-from runtime.services.credentials import credential_set
-from runtime.services.interactions import interactions_connect_app
+from runtime.agents.agent_models import DemoRecord
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.agents.credentials import credential_set
+from runtime.agents.llm import openai_chat
+from runtime.agents.llm.openai_chat import CLIENTS, ClientCache
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.interactions import interactions_connect_app
+from runtime.kernel import extensions as ext
+from runtime.kernel.task_models import Task
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send, status_text
 from tests.llm_stub import LLMStub, call, completion, error
 
@@ -511,7 +512,7 @@ def test_the_turn_keeps_its_lease_while_a_call_waits_to_be_retried(
 def test_an_expired_question_and_approval_reach_the_model_as_such(agents, llm, make_llm_agent):
     from datetime import timedelta
 
-    from runtime.services.interactions import interactions_expire
+    from runtime.decisions.interactions import interactions_expire
 
     make_llm_agent()
     llm.play(

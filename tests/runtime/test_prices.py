@@ -6,8 +6,8 @@ from http import HTTPStatus
 import pytest
 from django.test import Client
 
-from runtime.llm.prices import cost_usd, price_for
-from runtime.models import ModelPrice
+from runtime.agents.agent_models import ModelPrice
+from runtime.agents.llm.prices import cost_usd, price_for
 from tenants.models import User
 
 pytestmark = pytest.mark.django_db

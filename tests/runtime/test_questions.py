@@ -6,9 +6,10 @@ tests/a2a_endpoint/test_interactions_wire.py."""
 
 import pytest
 
-from runtime import extensions as ext
-from runtime.errors import InvalidParams
-from runtime.models import AuditEvent, Interaction, Task
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import InvalidParams
+from runtime.kernel.task_models import AuditEvent, Task
 from tests.core import (
     CHOOSER,
     in_band,

@@ -12,20 +12,13 @@ from django.contrib.admin.sites import site
 from django.test import RequestFactory
 
 from a2a_endpoint.wire import event_wire, task_wire
-from runtime import extensions as ext
-from runtime.errors import InvalidParams, StepUpRequired, UnsupportedOperation
-from runtime.models import (
-    Agent,
-    AuditEvent,
-    DemoRecord,
-    Effect,
-    Interaction,
-    Receipt,
-    Task,
-    TaskState,
-)
-from runtime.receipts import canonical_hash, policy_version, receipt_record
-from runtime.services.interactions import interaction_answer, interactions_expire
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.interactions import interaction_answer, interactions_expire
+from runtime.decisions.receipts import canonical_hash, policy_version, receipt_record
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation
+from runtime.kernel.task_models import AuditEvent, Task, TaskState
 from runtime.turn.calls import arguments_hash
 from tenants.appendonly import AppendOnlyError
 from tests.core import (
@@ -217,7 +210,7 @@ def test_a_rule_approved_call_whose_policy_changed_is_put_to_a_person(
     is held for a person, with the reason, instead."""
     agent = deploy_agent(make_agent, "allow")
     task = send(agents.a, "shipper")
-    # The turn journals the allowed call; a rule's receipt binds it (as runtime.rules would).
+    # The turn journals the allowed call; a rule's receipt binds it (as runtime.decisions.rules would).
     original = Effect.objects.create
     made = []
 

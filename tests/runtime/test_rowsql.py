@@ -1,4 +1,4 @@
-"""runtime.rowsql writes and reads rows as the ORM does, on both backends."""
+"""runtime.kernel.rowsql writes and reads rows as the ORM does, on both backends."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -9,8 +9,7 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runtime.models import Task, TaskEvent, TaskState
-from runtime.rowsql import (
+from runtime.kernel.rowsql import (
     Columns,
     Statements,
     column,
@@ -19,6 +18,7 @@ from runtime.rowsql import (
     row_update,
     rows_insert,
 )
+from runtime.kernel.task_models import Task, TaskEvent, TaskState
 from tests.core import send
 
 pytestmark = pytest.mark.django_db

@@ -5,8 +5,9 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from runtime.models import Agent, Context, Task, TaskEvent
-from runtime.services.messages import message_send
+from runtime.agents.agent_models import Agent
+from runtime.kernel.task_models import Context, Task, TaskEvent
+from runtime.turn.intake import message_send
 from tests.core import message
 
 COPIES = 200

@@ -3,9 +3,11 @@ request_connection tool (interactions/v1, kind connection)."""
 
 import pytest
 
-from runtime.models import DemoRecord, Effect, Interaction, Task
-from runtime.services.interactions import interactions_connect_app
-from runtime.tools import SERVERS, CallContext
+from runtime.agents.agent_models import DemoRecord
+from runtime.agents.tools import SERVERS, CallContext
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.interactions import interactions_connect_app
+from runtime.kernel.task_models import Task
 from tests.core import (
     DEPLOY_TOOL,
     REPORT_RESULT,
@@ -198,7 +200,7 @@ def test_connecting_an_app_answers_its_open_connections_in_that_tenant_only(agen
 def test_a_policy_may_forbid_bulk_decisions_and_allows_them_otherwise():
     from types import SimpleNamespace
 
-    from runtime.tools import policy_for
+    from runtime.agents.tools import policy_for
 
     agent = SimpleNamespace(
         tool_policy={
@@ -235,7 +237,7 @@ def test_a_demo_deployment_sent_again_finds_its_first_record(agents):
 def test_arguments_are_judged_as_jsonschema_validate_judges_them():
     import jsonschema
 
-    from runtime.tools import validate_arguments
+    from runtime.agents.tools import validate_arguments
 
     schema = {
         "type": "object",

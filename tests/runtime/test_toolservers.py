@@ -24,8 +24,9 @@ from standardwebhooks.webhooks import Webhook
 from connections.crypto import secret_decrypt
 from connections.models import App, Connection, ConnectionAuditEvent
 from connections.services import connection_connect_oauth, connection_connect_token
-from runtime.models import Effect, ToolServer
-from runtime.tools import tool_spec, tools_offered
+from runtime.agents.agent_models import ToolServer
+from runtime.agents.tools import tool_spec, tools_offered
+from runtime.decisions.decision_models import Effect
 from tenants.models import User
 from tests.core import REPORT_RESULT, decide, open_interaction, run, start, status_text
 

@@ -7,11 +7,13 @@ from unittest import mock
 import pytest
 
 from approvals import views
-from runtime.errors import InvalidParams
-from runtime.models import Agent, DemoRecord, Effect, Interaction, Receipt, TaskState
-from runtime.selectors import held_call_for
-from runtime.services.interactions import interaction_answer
-from runtime.services.rules import rule_use_record
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.decision_selectors import held_call_for
+from runtime.decisions.interactions import interaction_answer
+from runtime.decisions.rules import rule_use_record
+from runtime.kernel.errors import InvalidParams
+from runtime.kernel.task_models import TaskState
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, run, send
 from tests.runtime.test_rules import approved_with_rule, deploying
 

@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runtime.agentfile import AgentSpec
-from runtime.models import Effect, TaskState
-from runtime.services.agents import agent_upsert
+from runtime.agents.agentfile import AgentSpec, agent_upsert
+from runtime.decisions.decision_models import Effect
+from runtime.kernel.task_models import TaskState
 from runtime.turn.runner import turn_run
 from tests.core import decide, open_interaction, send, start
 from tests.llm_stub import LLMStub, completion
@@ -159,15 +159,15 @@ class HostedModel:
         self.meanwhile = meanwhile
 
     def next_action(self, view):
-        from runtime.llm.actions import Reply
+        from runtime.agents.llm.actions import Reply
 
         self.meanwhile()
         return Reply("Done.")
 
 
 def test_a_task_canceled_while_its_model_is_asked_stays_canceled(agents, make_agent, monkeypatch):
-    from runtime.models import TaskEvent
-    from runtime.services.tasks import task_cancel
+    from runtime.kernel.task_models import TaskEvent
+    from runtime.turn.cancel import task_cancel
 
     agent = make_agent("hosted", [{"reply": "never used"}])
     task = send(agents.a, "hosted", "go")
@@ -208,7 +208,7 @@ def test_a_turn_taken_over_while_its_model_is_asked_is_left_to_the_new_run(
         # the turn to another worker, which claimed it: a new run id.
         from django.utils import timezone
 
-        from runtime.models import Task
+        from runtime.kernel.task_models import Task
 
         Task.objects.filter(pk=task.pk).update(lease_expires_at=timezone.now())
         taken["task"] = turn_claim(task_pk=task.pk, worker_id="w2")
@@ -228,7 +228,7 @@ def test_a_turn_taken_over_while_its_model_is_asked_is_left_to_the_new_run(
 
 
 def test_a_locked_fact_added_after_the_locked_reads_were_written_is_refused():
-    from runtime.task_state import LockedFact, locked_fact_register
+    from runtime.kernel.task_state import LockedFact, locked_fact_register
     from runtime.turn.claim import _claim_read
 
     _claim_read.sql()  # the claim's locked read is written (as by the first turn of a process)

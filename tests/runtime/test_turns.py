@@ -6,7 +6,9 @@ import time
 import pytest
 from django.db import connection
 
-from runtime.models import AuditEvent, DemoRecord, Effect, Interaction, Task, TaskState
+from runtime.agents.agent_models import DemoRecord
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.task_models import AuditEvent, Task, TaskState
 from runtime.turn.claim import turn_claim
 from tests.core import (
     decide,
@@ -57,7 +59,7 @@ def test_a_question_pauses_and_its_answer_resumes_the_same_task(agents):
     assert task.state == TaskState.INPUT_REQUIRED
     asked = open_interaction(task)
     assert asked.kind == Interaction.Kind.QUESTION
-    # Copied from its task, for the inbox's counts per agent (runtime.selectors).
+    # Copied from its task, for the inbox's counts per agent (runtime.decisions.inbox).
     assert asked.agent_id == task.agent_id
     assert status_text(task) == asked.prompt
     assert_lease_free(task)
@@ -191,7 +193,7 @@ def test_a_second_turn_of_a_context_waits_until_the_first_ends(agents):
 
 
 def test_a_queued_turn_starts_after_the_first_is_canceled(agents):
-    from runtime.services.tasks import task_cancel
+    from runtime.turn.cancel import task_cancel
 
     first = start(agents.a, "code-reviewer", "Review this diff")
     second = send(agents.a, "code-reviewer", "next", contextId=first.wire_context_id)
@@ -213,8 +215,8 @@ def test_a_message_queued_as_the_turn_before_it_ends_starts_when_that_turn_commi
 
     from django.db import close_old_connections, transaction
 
-    from runtime.shapes import agent_message
-    from runtime.task_state import task_end
+    from runtime.kernel.shapes import agent_message
+    from runtime.kernel.task_state import task_end
 
     first = start(agents.a, "code-reviewer", "Review this diff")
     assert first.state == TaskState.INPUT_REQUIRED

@@ -6,8 +6,8 @@ from http import HTTPStatus
 
 import pytest
 
-from runtime.demo import seed_demo_agents
-from runtime.models import Task
+from runtime.agents.demo import seed_demo_agents
+from runtime.kernel.task_models import Task
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, api_token_create, authenticate_bearer
 

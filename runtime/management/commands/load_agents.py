@@ -3,8 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from runtime.agentfile import AgentFileError, parse_agent_file
-from runtime.services.agents import agent_upsert
+from runtime.agents.agentfile import AgentFileError, agent_upsert, parse_agent_file
 from tenants.models import Tenant
 
 

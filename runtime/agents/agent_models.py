@@ -1,0 +1,239 @@
+"""Agents and what they use: tool servers, credentials, model prices."""
+
+import base64
+import secrets
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from connections.crypto import secret_encrypt
+from connections.outbound import OutboundRefused, check_url
+from tenants.models import Tenant
+
+
+class Agent(models.Model):
+    """A tenant's configured agent, usually loaded from an AGENT.md file."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
+    slug = models.SlugField(max_length=63)
+    name = models.CharField(max_length=200)
+    description = models.TextField()
+    version = models.CharField(max_length=50, default="1.0.0")
+    skills = models.JSONField(
+        default=list, blank=True, help_text="[{id, name, description, tags, examples}]"
+    )
+    instructions = models.TextField(blank=True)
+    model = models.JSONField(
+        default=dict, help_text='e.g. {"provider": "scripted", "script": [...]}'
+    )
+    tools = models.JSONField(
+        default=list, blank=True, help_text="[{server, tool, description, schema, idempotent}]"
+    )
+    tool_policy = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"server/tool" or "server": "allow"|"approve"|"deny" or {action, deciders}}',
+    )
+    connections_enabled = models.BooleanField(
+        default=False, help_text="loop.connections: the request_connection tool"
+    )
+    public = models.BooleanField(
+        default=False,
+        help_text="Anonymous callers allowed (each task they start gets its own subject).",
+    )
+    interaction_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
+    # AGENT.md's ``ladder`` (runtime.agents.ladders.ladder_parse): reminders, escalation and expiry.
+    ladder = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"steps": [{"after": "15m", "action": "remind"}, ...], "tools": '
+        '{"server/tool": [...]}}, from AGENT.md; its expire steps win over interaction_ttl_seconds.',
+    )
+    source_path = models.CharField(
+        max_length=500, blank=True, help_text="The AGENT.md it was loaded from."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="agent_slug_unique_per_tenant")
+        ]
+        ordering = ["tenant__slug", "slug"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+
+class DemoRecord(models.Model):
+    """What the offline demo tool servers did: a deployment, a pull request (runtime.agents.tools)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    server = models.CharField(max_length=100)
+    kind = models.CharField(max_length=50)
+    effect_id = models.CharField(max_length=64, unique=True)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.server} {self.kind} {self.effect_id}"
+
+
+# An environment variable's shape: what AGENT.md's ``model.credential`` names, so that one
+# name means the same secret in a tenant's admin and in a single-tenant install's environment.
+CREDENTIAL_NAME_RE = r"^[A-Z][A-Z0-9_]{0,99}$"
+
+
+class Credential(models.Model):
+    """A secret a model provider or an agent URL sends (an API key), set by a tenant's admin
+    and referenced by name from AGENT.md (``model.credential``).
+
+    Only the Fernet ciphertext (connections.crypto) is stored; admin shows that it is set and
+    the last characters of a long secret, never the secret (runtime.agents.credentials reads it).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(
+        max_length=100,
+        validators=[
+            RegexValidator(
+                CREDENTIAL_NAME_RE,
+                "Upper-case letters, digits and underscores, starting with a letter "
+                "(like an environment variable, e.g. OPENAI_API_KEY).",
+            )
+        ],
+        help_text="The name AGENT.md's model.credential refers to, e.g. OPENAI_API_KEY.",
+    )
+    secret_encrypted = models.TextField(editable=False)
+    # "…abcd" for secrets long enough that four characters give nothing away, else blank.
+    secret_hint = models.CharField(max_length=8, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="credential_name_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, USD per million; a row here overrides settings.MODEL_PRICES
+    (runtime.agents.llm.prices)."""
+
+    model = models.CharField(max_length=200, unique=True, help_text="e.g. gpt-4o-mini")
+    input_usd_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal(0))]
+    )
+    output_usd_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(Decimal(0))]
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return self.model
+
+
+# Names tool servers may not take: the demo servers and the built-in tools' server answer to
+# these (runtime.agents.tools.SERVERS, BUILTIN_SERVER), and a tenant's server of the same name
+# would never be reached.
+RESERVED_SERVER_NAMES = frozenset({"deploy", "github", "countersign"})
+
+
+def new_signing_secret() -> str:
+    # Standard Webhooks' format: "whsec_" + base64 of 24-64 random bytes.
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class ToolServer(models.Model):
+    """A tenant's tool server, the ``server`` of ``server/tool`` in AGENT.md and the policy.
+
+    ``mcp``: a Model Context Protocol server over streamable HTTP; ``http``: a URL that takes
+    signed JSON posts (README, "Tool servers"). Its tools are discovered on demand (admin's
+    "Refresh tools") and cached here; a call of a tool the cache does not hold is refused
+    before it is journalled. With an ``app``, calls carry the tenant's connection to that app.
+    """
+
+    class Kind(models.TextChoices):
+        MCP = "mcp", "MCP (streamable HTTP)"
+        HTTP = "http", "HTTP (signed JSON POST)"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_servers")
+    name = models.SlugField(
+        max_length=63, help_text="The server in server/tool, as AGENT.md and the policy name it."
+    )
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    url = models.CharField(
+        max_length=2000,
+        help_text="http(s) URL of the server (MCP: its streamable HTTP endpoint). Loopback and "
+        "private addresses are refused unless PUSH_ALLOW_PRIVATE_HOSTS is on.",
+    )
+    app = models.ForeignKey(
+        "connections.App",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The app whose connection (this tenant's) authorizes the calls, if any.",
+    )
+    # Fernet ciphertext (connections.crypto) of the Standard Webhooks secret http servers are
+    # signed with; shown once, when made.
+    signing_secret_encrypted = models.TextField(blank=True, editable=False)
+    timeout_seconds = models.PositiveIntegerField(
+        default=30, help_text="How long one call or discovery may take (1 to 300 seconds)."
+    )
+    tools = models.JSONField(
+        default=list, blank=True, editable=False, help_text="[{name, description, inputSchema}]"
+    )
+    refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    refresh_error = models.TextField(blank=True, editable=False)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="toolserver_unique_per_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind}) of {self.tenant.slug if self.tenant_id else '?'}"
+
+    def clean(self) -> None:
+        errors = {}
+        if self.name in RESERVED_SERVER_NAMES:
+            errors["name"] = f"{self.name!r} is a built-in server's name; choose another."
+        try:
+            check_url(self.url, ["*"])
+        except OutboundRefused as exc:
+            errors["url"] = f"This URL cannot be called: {exc}."
+        if not 1 <= (self.timeout_seconds or 0) <= 300:
+            errors["timeout_seconds"] = "From 1 to 300 seconds."
+        if errors:
+            raise ValidationError(errors)
+
+    def signing_secret_new(self) -> str:
+        """Make a new signing secret, keep it encrypted, and return it (to show once)."""
+        secret = new_signing_secret()
+        self.signing_secret_encrypted = secret_encrypt(secret)
+        return secret
+
+    def tool_named(self, tool: str) -> dict | None:
+        """The discovered tool of that name, as the last refresh cached it."""
+        return next((t for t in self.tools or [] if t.get("name") == tool), None)

@@ -1,0 +1,486 @@
+"""AGENT.md files: YAML front matter (as in the interactions/v1 seed) and instructions below.
+
+    ---
+    name: coder
+    description: Writes and ships changes to the team's repositories.
+    loop:
+      connections: true
+    ---
+    Instructions for the model...
+
+The front matter is checked against one JSON Schema (AGENT_SCHEMA), and every tool's
+``schema`` must itself be a valid JSON Schema; then the checks a schema cannot say (the slug,
+unique skill ids, the provider's own fields). Errors name the file, the line and the field,
+so that a broken file is fixed in one go.
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import yaml
+from django.utils.text import slugify
+
+from runtime.agents.agent_models import Agent
+from runtime.agents.approver_syntax import approvers_problem
+from runtime.agents.ladders import ACTIONS as LADDER_ACTIONS
+from runtime.agents.ladders import MAX_STEPS, WIDEN_ROLES, LadderError, ladder_parse
+from runtime.agents.ladders import ROLES as LADDER_ROLES
+from runtime.agents.limits import limits_error
+from runtime.agents.llm.http_agent import ModelConfigError
+from runtime.agents.llm.http_agent import validate_model as http_model_validate
+from runtime.agents.llm.openai_chat import ModelSpecError
+from runtime.agents.llm.openai_chat import validate_model as openai_model_validate
+from runtime.agents.llm.scripted import ScriptError, validate_script
+
+POLICY_ACTIONS = {"allow", "approve", "deny"}
+DECIDERS = {"either", "operators"}
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+_TEXT = {"type": ["string", "number"], "minLength": 1, "x-message": "must be a string"}
+_STRINGS = {"type": "array", "items": {"type": "string"}, "x-message": "must be a list of strings"}
+# The front matter. ``x-message`` is what an error on that value says (house wording); other
+# keys are allowed, and ``model`` is only "a mapping with a provider": each provider's own
+# fields are checked by its code below.
+AGENT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["name", "description"],
+    "properties": {
+        "name": _TEXT,
+        "slug": {"type": "string", "x-message": "must be a string"},
+        "description": _TEXT,
+        "version": _TEXT,
+        "skills": {
+            "type": ["array", "null"],
+            "x-message": "must be a list",
+            "items": {
+                "type": "object",
+                "x-message": "must be a mapping with id, name, description",
+                "required": ["id", "name", "description"],
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "name": {"type": "string", "minLength": 1},
+                    "description": {"type": "string", "minLength": 1},
+                    "tags": _STRINGS,
+                    "examples": _STRINGS,
+                },
+            },
+        },
+        "model": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping with a provider",
+            "properties": {"provider": {"type": "string"}},
+        },
+        "tools": {
+            "type": ["array", "null"],
+            "x-message": "must be a list",
+            "items": {
+                "type": "object",
+                # {server: NAME} alone offers every tool a tenant's tool server was found to
+                # offer (runtime.agents.toolservers).
+                "x-message": "must be a mapping with server (and tool)",
+                "required": ["server"],
+                "properties": {
+                    "server": {"type": "string", "minLength": 1},
+                    "tool": {"type": "string", "minLength": 1},
+                    "description": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "schema": {"type": "object", "x-message": "must be a JSON schema object"},
+                },
+            },
+        },
+        "policy": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
+            "additionalProperties": {
+                "if": {"type": "string"},
+                "then": {"enum": sorted(POLICY_ACTIONS)},
+                "else": {
+                    "type": "object",
+                    "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...})",
+                    "required": ["action"],
+                    "properties": {
+                        "action": {"enum": sorted(POLICY_ACTIONS)},
+                        "deciders": {
+                            "enum": sorted(DECIDERS),
+                            "x-message": "must be either or operators",
+                        },
+                        # Issue 13: an operator may edit the arguments before approving;
+                        # a high-risk tool's approval needs a recent re-authentication.
+                        "editable": {"type": "boolean", "x-message": "must be true or false"},
+                        "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
+                        "bulk": {"type": "boolean", "x-message": "must be true or false"},
+                        # Who may decide (runtime.agents.approver_syntax); checked further below.
+                        "approvers": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "string"},
+                            "x-message": "must be a list of admin, operator, caller or "
+                            "group:<name>",
+                        },
+                        "required": {"enum": [1, 2], "x-message": "must be 1 or 2"},
+                    },
+                },
+                "x-message": "must be allow, approve or deny",
+            },
+        },
+        "loop": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping",
+            "properties": {"connections": {"type": "boolean"}},
+        },
+        "public": {"type": "boolean"},
+        "interactionTtlSeconds": {
+            "type": "integer",
+            "exclusiveMinimum": 0,
+            "x-message": "must be a positive number of seconds",
+        },
+    },
+}
+# A ladder's steps (runtime.agents.ladders): the schema says their shape; ladder_parse then checks
+# what it cannot say (the roles, the order of time, expire last) with the same field paths.
+# Added to AGENT_SCHEMA here, apart from the literal above, so that a ladder change and a
+# policy change touch different lines.
+_LADDER_STEPS = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_STEPS,
+    "x-message": f"must be a list of 1 to {MAX_STEPS} steps such as 'remind after 15m'",
+    "items": {
+        "if": {"type": "string"},
+        "then": {
+            "pattern": r"^\s*\S.*\s+after\s+\S+",
+            "x-message": "must be a step such as 'remind after 15m', "
+            "'escalate to admins after 1h' or 'expire after 24h'",
+        },
+        "else": {
+            "type": "object",
+            "x-message": "must be a step such as 'remind after 15m', or a mapping with "
+            "after and action",
+            "required": ["after", "action"],
+            "additionalProperties": False,
+            "properties": {
+                "after": {"type": "string", "x-message": "must be a duration such as 15m"},
+                "action": {"enum": list(LADDER_ACTIONS)},
+                "roles": {
+                    "type": "array",
+                    "items": {"enum": list(LADDER_ROLES)},
+                    "x-message": f"must be a list of {', '.join(LADDER_ROLES)}",
+                },
+                "widen_to": {"enum": list(WIDEN_ROLES)},
+            },
+        },
+    },
+}
+AGENT_SCHEMA["properties"]["ladder"] = {
+    "type": ["array", "object", "null"],
+    "x-message": "must be a list of steps, or a mapping with steps and tools",
+    "if": {"type": "array"},
+    "then": _LADDER_STEPS,
+    "else": {
+        "additionalProperties": False,
+        "x-message": "must be a list of steps, or a mapping with steps and tools",
+        "properties": {
+            "steps": _LADDER_STEPS,
+            "tools": {
+                "type": "object",
+                "x-message": "must be a mapping of 'server/tool' or 'server' to steps",
+                "additionalProperties": _LADDER_STEPS,
+            },
+        },
+    },
+}
+_AGENT_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA)
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "empty",
+}
+
+
+class AgentFileError(Exception):
+    def __init__(self, path: str, line: int, field: str, message: str):
+        self.path, self.line, self.field, self.message = path, line, field, message
+        super().__init__(f"{path}:{line}: {field}: {message}")
+
+
+@dataclass
+class AgentSpec:
+    slug: str
+    name: str
+    description: str
+    version: str = "1.0.0"
+    skills: list = field(default_factory=list)
+    instructions: str = ""
+    model: dict = field(default_factory=dict)
+    tools: list = field(default_factory=list)
+    tool_policy: dict = field(default_factory=dict)
+    connections_enabled: bool = False
+    public: bool = False
+    interaction_ttl_seconds: int = 24 * 3600
+    ladder: dict = field(default_factory=dict)
+    source_path: str = ""
+
+    def as_fields(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "slug"}
+
+
+def _line_of(node: yaml.Node | None, path: list, offset: int) -> int:
+    """The 1-based file line of the value at ``path`` inside the front matter's YAML node."""
+    best = node
+    for key in path:
+        if isinstance(best, yaml.MappingNode):
+            match = next((v for k, v in best.value if k.value == key), None)
+        elif isinstance(best, yaml.SequenceNode) and isinstance(key, int) and key < len(best.value):
+            match = best.value[key]
+        else:
+            match = None
+        if match is None:
+            break
+        best = match
+    return (best.start_mark.line if best is not None else 0) + offset
+
+
+def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
+    """The field path and the message for one schema error, in the house's words."""
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        missing = next(k for k in error.validator_value if k not in error.instance)
+        return [*path, missing], "is required"
+    if error.validator == "minLength" and error.instance == "":
+        return path, "is required"
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = error.schema.get("properties", {})
+        extra = next(k for k in error.instance if k not in known)
+        return [*path, extra], f"is not a field here ({', '.join(known)})"
+    if "x-message" in error.schema:
+        return path, error.schema["x-message"]
+    if error.validator == "type":
+        expected = error.validator_value
+        words = [_TYPE_WORDS[t] for t in ([expected] if isinstance(expected, str) else expected)]
+        return path, f"must be {' or '.join(w for w in words if w != 'empty')}"
+    if error.validator == "enum":
+        return path, f"must be one of {', '.join(map(str, error.validator_value))}"
+    return path, error.message
+
+
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_agent_file(path: Path | str) -> AgentSpec:
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise AgentFileError(str(path), 1, "front matter", "the file must start with a '---' line")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+    except StopIteration:
+        raise AgentFileError(
+            str(path), len(lines), "front matter", "no closing '---' line"
+        ) from None
+    front = "\n".join(lines[1:end])
+    body = "\n".join(lines[end + 1 :]).strip()
+    offset = 2  # the YAML starts on the file's second line
+    nodes = []
+
+    def composed() -> yaml.Node | None:
+        # The YAML's nodes say on which line a problem is: composed when there is one.
+        if not nodes:
+            nodes.append(yaml.compose(front))
+        return nodes[0]
+
+    try:
+        # libyaml's parser with PyYAML's own safe constructor: the same data, several times
+        # faster than the pure-Python parser (which a test's setup ran for every agent file).
+        data = yaml.load(front, Loader=_FAST_LOADER) or {}
+    except yaml.YAMLError:
+        data = None  # told below by the pure-Python parser, as it always was
+    if data is None:
+        try:
+            composed()
+            data = yaml.safe_load(front) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise AgentFileError(
+                str(path),
+                (mark.line if mark else 0) + offset,
+                "front matter",
+                str(exc).splitlines()[0],
+            ) from None
+    if not isinstance(data, dict):
+        raise AgentFileError(str(path), offset, "front matter", "must be a mapping of fields")
+
+    def fail(field_path: list, message: str):
+        raise AgentFileError(
+            str(path),
+            _line_of(composed(), field_path, offset),
+            ".".join(map(str, field_path)),
+            message,
+        )
+
+    # The first problem in the file's order: the one a reader meets first.
+    problems = sorted(
+        (
+            (_line_of(composed(), problem[0], offset), problem)
+            for problem in map(_schema_problem, _AGENT_VALIDATOR.iter_errors(data))
+        ),
+        key=lambda problem: problem[0],
+    )
+    if problems:
+        line, (field_path, message) = problems[0]
+        raise AgentFileError(str(path), line, ".".join(map(str, field_path)), message)
+
+    def text_field(key: str, required: bool = False, default: str = "") -> str:
+        value = data.get(key, default)
+        if value is None or value == "":
+            if required:
+                fail([key], "is required")
+            return default
+        return str(value)
+
+    name = text_field("name", required=True)
+    slug = text_field("slug", default=slugify(name))
+    if not SLUG_RE.match(slug):
+        fail(["slug" if "slug" in data else "name"], f"{slug!r} is not a valid slug (a-z, 0-9, -)")
+    description = text_field("description", required=True)
+
+    clean_skills = [
+        {
+            "id": skill["id"],
+            "name": skill["name"],
+            "description": skill["description"],
+            "tags": skill.get("tags", []),
+            "examples": skill.get("examples", []),
+        }
+        for skill in data.get("skills", []) or []
+    ]
+    if len({s["id"] for s in clean_skills}) != len(clean_skills):
+        fail(["skills"], "skill ids must be unique")
+
+    model = data.get("model") or {"provider": "scripted", "script": []}
+    if not isinstance(model, dict) or not isinstance(model.get("provider"), str):
+        fail(["model"], "must be a mapping with a provider")
+    if model["provider"] == "scripted":
+        try:
+            validate_script(model.get("script", []))
+        except ScriptError as exc:
+            fail(["model", "script", *exc.path], exc.message)
+    elif model["provider"] == "http":
+        try:
+            http_model_validate(model)
+        except ModelConfigError as exc:
+            fail(["model", exc.field], exc.message)
+    elif model["provider"] == "openai":
+        try:
+            openai_model_validate(model)
+        except ModelSpecError as exc:
+            fail(["model", *exc.path], exc.message)
+    else:
+        fail(
+            ["model", "provider"],
+            f"unknown provider {model['provider']!r} (known: scripted, http, openai)",
+        )
+
+    tools = data.get("tools", []) or []
+    for i, tool in enumerate(tools):
+        # A tool's arguments are checked against its schema when the model calls it; a schema
+        # that is no JSON Schema (say {type: 12}) is this file's error, not a failed call.
+        if "schema" in tool:
+            checker = jsonschema.validators.validator_for(
+                tool["schema"], default=jsonschema.Draft202012Validator
+            )
+            try:
+                checker.check_schema(tool["schema"])
+            except jsonschema.SchemaError as exc:
+                fail(
+                    ["tools", i, "schema", *exc.absolute_path],
+                    f"is not a valid JSON Schema: {exc.message}",
+                )
+
+    policy = data.get("policy", {}) or {}
+    for key, rule in policy.items():
+        if isinstance(rule, dict):
+            problem = approvers_problem(rule)
+            if problem:
+                fail(["policy", key, *problem[0].split(".")], problem[1])
+    loop = data.get("loop", {}) or {}
+    connections = loop.get("connections", False)
+    limits = loop.get("limits", {}) or {}
+    wrong = limits_error(limits)
+    if wrong:
+        fail(["loop", "limits", *wrong[0]], wrong[1])
+    if "limits" in model:
+        fail(["model", "limits"], "limits go under loop.limits")
+    if limits:
+        # Kept with the model (the agent row has no field of its own for them).
+        model = {**model, "limits": limits}
+    public = data.get("public", False)
+    ttl = data.get("interactionTtlSeconds", 24 * 3600)
+    ladder = _ladder(data, tools, fail)
+
+    return AgentSpec(
+        slug=slug,
+        name=name,
+        description=description,
+        version=text_field("version", default="1.0.0"),
+        skills=clean_skills,
+        instructions=body,
+        model=model,
+        tools=tools,
+        tool_policy=policy,
+        connections_enabled=connections,
+        public=public,
+        interaction_ttl_seconds=ttl,
+        ladder=ladder,
+        source_path=str(path),
+    )
+
+
+def _ladder(data: dict, tools: list, fail) -> dict:
+    """The ``ladder``, parsed (runtime.agents.ladders) and checked against the agent's own tools."""
+    value = data.get("ladder")
+    # The short form (a list) is the agent's steps; its errors name ladder.N, as written.
+    prefix = ["ladder"] if isinstance(value, list) else ["ladder", "steps"]
+    try:
+        ladder = ladder_parse(value)
+    except LadderError as exc:
+        path = exc.path[1:] if isinstance(value, list) and exc.path[:1] == ["steps"] else exc.path
+        fail(["ladder", *path], exc.message)
+    steps = ladder.get("steps") or []
+    if steps and steps[-1]["action"] == "expire" and "interactionTtlSeconds" in data:
+        # Two expiries for the same items: say which one is meant.
+        fail([*prefix, len(steps) - 1], "give the expiry once: here or interactionTtlSeconds")
+    offered: dict[str, set | None] = {}
+    for tool in tools:
+        names = offered.setdefault(tool["server"], set())
+        if names is not None:
+            offered[tool["server"]] = None if "tool" not in tool else names | {tool["tool"]}
+    for key in ladder.get("tools", {}):
+        server, _, name = key.partition("/")
+        if server not in offered:
+            fail(["ladder", "tools", key], f"this agent has no tool server {server!r}")
+        if name and offered[server] is not None and name not in offered[server]:
+            fail(["ladder", "tools", key], f"this agent has no tool {key!r}")
+    return ladder
+
+
+def agent_upsert(*, tenant, spec: AgentSpec) -> tuple[Agent, str]:
+    """Create or update an agent from its spec; return it and 'created', 'updated' or 'unchanged'."""
+    fields = spec.as_fields()
+    agent = Agent.objects.filter(tenant=tenant, slug=spec.slug).first()
+    if agent is None:
+        return Agent.objects.create(tenant=tenant, slug=spec.slug, **fields), "created"
+    changed = [name for name, value in fields.items() if getattr(agent, name) != value]
+    if not changed:
+        return agent, "unchanged"
+    for name in changed:
+        setattr(agent, name, fields[name])
+    agent.save(update_fields=[*changed, "updated_at"])
+    return agent, "updated"

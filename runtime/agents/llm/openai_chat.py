@@ -1,0 +1,744 @@
+"""``provider: openai``: any OpenAI-compatible Chat Completions endpoint (OpenAI, Azure OpenAI,
+vLLM, Ollama, LiteLLM, Together, Groq...) through the official ``openai`` package.
+
+    model:
+      provider: openai
+      model: gpt-4o-mini
+      base_url: https://llm.example.com/v1   # optional; else OPENAI_BASE_URL, else OpenAI's
+      credential: OPENAI_API_KEY             # the name of the credential (runtime.agents.credentials)
+      temperature: 0.2                       # optional
+      max_output_tokens: 800                 # optional (sent as max_tokens)
+
+The agent's instructions are the system message; the transcript is the conversation: the
+caller's message with its data and files, then each reply of the model and, for each of its
+tool calls, what came of it (a tool's result or error, a denial and its reason, an answer, a
+connection). Like every provider it keeps no state: a resumed turn rebuilds the same
+conversation from the transcript. A reply with tool calls becomes one ``ModelTurn`` whose
+actions the turn loop applies one step each.
+
+The credential goes in the Authorization header only: never into a prompt, a log line or an
+error message. A tenant's ``base_url`` goes through the outbound guard (private addresses
+only when PUSH_ALLOW_PRIVATE_HOSTS is on); the installer's OPENAI_BASE_URL is trusted.
+"""
+
+import hashlib
+import itertools
+import json
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import openai
+from django.conf import settings
+from openai.types.chat import ChatCompletion
+
+from connections.outbound import (
+    OutboundRefused,
+    check_url,
+    connection_dropped,
+    guarded_client,
+    url_parse,
+)
+from runtime.agents.credentials import CredentialMissing
+from runtime.agents.llm.actions import (
+    AdvancePlan,
+    Ask,
+    BadToolCall,
+    CallTool,
+    EmitArtifact,
+    Fail,
+    ModelError,
+    ModelTurn,
+    Reply,
+    SetPlan,
+    TurnView,
+    Usage,
+)
+from runtime.agents.tools import BUILTIN_SERVER, REQUEST_CONNECTION, validate_arguments
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CREDENTIAL = "OPENAI_API_KEY"
+MODEL_KEYS = {"provider", "model", "base_url", "credential", "temperature", "max_output_tokens"}
+CREDENTIAL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+FUNCTION_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+PLAN_STATES = ["pending", "active", "completed", "failed", "skipped"]
+RETRY_STATUSES = {408, 409, 429}
+MAX_BACKOFF_SECONDS = 30.0
+# Idle connections are dropped after this, before the 5 s idle timeout of common servers
+# (uvicorn, Node) and well before load balancers' and NATs' (60 s and more), which may drop
+# a connection without telling us; a close that still races a request is retried at once.
+KEEPALIVE_SECONDS = 4.0
+CLIENTS_PER_PROCESS = 64
+CLIENT_SHARDS = 8
+# The request goes out with the client's ``post``, the SDK's way to send a body as it is, and
+# not with ``chat.completions.create``: that one walks every request (the tools' schemas and
+# all) through the SDK's typed transform, which changes nothing in a body of plain JSON values
+# and cost a millisecond of CPU per call, and its first use imports the SDK's resources
+# (half a second, with every turn's thread waiting on the import; bench/slow_turns.py).
+# ``security`` is what ``create`` asks for: the client's key as a bearer token.
+CALL_OPTIONS: dict = {"security": {"bearer_auth": True}}
+
+ASK_QUESTION = "ask_question"
+EMIT_ARTIFACT = "emit_artifact"
+UPDATE_PLAN = "update_plan"
+BUILTINS = {
+    ASK_QUESTION: {
+        "description": "Ask the caller a question and wait for the answer.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "prompt": {"type": "string", "minLength": 1},
+                "choices": {"type": "array", "items": {"type": "string"}},
+                "allow_custom": {"type": "boolean"},
+            },
+            "required": ["prompt"],
+        },
+    },
+    REQUEST_CONNECTION: {
+        "description": "Ask a person to connect an app (for tools that need it).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "app": {"type": "string", "minLength": 1},
+                "reason": {"type": "string"},
+            },
+            "required": ["app"],
+        },
+    },
+    EMIT_ARTIFACT: {
+        "description": "Hand the caller a result: a text or a JSON document, with a name.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "description": {"type": "string"},
+                "text": {"type": "string"},
+                "data": {"type": "object"},
+            },
+            "required": ["name"],
+        },
+    },
+    UPDATE_PLAN: {
+        "description": (
+            "Show the caller your plan: either all its steps, or one step's new state "
+            "(by its index) and a note."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "steps": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "label": {"type": "string"},
+                            "state": {"type": "string", "enum": PLAN_STATES},
+                            "note": {"type": "string"},
+                        },
+                        "required": ["label"],
+                    },
+                },
+                "step": {"type": "integer", "minimum": 0},
+                "state": {"type": "string", "enum": PLAN_STATES},
+                "note": {"type": "string"},
+            },
+        },
+    },
+}
+
+
+class ModelSpecError(Exception):
+    def __init__(self, path: list, message: str):
+        self.path, self.message = path, message
+        super().__init__(f"{'.'.join(map(str, path))}: {message}")
+
+
+def validate_model(model: dict) -> None:
+    """Check an AGENT.md ``model`` mapping for this provider; raise ModelSpecError."""
+    unknown = set(model) - MODEL_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ModelSpecError([key], f"unknown field (known: {', '.join(sorted(MODEL_KEYS))})")
+    if not isinstance(model.get("model"), str) or not model["model"].strip():
+        raise ModelSpecError(["model"], "is required: the model's name at the provider")
+    if "base_url" in model:
+        if not isinstance(model["base_url"], str):
+            raise ModelSpecError(["base_url"], "must be an http(s) URL")
+        try:
+            url_parse(model["base_url"])
+        except OutboundRefused as exc:
+            raise ModelSpecError(["base_url"], str(exc)) from None
+    credential = model.get("credential", DEFAULT_CREDENTIAL)
+    if not isinstance(credential, str) or not CREDENTIAL_NAME_RE.match(credential):
+        raise ModelSpecError(
+            ["credential"], "must be the name of a credential (letters, digits, _ . -)"
+        )
+    temperature = model.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
+        raise ModelSpecError(["temperature"], "must be a number from 0 to 2")
+    tokens = model.get("max_output_tokens")
+    if tokens is not None and (
+        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
+    ):
+        raise ModelSpecError(["max_output_tokens"], "must be a positive whole number")
+
+
+# --- tool names ------------------------------------------------------------------------------
+
+
+class ToolNames:
+    """Function names for the agent's tools: ``server__tool`` cut to what function names may
+    be (^[a-zA-Z0-9_-]{1,64}$), made unique with a hash when two collide. The same tools give
+    the same names, so a name the model used maps back to its server and tool."""
+
+    def __init__(self, tools: list[dict]):
+        self.by_name: dict[str, dict] = {}
+        for spec in tools:
+            server, tool = str(spec["server"]), str(spec["tool"])
+            name = re.sub(r"[^a-zA-Z0-9_-]", "_", f"{server}__{tool}")[:64]
+            if name in self.by_name or name in BUILTINS:
+                digest = hashlib.sha256(f"{server}/{tool}".encode()).hexdigest()[:8]
+                name = f"{name[:55]}_{digest}"
+            self.by_name[name] = spec
+
+
+def tool_definitions(view: TurnView, names: ToolNames) -> list[dict]:
+    tools = []
+    for name, spec in names.by_name.items():
+        schema = spec.get("schema")
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": str(
+                        spec.get("description") or f"{spec['server']} / {spec['tool']}"
+                    ),
+                    "parameters": schema
+                    if isinstance(schema, dict) and schema
+                    else {"type": "object", "properties": {}},
+                },
+            }
+        )
+    for name, builtin in BUILTINS.items():
+        if name == REQUEST_CONNECTION and not view.connections_enabled:
+            continue
+        tools.append({"type": "function", "function": {"name": name, **builtin}})
+    return tools
+
+
+# --- the conversation --------------------------------------------------------------------------
+
+
+def user_content(view: TurnView) -> str:
+    """The caller's message, its data parts and the files the worker fetched for it."""
+    content = view.text or "(no text)"
+    if view.data:
+        content += "\n\nData sent with the message (JSON):"
+        for item in view.data:
+            content += "\n" + json.dumps(item, ensure_ascii=False)
+    if view.files:
+        content += "\n\nFiles sent with the message:"
+        for f in view.files:
+            head = f"\n- {f.get('filename') or 'file ' + str(f.get('index'))} ({f.get('mediaType', '')}"
+            if "error" in f:
+                content += f"{head}): could not be fetched: {f['error']}"
+                continue
+            content += f"{head}, {f.get('size', 0)} bytes)"
+            if "text" in f:
+                note = " (cut short)" if f.get("truncated") else ""
+                content += f"{note}:\n```\n{f['text']}\n```"
+            else:
+                content += ": not text; its content is not shown"
+    return content
+
+
+def tool_result_content(transcript: list[dict], step: int | None, call_id: str) -> str:
+    """What came of one tool call of a model's reply, as the model reads it back."""
+    if step is None or step >= len(transcript):
+        return json.dumps({"error": "This call was not made."})
+    action = transcript[step].get("action", {})
+    kind = action.get("kind")
+    later = transcript[step + 1 :]
+    if kind == "ask":
+        answer = next(
+            (e for e in later if e["type"] == "answer" and e.get("questionId") == call_id), None
+        )
+        if answer is None or "value" not in answer:
+            return json.dumps({"error": "The question expired without an answer."})
+        return json.dumps({"answer": answer["value"]}, ensure_ascii=False)
+    if kind in ("call", "bad_call"):
+        result = next((e for e in later if e["type"] == "tool_result" and e["step"] == step), None)
+        if result is None:
+            return json.dumps({"error": "The call has no result."})
+        edit = next(
+            (
+                e
+                for e in later
+                if e["type"] == "answer" and e.get("edited") and e.get("step") == step
+            ),
+            None,
+        )
+        if result["ok"]:
+            body = {"ok": True, "result": result.get("result")}
+        else:
+            body = {"ok": False, "error": result.get("error", "failed")}
+            if result.get("error") == "tool.denied":
+                body["error"] = "The call was not made: it was denied."
+            if result.get("reason"):
+                body["reason"] = result["reason"]
+        if edit is not None:
+            # Issue 13: an operator changed the arguments before approving; say so, and to what.
+            body["argumentsEdited"] = {
+                "note": "An operator changed this call's arguments before approving it; "
+                "it was made with these arguments instead of yours.",
+                "arguments": edit.get("arguments"),
+            }
+        # A result's keys sorted: the same bytes whether the turn read the result back from
+        # the database (PostgreSQL's jsonb reorders keys) or kept it as the tool returned it
+        # (runtime.turn.runner keeps the row in memory), so a resumed turn asks the model
+        # exactly what the one cut short asked.
+        return json.dumps(body, ensure_ascii=False, sort_keys=bool(result["ok"]))
+        return json.dumps(body, ensure_ascii=False)
+    if kind == "artifact":
+        return json.dumps({"ok": True, "artifactId": action.get("artifactId")})
+    return json.dumps({"ok": True})
+
+
+def conversation(view: TurnView) -> list[dict]:
+    system = view.instructions.strip() or "You are a helpful agent."
+    if view.connections_enabled:
+        apps = ", ".join(sorted(view.connected_apps)) or "none"
+        system += f"\n\nApps connected for this tenant: {apps}."
+    messages: list[dict] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user_content(view)},
+    ]
+    for entry in view.transcript:
+        if entry["type"] != "model":
+            continue
+        messages.append(entry["message"])
+        applied = {a["id"]: a["step"] for a in entry.get("applied", [])}
+        for call in entry["message"].get("tool_calls") or []:
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call["id"],
+                    "content": tool_result_content(
+                        view.transcript, applied.get(call["id"]), call["id"]
+                    ),
+                }
+            )
+    return messages
+
+
+# --- a reply to actions ------------------------------------------------------------------------
+
+
+def no_nul(value: Any) -> Any:
+    """PostgreSQL's JSON refuses NUL characters and lone surrogates: drop the first and
+    replace the others in what the model sent, so that it can be journalled."""
+    if isinstance(value, str):
+        return value.replace("\x00", "").encode("utf-8", errors="replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {no_nul(k): no_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [no_nul(v) for v in value]
+    return value
+
+
+def not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: str):
+    """One tool call of the model's reply as an action; what cannot be made is a BadToolCall,
+    whose error goes back to the model (nothing is sent)."""
+    offered = set(names.by_name) | set(BUILTINS)
+    if not view.connections_enabled:
+        offered.discard(REQUEST_CONNECTION)
+    if name not in offered:
+        return BadToolCall(
+            tool=name,
+            error=f"unknown tool {name[:100]!r}; the tools offered are: {', '.join(sorted(offered))}",
+        )
+    try:
+        arguments = json.loads(raw or "{}", parse_constant=not_json)
+    except (ValueError, RecursionError) as exc:
+        return BadToolCall(tool=name, error=f"the arguments are not valid JSON: {exc}")
+    if not isinstance(arguments, dict):
+        return BadToolCall(tool=name, error="the arguments must be a JSON object")
+    arguments = no_nul(arguments)
+    if name in names.by_name:
+        spec = names.by_name[name]
+        # The tool's schema is checked by the turn loop (runtime.turn.calls), before the policy.
+        return CallTool(server=spec["server"], tool=spec["tool"], arguments=arguments)
+    error = validate_arguments(BUILTINS[name]["parameters"], arguments)
+    if error:
+        return BadToolCall(tool=name, error=error)
+    if name == ASK_QUESTION:
+        choices = tuple(arguments.get("choices") or ())
+        return Ask(
+            question_id=call_id,
+            prompt=arguments["prompt"],
+            choices=choices,
+            allow_custom=bool(arguments.get("allow_custom", not choices)),
+        )
+    if name == REQUEST_CONNECTION:
+        return CallTool(
+            server=BUILTIN_SERVER,
+            tool=REQUEST_CONNECTION,
+            arguments={"app": arguments["app"], "reason": arguments.get("reason", "")},
+        )
+    if name == EMIT_ARTIFACT:
+        if ("text" in arguments) == ("data" in arguments):
+            return BadToolCall(tool=name, error="give exactly one of text or data")
+        if "text" in arguments:
+            if not isinstance(arguments["text"], str):
+                return BadToolCall(tool=name, error="text must be a string")
+            part = {"text": arguments["text"]}
+        else:
+            part = {"data": arguments["data"], "mediaType": "application/json"}
+        return EmitArtifact(
+            artifact_id=arguments["name"][:200],
+            name=arguments["name"][:200],
+            parts=(part,),
+            description=str(arguments.get("description", "")),
+        )
+    # update_plan: all the steps, or one step's state
+    if "steps" in arguments:
+        return SetPlan(
+            steps=tuple(
+                {"label": s["label"], "state": s.get("state", "pending"), "note": s.get("note", "")}
+                for s in arguments["steps"]
+            )
+        )
+    if "step" not in arguments or "state" not in arguments:
+        return BadToolCall(tool=name, error="give either steps, or a step and its state")
+    return AdvancePlan(
+        step=arguments["step"], state=arguments["state"], note=str(arguments.get("note", ""))
+    )
+
+
+# --- the provider ------------------------------------------------------------------------------
+
+
+class ClientCache:
+    """The process's openai clients, each with its own pool of guarded HTTP connections, so
+    that a model call reuses a connection (and its TLS session) instead of building a client,
+    an SSL context and a connection every time. One client per (base_url, allow_private,
+    timeout, hash of the key): ``openai.OpenAI`` binds its key when made, so each key gets
+    its own client and a tenant's key is never sent with another's request; the key itself is
+    never part of the cache's key. Thread-safe (a worker runs turns on many threads at once)
+    and bounded: the least recently used client beyond ``size`` is closed once no call holds
+    it."""
+
+    def __init__(self, size: int = CLIENTS_PER_PROCESS):
+        self.size = size
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[tuple, ClientEntry] = OrderedDict()
+
+    @contextmanager
+    def lease(self, key: tuple, make: Callable[[], openai.OpenAI]) -> Iterator[openai.OpenAI]:
+        retired: list[ClientEntry] = []
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                # Made under the lock: 200 threads starting at once make one client, not 200.
+                entry = self.entries[key] = ClientEntry(make())
+                while len(self.entries) > self.size:
+                    _, old = self.entries.popitem(last=False)
+                    old.retired = True
+                    if old.users == 0:
+                        retired.append(old)
+            else:
+                self.entries.move_to_end(key)
+            entry.users += 1
+        for old in retired:
+            old.client.close()
+        try:
+            yield entry.client
+        finally:
+            with self.lock:
+                entry.users -= 1
+                close = entry.retired and entry.users == 0
+            if close:
+                entry.client.close()
+
+    def clear(self) -> None:
+        with self.lock:
+            entries, self.entries = list(self.entries.values()), OrderedDict()
+            for entry in entries:
+                entry.retired = True
+            idle = [entry for entry in entries if entry.users == 0]
+        for entry in idle:
+            entry.client.close()
+
+
+class ClientEntry:
+    def __init__(self, client: openai.OpenAI):
+        self.client = client
+        self.users = 0
+        self.retired = False
+
+
+CLIENTS = ClientCache()
+_thread_shards = itertools.count()
+_this_thread = threading.local()
+
+
+def thread_shard() -> int:
+    """This thread's client shard (0..CLIENT_SHARDS-1), dealt round-robin as threads first
+    ask; a thread keeps its shard."""
+    shard = getattr(_this_thread, "shard", None)
+    if shard is None:
+        shard = _this_thread.shard = next(_thread_shards) % CLIENT_SHARDS
+    return shard
+
+
+class OpenAIChatModel:
+    def __init__(self, model: dict):
+        self.spec = model
+        self.model = str(model.get("model", ""))
+        self.credential_name = model.get("credential") or DEFAULT_CREDENTIAL
+
+    def next_action(self, view: TurnView) -> ModelTurn:
+        names = ToolNames(view.tools)
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": conversation(view),
+            "tools": tool_definitions(view, names),
+        }
+        if self.spec.get("temperature") is not None:
+            request["temperature"] = self.spec["temperature"]
+        if self.spec.get("max_output_tokens") is not None:
+            request["max_tokens"] = self.spec["max_output_tokens"]
+        completion = self.complete(view, request)
+        return self.turn_from(view, names, completion)
+
+    # --- the call ---
+
+    def client(self, view: TurnView, secret: str):
+        """The process's client for this base_url and key (a context manager, ClientCache)."""
+        timeout = float(settings.MODEL_TIMEOUT_SECONDS)
+        base_url = self.spec.get("base_url")
+        # None: as PUSH_ALLOW_PRIVATE_HOSTS says, read at each connect.
+        allow_private: bool | None = None
+        if base_url:
+            # Entered by a tenant's admin: the outbound guard decides (as for push).
+            try:
+                check_url(base_url, ["*"])
+            except OutboundRefused as exc:
+                raise ModelError(f"The model's base_url is refused: {exc}") from None
+        elif settings.OPENAI_BASE_URL:
+            # The installer's: trusted, may be a model server on this host.
+            base_url = settings.OPENAI_BASE_URL
+            allow_private = True
+        key_hash = hashlib.sha256(secret.encode()).hexdigest()
+        # The threads of a worker share CLIENT_SHARDS clients per key and URL, by thread:
+        # httpcore's pool scans all its connections under one lock at every request and every
+        # response, so one pool of 200 connections taken by 200 threads at once costs CPU
+        # that grows with the square of the calls in flight (bench/slow_turns.py).
+        shard = thread_shard()
+
+        def make() -> openai.OpenAI:
+            http = guarded_client(
+                timeout=timeout,
+                # As many calls at once as the worker runs turns; more wait for a connection.
+                max_connections=max(
+                    10, -(-int(settings.CELERY_WORKER_CONCURRENCY) // CLIENT_SHARDS)
+                ),
+                allow_private=allow_private,
+                keepalive_expiry=KEEPALIVE_SECONDS,
+            )
+            return openai.OpenAI(
+                api_key=secret, base_url=base_url, http_client=http, max_retries=0, timeout=timeout
+            )
+
+        return CLIENTS.lease((base_url or "", allow_private, timeout, key_hash, shard), make)
+
+    def complete(self, view: TurnView, request: dict):
+        if view.credential is None:
+            raise ModelError(f"The credential {self.credential_name!r} is not available here.")
+        try:
+            # A tenant's own base_url gets the tenant's own key, never the installer's.
+            secret = view.credential(
+                self.credential_name, environment=not self.spec.get("base_url")
+            )
+        except CredentialMissing:
+            raise ModelError(
+                f"The model's credential {self.credential_name!r} is not set for this tenant."
+            ) from None
+        attempts = max(1, int(settings.MODEL_MAX_ATTEMPTS))
+        dropped_retried = False
+        with self.client(view, secret) as client:
+            attempt = 0
+            while attempt < attempts:
+                attempt += 1
+                retry_after = None
+                try:
+                    return client.post(
+                        "/chat/completions",
+                        body=request,
+                        cast_to=ChatCompletion,
+                        options=CALL_OPTIONS,
+                    )
+                except openai.APITimeoutError:
+                    why = f"no answer within {settings.MODEL_TIMEOUT_SECONDS}s"
+                except openai.APIConnectionError as exc:
+                    refused = refused_cause(exc)
+                    if refused is not None:
+                        raise ModelError(f"The model's base_url is refused: {refused}") from None
+                    if connection_dropped(exc) and not dropped_retried:
+                        # Most likely a kept-alive connection the server closed as we sent:
+                        # once per call, again at once (on another connection), no attempt
+                        # counted.
+                        dropped_retried = True
+                        attempt -= 1
+                        logger.info(
+                            "model call: the connection was dropped (%s); retrying at once",
+                            type(exc.__cause__ or exc).__name__,
+                        )
+                        continue
+                    why = "the connection failed"
+                except openai.APIStatusError as exc:
+                    status = exc.status_code
+                    if status not in RETRY_STATUSES and status < 500:
+                        raise ModelError(self.refusal(exc, secret)) from None
+                    why = f"HTTP {status}"
+                    retry_after = retry_after_seconds(exc.response.headers)
+                except openai.APIResponseValidationError:
+                    raise ModelError(
+                        "The model provider's reply is not a chat completion."
+                    ) from None
+                if attempt == attempts:
+                    raise ModelError(
+                        f"The model provider did not answer after {attempts} attempts "
+                        f"(last: {why})."
+                    )
+                delay = retry_after
+                if delay is None:
+                    delay = float(settings.MODEL_RETRY_BASE_SECONDS) * 2 ** (attempt - 1)
+                delay = min(delay, MAX_BACKOFF_SECONDS)
+                logger.warning(
+                    "model call attempt %s/%s failed (%s); retrying in %.2fs",
+                    attempt,
+                    attempts,
+                    why,
+                    delay,
+                )
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def refusal(self, exc: openai.APIStatusError, secret: str) -> str:
+        """A 4xx that retrying cannot fix, said without the credential."""
+        status = exc.status_code
+        if status in (401, 403):
+            return (
+                f"The model provider refused the credential {self.credential_name!r} "
+                f"(HTTP {status})."
+            )
+        body = exc.body
+        detail = ""
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            detail = inner.get("message", "") if isinstance(inner, dict) else str(inner)
+        elif isinstance(body, str):
+            detail = body
+        detail = redact(str(detail), secret)[:300]
+        text = f"The model provider refused the request (HTTP {status})"
+        return f"{text}: {detail}" if detail else f"{text}."
+
+    # --- the reply ---
+
+    def turn_from(self, view: TurnView, names: ToolNames, completion) -> ModelTurn:
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise ModelError("The model provider's reply has no choices.")
+        message = choices[0].message
+        usage = None
+        if getattr(completion, "usage", None) is not None:
+            usage = Usage(
+                model=self.model,
+                input_tokens=int(completion.usage.prompt_tokens or 0),
+                output_tokens=int(completion.usage.completion_tokens or 0),
+            )
+        content = no_nul(message.content or "")
+        calls = [c for c in (message.tool_calls or []) if getattr(c, "function", None)]
+        if not calls:
+            action = Reply(content) if content.strip() else Fail("The model's reply was empty.")
+            return ModelTurn(
+                actions=(action,),
+                ids=("reply",),
+                message={"role": "assistant", "content": content},
+                usage=usage,
+            )
+        actions, ids, stored = [], [], []
+        seen = {
+            c["id"]
+            for e in view.transcript
+            if e["type"] == "model"
+            for c in e["message"].get("tool_calls") or []
+        }
+        for index, call in enumerate(calls):
+            call_id = no_nul(call.id or "")
+            if not call_id or call_id in seen or len(call_id) > 100:
+                # Some servers leave ids out or repeat them; each call needs its own.
+                call_id = f"call_{len(view.transcript)}_{index}"
+            seen.add(call_id)
+            name = no_nul(call.function.name or "")
+            raw = no_nul(call.function.arguments or "")
+            actions.append(call_action(view, names, name, raw, call_id))
+            ids.append(call_id)
+            stored.append(
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}
+            )
+        return ModelTurn(
+            actions=tuple(actions),
+            ids=tuple(ids),
+            message={"role": "assistant", "content": content or None, "tool_calls": stored},
+            usage=usage,
+        )
+
+
+def refused_cause(exc: BaseException) -> OutboundRefused | None:
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if isinstance(cause, OutboundRefused):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    return None
+
+
+def retry_after_seconds(headers) -> float | None:
+    """The wait a 429 or 503 asks for (retry-after-ms or Retry-After in seconds), or None."""
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        if headers.get("retry-after"):
+            return max(0.0, float(headers["retry-after"]))
+    except ValueError:
+        return None
+    return None
+
+
+SECRET_LIKE = re.compile(r"\b(sk|key|api)[-_][A-Za-z0-9_*.\-]{6,}", re.IGNORECASE)
+
+
+def redact(text: str, secret: str) -> str:
+    """Take a credential (or what looks like one) out of a provider's error text."""
+    if secret:
+        text = text.replace(secret, "[credential]")
+    return SECRET_LIKE.sub("[credential]", text)

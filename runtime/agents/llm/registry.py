@@ -1,0 +1,20 @@
+"""The model providers an agent's ``model.provider`` may name."""
+
+from runtime.agents.llm.actions import ModelProvider
+from runtime.agents.llm.http_agent import HttpAgent
+from runtime.agents.llm.openai_chat import OpenAIChatModel
+from runtime.agents.llm.scripted import ScriptedModel
+
+# provider name -> a factory taking the agent's ``model`` mapping.
+PROVIDERS = {
+    "scripted": lambda model: ScriptedModel(model.get("script", [])),
+    "http": HttpAgent,
+    "openai": OpenAIChatModel,
+}
+
+
+def model_for(agent) -> ModelProvider:
+    provider = (agent.model or {}).get("provider", "scripted")
+    if provider not in PROVIDERS:
+        raise ValueError(f"Unknown model provider {provider!r}")
+    return PROVIDERS[provider](agent.model)

@@ -1,0 +1,298 @@
+"""Tools, the tool policy, and the tool servers behind one interface.
+
+A tool is ``<server> / <tool>`` with a JSON schema for its arguments. The demo servers are
+local and offline but behave like real ones: they validate, they can fail, and what they do
+is recorded. Tenants' MCP and HTTP servers (runtime.agents.toolservers) implement the same protocol,
+``ToolServer``.
+"""
+
+import functools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import jsonschema
+from django.db import connection
+
+from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.agents.agent_models import ToolServer as ServerRow
+from runtime.kernel import rowsql
+
+BUILTIN_SERVER = "countersign"
+REQUEST_CONNECTION = "request_connection"
+REQUEST_CONNECTION_SCHEMA = {
+    "type": "object",
+    "properties": {"app": {"type": "string", "minLength": 1}, "reason": {"type": "string"}},
+    "required": ["app"],
+}
+
+
+class ToolError(Exception):
+    """The tool ran and failed; the model sees the message."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    tenant: Any
+    effect_id: str
+    subject: str
+
+
+class ToolServer(Protocol):
+    """What the turn loop sends a call to: a demo server here, or a tenant's MCP or HTTP
+    server (runtime.agents.toolservers); ``server_for`` there picks one."""
+
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Policy:
+    action: str  # allow | approve | deny
+    deciders: str = "either"  # either | operators
+    bulk: bool = True  # False: an operator decides each held call on its own page
+    # Who may decide (runtime.decisions.approvers): roles, group:<slug>, caller; () is the default.
+    approvers: tuple[str, ...] = ()
+    required: int = 1  # 2: two distinct people approve (the two-person rule)
+
+
+def tenant_server(agent: Agent, server: str) -> ServerRow | None:
+    """The agent's tenant's active tool server of that name (None for a demo server's name)."""
+    if server in SERVERS or server == BUILTIN_SERVER:
+        return None
+    return ServerRow.objects.filter(tenant_id=agent.tenant_id, name=server, active=True).first()
+
+
+def discovered_spec(declared: dict, server: str, found: dict) -> dict:
+    """A tool as offered: what AGENT.md declares wins, discovery fills in the rest."""
+    return {
+        **declared,
+        "server": server,
+        "tool": found["name"],
+        "description": declared.get("description") or found.get("description", ""),
+        "schema": declared.get("schema") or found.get("inputSchema") or {"type": "object"},
+    }
+
+
+def tool_spec(agent: Agent, server: str, tool: str) -> dict | None:
+    """The spec of a tool the agent may call, or None. AGENT.md names a tool as
+    ``{server, tool}`` or all of a tenant server's tools as ``{server}``; a tenant server's
+    tool counts only while its last discovery found it, and takes its schema from there
+    unless AGENT.md gives one."""
+    declared = [
+        spec
+        for spec in agent.tools or []
+        if spec.get("server") == server and spec.get("tool") in (tool, None)
+    ]
+    if not declared:
+        return None
+    exact = next((spec for spec in declared if spec.get("tool") == tool), declared[0])
+    if server in SERVERS:
+        return exact if exact.get("tool") == tool else None
+    row = tenant_server(agent, server)
+    found = row.tool_named(tool) if row is not None else None
+    return discovered_spec(exact, server, found) if found is not None else None
+
+
+def tool_unavailable(agent: Agent, server: str, tool: str) -> str | None:
+    """Why a tenant server's tool cannot be called now (the server is gone, or its last
+    discovery did not find the tool), for the model; None for the demo servers."""
+    if server in SERVERS:
+        return None
+    row = tenant_server(agent, server)
+    if row is None:
+        return f"there is no tool server {server} for this tenant"
+    if row.tool_named(tool) is None:
+        return f"the tool server {server} does not offer {tool} (as of its last discovery)"
+    return None
+
+
+def policy_for(agent: Agent, server: str, tool: str) -> Policy:
+    """The most specific rule wins: ``server/tool``, then ``server``; undeclared means approve,
+    so that nothing risky runs without a person unless the policy says so."""
+    rule = policy_rule(agent, server, tool)
+    if isinstance(rule, dict):
+        approvers = tuple(str(a) for a in rule.get("approvers") or ())
+        deciders = rule.get("deciders", "either")
+        if approvers:
+            # Named approvers say whether the caller may answer in band: only with ``caller``.
+            deciders = "either" if "caller" in approvers else "operators"
+        required = 2 if rule.get("required") == 2 else 1
+        if required == 2:
+            deciders = "operators"  # two people decide; a caller's answer is not one of them
+        return Policy(
+            action=rule.get("action", "approve"),
+            deciders=deciders,
+            bulk=rule.get("bulk", True) is not False,
+            approvers=approvers,
+            required=required,
+        )
+    return Policy(action=rule)
+
+
+def policy_rule(agent: Agent, server: str, tool: str) -> str | dict:
+    """The policy's entry for the tool as written: ``server/tool``, then ``server``, else
+    ``approve``."""
+    rules = agent.tool_policy or {}
+    return rules.get(f"{server}/{tool}", rules.get(server, "approve"))
+
+
+def validate_arguments(schema: dict | None, arguments: Any) -> str | None:
+    """Return an error text for the model, or None when the arguments fit the schema."""
+    if not isinstance(arguments, dict):
+        return "arguments must be an object"
+    if not schema:
+        return None
+    try:
+        canonical = json.dumps(schema, sort_keys=True)
+        # A tool server's schema is its own: only those of a sensible size are kept.
+        validator = (
+            _validator(canonical)
+            if len(canonical) <= SCHEMA_CACHE_MAX_CHARS
+            else _validator.__wrapped__(canonical)
+        )
+    except jsonschema.SchemaError as exc:
+        return f"the tool's schema is invalid: {exc.message}"
+    except (TypeError, ValueError):
+        return "the tool's schema is invalid: it is not JSON"
+    # What jsonschema.validate raises: the error that best explains the misfit.
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        return f"invalid arguments at {where}: {error.message}"
+    return None
+
+
+SCHEMA_CACHE_MAX_CHARS = 64 * 1024
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(schema_json: str):
+    """A validator of the schema (given as canonical JSON), the schema checked once against
+    its meta-schema: ``jsonschema.validate`` checked it on every call, about a tenth of the
+    CPU of a turn that calls a tool (py-spy, bench/turn_cost.py). A schema that does not
+    check raises SchemaError, and is not kept."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def demo_record(*, effect_id: str, tenant, server: str, kind: str, data: dict) -> int:
+    """The id of the demo servers' record of the call ``effect_id``, made unless it is there
+    (a call sent again finds the first one, as a real server's idempotency key would).
+
+    One statement, INSERT ... ON CONFLICT DO NOTHING (both backends), and a read only when
+    the record was there: the get_or_create it replaces was a read, then a transaction of its
+    own around the insert, on every deployment (a resumed deployer turn's wait on the tool,
+    bench/decisions.py)."""
+    record = DemoRecord(tenant=tenant, server=server, kind=kind, effect_id=effect_id, data=data)
+    sql, fields = _demo_insert()
+    values = [field.get_db_prep_save(field.pre_save(record, True), connection) for field in fields]
+    with rowsql.cursor() as cursor:
+        cursor.execute(sql, values)
+        row = cursor.fetchone()
+    if row is not None:
+        return row[0]
+    return DemoRecord.objects.filter(effect_id=effect_id).values_list("pk", flat=True).get()
+
+
+@functools.cache
+def _demo_insert() -> tuple[str, tuple]:
+    q = connection.ops.quote_name
+    meta = DemoRecord._meta
+    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
+    columns = ", ".join(q(f.column) for f in fields)
+    values = ", ".join(["%s"] * len(fields))
+    return (
+        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({values}) "
+        f"ON CONFLICT ({q(meta.get_field('effect_id').column)}) DO NOTHING "
+        f"RETURNING {q(meta.pk.column)}",
+        fields,
+    )
+
+
+class DeployServer:
+    """``deploy / deploy_build``: records a deployment of a build to an environment."""
+
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+        if tool != "deploy_build":
+            raise ToolError(f"deploy has no tool {tool!r}")
+        # A real deployment takes a while; the demo can be told how long (reliability tests
+        # kill a worker in the middle of one).
+        duration = float(arguments.get("durationSeconds", 0) or 0)
+        if duration > 0:
+            time.sleep(min(duration, 60))
+        record = demo_record(
+            effect_id=ctx.effect_id,
+            tenant=ctx.tenant,
+            server="deploy",
+            kind="deployment",
+            data=dict(arguments),
+        )
+        return {
+            "deploymentId": f"dep-{record}",
+            "build": arguments.get("build"),
+            "environment": arguments.get("environment"),
+        }
+
+
+class GithubServer:
+    """``github / create_pull_request``: needs the tenant's github connection."""
+
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+        if tool != "create_pull_request":
+            raise ToolError(f"github has no tool {tool!r}")
+        from connections.selectors import connection_secret_for
+
+        if not connection_secret_for(tenant=ctx.tenant, app_slug="github"):
+            raise ToolError(
+                "github is not connected for this tenant; ask for the connection first."
+            )
+        number = demo_record(
+            effect_id=ctx.effect_id,
+            tenant=ctx.tenant,
+            server="github",
+            kind="pull_request",
+            data=dict(arguments),
+        )
+        return {
+            "number": number,
+            "url": f"https://github.example/{arguments.get('repo', 'repo')}/pull/{number}",
+        }
+
+
+SERVERS: dict[str, ToolServer] = {"deploy": DeployServer(), "github": GithubServer()}
+
+
+def tools_offered(agent: Agent) -> list[dict]:
+    """The tools a model may call for this agent, each ``{server, tool, description, schema}``.
+
+    The tools its AGENT.md declares: of the demo servers as declared; of the tenant's tool
+    servers those their last discovery found (``{server: NAME}`` is all of them), with the
+    discovered description and schema unless AGENT.md gives its own. Providers that show
+    tools to a model (runtime.agents.llm) read this.
+    """
+    offered: list[dict] = []
+    seen: set[tuple[str, str]] = set()
+    rows: dict[str, ServerRow | None] = {}
+    for spec in agent.tools or []:
+        server, tool = spec.get("server"), spec.get("tool")
+        if not server:
+            continue
+        if server in SERVERS:
+            if tool and (server, tool) not in seen:
+                seen.add((server, tool))
+                offered.append(dict(spec))
+            continue
+        if server not in rows:
+            rows[server] = tenant_server(agent, server)
+        row = rows[server]
+        if row is None:
+            continue
+        found = [row.tool_named(tool)] if tool else list(row.tools or [])
+        for item in found:
+            if item is not None and (server, item["name"]) not in seen:
+                seen.add((server, item["name"]))
+                offered.append(discovered_spec(spec, server, item))
+    return offered

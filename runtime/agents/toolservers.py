@@ -1,0 +1,344 @@
+"""Tenants' tool servers (runtime.agents.agent_models.ToolServer) behind runtime.agents.tools' ToolServer protocol.
+
+``mcp``: a Model Context Protocol server over streamable HTTP, through the official ``mcp``
+package: ``list_tools`` discovers, ``call_tool`` calls. ``http``: a URL that takes JSON posts
+signed with Standard Webhooks (README, "Tool servers", documents both requests). Every request
+goes through the outbound guard (connections.outbound), with the tenant's connection to the
+server's app as its bearer token. No token ever enters an error, a log line or a result.
+
+The worker is synchronous: each call runs the async MCP client to completion on an event loop
+of its own (``run_async``), and no ORM query runs inside it.
+"""
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import httpx
+from django.utils import timezone
+
+from connections.crypto import InvalidToken, secret_decrypt
+from connections.oauth import OAuthError, connection_access_token
+from connections.outbound import (
+    OutboundRefused,
+    check_url,
+    guarded_async_client,
+    guarded_client,
+    webhook_headers,
+)
+from runtime.agents.agent_models import ToolServer
+from runtime.agents.tools import SERVERS, CallContext, ToolError
+from runtime.agents.tools import ToolServer as CallableServer
+
+logger = logging.getLogger(__name__)
+
+# The most of a server's own error text the model is shown.
+ERROR_TEXT_MAX = 500
+# Discovered tools are cached as given, within reason.
+TOOLS_MAX = 200
+DESCRIPTION_MAX = 2000
+
+
+class DiscoveryError(Exception):
+    """Why a refresh found no tools; the message is safe to show in admin."""
+
+
+def run_async(make: Callable[[], Awaitable[Any]]) -> Any:
+    """Run a coroutine to completion from synchronous code: on this thread when it has no event
+    loop running, else on a thread of its own (a worker pool that runs an asyncio loop)."""
+    try:
+        import asyncio
+
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(make)
+    box: dict[str, Any] = {}
+
+    def target():
+        try:
+            box["value"] = anyio.run(make)
+        except BaseException as exc:  # handed back to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="toolserver-call")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def leaf_errors(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, which anyio task groups raise."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaf_errors(inner)]
+    return [exc]
+
+
+def bearer_token(server: ToolServer) -> str | None:
+    """The tenant's token for the server's app; ToolError when the app is not connected (so
+    that the model asks for the connection with request_connection)."""
+    if server.app_id is None:
+        return None
+    app = server.app
+    try:
+        token = connection_access_token(tenant=server.tenant, app=app)
+    except OAuthError as exc:
+        raise ToolError(
+            f"{app.slug} is connected but its token has expired and could not be renewed "
+            f"({exc}); ask for the connection again."
+        ) from None
+    if not token:
+        raise ToolError(
+            f"{app.slug} is not connected for this tenant; ask for the connection first."
+        )
+    return token
+
+
+def checked_url(server: ToolServer) -> str:
+    try:
+        check_url(server.url, ["*"])
+    except OutboundRefused as exc:
+        raise ToolError(f"the tool server {server.name} cannot be called: {exc}") from None
+    return server.url
+
+
+def clean_tools(raw: Any) -> list[dict]:
+    """Discovered tools as cached: [{name, description, inputSchema}], names unique."""
+    if not isinstance(raw, list):
+        raise DiscoveryError("the server's tool list is not a list")
+    tools, seen = [], set()
+    for item in raw[:TOOLS_MAX]:
+        if not isinstance(item, dict):
+            continue
+        name = item.get("name")
+        if not isinstance(name, str) or not name or len(name) > 100 or name in seen:
+            continue
+        schema = item.get("inputSchema")
+        description = item.get("description")
+        seen.add(name)
+        tools.append(
+            {
+                "name": name,
+                "description": description[:DESCRIPTION_MAX]
+                if isinstance(description, str)
+                else "",
+                "inputSchema": schema if isinstance(schema, dict) else {"type": "object"},
+            }
+        )
+    return tools
+
+
+# --- MCP ------------------------------------------------------------------------------------
+
+
+class McpToolServer:
+    """A tenant's MCP server (streamable HTTP)."""
+
+    def __init__(self, row: ToolServer):
+        self.row = row
+
+    async def session_run(self, token: str | None, work):
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        timeout = float(self.row.timeout_seconds)
+        with anyio.fail_after(timeout):
+            async with (
+                guarded_async_client(
+                    timeout=httpx.Timeout(timeout), headers=headers, max_connections=4
+                ) as http_client,
+                streamable_http_client(self.row.url, http_client=http_client) as (read, write, *_),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await work(session)
+
+    def run(self, work, what: str):
+        """Run ``work(session)``; failures of the connection become ToolError."""
+        from mcp.shared.exceptions import McpError
+
+        url = checked_url(self.row)
+        token = bearer_token(self.row)
+        name = self.row.name
+        try:
+            return run_async(lambda: self.session_run(token, work))
+        except ToolError:
+            raise
+        except Exception as exc:  # anyio's task groups wrap what failed in ExceptionGroups
+            leaves = leaf_errors(exc)
+            for leaf in leaves:
+                if isinstance(leaf, ToolError):
+                    raise leaf from None
+            for leaf in leaves:
+                if isinstance(leaf, McpError):
+                    message = str(leaf.error.message)[:ERROR_TEXT_MAX]
+                    raise ToolError(f"{name} refused {what}: {message}") from None
+            for leaf in leaves:
+                if isinstance(leaf, TimeoutError | httpx.TimeoutException):
+                    raise ToolError(
+                        f"{name} did not answer {what} within {self.row.timeout_seconds}s"
+                    ) from None
+                if isinstance(leaf, OutboundRefused):
+                    raise ToolError(f"the tool server {name} cannot be called: {leaf}") from None
+                if isinstance(leaf, httpx.HTTPStatusError):
+                    raise ToolError(
+                        f"{name} answered {what} with HTTP {leaf.response.status_code}"
+                    ) from None
+            # The type names only: an exception's text may quote a request, headers included.
+            kinds = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
+            logger.warning("MCP server %s of %s failed (%s)", name, self.row.tenant_id, kinds)
+            raise ToolError(
+                f"the tool server {name} could not be reached at {url} ({kinds})"
+            ) from None
+
+    def discover(self) -> list[dict]:
+        async def work(session):
+            listed, cursor = [], None
+            for _ in range(20):  # pages; a server that pages forever is cut off
+                result = await session.list_tools(cursor) if cursor else await session.list_tools()
+                listed.extend(t.model_dump(mode="json", by_alias=True) for t in result.tools)
+                cursor = result.nextCursor
+                if not cursor:
+                    break
+            return listed
+
+        try:
+            return clean_tools(self.run(work, "tools/list"))
+        except ToolError as exc:
+            raise DiscoveryError(str(exc)) from None
+
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+        async def work(session):
+            return await session.call_tool(tool, arguments)
+
+        result = self.run(work, f"the call of {tool}")
+        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+        if result.isError:
+            text = "\n".join(texts).strip() or "the tool reported an error"
+            raise ToolError(text[:ERROR_TEXT_MAX])
+        if isinstance(result.structuredContent, dict):
+            return result.structuredContent
+        mapped: dict[str, Any] = {"text": "\n".join(texts)}
+        others = [
+            {"type": c.type, **({"mimeType": c.mimeType} if getattr(c, "mimeType", None) else {})}
+            for c in result.content
+            if getattr(c, "type", "") != "text"
+        ]
+        if others:
+            mapped["content"] = others  # images, audio, resources: named, not inlined
+        return mapped
+
+
+# --- HTTP -----------------------------------------------------------------------------------
+
+
+class HttpToolServer:
+    """A tenant's HTTP tool server: signed JSON posts (README, "Tool servers")."""
+
+    def __init__(self, row: ToolServer):
+        self.row = row
+
+    def signing_secret(self) -> str:
+        try:
+            return secret_decrypt(self.row.signing_secret_encrypted)
+        except (InvalidToken, ValueError):
+            raise ToolError(
+                f"the tool server {self.row.name} has no usable signing secret; "
+                "an admin must rotate it"
+            ) from None
+
+    def post(self, body: dict, message_id: str, what: str) -> Any:
+        url = checked_url(self.row)
+        token = bearer_token(self.row)
+        data = json.dumps(body, separators=(",", ":"), sort_keys=True)
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "Countersign-Tools/1",
+            **webhook_headers(self.signing_secret(), message_id, data),
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        name, timeout = self.row.name, self.row.timeout_seconds
+        try:
+            with guarded_client(timeout=float(timeout), max_connections=1) as client:
+                response = client.post(url, content=data.encode(), headers=headers)
+        except httpx.TimeoutException:
+            raise ToolError(f"{name} did not answer {what} within {timeout}s") from None
+        except OutboundRefused as exc:
+            raise ToolError(f"the tool server {name} cannot be called: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise ToolError(
+                f"the tool server {name} could not be reached ({type(exc).__name__})"
+            ) from None
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not 200 <= response.status_code < 300:
+            detail = answer.get("error") if isinstance(answer, dict) else None
+            said = f": {str(detail)[:ERROR_TEXT_MAX]}" if detail else ""
+            raise ToolError(f"{name} answered {what} with HTTP {response.status_code}{said}")
+        if answer is None:
+            raise ToolError(f"{name} answered {what} with a body that is not JSON")
+        return answer
+
+    def discover(self) -> list[dict]:
+        try:
+            answer = self.post({"method": "list_tools"}, f"msg_{uuid.uuid4().hex}", "list_tools")
+        except ToolError as exc:
+            raise DiscoveryError(str(exc)) from None
+        if not isinstance(answer, dict):
+            raise DiscoveryError("the server's answer to list_tools is not a JSON object")
+        return clean_tools(answer.get("tools"))
+
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+        body = {
+            "method": "call_tool",
+            "tool": tool,
+            "arguments": arguments,
+            "effectId": ctx.effect_id,
+            "subject": ctx.subject,
+            "tenant": getattr(ctx.tenant, "slug", ""),
+        }
+        # The effect id is the webhook id: a resent idempotent call carries the same one, so
+        # the server can tell a retry from a new call.
+        answer = self.post(body, ctx.effect_id, f"the call of {tool}")
+        return answer if isinstance(answer, dict) else {"result": answer}
+
+
+def remote_server(row: ToolServer) -> McpToolServer | HttpToolServer:
+    return McpToolServer(row) if row.kind == ToolServer.Kind.MCP else HttpToolServer(row)
+
+
+def tool_server_refresh(*, server: ToolServer) -> list[dict]:
+    """Discover the server's tools and cache them on its row (refreshed_at); on failure keep
+    the cache, record the error and raise DiscoveryError. No row is locked during discovery."""
+    try:
+        tools = remote_server(server).discover()
+    except DiscoveryError as exc:
+        ToolServer.objects.filter(pk=server.pk).update(refresh_error=str(exc)[:ERROR_TEXT_MAX])
+        server.refresh_error = str(exc)[:ERROR_TEXT_MAX]
+        raise
+    now = timezone.now()
+    ToolServer.objects.filter(pk=server.pk).update(tools=tools, refreshed_at=now, refresh_error="")
+    server.tools, server.refreshed_at, server.refresh_error = tools, now, ""
+    return tools
+
+
+def server_for(tenant, name: str) -> CallableServer | None:
+    """The server ``name`` as this tenant's agents reach it: a demo server (runtime.agents.tools.
+    SERVERS), else the tenant's own active tool server of that name; never another tenant's."""
+    if name in SERVERS:
+        return SERVERS[name]
+    row = (
+        ToolServer.objects.filter(tenant=tenant, name=name, active=True)
+        .select_related("tenant", "app")
+        .first()
+    )
+    return remote_server(row) if row is not None else None

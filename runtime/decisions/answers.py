@@ -1,0 +1,96 @@
+"""Reading answers to interactions (interactions/v1, seed 000): pure parsing and checks, no
+writes. A caller answers in a message (in band); an operator or a program answers directly."""
+
+from typing import Any
+
+from runtime.decisions.decision_models import Interaction
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import InvalidParams, UnsupportedOperation
+
+
+def message_content(message: dict) -> tuple[str, list]:
+    """A caller's message as its text (text parts joined) and its data parts."""
+    texts = [p["text"] for p in message.get("parts", []) if "text" in p]
+    data = [p["data"] for p in message.get("parts", []) if "data" in p]
+    return "\n".join(texts), data
+
+
+def answer_from_message(interaction: Interaction, message: dict) -> dict:
+    """Read a caller's answer to ``interaction`` from a message (interactions/v1, seed 000)."""
+    metadata = message.get("metadata") or {}
+    extension = metadata.get(ext.INTERACTIONS) if isinstance(metadata, dict) else None
+    field = f"message.metadata[{ext.INTERACTIONS}]"
+    if extension is not None:
+        if not isinstance(extension, dict):
+            raise InvalidParams(field, "must be an object {interactionId, approved | value}")
+        if extension.get("interactionId") != interaction.public_id:
+            raise InvalidParams(
+                f"{field}.interactionId",
+                f"does not name the open interaction of this task ({interaction.public_id})",
+            )
+        if "approved" in extension:
+            raw = extension["approved"]
+        elif "value" in extension:
+            raw = extension["value"]
+        else:
+            raise InvalidParams(field, "needs approved or value")
+        via_extension = True
+    else:
+        text, data = message_content(message)
+        raw = data[0] if data else text
+        via_extension = False
+
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # Profile v2: an approval is expressed only through interactions/v1; text never approves.
+        if not via_extension:
+            raise UnsupportedOperation(
+                "This task waits for an approval; text never approves. Answer with interactions/v1 "
+                f"metadata {{interactionId: {interaction.public_id}, approved: true|false}}.",
+                taskId=interaction.task.public_id,
+                interactionId=interaction.public_id,
+            )
+        if interaction.deciders == Interaction.Deciders.OPERATORS:
+            raise UnsupportedOperation(
+                "An operator must decide this approval; the caller cannot answer it.",
+                reason="OPERATOR_DECISION_REQUIRED",
+                interactionId=interaction.public_id,
+            )
+        if not isinstance(raw, bool):
+            raise InvalidParams(f"{field}.approved", "must be true or false")
+        return {"approved": raw}
+    if interaction.kind == Interaction.Kind.CONNECTION:
+        return {"connected": connection_answer_is_yes(raw)}
+    return {"value": question_answer_validate(interaction, raw)}
+
+
+def answer_from_decider(interaction: Interaction, answer: dict) -> dict:
+    """Read an operator's or a program's answer ({approved, reason} or {value})."""
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        if not isinstance(answer.get("approved"), bool):
+            raise InvalidParams("approved", "must be true or false")
+        clean = {"approved": answer["approved"]}
+        if answer.get("reason"):
+            clean["reason"] = str(answer["reason"])[:1000]
+        return clean
+    if interaction.kind == Interaction.Kind.CONNECTION:
+        return {"connected": connection_answer_is_yes(answer.get("value", answer))}
+    return {"value": question_answer_validate(interaction, answer.get("value"))}
+
+
+def connection_answer_is_yes(raw: Any) -> bool:
+    # seed 000: {"connected": true} or true (or approved: true) connects; anything else does not.
+    return raw is True or (
+        isinstance(raw, dict) and (raw.get("connected") is True or raw.get("approved") is True)
+    )
+
+
+def question_answer_validate(interaction: Interaction, value: Any) -> Any:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise InvalidParams("message.parts", "the answer is empty")
+    choices = interaction.request.get("choices") or []
+    if choices and not interaction.request.get("allowCustom", False):
+        if not isinstance(value, str) or value not in choices:
+            raise InvalidParams(
+                "answer", f"must be one of {choices}", interactionId=interaction.public_id
+            )
+    return value

@@ -1,0 +1,276 @@
+"""Decisions: interactions (the pauses of a turn), effects (the tool-call journal), the
+approvals of a two-person rule, receipts, standing rules."""
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from runtime.agents.agent_models import Agent
+from runtime.kernel.task_models import Task, new_key
+from tenants.appendonly import AppendOnlyModel
+from tenants.models import Tenant
+
+
+class Interaction(models.Model):
+    """An open pause of a turn: an approval, a question or a connection (interactions/v1)."""
+
+    class Kind(models.TextChoices):
+        APPROVAL = "approval", "approval"
+        QUESTION = "question", "question"
+        CONNECTION = "connection", "connection"
+
+    class State(models.TextChoices):
+        OPEN = "open", "open"
+        ANSWERED = "answered", "answered"
+        EXPIRED = "expired", "expired"
+        CANCELED = "canceled", "canceled"
+
+    class Deciders(models.TextChoices):
+        EITHER = "either", "the caller or an operator"
+        OPERATORS = "operators", "operators only"
+
+    public_id = models.CharField(max_length=64, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="interactions")
+    # The task's agent, copied when the interaction opens (a task never changes agent): the
+    # inbox counts open items per agent and kind from one index, without joining the tasks.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+", db_index=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    prompt = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)  # on the wire: never a call's arguments
+    request = models.JSONField(
+        default=dict, blank=True
+    )  # server side: choices, allowCustom, question id
+    subject = models.CharField(max_length=200, help_text="The caller who may answer in-band.")
+    deciders = models.CharField(max_length=16, choices=Deciders.choices, default=Deciders.EITHER)
+    # Who may decide an approval, as its policy said when it opened (runtime.decisions.approvers):
+    # roles, ``group:<slug>`` and ``caller``; empty is the default (admins and operators).
+    approvers = models.JSONField(default=list, blank=True)
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    # The approvals recorded so far when more than one is required: [{by, via, at}].
+    approvals = models.JSONField(default=list, blank=True)
+    # Roles an escalation step added to the approvers (README "Who may decide").
+    widened_to = models.JSONField(default=list, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    answer = models.JSONField(null=True, blank=True)
+    answered_by = models.CharField(max_length=200, blank=True)
+    answered_via = models.CharField(
+        max_length=16, blank=True
+    )  # inband, page, rest, expiry, connection, cancel
+    answered_at = models.DateTimeField(null=True, blank=True)
+    answer_message_id = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # Keyset pages, newest first (migration 0006): the REST list, whole or by state,
+            # and the inbox (open only, whole or by kind); each page reads limit + 1 entries.
+            models.Index(fields=["tenant", "-created_at", "-id"], name="interaction_tenant_keyset"),
+            models.Index(
+                fields=["tenant", "state", "-created_at", "-id"], name="interaction_state_keyset"
+            ),
+            models.Index(
+                fields=["tenant", "kind", "-created_at", "-id"],
+                condition=Q(state="open"),
+                name="interaction_open_by_kind",
+            ),
+            # The inbox's open counts per agent and kind (runtime.decisions.inbox), read from the
+            # index alone.
+            models.Index(
+                fields=["tenant", "agent", "kind"],
+                condition=Q(state="open"),
+                name="interaction_open_by_agent",
+            ),
+            models.Index(fields=["state", "expires_at"], name="interaction_expiry"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task"], condition=Q(state="open"), name="interaction_one_open_per_task"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class InteractionApproval(models.Model):
+    """One person's approval of an approval that needs more than one (the two-person rule).
+
+    Written under the task's row lock with the decision it belongs to; the unique constraint
+    is the database's word that nobody approves the same interaction twice.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.ForeignKey(
+        Interaction, on_delete=models.CASCADE, related_name="approval_rows"
+    )
+    by = models.CharField(max_length=200)
+    via = models.CharField(max_length=16)
+    # What the approval approved: the SHA-256 of the policy version and the call's arguments
+    # hash then (runtime.decisions.approvers.approval_binding). An approval counts only while both
+    # still hold, so an approval voided by a policy or argument change never counts again.
+    binds = models.CharField(max_length=64)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["interaction", "by", "binds"], name="interaction_approval_once_per_person"
+            )
+        ]
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.by} approved {self.interaction_id}"
+
+
+class Effect(models.Model):
+    """One tool call's journal entry: written and committed before the call is sent."""
+
+    class State(models.TextChoices):
+        HELD = "held", "held for a decision"
+        APPROVED = "approved", "approved, not yet sent"
+        DENIED = "denied", "denied"
+        SENDING = "sending", "sent, outcome pending"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
+        UNCERTAIN = "uncertain", "outcome lost"
+
+    public_id = models.CharField(max_length=64, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="effects")
+    step = models.PositiveIntegerField(help_text="The transcript position of the call.")
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict)
+    arguments_hash = models.CharField(max_length=64)
+    idempotent = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=State.choices)
+    outcome = models.JSONField(null=True, blank=True)
+    approved_by = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "step"], name="effect_one_per_step")]
+        indexes = [models.Index(fields=["tenant", "state"], name="effect_state")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.server} / {self.tool}"
+
+
+def new_receipt_id() -> str:
+    return new_key("rcp_", 12)
+
+
+class Receipt(AppendOnlyModel):
+    """What one decision on a held tool call bound (issue 13): the call (tool and the SHA-256
+    of the canonical arguments shown, and of those to be sent when an operator edited them),
+    the policy version in force (the SHA-256 of the agent's tool policy), who decided, how,
+    and when. The call is sent only while both hashes still match (runtime.turn.approval_check);
+    a receipt is never changed: a void approval gets a receipt of its own (decision "void").
+
+    Ids are kept as text, not foreign keys, so that deleting a task or an interaction never
+    touches a receipt (append-only).
+    """
+
+    class Decision(models.TextChoices):
+        APPROVED = "approved", "approved"
+        DENIED = "denied", "denied"
+        EXPIRED = "expired", "expired"
+        VOID = "void", "void (the approval no longer matched)"
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_receipt_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent_slug = models.CharField(max_length=63)
+    task_public_id = models.CharField(max_length=80)
+    interaction_public_id = models.CharField(max_length=64, blank=True)
+    effect_public_id = models.CharField(max_length=64, blank=True)
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    # The subject that decided (user:<email>, program:..., the caller's, system:..., rule:...).
+    decider = models.CharField(max_length=200)
+    # page, rest, inband, bulk, rule, expiry, system
+    channel = models.CharField(max_length=16)
+    arguments_hash = models.CharField(max_length=64, help_text="SHA-256 of the arguments shown.")
+    sent_arguments_hash = models.CharField(
+        max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."
+    )
+    edited = models.BooleanField(default=False)
+    policy_version = models.CharField(max_length=64, help_text="SHA-256 of the tool policy.")
+    stepped_up = models.BooleanField(default=False)
+    rule_id = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="receipt_tenant_keyset"),
+            models.Index(fields=["tenant", "task_public_id"], name="receipt_by_task"),
+            models.Index(fields=["tenant", "effect_public_id"], name="receipt_by_effect"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.decision} {self.server}/{self.tool}"
+
+    @property
+    def binds(self) -> bool:
+        """An approval that lets the call be sent (while it still matches)."""
+        return self.decision == self.Decision.APPROVED
+
+
+def new_rule_id() -> str:
+    return new_key("rule_", 12)
+
+
+class StandingRule(models.Model):
+    """ "Approve and allow similar calls": a held tool's later calls that match are allowed
+    without a pause, journalled with the rule as their decider (README "Standing rules").
+
+    A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
+    arguments' top-level fields (runtime.decisions.rules); it expires by itself (no expiry only when an
+    admin made it) and can be revoked. It never applies to a ``risk: high`` or ``required: 2``
+    tool, whatever the policy said when it was made.
+    """
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_rule_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="standing_rules")
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    caller = models.CharField(
+        max_length=200, blank=True, help_text="Only this caller's calls (empty: any caller)."
+    )
+    # [{"field": "environment", "op": "equals" | "in" | "prefix", "value": ...}]
+    conditions = models.JSONField(default=list, blank=True)
+    created_by = models.CharField(max_length=200)
+    created_from = models.ForeignKey(
+        Interaction, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)  # null: until revoked (admins)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=200, blank=True)
+    uses = models.PositiveIntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["tenant", "agent", "server", "tool"],
+                condition=Q(revoked_at__isnull=True),
+                name="standing_rule_lookup",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.server}/{self.tool}"
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -1,0 +1,438 @@
+"""Interactions: a turn pauses on one (a question, an approval, a connection), and exactly one
+answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn."""
+
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from runtime.agents.agent_models import Agent
+from runtime.agents.ladders import expiry_seconds
+from runtime.decisions.answers import answer_from_decider
+from runtime.decisions.approvers import Decider, approval_gate
+from runtime.decisions.decision_metrics import decision_observe
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_selectors import held_call_known, held_call_of
+from runtime.decisions.receipts import (
+    audit_decision,
+    decision_edit_apply,
+    decision_outcome,
+    decision_receipt,
+    decision_step_up_check,
+)
+from runtime.kernel import extensions as ext
+from runtime.kernel.errors import AlreadyDecided, InvalidParams, TaskNotFound
+from runtime.kernel.rowsql import Columns, Statements, column, row_move
+from runtime.kernel.shapes import agent_message
+from runtime.kernel.signals import interaction_opened
+from runtime.kernel.task_models import Task, TaskState
+from runtime.kernel.task_state import (
+    locked_facts_memo,
+    locked_facts_sql,
+    memo_while_locked,
+    task_pause,
+    task_status_set,
+    turn_enqueue,
+    with_plan,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def interaction_open(
+    *,
+    task: Task,
+    kind: str,
+    public_id: str,
+    prompt: str,
+    detail: dict,
+    request: dict,
+    state: str,
+    deciders: str = "either",
+    approvers: Iterable[str] = (),
+    approvals_required: int = 1,
+    also: Iterable[str] = (),
+) -> Interaction:
+    """Pause the turn on a question, approval or connection (the caller holds the task lock)."""
+    interaction = Interaction.objects.create(
+        public_id=public_id,
+        tenant_id=task.tenant_id,
+        task=task,
+        agent_id=task.agent_id,
+        kind=kind,
+        prompt=prompt,
+        detail=detail,
+        request=request,
+        subject=task.subject,
+        deciders=deciders,
+        approvers=list(approvers),
+        approvals_required=approvals_required,
+        expires_at=timezone.now()
+        + timedelta(seconds=interaction_expiry_seconds(task, kind, detail)),
+    )
+    extension = {
+        ext.INTERACTIONS: {
+            "interactionId": public_id,
+            "kind": kind,
+            "prompt": prompt,
+            "detail": detail,
+        }
+    }
+    task_pause(
+        task,
+        state,
+        agent_message(task, prompt),
+        status_ext=with_plan(task, extension),
+        also=also,
+    )
+    interaction_opened.send(sender=Interaction, interaction=interaction)
+    logger.info("turn paused: %s %s", kind, public_id)
+    return interaction
+
+
+def interaction_expiry_seconds(task: Task, kind: str, detail: dict) -> int:
+    """The agent's expiry for a new interaction: a held call's tool may have its own
+    (runtime.agents.ladders: an AGENT.md ladder's expire step, else interactionTtlSeconds)."""
+    held = kind == Interaction.Kind.APPROVAL and detail.get("server")
+    tool = f"{detail['server']}/{detail.get('tool', '')}" if held else ""
+    return expiry_seconds(task.agent, tool=tool)
+
+
+def interaction_close(
+    *,
+    task: Task,
+    interaction: Interaction,
+    answer: dict,
+    by: str,
+    via: str,
+    message_id: str = "",
+    message: dict | None = None,
+    stepped_up: bool = False,
+    shown_hash: str | None = None,
+    edited: bool = False,
+) -> Interaction:
+    """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
+
+    ``stepped_up``: the decider re-authenticated recently (risk: high, issue 13);
+    ``shown_hash`` and ``edited`` go on the decision's receipt (runtime.decisions.receipts).
+    """
+    if via != "expiry":
+        decision_step_up_check(
+            task=task, interaction=interaction, answer=answer, via=via, stepped_up=stepped_up
+        )
+    decision = {
+        "state": Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
+        "answer": answer,
+        "answered_by": by,
+        "answered_via": via,
+        "answered_at": timezone.now(),
+        "answer_message_id": message_id,
+    }
+    claimed = row_move(
+        Interaction, interaction.pk, where={"state": Interaction.State.OPEN}, values=decision
+    )
+    if claimed != 1:
+        interaction.refresh_from_db()
+        raise AlreadyDecided(interaction)
+    # What the row now says, without reading it back; and the (locked) task it belongs to.
+    for name, value in decision.items():
+        setattr(interaction, name, value)
+    interaction.task = task
+    decision_observe(interaction)
+    entry = {
+        "type": "answer",
+        "interactionId": interaction.public_id,
+        "kind": interaction.kind,
+        "questionId": interaction.request.get("questionId", ""),
+        "by": by,
+        "via": via,
+        **answer,
+    }
+    if edited:
+        # The model is told that the call went out with other arguments, and which
+        # (runtime.agents.llm reads this entry beside the call's result).
+        entry["step"] = interaction.request.get("step")
+        entry["arguments"] = held_call_of(interaction).arguments
+    task.transcript.append(entry)
+    task_status_set(
+        task,
+        TaskState.WORKING,
+        status_ext=decision_outcome(interaction),
+        history_append=message,
+        also=("transcript",),
+    )
+    audit_decision(interaction=interaction, task=task)
+    decision_receipt(
+        task=task,
+        interaction=interaction,
+        shown_hash=shown_hash,
+        edited=edited,
+        stepped_up=stepped_up,
+    )
+    turn_enqueue(task)
+    return interaction
+
+
+class _DecisionReads(Statements):
+    """A decision's two reads, written once: the task locked (with its agent), found through
+    the interaction; then, under that lock, the interaction and the call it holds (an
+    approval's effect) in one statement.
+
+    As querysets (select_for_update through a join, select_related, then two more reads)
+    Django compiled them anew for every decision.
+    """
+
+    def __init__(self) -> None:
+        self.task = Columns(Task, "t")
+        self.agent = Columns(Agent, "a")
+        self.interaction = Columns(Interaction, "i")
+        self.effect = Columns(Effect, "e")
+        super().__init__()
+
+    def build(self, connection) -> tuple[str, str]:
+        q, col = connection.ops.quote_name, functools.partial(column, using=connection.alias)
+        t, a, i, e = q("t"), q("a"), q("i"), q("e")
+        # OF the task only (the same lock as in-band answers and the turn take). SQLite
+        # locks the database.
+        lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
+        task = (
+            f"SELECT {self.task.sql()}, {self.agent.sql()}{locked_facts_sql(q, t)} "
+            f"FROM {q(Task._meta.db_table)} {t} "
+            f"INNER JOIN {q(Agent._meta.db_table)} {a} "
+            f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
+            f"WHERE {t}.{col(Task, 'tenant')} = %s AND {t}.{col(Task, 'id')} = "
+            f"(SELECT {i}.{col(Interaction, 'task')} FROM {q(Interaction._meta.db_table)} {i} "
+            f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
+            f"AND {i}.{col(Interaction, 'public_id')} = %s){lock}"
+        )
+        # The held call as runtime.decisions.decision_selectors.held_call_for finds it (the approval's id is
+        # its effect's); none for the other kinds.
+        interaction = (
+            f"SELECT {self.interaction.sql()}, {self.effect.sql()} "
+            f"FROM {q(Interaction._meta.db_table)} {i} "
+            f"LEFT JOIN {q(Effect._meta.db_table)} {e} "
+            f"ON {e}.{col(Effect, 'tenant')} = {i}.{col(Interaction, 'tenant')} "
+            f"AND {e}.{col(Effect, 'task')} = {i}.{col(Interaction, 'task')} "
+            f"AND {e}.{col(Effect, 'public_id')} = {i}.{col(Interaction, 'public_id')} "
+            f"AND {i}.{col(Interaction, 'kind')} = %s "
+            f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
+            f"AND {i}.{col(Interaction, 'public_id')} = %s"
+        )
+        return task, interaction
+
+    def task_locked(self, *, tenant, interaction_id: str) -> tuple[Task | None, dict]:
+        """The task, locked, and the lock memo its locked facts make (LockedFact)."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql()[0], [tenant.pk, tenant.pk, interaction_id])
+            row = cursor.fetchone()
+        if row is None:
+            return None, {}
+        task = self.task.build(row)
+        _AGENT.set_cached_value(task, self.agent.build(row, len(self.task)))
+        return task, locked_facts_memo(row)
+
+    def interaction_of(self, *, task: Task, interaction_id: str) -> Interaction | None:
+        """The interaction with its (locked) task cached, and its held call known."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                self.sql()[1], [Interaction.Kind.APPROVAL, task.tenant_id, interaction_id]
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        interaction = self.interaction.build(row)
+        interaction.task = task
+        at = len(self.interaction)
+        effect = self.effect.build(row, at) if row[at] is not None else None
+        if effect is not None:
+            effect.task = task
+        held_call_known(interaction, effect)
+        return interaction
+
+
+_AGENT = Task._meta.get_field("agent")
+_decision_reads = _DecisionReads()
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a decider asks for, read from a request that only the interaction's kind tells
+    how to read (``interaction_answer``'s ``asked``)."""
+
+    answer: dict
+    arguments: dict | None = None
+    shown_hash: str | None = None
+
+
+@transaction.atomic(durable=True)
+def interaction_answer(
+    *,
+    tenant,
+    interaction_id: str,
+    by: str,
+    via: str,
+    answer: dict | None = None,
+    arguments: dict | None = None,
+    shown_hash: str | None = None,
+    stepped_up: bool = False,
+    decider: Decider | None = None,
+    asked: Callable[[Interaction], Asked] | None = None,
+) -> Interaction:
+    """An operator's or a program's decision on an interaction; exactly one decision wins.
+
+    ``arguments``: an approval's edited arguments (``editable: true``); ``shown_hash``: the
+    SHA-256 of the arguments the decider saw; ``stepped_up``: a recent re-authentication (or a
+    token with that right) for ``risk: high`` tools; ``decider`` says who decides (their role
+    and groups, runtime.decisions.approvers). ``asked``, instead of ``answer``, ``arguments`` and
+    ``shown_hash``: the caller reads its request against the interaction as read here (the
+    REST body, by its kind; it may refuse it), before anything is recorded, so that one read
+    of the row serves both. The interaction comes back decided, with its task (and the task's
+    agent) loaded; or, for an approval that needs another person's approval still, open with
+    this one recorded.
+    """
+    # Lock the task first (the same order as in-band answers), found through the interaction
+    # (only the task's row is locked), then read the interaction under that lock and claim it.
+    task, memo = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
+    interaction = (
+        _decision_reads.interaction_of(task=task, interaction_id=interaction_id)
+        if task is not None
+        else None
+    )
+    if interaction is None:
+        raise TaskNotFound("No such interaction.", interactionId=interaction_id)
+    with memo_while_locked(task, memo):
+        return _interaction_decide(
+            task=task,
+            interaction=interaction,
+            by=by,
+            via=via,
+            answer=answer,
+            arguments=arguments,
+            shown_hash=shown_hash,
+            stepped_up=stepped_up,
+            decider=decider,
+            asked=asked,
+        )
+
+
+def _interaction_decide(
+    *,
+    task: Task,
+    interaction: Interaction,
+    by: str,
+    via: str,
+    answer: dict | None,
+    arguments: dict | None,
+    shown_hash: str | None,
+    stepped_up: bool,
+    decider: Decider | None,
+    asked: Callable[[Interaction], Asked] | None,
+) -> Interaction:
+    """``interaction_answer`` once the task is locked and the interaction read under it."""
+    if asked is not None:
+        # A request that does not read is refused as such, even by a decided interaction.
+        request = asked(interaction)
+        answer, arguments, shown_hash = request.answer, request.arguments, request.shown_hash
+    if interaction.state != Interaction.State.OPEN:
+        raise AlreadyDecided(interaction)
+    clean = answer_from_decider(interaction, answer)
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # Before anything is recorded: a first of two approvals needs the step-up too.
+        decision_step_up_check(
+            task=task, interaction=interaction, answer=clean, via=via, stepped_up=stepped_up
+        )
+        if arguments is not None and interaction.approvals_required > 1:
+            # Two people approve the same call: the second would approve what the first wrote.
+            raise InvalidParams(
+                "arguments",
+                "an approval that needs two people is approved as the call stands; "
+                "its arguments cannot be edited",
+            )
+    edited = decision_edit_apply(
+        task=task, interaction=interaction, answer=clean, arguments=arguments, shown_hash=shown_hash
+    )
+    if edited:
+        clean["edited"] = True
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # Who may decide, and the two-person rule (an edit voids earlier approvals' binding).
+        gated = approval_gate(
+            interaction=interaction,
+            task=task,
+            answer=clean,
+            decider=decider,
+            by=by,
+            via=via,
+            shown_hash=shown_hash,
+            stepped_up=stepped_up,
+        )
+        if gated is None:
+            return interaction  # recorded; waits for the next person's approval
+        clean = gated
+    return interaction_close(
+        task=task,
+        interaction=interaction,
+        answer=clean,
+        by=by,
+        via=via,
+        stepped_up=stepped_up,
+        shown_hash=shown_hash,
+        edited=edited,
+    )
+
+
+def interactions_connect_app(*, tenant, app: str, by: str) -> int:
+    """An app was connected: answer every open connection interaction for it with connected: true."""
+    # Not one transaction: each answer is its own decision (interaction_answer), which may
+    # lose to another answer without undoing the ones before it.
+    answered = 0
+    ids = list(
+        Interaction.objects.filter(
+            tenant=tenant,
+            kind=Interaction.Kind.CONNECTION,
+            state=Interaction.State.OPEN,
+            detail__app=app,
+        ).values_list("public_id", flat=True)
+    )
+    for interaction_id in ids:
+        try:
+            interaction_answer(
+                tenant=tenant,
+                interaction_id=interaction_id,
+                answer={"value": True},
+                by=by,
+                via="connection",
+            )
+            answered += 1
+        except AlreadyDecided:
+            continue
+    return answered
+
+
+def interactions_expire(*, now=None) -> int:
+    """Expire open interactions past their expiry (beat): an approval is denied as 'expired'."""
+    now = now or timezone.now()
+    pks = Interaction.objects.filter(state=Interaction.State.OPEN, expires_at__lte=now).values_list(
+        "pk", flat=True
+    )
+    return sum(_interaction_expire(pk) for pk in pks)
+
+
+@transaction.atomic(durable=True)
+def _interaction_expire(pk: int) -> bool:
+    interaction = Interaction.objects.select_related("task").get(pk=pk)
+    task = Task.objects.select_for_update().get(pk=interaction.task_id)
+    interaction.refresh_from_db()
+    if interaction.state != Interaction.State.OPEN:
+        return False
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        answer = {"approved": False, "reason": "expired"}
+    else:
+        answer = {"expired": True}
+    interaction_close(
+        task=task, interaction=interaction, answer=answer, by="system:expiry", via="expiry"
+    )
+    return True

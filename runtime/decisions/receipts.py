@@ -1,0 +1,336 @@
+"""Receipts: what a decision on a held call binds (the call's arguments hash and the policy
+version, issue 13), and the decisions people can trust: step-up for ``risk: high``,
+edit-then-approve, the receipt and the audit row written with a decision.
+
+Everything here runs inside a decision's transaction (runtime.decisions.interactions) or the
+turn's (runtime.turn.approval_check, before a call is sent), with the task's row locked; none
+opens a transaction of its own.
+"""
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from runtime.agents.agent_models import Agent
+from runtime.agents.tools import tool_spec, validate_arguments
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.decision_selectors import held_call_of
+from runtime.kernel import extensions as ext
+from runtime.kernel.audit import audit_record
+from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation
+from runtime.kernel.rowsql import row_insert
+from runtime.kernel.shapes import decider_public
+from runtime.kernel.task_models import AuditEvent, Task
+
+logger = logging.getLogger(__name__)
+
+
+# How a decision reached the core; a receipt's channel. ``rule``: a standing rule allowed the
+# call (runtime.decisions.rules calls receipt_record with the rule's id); ``system``: a void approval.
+CHANNELS = ("page", "rest", "inband", "bulk", "rule", "expiry", "system")
+RISK_LEVELS = ("normal", "high")
+
+
+def canonical_hash(value) -> str:
+    """SHA-256 of canonical JSON: sorted keys, no spaces, ASCII escapes. The same bytes as the
+    effect journal's ``arguments_hash`` (runtime.turn.calls), so the two compare directly."""
+    return hashlib.sha256(
+        json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+def policy_version(agent: Agent) -> str:
+    """The version of the agent's tool policy: the SHA-256 of the whole policy, canonical.
+
+    Any change to the policy (another tool's entry included) makes a new version, so that an
+    approval given under one policy never sends a call under another."""
+    return canonical_hash(agent.tool_policy or {})
+
+
+@dataclass(frozen=True)
+class ToolTrust:
+    """The keys of a tool's policy entry that issue 13 adds: ``editable: true`` lets an
+    operator change the arguments before approving; ``risk: high`` asks the decider to have
+    re-authenticated recently (step-up)."""
+
+    editable: bool = False
+    risk: str = "normal"
+
+    @property
+    def high_risk(self) -> bool:
+        return self.risk == "high"
+
+
+def tool_trust(agent: Agent, server: str, tool: str) -> ToolTrust:
+    """The trust keys of the tool's policy entry (``server/tool``, else ``server``), as
+    runtime.agents.tools.policy_for picks the entry."""
+    rules = agent.tool_policy or {}
+    rule = rules.get(f"{server}/{tool}", rules.get(server))
+    if not isinstance(rule, dict):
+        return ToolTrust()
+    return ToolTrust(
+        editable=rule.get("editable") is True,
+        risk="high" if rule.get("risk") == "high" else "normal",
+    )
+
+
+def receipt_record(
+    *,
+    effect: Effect,
+    agent: Agent,
+    decision: str,
+    decider: str,
+    channel: str,
+    interaction_id: str = "",
+    shown_hash: str | None = None,
+    edited: bool = False,
+    stepped_up: bool = False,
+    rule_id: str = "",
+    reason: str = "",
+) -> Receipt:
+    """Write the receipt of one decision on ``effect`` in the caller's transaction.
+
+    ``shown_hash``: the SHA-256 of the arguments the decider saw (the effect's own hash when
+    not given); the effect's current ``arguments_hash`` is what will be sent (after an edit,
+    the edited arguments'). The policy version is read from ``agent`` as the caller holds it.
+    Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
+    as ``decider``.
+    """
+    receipt = Receipt(
+        tenant_id=effect.tenant_id,
+        agent_slug=agent.slug,
+        task_public_id=effect.task.public_id,
+        interaction_public_id=interaction_id,
+        effect_public_id=effect.public_id,
+        server=effect.server,
+        tool=effect.tool,
+        decision=decision,
+        decider=decider,
+        channel=channel,
+        arguments_hash=shown_hash or effect.arguments_hash,
+        sent_arguments_hash=effect.arguments_hash,
+        edited=edited,
+        policy_version=policy_version(agent),
+        stepped_up=stepped_up,
+        rule_id=rule_id,
+        reason=reason[:1000],
+    )
+    # Its INSERT written once per process (runtime.kernel.rowsql), as the audit row's: no receiver
+    # listens for a receipt's save; the model's own save() only refuses updates.
+    row_insert(receipt)
+    return receipt
+
+
+def receipt_binding(effect: Effect) -> Receipt | None:
+    """The effect's latest receipt (what the call's sending must still match), or None for a
+    call no decision bound (allowed by the policy, or journalled before receipts)."""
+    return (
+        Receipt.objects.filter(tenant_id=effect.tenant_id, effect_public_id=effect.public_id)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def receipt_mismatch(receipt: Receipt, *, effect: Effect, agent: Agent) -> str | None:
+    """Why the call may not be sent on this receipt, or None when it still binds."""
+    if not receipt.binds:
+        return f"its last decision is {receipt.decision}, not an approval"
+    current = policy_version(agent)
+    if current != receipt.policy_version:
+        return (
+            f"the agent's tool policy changed after the approval (version "
+            f"{receipt.policy_version[:12]} then, {current[:12]} now)"
+        )
+    if (
+        canonical_hash(effect.arguments) != receipt.sent_arguments_hash
+        or effect.arguments_hash != receipt.sent_arguments_hash
+    ):
+        return "the call's arguments no longer match what was approved"
+    return None
+
+
+# --- before the decision -------------------------------------------------------------------
+
+
+def decision_step_up_check(
+    *, task: Task, interaction: Interaction, answer: dict, via: str, stepped_up: bool
+) -> None:
+    """A ``risk: high`` call is approved only by a decider who stepped up (re-authenticated
+    recently, or a token made with the step-up right); a denial sends nothing and needs none."""
+    if interaction.kind != Interaction.Kind.APPROVAL or answer.get("approved") is not True:
+        return
+    effect = held_call_of(interaction)
+    if effect is None or not tool_trust(task.agent, effect.server, effect.tool).high_risk:
+        return
+    if stepped_up:
+        return
+    if via == "inband":
+        # The caller cannot re-authenticate as a member: an operator approves high-risk calls.
+        raise UnsupportedOperation(
+            f"{effect.server} / {effect.tool} is marked risk: high: an operator who "
+            "re-authenticated must approve it; the caller cannot approve it in band.",
+            reason="STEP_UP_REQUIRED",
+            interactionId=interaction.public_id,
+        )
+    raise StepUpRequired(
+        f"{effect.server} / {effect.tool} is marked risk: high: approving it needs a recent "
+        "re-authentication (in the browser: confirm your password, and your authenticator "
+        "code when you have one) or an operator token created with the step-up right.",
+        interactionId=interaction.public_id,
+    )
+
+
+def decision_edit_apply(
+    *, task: Task, interaction: Interaction, answer: dict, arguments, shown_hash: str | None
+) -> bool:
+    """Check what the decider saw and apply an operator's edit of the held call's arguments.
+
+    ``shown_hash``: the SHA-256 of the arguments the decider was shown; an approval whose
+    arguments changed since is refused (nothing changes). ``arguments``: the edited arguments
+    (``editable: true`` in the tool's policy, validated against the tool's schema); the effect
+    then holds them and their hash, and the receipt both hashes. Returns whether they changed.
+    """
+    effect = held_call_of(interaction)
+    if effect is None:
+        if arguments is not None:
+            raise InvalidParams("arguments", "only an approval of a held call takes arguments")
+        return False
+    if shown_hash and shown_hash != effect.arguments_hash:
+        raise InvalidParams(
+            "argumentsHash",
+            "the call's arguments are not the ones you were shown; reload and decide again",
+        )
+    if arguments is None:
+        return False
+    if answer.get("approved") is not True:
+        raise InvalidParams("arguments", "arguments are edited only when approving")
+    if not tool_trust(task.agent, effect.server, effect.tool).editable:
+        raise InvalidParams(
+            "arguments",
+            f"the policy of {effect.server} / {effect.tool} does not allow editing its arguments "
+            "(editable: true)",
+        )
+    spec = tool_spec(task.agent, effect.server, effect.tool) or {}
+    problem = validate_arguments(spec.get("schema"), arguments)
+    if problem:
+        raise InvalidParams("arguments", problem)
+    new_hash = canonical_hash(arguments)
+    if new_hash == effect.arguments_hash:
+        return False
+    effect.arguments = arguments
+    effect.arguments_hash = new_hash
+    moved = Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
+        arguments=arguments, arguments_hash=new_hash
+    )
+    if moved != 1:
+        raise InvalidParams("arguments", "the call is no longer held; its arguments stay")
+    return True
+
+
+# --- with the decision ---------------------------------------------------------------------
+
+
+def decision_receipt(
+    *,
+    task: Task,
+    interaction: Interaction,
+    shown_hash: str | None,
+    edited: bool,
+    stepped_up: bool,
+) -> Receipt | None:
+    """The receipt of a decision on a held call (approvals only; questions bind no call)."""
+    effect = held_call_of(interaction)
+    if effect is None:
+        return None
+    answer = interaction.answer or {}
+    if interaction.state == Interaction.State.EXPIRED:
+        decision = Receipt.Decision.EXPIRED
+    elif answer.get("approved") is True:
+        decision = Receipt.Decision.APPROVED
+    else:
+        decision = Receipt.Decision.DENIED
+    return receipt_record(
+        effect=effect,
+        agent=task.agent,
+        decision=decision,
+        decider=interaction.answered_by,
+        channel=interaction.answered_via,
+        interaction_id=interaction.public_id,
+        shown_hash=shown_hash,
+        edited=edited,
+        stepped_up=stepped_up,
+        reason=str(answer.get("reason", "")),
+    )
+
+
+def decision_outcome(interaction: Interaction) -> dict:
+    """The interactions/v1 data of the status that follows a decision: what was decided, by
+    what kind of decider, and ``edited`` for an approval whose arguments an operator changed.
+    Never the arguments, never an operator's identity."""
+    answer = interaction.answer or {}
+    outcome = decision_word(interaction)
+    data = {
+        "interactionId": interaction.public_id,
+        "kind": interaction.kind,
+        "outcome": outcome,
+        "decidedBy": decider_public(interaction.answered_by, interaction.answered_via),
+        "decidedVia": interaction.answered_via,
+    }
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        data["edited"] = answer.get("edited") is True
+    return {ext.INTERACTIONS: data}
+
+
+def decision_word(interaction: Interaction) -> str:
+    """What a decided interaction came to, in one word: the audit's action and the
+    interactions/v1 ``outcome`` (expired, approved, denied, connected, declined, answered)."""
+    answer = interaction.answer or {}
+    if interaction.state == Interaction.State.EXPIRED:
+        return "expired"
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        return "approved" if answer.get("approved") else "denied"
+    if interaction.kind == Interaction.Kind.CONNECTION:
+        return "connected" if answer.get("connected") else "declined"
+    return "answered"
+
+
+def audit_decision(*, interaction: Interaction, task: Task) -> AuditEvent:
+    answer = interaction.answer or {}
+    action = decision_word(interaction)
+    return audit_record(
+        tenant_id=interaction.tenant_id,
+        actor=interaction.answered_by,
+        action=action,
+        via=interaction.answered_via,
+        interaction=interaction,
+        task=task,
+        detail={"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer},
+    )
+
+
+# --- reads (selectors: always by tenant) ---------------------------------------------------
+
+
+def receipts_for(
+    *, tenant, task_public_id: str | None = None, effect_public_id: str | None = None
+) -> list[Receipt]:
+    """A task's (or one held call's) receipts, oldest first."""
+    rows = Receipt.objects.filter(tenant=tenant)
+    if task_public_id is not None:
+        rows = rows.filter(task_public_id=task_public_id)
+    if effect_public_id is not None:
+        rows = rows.filter(effect_public_id=effect_public_id)
+    return list(rows.order_by("created_at", "id")[:200])
+
+
+def receipts_page(*, tenant, after: tuple | None, size: int) -> list[Receipt]:
+    """A keyset page of the tenant's receipts, newest first: those before ``after``
+    ((created_at, id) of the last row of the previous page). One indexed query per page."""
+    rows = Receipt.objects.filter(tenant=tenant)
+    if after is not None:
+        when, pk = after
+        rows = rows.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=pk))
+    return list(rows.order_by("-created_at", "-id")[:size])

@@ -1,0 +1,79 @@
+"""Domain errors of the core; the A2A view maps each to one JSON-RPC error, in one place."""
+
+
+class RuntimeFault(Exception):
+    reason = "INTERNAL"
+
+    def __init__(self, message: str, **metadata: str):
+        super().__init__(message)
+        self.message = message
+        self.metadata = {k: str(v) for k, v in metadata.items()}
+
+
+class TaskNotFound(RuntimeFault):
+    reason = "TASK_NOT_FOUND"
+
+
+class TaskNotCancelable(RuntimeFault):
+    reason = "TASK_NOT_CANCELABLE"
+
+
+class UnsupportedOperation(RuntimeFault):
+    reason = "UNSUPPORTED_OPERATION"
+
+    def __init__(self, message: str, reason: str = "UNSUPPORTED_OPERATION", **metadata: str):
+        super().__init__(message, **metadata)
+        self.reason = reason
+
+
+class InvalidParams(RuntimeFault):
+    reason = "INVALID_PARAMS"
+
+    def __init__(self, field: str, description: str, **metadata: str):
+        super().__init__(f"{field}: {description}", **metadata)
+        self.field = field
+        self.description = description
+
+
+class AlreadyDecided(RuntimeFault):
+    """Another decider won the race for this interaction."""
+
+    reason = "INTERACTION_ALREADY_DECIDED"
+
+    def __init__(self, interaction):
+        from runtime.kernel.shapes import decider_public
+
+        at = interaction.answered_at.isoformat() if interaction.answered_at else ""
+        # A partner reads this (in-band answers, -32004): the decider's kind (operator, caller,
+        # rule, system:expiry), never an operator's e-mail. The REST channel and the pages say
+        # who, from the interaction itself (``self.interaction``).
+        by = decider_public(interaction.answered_by, interaction.answered_via)
+        super().__init__(
+            f"Interaction {interaction.public_id} was already {interaction.state} by {by}"
+            + (f" at {at}" if at else "")
+            + "; this answer was not applied.",
+            interactionId=interaction.public_id,
+            taskId=interaction.task.public_id,
+            state=interaction.state,
+            decidedBy=by,
+            decidedVia=interaction.answered_via,
+            decidedAt=at,
+        )
+        self.interaction = interaction
+
+
+class NotAllowed(RuntimeFault):
+    reason = "NOT_ALLOWED"
+
+
+class StepUpRequired(RuntimeFault):
+    """A ``risk: high`` call's approval needs a decider who re-authenticated recently (or, over
+    REST, a token made with the step-up right): the decision was not taken."""
+
+    reason = "STEP_UP_REQUIRED"
+
+
+class DeciderRefused(RuntimeFault):
+    """The person or program may not decide this interaction (approvers, two-person rule)."""
+
+    reason = "DECIDER_NOT_ALLOWED"

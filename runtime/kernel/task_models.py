@@ -1,0 +1,277 @@
+"""The task and its turn: contexts, tasks (one per turn), their events and hosted files, and
+the audit trail.
+
+A task row carries its own wire history, status message and artifacts as ProtoJSON, so that
+GetTask is one indexed query. Everything a paused turn needs to resume (its transcript) is in
+the row too, and never leaves the server. Agents are runtime.agents.agent_models'; decisions
+(interactions, effects, receipts, rules) runtime.decisions.decision_models'.
+"""
+
+import secrets
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from config.tracing import current_trace_id
+from tenants.appendonly import AppendOnlyModel
+from tenants.models import Tenant
+
+
+def new_key(prefix: str = "", nbytes: int = 12) -> str:
+    return f"{prefix}{secrets.token_urlsafe(nbytes)}"
+
+
+def new_context_key() -> str:
+    # Part of every task id of the context. For an anonymous caller the task id is the only
+    # credential (README, "Calling an agent"), so it carries 128 random bits.
+    return secrets.token_urlsafe(16)
+
+
+# The subject the A2A edge gives a caller without credentials (a public agent). It is a role,
+# never an owner: each task such a caller starts gets a subject of its own (anonymous_subject).
+ANONYMOUS = "anonymous"
+
+
+def anonymous_subject() -> str:
+    return f"{ANONYMOUS}:{secrets.token_urlsafe(16)}"
+
+
+def is_anonymous_subject(subject: str) -> bool:
+    """A subject of an anonymous caller's task (or the shared one tasks had before 0003)."""
+    return subject == ANONYMOUS or subject.startswith(f"{ANONYMOUS}:")
+
+
+def new_file_id() -> str:
+    return new_key("file_", 12)
+
+
+def new_trace_id() -> str:
+    """The trace id of the span creating the task when tracing is on (one trace per task)."""
+    return current_trace_id() or uuid.uuid4().hex
+
+
+class TaskState(models.TextChoices):
+    SUBMITTED = "TASK_STATE_SUBMITTED", "submitted"
+    WORKING = "TASK_STATE_WORKING", "working"
+    INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED", "input required"
+    AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED", "auth required"
+    COMPLETED = "TASK_STATE_COMPLETED", "completed"
+    FAILED = "TASK_STATE_FAILED", "failed"
+    CANCELED = "TASK_STATE_CANCELED", "canceled"
+    REJECTED = "TASK_STATE_REJECTED", "rejected"
+
+
+TERMINAL_STATES = frozenset(
+    {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
+)
+INTERRUPTED_STATES = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+# A blocking SendMessage returns once its task is in one of these (A2A §3.2.2).
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
+
+
+class Context(models.Model):
+    """A conversation of one subject with one agent; its turns run one at a time, in order."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey("runtime.Agent", on_delete=models.CASCADE, related_name="contexts")
+    subject = models.CharField(max_length=200)
+    context_id = models.CharField(max_length=128)
+    # Part of every task id of this context; random, so task ids reveal nothing.
+    key = models.CharField(max_length=32, unique=True, default=new_context_key)
+    turns = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "agent", "subject", "context_id"],
+                name="context_unique_per_caller",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.context_id
+
+
+class Task(models.Model):
+    """One turn of a context, as the caller sees it (an A2A Task) and as the worker runs it."""
+
+    public_id = models.CharField(max_length=80, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey("runtime.Agent", on_delete=models.CASCADE, related_name="tasks")
+    context = models.ForeignKey(Context, on_delete=models.CASCADE, related_name="tasks")
+    # The caller-visible contextId (``context_id`` is the foreign key's column).
+    wire_context_id = models.CharField(max_length=128)
+    turn = models.PositiveIntegerField()
+    subject = models.CharField(max_length=200)
+    skill_id = models.CharField(max_length=100, blank=True)
+    # SendMessage idempotency (seed 000: messageId is the idempotency key): the SHA-256 of the
+    # messageId that started this task and of the whole message, so that a retry finds this
+    # task and a different message under the same messageId is refused. Empty before 0003.
+    message_key = models.CharField(max_length=64, blank=True)
+    message_digest = models.CharField(max_length=64, blank=True)
+
+    state = models.CharField(max_length=32, choices=TaskState.choices, default=TaskState.SUBMITTED)
+    status_message = models.JSONField(null=True, blank=True)  # ProtoJSON Message
+    status_timestamp = models.DateTimeField(default=timezone.now)
+    history = models.JSONField(default=list)  # ProtoJSON Messages, oldest first
+    artifacts = models.JSONField(default=list)  # ProtoJSON Artifacts
+    metadata = models.JSONField(default=dict, blank=True)
+    # Set when the turn's answer is a direct Message rather than a task result (A2A §3.1.1).
+    reply_message = models.JSONField(null=True, blank=True)
+    # Extension data for the status message, keyed by extension URI; added to the wire only
+    # for callers that activated the extension.
+    status_ext = models.JSONField(default=dict, blank=True)
+    # Extension data per artifactId (files/v1), likewise.
+    artifact_ext = models.JSONField(default=dict, blank=True)
+
+    # --- the turn runtime (never on the wire) ---
+    transcript = models.JSONField(default=list)
+    run_id = models.CharField(max_length=40, blank=True)
+    runs = models.JSONField(default=list)  # [{runId, resumedFrom, interactionId, startedAt}]
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    trace_id = models.CharField(max_length=32, default=new_trace_id)
+    plan = models.JSONField(default=list, blank=True)
+    steps = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    event_seq = models.PositiveIntegerField(default=0)
+    # The A2A dialect the task was started in ("1.0", or "0.3" for 0.3 / 0.2.5 callers): shown
+    # to support on the task page; either dialect may read it (a2a_endpoint.dialect03).
+    dialect = models.CharField(max_length=8, default="1.0")
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["context", "turn"], name="task_turn_unique_per_context"
+            ),
+            # Concurrent retries of one SendMessage: the database lets exactly one task in.
+            models.UniqueConstraint(
+                fields=["tenant", "agent", "subject", "message_key"],
+                condition=~Q(message_key=""),
+                name="task_message_unique_per_caller",
+            ),
+        ]
+        indexes = [
+            # ListTasks: a subject's tasks on one agent, latest status change first (keyset).
+            models.Index(
+                fields=["tenant", "agent", "subject", "-status_timestamp", "-id"],
+                name="task_list_keyset",
+            ),
+            # The sweep looks for turns whose lease ran out.
+            models.Index(fields=["state", "lease_expires_at"], name="task_lease_sweep"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+class TaskEvent(models.Model):
+    """An append-only record of each status change and artifact of a task, in order.
+
+    Written in the same transaction as the change: the task page's history and push delivery
+    read from here (an outbox, so no event is lost between a change and its delivery).
+    """
+
+    class Kind(models.TextChoices):
+        STATUS = "status", "status update"
+        ARTIFACT = "artifact", "artifact update"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=32, choices=TaskState.choices)
+    payload = models.JSONField()  # StreamResponse ProtoJSON, extension data included
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="taskevent_seq_unique")]
+        ordering = ["task", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.seq} {self.kind}"
+
+
+class AuditEvent(AppendOnlyModel):
+    """One decision or state change a person (or the system) made, written in the same
+    transaction as the change it records. Append-only (AppendOnlyModel)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    actor = models.CharField(max_length=200)  # a subject: user:<email>, partner:..., system:expiry
+    action = models.CharField(max_length=50)  # approved, denied, answered, connected, expired, ...
+    via = models.CharField(max_length=16, blank=True)  # inband, page, rest, expiry, connection
+    # DO_NOTHING without a database constraint (migration 0008): deleting a task or an
+    # interaction must not rewrite the rows that recorded decisions on it (SET_NULL was an
+    # UPDATE of the audit log). A row may then name a task that is gone; pages show none.
+    interaction = models.ForeignKey(
+        "runtime.Interaction",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    task = models.ForeignKey(
+        Task,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="audit_by_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action}"
+
+
+class TaskFile(models.Model):
+    """File content the server hosts for a task: an artifact's file part (one row per version)
+    or the bytes of an incoming ``url`` part the worker fetched (files/v1).
+
+    The bytes live in the database, not on a file system: the web process that serves a
+    download and the worker that wrote it may run on different machines that share only the
+    database, and the row commits in the same transaction as the artifact event, so a link
+    never points at a file that is not there. Sizes are bounded by A2A_MAX_RAW_PART_BYTES
+    and FILES_FETCH_MAX_BYTES.
+    """
+
+    class Role(models.TextChoices):
+        ARTIFACT = "artifact", "artifact file"
+        INPUT = "input", "fetched input"
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_file_id)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="files")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    artifact_id = models.CharField(max_length=200, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    filename = models.CharField(max_length=255, blank=True)
+    media_type = models.CharField(max_length=255, blank=True)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "task"], name="taskfile_by_task")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.filename or self.artifact_id} v{self.version}"

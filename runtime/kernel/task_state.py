@@ -1,0 +1,328 @@
+"""The one way to change a task's state.
+
+A status change is a contract, not one assignment: the previous status message moves into
+the history (as the a2a SDK's task manager does), an event records the change (and push
+delivery queues its deliveries in the same transaction), listeners are woken, and the row
+is saved with every field the change touched. A task that ends also frees its lease and lets
+its context's next queued turn start. Callers hold the task's row lock in their transaction.
+
+The turn runner makes several steps in one transaction (runtime.turn.runner): it hangs a
+``TurnBatch`` on the task, and the saves and wake-ups of those steps are then gathered and
+made once, when it commits (``task_save``; runtime.kernel.wakeups.task_changed).
+"""
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+from kombu.utils.uuid import uuid
+
+from config.celery import queue as celery_queue
+from runtime.kernel import extensions as ext
+from runtime.kernel import rowsql
+from runtime.kernel.rowsql import row_insert, row_update, rows_insert
+from runtime.kernel.shapes import status_payload
+from runtime.kernel.signals import task_event_written
+from runtime.kernel.task_models import Task, TaskEvent, TaskState
+from runtime.kernel.wakeups import announcement, task_changed
+from runtime.tasks import run_turn as run_turn_task
+
+# The fields a status change writes; nobody else lists them.
+STATUS_FIELDS = (
+    "state",
+    "status_message",
+    "status_ext",
+    "status_timestamp",
+    "history",
+    "event_seq",
+)
+LEASE_FIELDS = ("lease_owner", "lease_expires_at")
+
+
+class TurnBatch:
+    """What a turn's steps in one transaction left to write to the task row: the fields to
+    save and whether to announce the change. The runner writes them, once, as it commits.
+
+    The batch holds the task's row lock from its first statement to its commit: ``memo``
+    keeps, for that long, what receivers of its events read under that lock. Its ``events``
+    are written together, in one statement, as it commits (``batch_events_write``): no one
+    outside the transaction could see them sooner."""
+
+    def __init__(self, memo: dict | None = None) -> None:
+        self.fields: set[str] = set()
+        self.announce = False
+        self.memo: dict = memo or {}
+        self.events: list[TaskEvent] = []
+
+
+def lock_memo(task: Task) -> dict | None:
+    """What receivers of the task's events may keep while its row stays locked: the turn
+    batch's memo, or a decision's (``memo_while_locked``); None when nothing holds the lock
+    for them."""
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is not None:
+        return batch.memo
+    return task.__dict__.get("_lock_memo")
+
+
+@contextmanager
+def memo_while_locked(task: Task, memo: dict):
+    """``memo`` is the task's lock memo (``lock_memo``) for the block, which the caller runs
+    holding the task's row lock, in the transaction that took it."""
+    task._lock_memo = memo
+    try:
+        yield
+    finally:
+        task.__dict__.pop("_lock_memo", None)
+
+
+@dataclass(frozen=True)
+class LockedFact:
+    """What a receiver of the task's events (runtime.kernel.signals.task_event_written) would read at
+    the first event of a transaction, asked instead in the statement that locks the task's
+    row: ``sql(quote_name, task_alias)`` is an SQL expression over the locked row, and
+    ``known(value)`` what its value puts in the lock memo under ``key`` (None: nothing is
+    known; the receiver reads for itself). A fact must hold until the lock goes: whatever
+    could change it takes the same lock."""
+
+    key: str
+    sql: Callable[[Callable[[str], str], str], str]
+    known: Callable[[object], object | None]
+
+
+_locked_facts: list[LockedFact] = []
+_locked_facts_asked = False
+
+
+def locked_fact_register(fact: LockedFact) -> None:
+    """Add a fact to the locked reads (call it from an AppConfig.ready: their statements are
+    written once, at their first use)."""
+    if _locked_facts_asked:
+        raise RuntimeError(f"{fact.key}: a locked read was written before this fact was added")
+    _locked_facts.append(fact)
+
+
+def locked_facts_sql(quote_name: Callable[[str], str], task_alias: str) -> str:
+    """The facts' columns for a locked read of the task as ``task_alias`` (quoted), each
+    after a comma; they go last in its row (``locked_facts_memo``)."""
+    global _locked_facts_asked
+    _locked_facts_asked = True
+    return "".join(f", {fact.sql(quote_name, task_alias)}" for fact in _locked_facts)
+
+
+def locked_facts_memo(row: Sequence) -> dict:
+    """The lock memo that the facts at the end of a locked read's ``row`` make."""
+    memo = {}
+    if _locked_facts:
+        for fact, value in zip(_locked_facts, row[-len(_locked_facts) :], strict=True):
+            known = fact.known(value)
+            if known is not None:
+                memo[fact.key] = known
+    return memo
+
+
+def task_save(task: Task, fields: Iterable[str], *, announce: bool = False) -> None:
+    """Save ``fields`` of the task now or, while a turn's batch is open on it, with the batch;
+    ``announce``: and announce the change (runtime.kernel.wakeups.task_changed) with that save."""
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is None:
+        task_write(task, fields, announce=announce)
+    else:
+        batch.fields.update(fields)
+        batch.announce = batch.announce or announce
+
+
+def task_write(task: Task, fields: Iterable[str], *, announce: bool = False) -> None:
+    """``task.save(update_fields=fields)`` without compiling the UPDATE on every call (the
+    turn's hot path; runtime.kernel.rowsql). The caller holds the row's lock, so the row is there;
+    if it is not, this fails as ``save`` does. ``announce``: the change is announced
+    (runtime.kernel.wakeups.task_changed) by the same statement."""
+    fields = sorted(set(fields))
+    if not fields:
+        if announce:
+            task_changed(task)
+        return
+    if row_update(task, fields, notify=announcement(task) if announce else None) != 1:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+def event_emit(
+    task: Task,
+    kind: str,
+    payload: dict,
+    extension_data: dict | None = None,
+    *,
+    announce: bool = True,
+) -> TaskEvent:
+    """Record the task's next event (the caller saves ``event_seq`` with its change); while
+    a turn's batch is open on the task, the event is written when the batch commits.
+    ``announce=False``: the caller announces the change with its save (task_save)."""
+    task.event_seq += 1
+    event = TaskEvent(
+        tenant_id=task.tenant_id,
+        task=task,
+        seq=task.event_seq,
+        kind=kind,
+        state=task.state,
+        payload={**payload, "_ext": extension_data or {}},
+    )
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is not None:
+        batch.events.append(event)
+    else:
+        row_insert(event)
+        # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
+        task_event_written.send(sender=TaskEvent, task=task, event=event)
+    # Streams watch every event, artifacts included.
+    if announce:
+        task_changed(task)
+    return event
+
+
+def batch_events_write(task: Task, batch: TurnBatch) -> None:
+    """Write the events of a turn's batch, in one statement, and tell their receivers (push
+    delivery queues its deliveries) in the same transaction; call it with the batch still
+    on the task, whose memo the receivers share."""
+    rows_insert(batch.events)
+    for event in batch.events:
+        task_event_written.send(sender=TaskEvent, task=task, event=event)
+    batch.events = []
+
+
+def with_plan(task: Task, status_ext: dict) -> dict:
+    """Every status update of a turn with a plan carries it (progress/v1)."""
+    if not task.plan:
+        return status_ext
+    return {**status_ext, ext.PROGRESS: {"steps": task.plan}}
+
+
+def task_status_set(
+    task: Task,
+    state: str,
+    *,
+    message: dict | None = None,
+    status_ext: dict | None = None,
+    history_append: dict | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """Move the task to ``state`` and save it with the fields in ``also``.
+
+    The previous status message goes into the history first; ``history_append`` (a caller's
+    answer) follows it there, after the prompt it answers.
+    """
+    if task.status_message:
+        task.history.append(task.status_message)
+    task.state = state
+    task.status_message = message
+    task.status_ext = status_ext or {}
+    task.status_timestamp = timezone.now()
+    # Announced by the save: one statement writes the row and its NOTIFY.
+    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext, announce=False)
+    if history_append is not None:
+        task.history.append(history_append)
+    task_save(task, [*STATUS_FIELDS, *also], announce=True)
+
+
+def task_first_event(task: Task) -> TaskEvent:
+    """A new task's first status event, unsaved: the caller writes it with the task, whose
+    ``event_seq`` it sets (one INSERT of the task, no UPDATE after it), then sends
+    ``task_event_written`` for it.
+
+    Nobody is woken (no NOTIFY): a waiter or a stream names a task by the id the transaction
+    that makes it returns, so none can wait on it before that commit, and each reads the task
+    once it has registered (runtime.kernel.wakeups.wait_for_state, task_watch), or, for a blocking
+    send whose listener was listening before the task was made, takes its state from what
+    the listener has heard since (announcements_mark)."""
+    task.event_seq = 1
+    return TaskEvent(
+        tenant_id=task.tenant_id,
+        task=task,
+        seq=1,
+        kind=TaskEvent.Kind.STATUS,
+        state=task.state,
+        payload={**status_payload(task), "_ext": {}},
+    )
+
+
+def lease_release(task: Task) -> None:
+    """Free the turn's lease on the row in hand; task_pause and task_end save it."""
+    task.lease_owner = ""
+    task.lease_expires_at = None
+
+
+def task_pause(
+    task: Task,
+    state: str,
+    message: dict,
+    *,
+    status_ext: dict | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """The turn stops running until a person acts: free its lease, set the status, save."""
+    lease_release(task)
+    task_status_set(
+        task, state, message=message, status_ext=status_ext, also=[*LEASE_FIELDS, *also]
+    )
+
+
+def task_end(
+    task: Task,
+    state: str,
+    message: dict,
+    *,
+    status_ext: dict | None = None,
+    also: Iterable[str] = (),
+) -> None:
+    """Move a locked task to a terminal state, free its lease, and let its context go on."""
+    task_pause(task, state, message, status_ext=status_ext, also=also)
+    context_next_start(task)
+
+
+def turn_enqueue(task: Task) -> None:
+    """Start (or resume) the task's turn in a worker once this transaction commits."""
+    _turn_enqueue_pk(task.pk)
+
+
+def _turn_enqueue_pk(task_pk: int) -> None:
+    transaction.on_commit(lambda: _turn_publish(task_pk))
+
+
+def _turn_publish(task_pk: int) -> None:
+    """Publish ``run_turn(task_pk)``: the message ``apply_async`` sends (with its
+    ``before_task_publish`` signal, which carries the trace, and the publish retry policy),
+    without the per-call work a turn does not need: routing options, a result object, the
+    parent task's bookkeeping. It was an eighth of the web's CPU per SendMessage."""
+    app = run_turn_task.app
+    if app.conf.task_always_eager:
+        # Tests run the turn in-process, as apply_async does in that mode.
+        run_turn_task.apply_async((task_pk,), queue=celery_queue())
+        return
+    message = app.amqp.create_task_message(
+        uuid(), run_turn_task.name, (task_pk,), {}, ignore_result=True, reply_to=app.thread_oid
+    )
+    with app.producer_or_acquire() as producer:
+        app.amqp.send_task_message(producer, run_turn_task.name, message, queue=celery_queue())
+
+
+def context_next_start(task: Task) -> None:
+    """The task reached a terminal state: the context's next queued turn may start."""
+    with rowsql.cursor() as cursor:
+        cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
+        following = cursor.fetchone()
+    if following is not None:
+        _turn_enqueue_pk(following[0])
+
+
+@functools.cache
+def _next_turn_sql() -> str:
+    """context_next_start's read, written once (the ORM compiled it for every turn's end)."""
+    q = connection.ops.quote_name
+    meta = Task._meta
+    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
+    return (
+        f"SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} "
+        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
+    )

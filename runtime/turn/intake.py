@@ -1,0 +1,425 @@
+"""A caller's message: it starts (or queues) a turn in its context, or answers the task it
+names (in band)."""
+
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+
+from django.db import IntegrityError, connection, transaction
+
+from runtime.agents.agent_models import Agent
+from runtime.decisions.answers import answer_from_message, message_content
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_close
+from runtime.kernel import extensions as ext
+from runtime.kernel import rowsql
+from runtime.kernel.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
+from runtime.kernel.files import url_parts
+from runtime.kernel.signals import task_event_written
+from runtime.kernel.task_models import (
+    ANONYMOUS,
+    TERMINAL_STATES,
+    Context,
+    Task,
+    TaskEvent,
+    TaskState,
+    anonymous_subject,
+)
+from runtime.kernel.task_selectors import task_for_caller
+from runtime.kernel.task_state import task_first_event, turn_enqueue
+from runtime.turn.claim import turn_may_start
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$")
+
+
+@dataclass
+class SendResult:
+    task: Task
+    created: bool = False
+    queued: bool = False
+    replayed: bool = False
+
+
+def _skill_for(agent: Agent, skill_id: str | None) -> str:
+    ids = [s["id"] for s in agent.skills or []]
+    if skill_id:
+        if skill_id not in ids:
+            raise InvalidParams(
+                "metadata.skillId", f"unknown skill {skill_id!r}; this agent has {ids}"
+            )
+        return skill_id
+    if len(ids) == 1:
+        return ids[0]
+    if len(ids) > 1:
+        raise InvalidParams(
+            "metadata.skillId", f"this agent has several skills; choose one of {ids}"
+        )
+    return ""
+
+
+def _sha256(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _message_digest(message: dict, *, ignore: tuple[str, ...] = ()) -> str:
+    """The SHA-256 of the message's canonical JSON (sorted keys, no spaces), minus ``ignore``."""
+    body = {k: v for k, v in message.items() if k not in ignore}
+    return _sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+
+def _reused_message_id(message_id: str, **metadata: str) -> InvalidParams:
+    # -32602 on the wire: the request is at fault (A2A has no conflict error); a retry must
+    # resend the same message, and a new message needs a new messageId.
+    return InvalidParams(
+        "message.messageId",
+        f"{message_id!r} was already sent with a different message; "
+        "a retry must resend the same message, and a new message needs a new messageId",
+        **metadata,
+    )
+
+
+def _message_replay(
+    *, tenant, agent: Agent, subject: str, message: dict, key: str, digest: str
+) -> SendResult | None:
+    """The task this messageId already started (a retry), or None; a different body is refused."""
+    task = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, message_key=key).first()
+    if task is None:
+        return None
+    if task.message_digest != digest:
+        raise _reused_message_id(message["messageId"], taskId=task.public_id)
+    # A retry answers as the first send did: at once when the turn waits behind another.
+    queued = task.state == TaskState.SUBMITTED and not turn_may_start(task)
+    return SendResult(task=task, queued=queued, replayed=True)
+
+
+def message_send(
+    *,
+    tenant,
+    agent: Agent,
+    subject: str,
+    message: dict,
+    skill_id: str | None = None,
+    delivery: str | None = None,
+    dialect: str = "1.0",
+) -> SendResult:
+    """Take a caller's message: start (or queue) a turn, or answer the task it names.
+    ``dialect`` is the A2A version the caller spoke, recorded on a task it starts.
+
+    The messageId is the idempotency key per caller (seed 000): a retry returns the task the
+    first send started and starts nothing."""
+    if message.get("taskId"):
+        return _message_to_task(tenant=tenant, agent=agent, subject=subject, message=message)
+    if subject == ANONYMOUS:
+        # Nothing tells one anonymous caller from another (or a retry from a stranger who
+        # guessed the messageId), so each message starts a task with a subject of its own:
+        # no task, context or messageId is shared with another anonymous caller.
+        subject = anonymous_subject()
+    skill = _skill_for(agent, skill_id)
+    context_id = message.get("contextId") or str(uuid.uuid4())
+    if not CONTEXT_ID_RE.fullmatch(context_id):
+        raise InvalidParams(
+            "message.contextId", "must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'"
+        )
+    scope = {"tenant": tenant, "agent": agent, "subject": subject}
+    key, digest = _sha256(message["messageId"]), _message_digest(message)
+    # No look for a retry out here: the common send is a new message, and a retry is found
+    # where it must be anyway, under the context's lock or by the unique messageId index.
+    try:
+        return _turn_start(
+            **scope,
+            message=message,
+            skill=skill,
+            context_id=context_id,
+            new_context=not message.get("contextId"),
+            delivery=delivery,
+            key=key,
+            digest=digest,
+            dialect=dialect,
+        )
+    except IntegrityError:
+        # The messageId was sent before (a retry: in a new context, or in another context, so
+        # not behind our context lock), or a copy sent at the same time committed first;
+        # task_message_unique_per_caller refused ours: return its task.
+        if replay := _message_replay(**scope, message=message, key=key, digest=digest):
+            return replay
+        raise
+
+
+def _turn_start(
+    *,
+    tenant,
+    agent: Agent,
+    subject: str,
+    message: dict,
+    skill: str,
+    context_id: str,
+    new_context: bool,
+    delivery: str | None,
+    key: str,
+    digest: str,
+    dialect: str = "1.0",
+) -> SendResult:
+    text, data = message_content(message)
+    # A new context's rows are one statement on PostgreSQL (_turn_rows_write), a transaction
+    # of its own: no BEGIN and COMMIT around it. Inside a caller's transaction (tests) the
+    # savepoint stays, so that a refused retry leaves that transaction usable.
+    alone = new_context and connection.vendor == "postgresql" and not connection.in_atomic_block
+    with contextlib.nullcontext() if alone else transaction.atomic(durable=True):
+        if new_context:
+            # A context id made for this message: no other turn is in it and nobody else can
+            # name it, so there is no queue to lock or to wait behind. A retry of the message
+            # (same messageId) is refused by task_message_unique_per_caller as the task is
+            # written, and message_send answers it with the first send's task.
+            context = Context(
+                tenant=tenant, agent=agent, subject=subject, context_id=context_id, turns=1
+            )
+            busy = False
+        else:
+            context, busy = _context_turn_take(
+                tenant=tenant,
+                agent=agent,
+                subject=subject,
+                context_id=context_id,
+                message=message,
+                key=key,
+                digest=digest,
+                delivery=delivery,
+            )
+            if isinstance(context, SendResult):
+                transaction.set_rollback(True)
+                return context
+        public_id = f"t{context.turns}.{context.key}"
+        stored = {**message, "contextId": context_id, "taskId": public_id, "role": "ROLE_USER"}
+        task = Task(
+            public_id=public_id,
+            tenant=tenant,
+            agent=agent,
+            context=context,
+            wire_context_id=context_id,
+            turn=context.turns,
+            subject=subject,
+            skill_id=skill,
+            message_key=key,
+            message_digest=digest,
+            dialect=dialect,
+            state=TaskState.SUBMITTED,
+            history=[stored],
+            transcript=[
+                {
+                    "type": "user",
+                    "text": text,
+                    "data": data,
+                    "messageId": message["messageId"],
+                    # Fetched by the worker when the turn starts (runtime.turn.inputs).
+                    "urls": url_parts(message),
+                }
+            ],
+        )
+        event = task_first_event(task)
+        _turn_rows_write(context if new_context else None, task, event)
+        task_event_written.send(sender=TaskEvent, task=task, event=event)
+        # A queued turn is published too: its claim waits for the turn before it to end
+        # (runtime.turn.claim), and that end starts it (context_next_start) unless it was
+        # committing as this message came in, in which case the claim is what starts it.
+        turn_enqueue(task)
+    logger.info(
+        "turn %s queued=%s",
+        public_id,
+        busy,
+        extra={
+            "task_id": public_id,
+            "subject": subject,
+            "tenant": tenant.slug,
+            "trace_id": task.trace_id,
+        },
+    )
+    return SendResult(task=task, created=True, queued=busy)
+
+
+# The rows a turn's start writes, each with the foreign key (``link``) to the row before it.
+_TURN_ROWS = ((Context, None), (Task, "context"), (TaskEvent, "task"))
+_LINKS = dict(_TURN_ROWS)
+
+
+@functools.cache
+def _insert_fields(model) -> tuple:
+    """The columns an INSERT of ``model`` writes: all but the primary key (the database's)."""
+    return tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+
+
+@functools.cache
+def _turn_rows_sql(with_context: bool) -> str:
+    """One PostgreSQL statement that inserts the turn's rows (a new context, the task, its
+    first event) and returns their ids: each row's ``link`` is the id the row before it got.
+    Written once per process from the models' ``_meta``; the ORM compiled an INSERT per row
+    on every send, and each was a round trip of its own."""
+    q = connection.ops.quote_name
+    rows = _TURN_ROWS if with_context else _TURN_ROWS[1:]
+    inserts, before = [], None
+    for model, link in rows:
+        fields = _insert_fields(model)
+        values = ", ".join(
+            f"(SELECT {q(before._meta.pk.column)} FROM {q(before._meta.model_name)})"
+            if before is not None and f.name == link
+            else "%s"
+            for f in fields
+        )
+        inserts.append(
+            f"{q(model._meta.model_name)} AS (INSERT INTO {q(model._meta.db_table)} "
+            f"({', '.join(q(f.column) for f in fields)}) VALUES ({values}) "
+            f"RETURNING {q(model._meta.pk.column)})"
+        )
+        before = model
+    ids = ", ".join(f"{q(m._meta.model_name)}.{q(m._meta.pk.column)}" for m, _ in rows)
+    names = ", ".join(q(m._meta.model_name) for m, _ in rows)
+    return f"WITH {', '.join(inserts)} SELECT {ids} FROM {names}"
+
+
+def _turn_rows_write(context: Context | None, task: Task, event: TaskEvent) -> None:
+    """Insert a new ``context`` (None: the task's context is there already), the task and its
+    first event, and give each object its id. In the caller's transaction."""
+    objs = [obj for obj in (context, task, event) if obj is not None]
+    if connection.vendor != "postgresql":
+        # Portable: one INSERT per row (runtime.kernel.rowsql), each object linked to the one before.
+        for before, obj in zip([None, *objs], objs, strict=False):
+            if before is not None:
+                setattr(obj, _LINKS[type(obj)], before)
+            rowsql.row_insert(obj)
+        return
+    values = []
+    for i, obj in enumerate(objs):
+        # The first row's foreign keys are all values; the others' link comes from the SQL.
+        link = _LINKS[type(obj)] if i else None
+        values += [
+            f.get_db_prep_save(f.pre_save(obj, True), connection)
+            for f in _insert_fields(type(obj))
+            if f.name != link
+        ]
+    # rowsql's cursor sends the parameters apart from the statement (the task's JSON is not
+    # quoted into its text).
+    with rowsql.cursor() as cursor:
+        cursor.execute(_turn_rows_sql(context is not None), values)
+        ids = cursor.fetchone()
+    for before, obj, pk in zip([None, *objs], objs, ids, strict=False):
+        obj.pk = pk
+        if before is not None:
+            setattr(obj, _LINKS[type(obj)], before)
+        obj._state.adding = False
+        obj._state.db = connection.alias
+
+
+def _context_turn_take(
+    *,
+    tenant,
+    agent: Agent,
+    subject: str,
+    context_id: str,
+    message: dict,
+    key: str,
+    digest: str,
+    delivery: str | None,
+) -> tuple[Context | SendResult, bool]:
+    """Number the next turn of a context the caller named: (context, whether a turn of it is
+    still running), or (the first send's result, False) for a retry. In the caller's
+    transaction."""
+    context, _ = Context.objects.get_or_create(
+        tenant=tenant, agent=agent, subject=subject, context_id=context_id
+    )
+    # The context row is the queue's lock: turns of one context are numbered and run in order.
+    context = Context.objects.select_for_update().get(pk=context.pk)
+    # Behind the lock a duplicate in this context has committed: a retry queues nothing
+    # (and leaves no context behind, when its own was made for it; the caller rolls back).
+    if replay := _message_replay(
+        tenant=tenant, agent=agent, subject=subject, message=message, key=key, digest=digest
+    ):
+        return replay, False
+    busy = Task.objects.filter(context=context).exclude(state__in=TERMINAL_STATES).exists()
+    if busy and (delivery or "") == "reject":
+        raise UnsupportedOperation(
+            "The context has a turn in progress, and the message asked not to be queued.",
+            reason="CONTEXT_BUSY",
+            contextId=context_id,
+        )
+    context.turns += 1
+    context.save(update_fields=["turns"])
+    return context, busy
+
+
+@transaction.atomic(durable=True)
+def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> SendResult:
+    """The caller answers the open interaction of the task its message names."""
+    task = task_for_caller(
+        tenant=tenant, agent=agent, subject=subject, task_id=message["taskId"], lock=True
+    )
+    if message.get("contextId") and message["contextId"] != task.wire_context_id:
+        raise InvalidParams(
+            "message.contextId", "does not match the task's contextId", taskId=task.public_id
+        )
+    # The answer's messageId is its idempotency key: a retry is applied once, and a different
+    # message under it is refused. contextId and taskId are the server's to fill in.
+    sent = next(
+        (
+            m
+            for m in task.history
+            if m.get("messageId") == message["messageId"] and m.get("role") == "ROLE_USER"
+        ),
+        None,
+    )
+    if sent is not None:
+        server_filled = ("contextId", "taskId", "role")
+        if _message_digest(sent, ignore=server_filled) != _message_digest(
+            message, ignore=server_filled
+        ):
+            raise _reused_message_id(message["messageId"], taskId=task.public_id)
+        return SendResult(task=task, replayed=True)
+    _decided_check(task, message)
+    if task.is_terminal:
+        raise UnsupportedOperation(
+            f"Task {task.public_id} is {task.get_state_display()}; a terminal task takes no more messages. "
+            "Send a new message without taskId to start a new task in the same context.",
+            taskId=task.public_id,
+        )
+    interaction = task.interactions.filter(state=Interaction.State.OPEN).first()
+    if interaction is None:
+        raise UnsupportedOperation(
+            f"Task {task.public_id} is not waiting for input; it is {task.get_state_display()}.",
+            taskId=task.public_id,
+        )
+    answer = answer_from_message(interaction, message)
+    stored = {
+        **message,
+        "contextId": task.wire_context_id,
+        "taskId": task.public_id,
+        "role": "ROLE_USER",
+    }
+    interaction_close(
+        task=task,
+        interaction=interaction,
+        answer=answer,
+        # The task's own subject: an anonymous caller's "anonymous" names no one.
+        by=task.subject,
+        via="inband",
+        message_id=message["messageId"],
+        message=stored,
+    )
+    return SendResult(task=task)
+
+
+def _decided_check(task: Task, message: dict) -> None:
+    """An answer that names an interaction someone else already decided (an operator, the
+    expiry, a cancel) gets AlreadyDecided, saying by whom and when, whatever the task's state."""
+    metadata = message.get("metadata")
+    named = metadata.get(ext.INTERACTIONS) if isinstance(metadata, dict) else None
+    interaction_id = named.get("interactionId") if isinstance(named, dict) else None
+    if not isinstance(interaction_id, str) or not interaction_id:
+        return
+    interaction = task.interactions.filter(public_id=interaction_id).first()
+    if interaction is not None and interaction.state != Interaction.State.OPEN:
+        raise AlreadyDecided(interaction)

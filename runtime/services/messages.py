@@ -107,9 +107,11 @@ def message_send(
     skill_id: str | None = None,
     delivery: str | None = None,
     dialect: str = "1.0",
+    direct: bool = False,
 ) -> SendResult:
     """Take a caller's message: start (or queue) a turn, or answer the task it names.
-    ``dialect`` is the A2A version the caller spoke, recorded on a task it starts.
+    ``dialect`` is the A2A version the caller spoke, recorded on a task it starts; ``direct``
+    starts it as a direct send that hands out no task until the edge says so (Task.direct).
 
     The messageId is the idempotency key per caller (seed 000): a retry returns the task the
     first send started and starts nothing."""
@@ -141,6 +143,7 @@ def message_send(
             key=key,
             digest=digest,
             dialect=dialect,
+            direct=direct,
         )
     except IntegrityError:
         # The messageId was sent before (a retry: in a new context, or in another context, so
@@ -164,6 +167,7 @@ def _turn_start(
     key: str,
     digest: str,
     dialect: str = "1.0",
+    direct: bool = False,
 ) -> SendResult:
     text, data = message_content(message)
     # A new context's rows are one statement on PostgreSQL (_turn_rows_write), a transaction
@@ -208,6 +212,7 @@ def _turn_start(
             message_key=key,
             message_digest=digest,
             dialect=dialect,
+            direct=direct,
             state=TaskState.SUBMITTED,
             history=[stored],
             transcript=[

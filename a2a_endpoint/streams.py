@@ -234,6 +234,7 @@ class _Stream:
         translate: Translate | None,
         slot: Slot,
         closing: frozenset = CLOSING_STATES,
+        envelope: bool = True,
     ):
         self.caller, self.request_id, self.translate, self.slot = (
             caller,
@@ -242,16 +243,22 @@ class _Stream:
             slot,
         )
         self.closing = closing
+        # JSON-RPC wraps each event in a response with the request's id; the HTTP+JSON
+        # binding sends the StreamResponse itself (A2A §11.7).
+        self.envelope = envelope
         self.notified = notifications_available()
 
     def frame(self, result: dict) -> bytes:
         if self.translate is not None:
             result = self.translate(result)
-        body = {"jsonrpc": "2.0", "id": self.request_id, "result": result}
+        body = (
+            {"jsonrpc": "2.0", "id": self.request_id, "result": result} if self.envelope else result
+        )
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     def error_frame(self, error: errors.RpcError) -> bytes:
-        return b"data: " + json.dumps(error.body(self.request_id)).encode() + b"\n\n"
+        body = error.body(self.request_id) if self.envelope else errors.status_body(error)[1]
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     async def wake(self, queue: asyncio.Queue, timeout: float):
         """Wait for a change of the task (or, on SQLite, the next poll); None on timeout."""
@@ -449,13 +456,15 @@ async def stream_open(
     translate: Translate | None = None,
     closing: frozenset = CLOSING_STATES,
     direct: bool = False,
+    envelope: bool = True,
 ) -> EventStreamResponse:
     """Start a SendStreamingMessage or SubscribeToTask stream, or raise the RpcError (or
     domain error) to answer as a plain JSON-RPC response; nothing starts past the limits.
 
     ``translate`` rewrites each event's ``result`` (a 1.0 StreamResponse dict) before it is
     written, e.g. into another dialect's shape; after a status in ``closing`` the stream
-    ends; ``direct`` (a 0.x message/stream that starts a turn) streams as _Stream.run_direct."""
+    ends; ``direct`` (a 0.x message/stream that starts a turn) streams as _Stream.run_direct;
+    without ``envelope`` each event is the bare StreamResponse (HTTP+JSON, a2a_endpoint.rest)."""
     params = _params(params)
     slot = REGISTRY.take((caller.tenant.pk, caller.subject))
     try:
@@ -471,7 +480,7 @@ async def stream_open(
         else:
             raise errors.method_not_found(method)
         _shutdown_hooks_install()
-        stream = _Stream(caller, request_id, translate, slot, closing)
+        stream = _Stream(caller, request_id, translate, slot, closing, envelope)
         if sending and task.direct:
             events = stream.run_direct(task, history_length=history_length)
         else:

@@ -34,14 +34,15 @@ def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client
     assert card["description"] == agent.description
     assert card["version"] == agent.version
     assert card["provider"]["organization"] == agents.a.tenant.name
-    # 1.0 first (preferred); the same URL serves the 0.3 dialect (a2a_endpoint.dialect03).
+    # 1.0 first (preferred), JSON-RPC then HTTP+JSON (a2a_endpoint.rest); the same URL
+    # serves the 0.3 dialect (a2a_endpoint.dialect03).
     assert card["supportedInterfaces"] == [
         {
             "url": "http://testserver/a2a/acme/deployer",
-            "protocolBinding": "JSONRPC",
+            "protocolBinding": binding,
             "protocolVersion": version,
         }
-        for version in ("1.0", "0.3")
+        for binding, version in (("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3"))
     ]
     capabilities = card["capabilities"]
     assert capabilities["streaming"] is True
@@ -148,10 +149,9 @@ def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client, how)
     assert [s.id for s in legacy.skills] == ["deploy"]
     # The a2a-sdk 1.x reader maps the legacy fields and keeps the 1.0 interface first.
     modern = parse_agent_card(card)
-    assert [(i.protocol_version, i.url) for i in modern.supported_interfaces] == [
-        ("1.0", url),
-        ("0.3", url),
-    ]
+    assert [
+        (i.protocol_binding, i.protocol_version, i.url) for i in modern.supported_interfaces
+    ] == [("JSONRPC", "1.0", url), ("HTTP+JSON", "1.0", url), ("JSONRPC", "0.3", url)]
     assert modern.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
     assert len(modern.security_requirements) == 1
 

@@ -56,9 +56,12 @@ def _skill_for(agent: Agent, skill_id: str | None) -> str:
         return skill_id
     if len(ids) == 1:
         return ids[0]
+    if agent.default_skill in ids:
+        # Seed 004 asks the caller to choose only when no default exists.
+        return agent.default_skill
     if len(ids) > 1:
         raise InvalidParams(
-            "metadata.skillId", f"this agent has several skills; choose one of {ids}"
+            "metadata.skillId", f"this agent has several skills and no default; choose one of {ids}"
         )
     return ""
 

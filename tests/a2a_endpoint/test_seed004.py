@@ -107,7 +107,9 @@ def test_a_blocking_completed_reply_creates_no_task_handle(agents, client):
     # The operators still see the turn on their task page.
     page = reverse("approvals:task", args=[task.public_id])
     client.force_login(agents.a.admin)
-    assert client.get(page).status_code == 200
+    shown = client.get(page)
+    assert shown.status_code == 200
+    assert b"a direct reply: the caller was given no task handle" in shown.content
 
 
 def test_an_approval_gate_in_a_blocking_send_is_a_task_in_input_required(agents, client):

@@ -7,6 +7,12 @@ the 1.0 results, stream events and errors are rewritten into the 0.3 shapes: ``k
 messages, tasks and events, lowercase hyphenated states, ``{kind: "file", file: {...}}`` parts,
 ``configuration.blocking``, the nested push config. The core (runtime) never sees 0.3.
 
+Seed 004 (the Wildo host, 0.2.5) is this dialect's rule where it and seed 003 differ: a pause
+is ``input-required`` and ends a direct stream; a direct send (a blocking message/send, a
+message/stream, that starts a turn) hands out no task unless its answer is a Task
+(runtime.models.Task.direct), and a client that leaves a direct stream aborts its turn; a
+missing messageId is minted and a part's missing ``kind`` is inferred.
+
 Sources: a2aproject/A2A at tag v0.3.0 (docs/specification.md, specification/json/a2a.json);
 the differences are listed in /work/shared/reference/a2a-1.0.md §9. Where 0.3 left something
 open, this follows the a2a-sdk's 0.3 compatibility layer (a2a/compat/v0_3/conversions.py):

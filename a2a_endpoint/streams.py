@@ -12,7 +12,10 @@ stays open through AUTH_REQUIRED and closes after a Message, a terminal state or
 INPUT_REQUIRED (SubscribeToTask on a task already waiting for input sends it, then waits for
 what follows the answer). A client that goes away ends its watching, never the task.
 
-The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``.
+The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``, and
+closes its streams at either pause (``closing``); its direct message/stream (seed 004) is
+``_Stream.run_direct``. The HTTP+JSON binding writes each event without the JSON-RPC envelope
+(``envelope=False``).
 """
 
 import asyncio

@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The a2a-sdk 0.3 client of tests/interop/test_sdk03.py: a virtualenv of its own, since the
+# project's a2a-sdk 1.x is the same package.
+VENV03 := .venv-sdk03
+STAMP03 := $(VENV03)/.installed
 PORT ?= 8000
 
 .PHONY: run test install lint format clean
@@ -16,14 +20,19 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(STAMP03): tests/interop/sdk03/requirements.txt
+	$(PYTHON) -m venv $(VENV03)
+	$(VENV03)/bin/pip install --quiet -r tests/interop/sdk03/requirements.txt
+	touch $(STAMP03)
+
+install: $(STAMP) $(STAMP03)
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	PORT=$(PORT) $(BIN)/python scripts/run.py
 
 # Tests keep their files (SQLite test database, filesystem queue) apart from `make run`'s.
-test: $(STAMP)
+test: $(STAMP) $(STAMP03)
 	VAR_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -35,4 +44,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache
+	rm -rf $(VENV) $(VENV03) var staticfiles .pytest_cache

@@ -117,7 +117,7 @@ _TASK_TABLE = f'"{Task._meta.db_table}"'
 _TASK_COLUMN_LIST = ", ".join(f'"{c}"' for c in _TASK_COLUMNS)
 _TASK_SELECT = (
     f"SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} "
-    'WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s'
+    'WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s AND NOT "direct"'
 )
 _TASK_OF_SUBJECT = _TASK_SELECT + ' AND "subject" = %s LIMIT 1'
 # As task_for_caller's filter for callers without credentials (subject__startswith).
@@ -307,7 +307,8 @@ async def tasks_page_read(
     if subject == ANONYMOUS:
         # Anonymous callers are not one caller: listing would show each the others' tasks.
         return [], 0, False
-    where = ['"tenant_id" = %s', '"agent_id" = %s', '"subject" = %s']
+    # NOT "direct": the partial index's own condition (runtime.kernel.task_models.Task, direct replies).
+    where = ['"tenant_id" = %s', '"agent_id" = %s', '"subject" = %s', 'NOT "direct"']
     params: list = [tenant.pk, agent.pk, subject]
     if context_id:
         where.append('"wire_context_id" = %s')

@@ -29,12 +29,15 @@ def agent_card(request, agent: Agent, *, legacy: bool = False) -> dict:
         "description": agent.description,
         "version": agent.version,
         "provider": {"organization": agent.tenant.name, "url": base},
+        # JSON-RPC first (preferred), then the HTTP+JSON binding on the same URL
+        # (a2a_endpoint.rest: /message:send, /tasks/{id}, ... after it).
         "supportedInterfaces": [
             {
                 "url": endpoint_url(request, agent),
-                "protocolBinding": "JSONRPC",
+                "protocolBinding": binding,
                 "protocolVersion": "1.0",
             }
+            for binding in ("JSONRPC", "HTTP+JSON")
         ],
         "capabilities": {
             # SSE streams (a2a_endpoint.streams); updates also reach callers by push

@@ -7,6 +7,12 @@ the 1.0 results, stream events and errors are rewritten into the 0.3 shapes: ``k
 messages, tasks and events, lowercase hyphenated states, ``{kind: "file", file: {...}}`` parts,
 ``configuration.blocking``, the nested push config. The core (runtime) never sees 0.3.
 
+Seed 004 (the Wildo host, 0.2.5) is this dialect's rule where it and seed 003 differ: a pause
+is ``input-required`` and ends a direct stream; a direct send (a blocking message/send, a
+message/stream, that starts a turn) hands out no task unless its answer is a Task
+(runtime.kernel.task_models.Task.direct), and a client that leaves a direct stream aborts its turn; a
+missing messageId is minted and a part's missing ``kind`` is inferred.
+
 Sources: a2aproject/A2A at tag v0.3.0 (docs/specification.md, specification/json/a2a.json);
 the differences are listed in /work/shared/reference/a2a-1.0.md §9. Where 0.3 left something
 open, this follows the a2a-sdk's 0.3 compatibility layer (a2a/compat/v0_3/conversions.py):
@@ -14,26 +20,31 @@ a data part whose value is not an object travels as ``{"value": ...}`` with
 ``metadata.data_part_compat: true``.
 """
 
+import uuid
 from typing import Any
 
 from a2a_endpoint import errors, inputs, methods, streams
 from a2a_endpoint.identity import Caller
+from a2a_endpoint.wire03 import (
+    ROLES_IN,
+    event_out,
+    message_out,
+    task_out,
+)
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import TaskNotFound
+from runtime.kernel.task_models import INTERRUPTED_STATES, TERMINAL_STATES
 
 # The versions this dialect answers for (A2A §3.6.2: Major.Minor, the patch is ignored).
 VERSIONS = {("0", "3"), ("0", "2")}
 # What the card says to 0.3 clients (0.3 cards carry a full version string).
 CARD_PROTOCOL_VERSION = "0.3.0"
 
-ROLES_IN = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
-ROLES_OUT = {v: k for k, v in ROLES_IN.items()}
-TERMINAL = {"completed", "canceled", "failed", "rejected"}
-# A 0.3 status-update event is ``final`` when the stream closes after it: a terminal state or
-# input-required; auth-required keeps the stream open (the operator decides outside A2A and
-# the same stream carries the result, seed 003; a2a-go and a2a-js do the same).
-FINAL_STATES = TERMINAL | {"input-required"}
 STREAMING_METHODS = {"message/stream", "tasks/resubscribe"}
+# A 0.x stream closes at either pause, both spelled input-required with ``final: true``
+# (seed 004: an approval pause is "the terminal frame"); a subscriber to a task already
+# paused still waits past the Task it is sent first (a2a_endpoint.streams).
+CLOSING_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
 
 def requested_version(request) -> str:
@@ -43,8 +54,23 @@ def requested_version(request) -> str:
 
 
 def card_wanted(request) -> bool:
-    """Whether a card request asks for the 0.x shape (A2A-Version: 0.3 or 0.2.x)."""
-    return tuple(requested_version(request).split(".")[:2]) in VERSIONS
+    """Whether a card request gets the 0.3 fields beside the 1.0 ones: it says A2A-Version
+    0.3 or 0.2.x, or it says no version and carries credentials.
+
+    A2A §3.6.2 reads a missing version as 0.3, and the a2a-sdk 0.3's default
+    ``ClientFactory.connect(url)`` fetches the card with no version and cannot read a card
+    without ``url``. The conformance kit fetches the same URL with no version (and no
+    credentials) and refuses any field a strict 1.0 card does not have. The narrowest rule
+    that serves both: an anonymous request without a version gets the strict 1.0 card
+    (discovery, validators, the kit); one with credentials is a partner's client, read as
+    0.3, and gets the 1.0 card plus the 0.3 fields, which every 1.0 reader ignores (A2A
+    §5.7: unknown fields SHOULD be ignored). A private agent's card always needs credentials,
+    so a 0.3 client of any private agent connects by default; a 0.3 client of a public agent
+    without a token sends A2A-Version: 0.3 or reads .well-known/agent.json."""
+    version = requested_version(request)
+    if version:
+        return tuple(version.split(".")[:2]) in VERSIONS
+    return "Authorization" in request.headers
 
 
 def selected(request, method: str) -> bool:
@@ -110,6 +136,12 @@ def part_in(raw, field: str) -> dict:
     """A 0.3 part ({kind: text|file|data, ...}) as a 1.0 part."""
     raw = _object(raw, field)
     kind = raw.get("kind")
+    if kind is None:
+        # Some 0.x clients leave ``kind`` out; a part that holds exactly one of the three
+        # contents can only be that kind (issue 29). Two or none stay ambiguous: refused.
+        present = [k for k in ("text", "file", "data") if k in raw]
+        if len(present) == 1:
+            kind = present[0]
     metadata = raw.get("metadata")
     out: dict[str, Any] = {}
     if kind == "text":
@@ -151,6 +183,11 @@ def message_in(raw, field: str = "message") -> dict:
         raise errors.invalid_params(f"{field}.role", 'must be "user"')
     out = {k: v for k, v in raw.items() if k not in ("kind", "role", "parts")}
     out["role"] = ROLES_IN["user"]
+    if out.get("messageId") is None:
+        # Seed 004's own requests carry no messageId; this dialect mints one. The messageId is
+        # the idempotency key (seed 000), so such a message has no retry protection: each
+        # copy is a new message.
+        out["messageId"] = f"minted-{uuid.uuid4()}"
     parts = raw.get("parts")
     if parts is not None:
         if not isinstance(parts, list):
@@ -210,110 +247,7 @@ def send_params_in(params: dict) -> tuple[dict, bool]:
     return out, blocking
 
 
-# --- results and events: 1.0 -> 0.3 -----------------------------------------------------------
-
-
-def state_out(state: str) -> str:
-    """TASK_STATE_INPUT_REQUIRED -> input-required; UNSPECIFIED is 0.3's unknown."""
-    name = state.removeprefix("TASK_STATE_").lower().replace("_", "-")
-    return "unknown" if name == "unspecified" else name
-
-
-def part_out(part: dict) -> dict:
-    metadata = part.get("metadata")
-    if "text" in part:
-        out: dict[str, Any] = {"kind": "text", "text": part["text"]}
-    elif "data" in part:
-        data = part["data"]
-        if not isinstance(data, dict):
-            # 0.3's DataPart holds an object: wrapped as the a2a-sdk's compat layer does.
-            data = {"value": data}
-            metadata = {**(metadata or {}), "data_part_compat": True}
-        out = {"kind": "data", "data": data}
-    elif "raw" in part or "url" in part:
-        file = {"bytes": part["raw"]} if "raw" in part else {"uri": part["url"]}
-        if part.get("mediaType"):
-            file["mimeType"] = part["mediaType"]
-        if part.get("filename"):
-            file["name"] = part["filename"]
-        out = {"kind": "file", "file": file}
-    else:
-        out = {"kind": "data", "data": {}}
-    if metadata is not None:
-        out["metadata"] = metadata
-    return out
-
-
-def message_out(message: dict) -> dict:
-    out = {"kind": "message"}
-    out.update({k: v for k, v in message.items() if k not in ("role", "parts")})
-    out["role"] = ROLES_OUT.get(message.get("role"), "agent")
-    out["parts"] = [part_out(p) for p in message.get("parts", [])]
-    return out
-
-
-def status_out(status: dict) -> dict:
-    out = {"state": state_out(status["state"])}
-    if status.get("message"):
-        out["message"] = message_out(status["message"])
-    if status.get("timestamp"):
-        out["timestamp"] = status["timestamp"]
-    return out
-
-
-def artifact_out(artifact: dict) -> dict:
-    return {**artifact, "parts": [part_out(p) for p in artifact.get("parts", [])]}
-
-
-def task_out(task: dict) -> dict:
-    out = {
-        "kind": "task",
-        "id": task["id"],
-        "contextId": task["contextId"],
-        "status": status_out(task["status"]),
-    }
-    if "artifacts" in task:
-        out["artifacts"] = [artifact_out(a) for a in task["artifacts"]]
-    if "history" in task:
-        out["history"] = [message_out(m) for m in task["history"]]
-    if "metadata" in task:
-        out["metadata"] = task["metadata"]
-    return out
-
-
-def event_out(event: dict) -> dict:
-    """A 1.0 StreamResponse (the ``result`` of one SSE event) as the 0.3 event: a Task, a
-    Message, or a ``status-update`` (with ``final``) or ``artifact-update``."""
-    if "task" in event:
-        return task_out(event["task"])
-    if "message" in event:
-        return message_out(event["message"])
-    if "statusUpdate" in event:
-        update = event["statusUpdate"]
-        status = status_out(update["status"])
-        out = {
-            "kind": "status-update",
-            "taskId": update["taskId"],
-            "contextId": update["contextId"],
-            "status": status,
-            "final": status["state"] in FINAL_STATES,
-        }
-        if "metadata" in update:
-            out["metadata"] = update["metadata"]
-        return out
-    if "artifactUpdate" in event:
-        update = event["artifactUpdate"]
-        out = {
-            "kind": "artifact-update",
-            "taskId": update["taskId"],
-            "contextId": update["contextId"],
-            "artifact": artifact_out(update["artifact"]),
-        }
-        for key in ("append", "lastChunk", "metadata"):
-            if key in update:
-                out[key] = update[key]
-        return out
-    raise ValueError(f"not a StreamResponse: {sorted(event)}")
+# --- results: 1.0 -> 0.3 (the shapes are a2a_endpoint.wire03's) ---------------------------
 
 
 def push_config_out(config: dict) -> dict:
@@ -333,24 +267,16 @@ def _pick(params: dict, *keys: str) -> dict:
 
 async def message_send(caller: Caller, params: dict):
     core, blocking = send_params_in(params)
-    result = await methods.send_message(caller, core)
+    # Seed 004: a blocking message/send that starts a turn is a direct send: a turn that
+    # completes answers with the reply Message, and no task is created for it (Task.direct:
+    # no task method finds it). A pause, a failure, artifacts (a Message cannot carry them),
+    # the wait limit and a non-blocking send answer with the Task, and so does a message
+    # continuing a task the caller already holds.
+    direct = blocking and not core.get("message", {}).get("taskId")
+    result = await methods.send_message(caller, core, direct=direct)
     if "message" in result:
         return message_out(result["message"])
-    task = result["task"]
-    message = task["status"].get("message")
-    if (
-        blocking
-        and task["status"]["state"] == "TASK_STATE_COMPLETED"
-        and message
-        and not task.get("artifacts")
-        and not core["message"].get("taskId")
-    ):
-        # Seed 004: a blocking message/send whose turn completes answers with the reply
-        # Message and hands out no task (the message names no taskId, so nothing addresses
-        # the task). A turn that made artifacts answers with its Task (a Message cannot
-        # carry them), and so does a message continuing a task the caller already holds.
-        return message_out({k: v for k, v in message.items() if k != "taskId"})
-    return task_out(task)
+    return task_out(result["task"])
 
 
 async def tasks_get(caller: Caller, params: dict):
@@ -439,12 +365,27 @@ async def stream(caller: Caller, request_id, method: str, params):
         # blocking means nothing to a stream; the rest is message/send's.
         core, _blocking = send_params_in(params)
         core.get("configuration", {}).pop("returnImmediately", None)
+        # Seed 004: a message/stream that starts a turn is a direct stream (Message frames,
+        # no task; a client that leaves aborts the turn); one that answers a task it names
+        # streams that task's events, as 1.0 does, to the next pause.
+        direct = not core.get("message", {}).get("taskId")
         response = await streams.stream_open(
-            caller, request_id, "SendStreamingMessage", core, translate=event_out
+            caller,
+            request_id,
+            "SendStreamingMessage",
+            core,
+            translate=event_out,
+            closing=CLOSING_STATES,
+            direct=direct,
         )
     elif method == "tasks/resubscribe":
         response = await streams.stream_open(
-            caller, request_id, "SubscribeToTask", _pick(params, "id"), translate=event_out
+            caller,
+            request_id,
+            "SubscribeToTask",
+            _pick(params, "id"),
+            translate=event_out,
+            closing=CLOSING_STATES,
         )
     else:
         raise errors.method_not_found(method)

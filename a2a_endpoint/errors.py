@@ -137,3 +137,51 @@ def from_domain(exc: domain.RuntimeFault) -> RpcError:
         # and metadata say that someone else decided first, who, how and when.
         return unsupported(exc.message, exc.reason, **exc.metadata)
     return RpcError(-32603, "Internal error", "INTERNAL")
+
+
+# --- the HTTP+JSON binding's errors (A2A §11.6, §5.4): google.rpc.Status (AIP-193) ----------
+
+# JSON-RPC code -> (HTTP status, google.rpc.Code name): A2A §5.4's table for the A2A errors
+# (the gRPC column names the status), and the usual mapping for the JSON-RPC ones.
+HTTP_STATUS = {
+    -32001: (404, "NOT_FOUND"),
+    -32002: (409, "FAILED_PRECONDITION"),
+    -32003: (400, "UNIMPLEMENTED"),
+    -32004: (400, "UNIMPLEMENTED"),
+    -32005: (415, "INVALID_ARGUMENT"),
+    -32006: (502, "INTERNAL"),
+    -32007: (400, "FAILED_PRECONDITION"),
+    -32008: (400, "FAILED_PRECONDITION"),
+    -32009: (400, "UNIMPLEMENTED"),
+    -32700: (400, "INVALID_ARGUMENT"),
+    -32600: (400, "INVALID_ARGUMENT"),
+    -32601: (404, "NOT_FOUND"),
+    -32602: (400, "INVALID_ARGUMENT"),
+    -32603: (500, "INTERNAL"),
+}
+# This gateway's -32000 errors, by ErrorInfo reason.
+HTTP_STATUS_BY_REASON = {
+    "UNAUTHENTICATED": (401, "UNAUTHENTICATED"),
+    "AGENT_NOT_FOUND": (404, "NOT_FOUND"),
+    "TOO_MANY_STREAMS": (429, "RESOURCE_EXHAUSTED"),
+}
+STATUS_NAMES = {413: "INVALID_ARGUMENT", 415: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED"}
+
+
+def http_status(error: RpcError) -> tuple[int, str]:
+    """The HTTP status and google.rpc.Code name of ``error`` in the HTTP+JSON binding."""
+    if error.reason in HTTP_STATUS_BY_REASON:
+        return HTTP_STATUS_BY_REASON[error.reason]
+    if error.http_status >= 400:  # a status the error set itself (413: the body is too big)
+        return error.http_status, STATUS_NAMES.get(error.http_status, "INVALID_ARGUMENT")
+    return HTTP_STATUS.get(error.code, (500, "INTERNAL"))
+
+
+def status_body(error: RpcError) -> tuple[int, dict]:
+    """``error`` as the HTTP+JSON binding writes it: (HTTP status, google.rpc.Status body),
+    the same ErrorInfo (and BadRequest) details the JSON-RPC error carries in ``data``."""
+    status, name = http_status(error)
+    details = error.body()["error"]["data"]
+    return status, {
+        "error": {"code": status, "status": name, "message": error.message, "details": details}
+    }

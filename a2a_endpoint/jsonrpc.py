@@ -89,8 +89,9 @@ def _too_big() -> errors.RpcError:
     )
 
 
-def body_read(request) -> tuple[object, object]:
-    """Return (request id, envelope) or raise an RpcError."""
+def json_body(request):
+    """The request's JSON body (application/json, at most A2A_MAX_BODY_BYTES), parsed, or raise
+    an RpcError; the HTTP+JSON binding reads its bodies with it too (a2a_endpoint.rest)."""
     content_type = request.content_type.lower() if request.content_type else ""
     if content_type not in JSON_TYPES:
         raise errors.content_type_not_supported(content_type)
@@ -103,7 +104,12 @@ def body_read(request) -> tuple[object, object]:
         raise _too_big() from None
     if len(raw) > settings.A2A_MAX_BODY_BYTES:
         raise _too_big()
-    envelope = inputs.json_read(raw)
+    return inputs.json_read(raw)
+
+
+def body_read(request) -> tuple[object, object]:
+    """Return (request id, envelope) or raise an RpcError."""
+    envelope = json_body(request)
     if not isinstance(envelope, dict):
         raise errors.invalid_request(
             "the body must be one JSON-RPC request object (batches are not supported)"

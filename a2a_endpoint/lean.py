@@ -26,17 +26,22 @@ from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, ResolverMatch, get_resolver
 
-from a2a_endpoint import views
+from a2a_endpoint import rest, views
 from config.csp import ContentSecurityPolicyMiddleware
 
 logger = logging.getLogger(__name__)
 
-LEAN_VIEWS = frozenset({views.endpoint, views.card})
+LEAN_VIEWS = frozenset({views.endpoint, views.card, rest.endpoint})
 # The endpoint's and the card's URLs (a2a_endpoint.urls; <slug:...> is [-a-zA-Z0-9_]+),
 # matched without walking the whole URLconf; what does not match is resolved by Django.
 FAST_PATHS = re.compile(
     r"/a2a/(?P<tenant>[-a-zA-Z0-9_]+)/(?P<agent>[-a-zA-Z0-9_]+)"
     r"(?:(?P<slash>/)|(?P<card>/\.well-known/agent-card\.json))?"
+)
+# The HTTP+JSON binding's paths (a2a_endpoint.rest), tried only when the above did not match:
+# the JSON-RPC endpoint's requests cost what they did.
+REST_PATHS = re.compile(
+    r"/a2a/(?P<tenant>[-a-zA-Z0-9_]+)/(?P<agent>[-a-zA-Z0-9_]+)(?P<route>" + rest.PATHS + ")"
 )
 
 
@@ -100,6 +105,10 @@ class LeanA2AHandler(ASGIHandler):
     def fast_resolve(path: str) -> ResolverMatch | None:
         found = FAST_PATHS.fullmatch(path)
         if found is None:
+            if (route := REST_PATHS.fullmatch(path)) is not None:
+                return ResolverMatch(
+                    rest.endpoint, (), route.groupdict(), url_name="rest", app_names=["a2a"]
+                )
             try:
                 return get_resolver().resolve(path)
             except Resolver404:

@@ -24,7 +24,7 @@ from runtime.decisions.decision_models import Interaction
 from runtime.kernel.task_models import SETTLED_STATES, Task, TaskState
 from runtime.kernel.task_selectors import task_for_caller, tasks_page
 from runtime.kernel.wakeups import announcements_mark
-from runtime.turn.cancel import task_cancel
+from runtime.turn.cancel import task_cancel, task_hand_out
 from runtime.turn.intake import CONTEXT_ID_RE, message_send
 
 
@@ -101,15 +101,19 @@ class _Intake:
 _intake = _Intake()
 
 
-async def message_accept(caller: Caller, params: dict):
+async def message_accept(caller: Caller, params: dict, *, direct: bool = False):
     """SendMessage up to the wait: parse, start or resume the task, register an inline push
     config. Returns (task, configuration or None, historyLength); a2a_endpoint.streams
-    streams from here. At most A2A_INTAKE_CONCURRENCY at once (``_Intake``)."""
+    streams from here. At most A2A_INTAKE_CONCURRENCY at once (``_Intake``).
+
+    ``direct``: a 0.x direct send (seed 004), whose new task is handed to the caller only
+    when the answer is a Task (Task.direct); a message with an inline push config asks to
+    follow a task, so it is never direct."""
     async with _intake():
-        return await _message_accept(caller, params)
+        return await _message_accept(caller, params, direct=direct)
 
 
-async def _message_accept(caller: Caller, params: dict):
+async def _message_accept(caller: Caller, params: dict, *, direct: bool = False):
     request = wire.parse(params, a2a.SendMessageRequest)
     message = wire.message_in(params, request)
     _message_bounds(message)
@@ -137,6 +141,7 @@ async def _message_accept(caller: Caller, params: dict):
         skill_id=skill_id,
         delivery=delivery,
         dialect=caller.dialect,
+        direct=direct and push_config is None,
     )
     task = result.task
     bind(task_id=task.public_id, trace_id=task.trace_id)
@@ -152,19 +157,43 @@ async def _message_accept(caller: Caller, params: dict):
             config=push_config,
             activated=caller.activated,
             from_start=True,
+            dialect=caller.dialect,
         )
     return task, configuration, history_length, result.queued
 
 
-async def send_message(caller: Caller, params: dict):
+def direct_reply(task: Task) -> dict | None:
+    """The Message a 0.x direct send answers with (seed 004: "a reply message and contextId";
+    no task is created for it), or None when the answer must be the Task: a turn that paused,
+    failed or has not ended, or made artifacts (a Message cannot carry them)."""
+    if task.state != TaskState.COMPLETED:
+        return None
+    if task.reply_message:
+        return task.reply_message
+    if task.artifacts or not task.status_message:
+        return None
+    # The reply names no task: there is no task handle to name.
+    return {k: v for k, v in task.status_message.items() if k != "taskId"}
+
+
+async def send_message(caller: Caller, params: dict, *, direct: bool = False):
+    """SendMessage; ``direct`` (a blocking 0.x message/send, seed 004) answers a completed
+    turn with its reply Message and hands out no task (Task.direct)."""
     # Before the message is taken (and its turn published): from here on the listener hears
     # every change of the task, and the wait below need not read its state first.
     mark = announcements_mark()
-    task, configuration, history_length, queued = await message_accept(caller, params)
+    task, configuration, history_length, queued = await message_accept(
+        caller, params, direct=direct
+    )
     blocking = not (configuration is not None and configuration.return_immediately)
     if blocking and not queued and task.state not in SETTLED_STATES:
         task = await wait_for_settled(task, since=mark)
-    if task.reply_message and task.state in SETTLED_STATES and blocking:
+    if task.direct:
+        if (reply := direct_reply(task)) is not None:
+            return {"message": reply}
+        # Anything else is answered with the Task: from now on the caller holds its handle.
+        await db(task_hand_out, task=task)
+    elif task.reply_message and task.state in SETTLED_STATES and blocking:
         return {"message": task.reply_message}
     return {"task": _task_out(caller, task, history_length=history_length)}
 
@@ -353,6 +382,7 @@ async def create_push_config(caller: Caller, params: dict):
         task_id=_require_task_id(request.task_id),
         config=_config_input(request),
         activated=caller.activated,
+        dialect=caller.dialect,
     )
     return await db(_config_wire, config)
 

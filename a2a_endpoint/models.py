@@ -83,6 +83,9 @@ class PushConfig(models.Model):
     auth_credentials = models.TextField(blank=True, help_text="Fernet-encrypted")
     # The A2A-Extensions the creating request activated: the receiver gets their data.
     activated = models.JSONField(default=list, blank=True)
+    # The A2A version the config was registered in: its bodies are written in that dialect
+    # (push_delivery: "0.3" receivers get the 0.3 Task, "1.0" a StreamResponse).
+    dialect = models.CharField(max_length=8, default="1.0")
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=300, blank=True)
     # One worker delivers a config at a time, which keeps its events in order.

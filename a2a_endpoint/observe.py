@@ -51,7 +51,7 @@ def a2a_observed(view):
     ``traceparent``; a task it creates takes the span's trace id (config.tracing)."""
 
     @functools.wraps(view)
-    async def observed(request, tenant: str, agent: str):
+    async def observed(request, tenant: str, agent: str, **route):
         call = _Call()
         token = _call.set(call)
         try:
@@ -60,14 +60,15 @@ def a2a_observed(view):
                 request.headers,
                 **{"countersign.tenant": tenant, "countersign.agent": agent},
             ) as span:
-                response = await view(request, tenant, agent)
+                response = await view(request, tenant, agent, **route)
                 span.update_name(f"A2A {call.method}")
                 span.set_attribute("rpc.method", call.method)
                 span.set_attribute("rpc.jsonrpc.error_code", call.outcome)
                 span.set_attribute("http.response.status_code", response.status_code)
         finally:
             _call.reset(token)
-        if request.method == "POST":
+        # JSON-RPC requests are POSTs; the HTTP+JSON binding's (``route``) use every verb.
+        if request.method == "POST" or route:
             metrics.A2A_REQUESTS.labels(method=call.method, outcome=call.outcome).inc()
         return response
 

@@ -77,6 +77,7 @@ def push_config_create(
     config: ConfigInput,
     activated: frozenset = frozenset(),
     from_start: bool = False,
+    dialect: str = "1.0",
 ) -> PushConfig:
     """Create (or replace, same id) a task's push config; ``from_start`` also queues every
     event the task already has (a config sent inline with the message that made the task)."""
@@ -100,6 +101,7 @@ def push_config_create(
             "auth_scheme": config.scheme,
             "auth_credentials": secret_encrypt(config.credentials) if config.credentials else "",
             "activated": sorted(activated),
+            "dialect": dialect,
             "disabled_at": None,
             "disabled_reason": "",
         }

@@ -52,6 +52,7 @@ from a2a_endpoint.models import (
 from a2a_endpoint.selectors import push_settings_for
 from a2a_endpoint.tasks import deliver_push as deliver_push_task
 from a2a_endpoint.wire import event_wire
+from a2a_endpoint.wire03 import push_body_out
 from config.celery import queue
 from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
@@ -333,7 +334,8 @@ def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
 def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSettings) -> dict:
     now = timezone.now()
     headers = {
-        "Content-Type": "application/a2a+json",
+        # application/a2a+json is 1.0's; 0.3 named no media type for push, and sent JSON.
+        "Content-Type": "application/json" if config.dialect == "0.3" else "application/a2a+json",
         **webhook_headers(push.signing_secrets(now), delivery.webhook_id, body, now),
         "User-Agent": "Countersign-Push/1",
     }
@@ -396,7 +398,12 @@ def _post(
                 settings.PUBLIC_BASE_URL, config.tenant.slug, config.task.agent.slug
             ),
         )
-        body = json.dumps(event_wire(delivery.event.payload, frozenset(config.activated), link))
+        result = event_wire(delivery.event.payload, frozenset(config.activated), link)
+        if config.dialect == "0.3":
+            # A config registered in 0.3 gets 0.3 bodies (no 0.3 receiver reads a 1.0
+            # StreamResponse): the Task as of the event, as the a2a-sdk's 0.3 servers send.
+            result = push_body_out(result, delivery.event.state)
+        body = json.dumps(result)
         response = client.post(
             config.url, content=body, headers=_headers(config, delivery, body, push)
         )

@@ -12,7 +12,10 @@ stays open through AUTH_REQUIRED and closes after a Message, a terminal state or
 INPUT_REQUIRED (SubscribeToTask on a task already waiting for input sends it, then waits for
 what follows the answer). A client that goes away ends its watching, never the task.
 
-The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``.
+The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``, and
+closes its streams at either pause (``closing``); its direct message/stream (seed 004) is
+``_Stream.run_direct``. The HTTP+JSON binding writes each event without the JSON-RPC envelope
+(``envelope=False``).
 """
 
 import asyncio
@@ -32,12 +35,14 @@ from a2a_endpoint import errors, inputs, wire
 from a2a_endpoint.asyncdb import db
 from a2a_endpoint.files import linker
 from a2a_endpoint.identity import Caller
-from a2a_endpoint.methods import message_accept
+from a2a_endpoint.methods import direct_reply, message_accept
 from config.logging import bind
+from runtime.kernel.errors import TaskNotCancelable
 from runtime.kernel.presence import stream_alive, stream_attach, stream_detach
-from runtime.kernel.task_models import TERMINAL_STATES, Task, TaskEvent, TaskState
+from runtime.kernel.task_models import SETTLED_STATES, TERMINAL_STATES, Task, TaskEvent, TaskState
 from runtime.kernel.task_selectors import task_for_caller
 from runtime.kernel.wakeups import SQLITE_POLL_SECONDS, notifications_available, task_watch
+from runtime.turn.cancel import task_cancel, task_hand_out
 
 logger = logging.getLogger(__name__)
 
@@ -225,23 +230,38 @@ def _informative(events) -> bool:
 
 
 class _Stream:
-    def __init__(self, caller: Caller, request_id, translate: Translate | None, slot: Slot):
+    def __init__(
+        self,
+        caller: Caller,
+        request_id,
+        translate: Translate | None,
+        slot: Slot,
+        closing: frozenset = CLOSING_STATES,
+        envelope: bool = True,
+    ):
         self.caller, self.request_id, self.translate, self.slot = (
             caller,
             request_id,
             translate,
             slot,
         )
+        self.closing = closing
+        # JSON-RPC wraps each event in a response with the request's id; the HTTP+JSON
+        # binding sends the StreamResponse itself (A2A §11.7).
+        self.envelope = envelope
         self.notified = notifications_available()
 
     def frame(self, result: dict) -> bytes:
         if self.translate is not None:
             result = self.translate(result)
-        body = {"jsonrpc": "2.0", "id": self.request_id, "result": result}
+        body = (
+            {"jsonrpc": "2.0", "id": self.request_id, "result": result} if self.envelope else result
+        )
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     def error_frame(self, error: errors.RpcError) -> bytes:
-        return b"data: " + json.dumps(error.body(self.request_id)).encode() + b"\n\n"
+        body = error.body(self.request_id) if self.envelope else errors.status_body(error)[1]
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     async def wake(self, queue: asyncio.Queue, timeout: float):
         """Wait for a change of the task (or, on SQLite, the next poll); None on timeout."""
@@ -295,7 +315,7 @@ class _Stream:
                 # A send's stream ends at the pause its turn reached; a subscriber to a task
                 # waiting for input is watching for what follows the answer (the conformance
                 # kit's STREAM-SUB-002): its stream stays open until the next closing state.
-                if sending and first_state in CLOSING_STATES:
+                if sending and first_state in self.closing:
                     return
                 while True:
                     for event_seq, kind, state, result in await db(
@@ -303,7 +323,7 @@ class _Stream:
                     ):
                         seq = event_seq
                         yield self.frame(result)
-                        if kind == TaskEvent.Kind.STATUS and state in CLOSING_STATES:
+                        if kind == TaskEvent.Kind.STATUS and state in self.closing:
                             return
                     while True:
                         if time.monotonic() >= next_keepalive:
@@ -324,6 +344,70 @@ class _Stream:
             yield self.error_frame(errors.RpcError(-32603, "Internal error", "INTERNAL"))
         finally:
             self.slot.release()
+
+    async def run_direct(self, task: Task, *, history_length: int | None):
+        """A 0.x direct message/stream (seed 004): no task is handed out while the turn runs.
+        The stream waits (with keep-alives) until the turn settles, then sends the reply
+        Message, or, when the answer must be a Task (a pause, a failure, artifacts), the
+        Task as its one and terminal frame. A client that goes away before that aborts the
+        turn: it is canceled, and no background task is left."""
+        caller = self.caller
+        keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
+        answered = False
+        try:
+            async with task_watch(task.pk) as queue:
+                self.slot.watch(queue, task.pk)
+                next_keepalive = time.monotonic() + keepalive
+                latest = await db(_task_load, task.pk)
+                while latest.state not in SETTLED_STATES:
+                    if time.monotonic() >= next_keepalive:
+                        yield KEEPALIVE
+                        self.slot.alive()
+                        next_keepalive = time.monotonic() + keepalive
+                    item = await self.wake(queue, next_keepalive - time.monotonic())
+                    if item is SHUTDOWN:
+                        # The server is stopping, not the caller: it gets the task's handle
+                        # to follow it (tasks/get, tasks/resubscribe) rather than losing it.
+                        break
+                    if item is not None:
+                        latest = await db(_task_load, latest.pk)
+                reply = direct_reply(latest) if latest.state in SETTLED_STATES else None
+                answered = True
+                if reply is not None:
+                    yield self.frame({"message": reply})
+                    return
+                await db(task_hand_out, task=latest)
+                yield self.frame({"task": await db(_task_wire, caller, latest, history_length)})
+        except Exception:
+            logger.exception("A2A stream failed")
+            yield self.error_frame(errors.RpcError(-32603, "Internal error", "INTERNAL"))
+        finally:
+            self.slot.release()
+            if not answered:
+                # Cancelled (the client went away) or closed before the answer: abort the
+                # turn. Not awaited here, where a cancellation would cut it short.
+                _abort(caller, task)
+
+
+# Aborts of direct streams in flight: referenced until done (the loop keeps weak references).
+_aborts: set = set()
+
+
+def _abort(caller: Caller, task: Task) -> None:
+    async def cancel():
+        try:
+            await db(task_cancel, **caller.scope, task_id=task.public_id, direct=True)
+        except TaskNotCancelable:
+            pass  # it ended as the client went away: there is no turn left to abort
+        except Exception:
+            logger.exception("could not abort the turn of a closed direct stream")
+
+    try:
+        pending = asyncio.get_running_loop().create_task(cancel())
+    except RuntimeError:  # no loop any more: the process is stopping
+        return
+    _aborts.add(pending)
+    pending.add_done_callback(_aborts.discard)
 
 
 class EventStreamResponse(StreamingHttpResponse):
@@ -367,18 +451,30 @@ async def _subscribe_task(caller: Caller, params: dict) -> Task:
 
 
 async def stream_open(
-    caller: Caller, request_id, method: str, params, *, translate: Translate | None = None
+    caller: Caller,
+    request_id,
+    method: str,
+    params,
+    *,
+    translate: Translate | None = None,
+    closing: frozenset = CLOSING_STATES,
+    direct: bool = False,
+    envelope: bool = True,
 ) -> EventStreamResponse:
     """Start a SendStreamingMessage or SubscribeToTask stream, or raise the RpcError (or
     domain error) to answer as a plain JSON-RPC response; nothing starts past the limits.
 
     ``translate`` rewrites each event's ``result`` (a 1.0 StreamResponse dict) before it is
-    written, e.g. into another dialect's shape."""
+    written, e.g. into another dialect's shape; after a status in ``closing`` the stream
+    ends; ``direct`` (a 0.x message/stream that starts a turn) streams as _Stream.run_direct;
+    without ``envelope`` each event is the bare StreamResponse (HTTP+JSON, a2a_endpoint.rest)."""
     params = _params(params)
     slot = REGISTRY.take((caller.tenant.pk, caller.subject))
     try:
         if method == "SendStreamingMessage":
-            task, _configuration, history_length, _queued = await message_accept(caller, params)
+            task, _configuration, history_length, _queued = await message_accept(
+                caller, params, direct=direct
+            )
             sending = True
         elif method == "SubscribeToTask":
             task = await _subscribe_task(caller, params)
@@ -387,12 +483,12 @@ async def stream_open(
         else:
             raise errors.method_not_found(method)
         _shutdown_hooks_install()
-        stream = _Stream(caller, request_id, translate, slot)
-        return EventStreamResponse(
-            stream.run(task, sending=sending, history_length=history_length),
-            slot,
-            caller.activated,
-        )
+        stream = _Stream(caller, request_id, translate, slot, closing, envelope)
+        if sending and task.direct:
+            events = stream.run_direct(task, history_length=history_length)
+        else:
+            events = stream.run(task, sending=sending, history_length=history_length)
+        return EventStreamResponse(events, slot, caller.activated)
     except BaseException:
         slot.release()
         raise

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from a2a_endpoint import files, views
+from a2a_endpoint import files, rest, views
 
 app_name = "a2a"
 urlpatterns = [
@@ -16,4 +16,10 @@ urlpatterns = [
         name="card-legacy",
     ),
     path("<slug:tenant>/<slug:agent>/files/<str:token>", files.download, name="file"),
+    # The HTTP+JSON binding (A2A §11) on the same agent URL: /message:send, /tasks/{id}, ...
+    re_path(
+        rf"^(?P<tenant>[-a-zA-Z0-9_]+)/(?P<agent>[-a-zA-Z0-9_]+)(?P<route>{rest.PATHS})$",
+        rest.endpoint,
+        name="rest",
+    ),
 ]

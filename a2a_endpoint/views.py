@@ -134,5 +134,6 @@ async def card(request, tenant: str, agent: str, legacy: bool = False):
     response["ETag"] = etag
     response["Last-Modified"] = http_date(found.updated_at.timestamp())
     response["Cache-Control"] = f"{'public' if found.public else 'private'}, max-age=300"
-    response["Vary"] = "A2A-Version"
+    # The 0.3 fields depend on the version asked for, and on credentials (card_wanted).
+    response["Vary"] = "A2A-Version, Authorization"
     return response

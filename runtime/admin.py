@@ -37,6 +37,7 @@ class AgentForm(forms.ModelForm):
             "description",
             "version",
             "skills",
+            "default_skill",
             "instructions",
             "model",
             "tools",
@@ -72,6 +73,18 @@ class AgentForm(forms.ModelForm):
         ):
             raise forms.ValidationError("A list of {id, name, description, tags, examples}.")
         return skills
+
+    def clean(self):
+        cleaned = super().clean()
+        default = cleaned.get("default_skill")
+        skills = cleaned.get("skills")
+        if default and isinstance(skills, list):
+            ids = [s.get("id") for s in skills if isinstance(s, dict)]
+            if default not in ids:
+                self.add_error(
+                    "default_skill", f"{default!r} is not one of the skills ({', '.join(ids)})."
+                )
+        return cleaned
 
     def clean_model(self):
         model = self.cleaned_data["model"]

@@ -26,6 +26,14 @@ class Agent(models.Model):
     skills = models.JSONField(
         default=list, blank=True, help_text="[{id, name, description, tags, examples}]"
     )
+    # The skill a message that names none (no metadata.skillId) runs, for an agent with
+    # several: seed 004 asks the caller to choose only when no default exists.
+    default_skill = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="The id of the skill a message without metadata.skillId gets, when the "
+        "agent has several skills (empty: such a message must name one).",
+    )
     instructions = models.TextField(blank=True)
     model = models.JSONField(
         default=dict, help_text='e.g. {"provider": "scripted", "script": [...]}'

@@ -132,6 +132,7 @@ AGENT_SCHEMA = {
             "properties": {"connections": {"type": "boolean"}},
         },
         "public": {"type": "boolean"},
+        "default_skill": {"type": "string", "minLength": 1, "x-message": "must be a skill's id"},
         "interactionTtlSeconds": {
             "type": "integer",
             "exclusiveMinimum": 0,
@@ -217,6 +218,7 @@ class AgentSpec:
     description: str
     version: str = "1.0.0"
     skills: list = field(default_factory=list)
+    default_skill: str = ""
     instructions: str = ""
     model: dict = field(default_factory=dict)
     tools: list = field(default_factory=list)
@@ -363,6 +365,12 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     ]
     if len({s["id"] for s in clean_skills}) != len(clean_skills):
         fail(["skills"], "skill ids must be unique")
+    default_skill = data.get("default_skill", "")
+    if default_skill and default_skill not in {s["id"] for s in clean_skills}:
+        fail(
+            ["default_skill"],
+            f"{default_skill!r} is not one of the skills ({', '.join(s['id'] for s in clean_skills)})",
+        )
 
     model = data.get("model") or {"provider": "scripted", "script": []}
     if not isinstance(model, dict) or not isinstance(model.get("provider"), str):
@@ -431,6 +439,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
         description=description,
         version=text_field("version", default="1.0.0"),
         skills=clean_skills,
+        default_skill=default_skill,
         instructions=body,
         model=model,
         tools=tools,

@@ -143,6 +143,14 @@ class Task(models.Model):
     # The A2A dialect the task was started in ("1.0", or "0.3" for 0.3 / 0.2.5 callers): shown
     # to support on the task page; either dialect may read it (a2a_endpoint.dialect03).
     dialect = models.CharField(max_length=8, default="1.0")
+    # A 0.x direct send (a blocking message/send or a message/stream without taskId, seed
+    # 004) whose caller has not been handed the task: "no task is created" for a direct
+    # reply, so no task method of either dialect finds it (GetTask, ListTasks, CancelTask,
+    # answers, streams, push configs: TaskNotFound) while this is true. The row stays, as
+    # every turn's does, for the worker that runs it and for the operators' pages and audit
+    # (its tool calls, its decisions). Cleared when the caller is given the Task (a pause,
+    # artifacts, a failure, the wait limit): task_hand_out.
+    direct = models.BooleanField(default=False)
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -161,9 +169,12 @@ class Task(models.Model):
         ]
         indexes = [
             # ListTasks: a subject's tasks on one agent, latest status change first (keyset).
+            # Direct replies (``direct``) are never listed: partial, so that the page and its
+            # count read only the index, as before.
             models.Index(
                 fields=["tenant", "agent", "subject", "-status_timestamp", "-id"],
-                name="task_list_keyset",
+                condition=Q(direct=False),
+                name="task_list_keyset_handed",
             ),
             # The sweep looks for turns whose lease ran out.
             models.Index(fields=["state", "lease_expires_at"], name="task_lease_sweep"),

@@ -13,11 +13,20 @@ if TYPE_CHECKING:  # the kernel names agents only in annotations
 
 
 def task_for_caller(
-    *, tenant, agent: "Agent", subject: str, task_id: str, lock: bool = False
+    *,
+    tenant,
+    agent: "Agent",
+    subject: str,
+    task_id: str,
+    lock: bool = False,
+    direct: bool = False,
 ) -> Task:
-    """The caller's task, or TaskNotFound; ``lock`` takes its row lock (inside a transaction)."""
+    """The caller's task, or TaskNotFound; ``lock`` takes its row lock (inside a transaction).
+    A direct reply never handed to its caller (Task.direct) is found only with ``direct``."""
     tasks = Task.objects.select_for_update() if lock else Task.objects
     tasks = tasks.filter(tenant=tenant, agent=agent, public_id=task_id)
+    if not direct:
+        tasks = tasks.filter(direct=False)
     if subject == ANONYMOUS:
         # A caller without credentials owns no subject: the task id (128 random bits in its
         # context key) is its capability, and reaches only tasks anonymous callers started.
@@ -46,7 +55,7 @@ def tasks_page(
     if subject == ANONYMOUS:
         # Anonymous callers are not one caller: listing would show each the others' tasks.
         return [], 0, False
-    base = Task.objects.filter(tenant=tenant, agent=agent, subject=subject)
+    base = Task.objects.filter(tenant=tenant, agent=agent, subject=subject, direct=False)
     if context_id:
         base = base.filter(wire_context_id=context_id)
     if state:

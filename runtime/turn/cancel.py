@@ -13,9 +13,12 @@ from runtime.kernel.task_state import task_end
 
 
 @transaction.atomic(durable=True)
-def task_cancel(*, tenant, agent: Agent, subject: str, task_id: str) -> Task:
-    """Cancel a task (idempotent for a canceled task); its open interactions close."""
-    task = task_for_caller(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
+def task_cancel(*, tenant, agent: Agent, subject: str, task_id: str, direct: bool = False) -> Task:
+    """Cancel a task (idempotent for a canceled task); its open interactions close.
+    ``direct`` also reaches a direct reply not handed out (a 0.x stream whose caller left)."""
+    task = task_for_caller(
+        tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True, direct=direct
+    )
     if task.state == TaskState.CANCELED:
         return task
     if task.is_terminal:
@@ -32,3 +35,10 @@ def task_cancel(*, tenant, agent: Agent, subject: str, task_id: str) -> Task:
     )
     task_end(task, TaskState.CANCELED, agent_message(task, "Canceled by the caller."))
     return task
+
+
+def task_hand_out(*, task: Task) -> None:
+    """Give a direct send's task to its caller (Task.direct): from now on every task method
+    finds it. One conditional UPDATE: idempotent, and it changes nothing else of the row."""
+    Task.objects.filter(pk=task.pk, direct=True).update(direct=False)
+    task.direct = False

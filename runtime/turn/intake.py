@@ -57,9 +57,12 @@ def _skill_for(agent: Agent, skill_id: str | None) -> str:
         return skill_id
     if len(ids) == 1:
         return ids[0]
+    if agent.default_skill in ids:
+        # Seed 004 asks the caller to choose only when no default exists.
+        return agent.default_skill
     if len(ids) > 1:
         raise InvalidParams(
-            "metadata.skillId", f"this agent has several skills; choose one of {ids}"
+            "metadata.skillId", f"this agent has several skills and no default; choose one of {ids}"
         )
     return ""
 
@@ -108,9 +111,11 @@ def message_send(
     skill_id: str | None = None,
     delivery: str | None = None,
     dialect: str = "1.0",
+    direct: bool = False,
 ) -> SendResult:
     """Take a caller's message: start (or queue) a turn, or answer the task it names.
-    ``dialect`` is the A2A version the caller spoke, recorded on a task it starts.
+    ``dialect`` is the A2A version the caller spoke, recorded on a task it starts; ``direct``
+    starts it as a direct send that hands out no task until the edge says so (Task.direct).
 
     The messageId is the idempotency key per caller (seed 000): a retry returns the task the
     first send started and starts nothing."""
@@ -142,6 +147,7 @@ def message_send(
             key=key,
             digest=digest,
             dialect=dialect,
+            direct=direct,
         )
     except IntegrityError:
         # The messageId was sent before (a retry: in a new context, or in another context, so
@@ -165,6 +171,7 @@ def _turn_start(
     key: str,
     digest: str,
     dialect: str = "1.0",
+    direct: bool = False,
 ) -> SendResult:
     text, data = message_content(message)
     # A new context's rows are one statement on PostgreSQL (_turn_rows_write), a transaction
@@ -209,6 +216,7 @@ def _turn_start(
             message_key=key,
             message_digest=digest,
             dialect=dialect,
+            direct=direct,
             state=TaskState.SUBMITTED,
             history=[stored],
             transcript=[

@@ -20,11 +20,11 @@ def get_card(client, slug, token=None, tenant="acme", **headers):
 
 
 def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client):
-    response = get_card(client, "deployer", agents.a.token)
+    response = get_card(client, "deployer", agents.a.token, **{"A2A-Version": "1.0"})
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     card = response.json()
-    # A 1.0 card, strictly: the 0.3 fields are served only to callers asking for 0.x (below),
+    # A 1.0 card, strictly: the 0.3 fields are served only to callers read as 0.x (below),
     # as the 1.0 schema allows no other properties (the conformance kit checks it).
     json_format.ParseDict(card, a2a.AgentCard())
     assert not {"url", "preferredTransport", "protocolVersion", "security"} & set(card)
@@ -34,14 +34,15 @@ def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client
     assert card["description"] == agent.description
     assert card["version"] == agent.version
     assert card["provider"]["organization"] == agents.a.tenant.name
-    # 1.0 first (preferred); the same URL serves the 0.3 dialect (a2a_endpoint.dialect03).
+    # 1.0 first (preferred), JSON-RPC then HTTP+JSON (a2a_endpoint.rest); the same URL
+    # serves the 0.3 dialect (a2a_endpoint.dialect03).
     assert card["supportedInterfaces"] == [
         {
             "url": "http://testserver/a2a/acme/deployer",
-            "protocolBinding": "JSONRPC",
+            "protocolBinding": binding,
             "protocolVersion": version,
         }
-        for version in ("1.0", "0.3")
+        for binding, version in (("JSONRPC", "1.0"), ("HTTP+JSON", "1.0"), ("JSONRPC", "0.3"))
     ]
     capabilities = card["capabilities"]
     assert capabilities["streaming"] is True
@@ -59,7 +60,7 @@ def test_the_card_describes_the_agent_and_parses_as_an_agent_card(agents, client
 
 def test_the_endpoint_url_follows_public_base_url(agents, client, settings):
     settings.PUBLIC_BASE_URL = "https://gw.example.com"
-    card = get_card(client, "support", agents.a.token).json()
+    card = get_card(client, "support", agents.a.token, **{"A2A-Version": "1.0"}).json()
     assert card["supportedInterfaces"][0]["url"] == "https://gw.example.com/a2a/acme/support"
 
 
@@ -113,7 +114,9 @@ def test_the_card_only_answers_get(agents, client):
     assert response.status_code == 405
 
 
-@pytest.mark.parametrize("how", ["A2A-Version: 0.3", "A2A-Version: 0.2.5", "agent.json"])
+@pytest.mark.parametrize(
+    "how", ["A2A-Version: 0.3", "A2A-Version: 0.2.5", "agent.json", "no version, a token"]
+)
 def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client, how):
     from a2a.client.card_resolver import parse_agent_card
     from a2a.compat.v0_3 import types as v03
@@ -123,10 +126,14 @@ def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client, how)
             "/a2a/acme/deployer/.well-known/agent.json",
             headers={"Authorization": f"Bearer {agents.a.token}"},
         )
+    elif how == "no version, a token":
+        # What the a2a-sdk 0.3's default ClientFactory.connect(url) sends (A2A §3.6.2: no
+        # version is 0.3); tests/interop/test_sdk03.py runs that client itself.
+        response = get_card(client, "deployer", agents.a.token)
     else:
         version = how.split(": ")[1]
         response = get_card(client, "deployer", agents.a.token, **{"A2A-Version": version})
-    assert response["Vary"] == "A2A-Version"
+    assert response["Vary"] == "A2A-Version, Authorization"
     card = response.json()
     legacy = v03.AgentCard.model_validate(card)
     url = "http://testserver/a2a/acme/deployer"
@@ -142,12 +149,23 @@ def test_a_0_3_client_reads_the_card_with_its_0_3_interface(agents, client, how)
     assert [s.id for s in legacy.skills] == ["deploy"]
     # The a2a-sdk 1.x reader maps the legacy fields and keeps the 1.0 interface first.
     modern = parse_agent_card(card)
-    assert [(i.protocol_version, i.url) for i in modern.supported_interfaces] == [
-        ("1.0", url),
-        ("0.3", url),
-    ]
+    assert [
+        (i.protocol_binding, i.protocol_version, i.url) for i in modern.supported_interfaces
+    ] == [("JSONRPC", "1.0", url), ("HTTP+JSON", "1.0", url), ("JSONRPC", "0.3", url)]
     assert modern.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
     assert len(modern.security_requirements) == 1
+
+
+def test_an_anonymous_request_without_a_version_gets_the_strict_1_0_card(agents, client):
+    # The conformance kit's request: no version, no credentials; its schema allows no field
+    # beyond 1.0's. With a token (a partner's 0.3 client) the same URL adds the 0.3 fields.
+    anonymous = get_card(client, "tck")
+    card = anonymous.json()
+    json_format.ParseDict(card, a2a.AgentCard())
+    assert not {"url", "preferredTransport", "protocolVersion", "security"} & set(card)
+    with_token = get_card(client, "tck", agents.a.token).json()
+    assert with_token["url"] == "http://testserver/a2a/acme/tck"
+    assert anonymous["ETag"] != get_card(client, "tck", agents.a.token)["ETag"]
 
 
 def test_a_public_card_has_no_0_3_security_list(agents, client):

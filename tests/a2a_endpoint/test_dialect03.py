@@ -9,7 +9,7 @@ import pytest
 from a2a.compat.v0_3 import types as v03
 from django.urls import reverse
 
-from a2a_endpoint import dialect03
+from a2a_endpoint import dialect03, wire03
 from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interaction_answer
@@ -161,7 +161,8 @@ def test_blocking_true_is_the_default_and_non_boolean_is_invalid_params(agents, 
 
 def test_an_approval_pause_returns_the_task_interrupted_with_lowercase_states(agents, client):
     task = task03(send03(client, DEPLOYER, agents.a.token, "deploy build 2026.10.06-1 to staging"))
-    assert task["status"]["state"] == "auth-required"
+    # Seed 004: in the 0.x dialect an approval pause is input-required.
+    assert task["status"]["state"] == "input-required"
     status_message = task["status"]["message"]
     assert status_message["kind"] == "message" and status_message["role"] == "agent"
     assert text_of(status_message) == "Approve deploy / deploy_build?"
@@ -221,7 +222,8 @@ def test_file_and_data_parts_in_the_0_3_shape_reach_the_core_as_1_0_parts(agents
         (message03(role="ROLE_USER"), "message.role"),
         (message03(role="agent"), "message.role"),
         (message03(kind="task"), "message.kind"),
-        (message03(parts=[{"text": "no kind"}]), "message.parts[0].kind"),
+        # Without kind, a part must hold exactly one of text, file and data to be inferred.
+        (message03(parts=[{"text": "two", "data": {"a": 1}}]), "message.parts[0].kind"),
         (message03(parts=[{"kind": "text", "text": 3}]), "message.parts[0].text"),
         (message03(parts=[{"kind": "file", "file": {"name": "x"}}]), "message.parts[0].file"),
         (
@@ -235,7 +237,7 @@ def test_file_and_data_parts_in_the_0_3_shape_reach_the_core_as_1_0_parts(agents
         "1.0-role",
         "agent-role",
         "kind",
-        "part-without-kind",
+        "part-without-kind-ambiguous",
         "text-not-string",
         "file-without-content",
         "file-with-both",
@@ -491,12 +493,12 @@ def test_tasks_resubscribe_sends_the_task_first_and_refuses_a_terminal_task(agen
 @pytest.mark.parametrize(
     ("method", "params"),
     [
-        ("message/stream", {"message": message03(role="user", parts=[{"text": "no kind"}])}),
+        ("message/stream", {"message": message03(role="user", parts=[{"metadata": {}}])}),
         ("message/stream", {}),
         ("message/stream", [1]),
         ("tasks/resubscribe", {}),
     ],
-    ids=["part-without-kind", "no-message", "params-not-object", "no-id"],
+    ids=["part-without-content", "no-message", "params-not-object", "no-id"],
 )
 def test_malformed_stream_requests_are_plain_json_errors_and_start_nothing(
     agents, client, method, params
@@ -621,7 +623,7 @@ def test_a_task_created_in_1_0_is_read_answered_and_approved_in_0_3(agents, clie
     )
     assert held["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
     got = task03(rpc03(client, DEPLOYER, "tasks/get", {"id": held["id"]}, token=agents.a.token))
-    assert got["status"]["state"] == "auth-required"
+    assert got["status"]["state"] == "input-required"  # seed 004's spelling of the pause
     assert got["history"][0]["parts"] == [
         {"kind": "text", "text": "deploy build 2026.10.06-1 to staging"}
     ]
@@ -649,7 +651,7 @@ def test_stream_events_become_0_3_events():
             "status": {"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": "2026-01-01T00:00:00Z"},
         }
     }
-    out = dialect03.event_out(status)
+    out = wire03.event_out(status)
     assert out == {
         "kind": "status-update",
         "taskId": "t",
@@ -658,7 +660,7 @@ def test_stream_events_become_0_3_events():
         "final": True,
     }
     v03.TaskStatusUpdateEvent.model_validate(out)
-    waiting = dialect03.event_out(
+    waiting = wire03.event_out(
         {
             "statusUpdate": {
                 **status["statusUpdate"],
@@ -666,8 +668,9 @@ def test_stream_events_become_0_3_events():
             }
         }
     )
-    assert waiting["final"] is False and waiting["status"]["state"] == "auth-required"
-    artifact = dialect03.event_out(
+    # Seed 004: an approval pause is input-required, and the terminal frame of a 0.x stream.
+    assert waiting["final"] is True and waiting["status"]["state"] == "input-required"
+    artifact = wire03.event_out(
         {
             "artifactUpdate": {
                 "taskId": "t",
@@ -686,11 +689,11 @@ def test_stream_events_become_0_3_events():
         {"kind": "file", "file": {"uri": "https://x/f", "mimeType": "text/plain", "name": "f"}}
     ]
     v03.TaskArtifactUpdateEvent.model_validate(artifact)
-    task = dialect03.event_out(
+    task = wire03.event_out(
         {"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_SUBMITTED"}}}
     )
     assert task["kind"] == "task" and task["status"]["state"] == "submitted"
-    message = dialect03.event_out(
+    message = wire03.event_out(
         {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"data": 3}]}}
     )
     assert message["parts"] == [
@@ -698,25 +701,25 @@ def test_stream_events_become_0_3_events():
     ]
     v03.Message.model_validate(message)
     with pytest.raises(ValueError):
-        dialect03.event_out({"nothing": {}})
+        wire03.event_out({"nothing": {}})
 
 
 def test_every_state_has_its_0_3_spelling():
     from runtime.kernel.task_models import TaskState
 
-    spelled = {dialect03.state_out(s) for s in TaskState.values}
+    spelled = {wire03.state_out(s) for s in TaskState.values}
+    # No auth-required: a pause for a person is input-required in this dialect (seed 004).
     assert spelled == {
         "submitted",
         "working",
         "input-required",
-        "auth-required",
         "completed",
         "failed",
         "canceled",
         "rejected",
     }
     assert spelled <= {s.value for s in v03.TaskState}
-    assert dialect03.state_out("TASK_STATE_UNSPECIFIED") == "unknown"
+    assert wire03.state_out("TASK_STATE_UNSPECIFIED") == "unknown"
 
 
 # --- artifacts and direct replies through the conformance agent ------------------------------

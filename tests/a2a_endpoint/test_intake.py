@@ -10,7 +10,7 @@ def test_at_most_the_intake_concurrency_of_messages_are_taken_in_at_once(setting
     settings.A2A_INTAKE_CONCURRENCY = 3
     inside, most, taken = 0, 0, []
 
-    async def accept(caller, params):
+    async def accept(caller, params, **options):
         nonlocal inside, most
         inside += 1
         most = max(most, inside)
@@ -42,7 +42,7 @@ def test_each_event_loop_has_its_own_intake(settings):
 def test_a_message_that_fails_gives_its_place_back(settings, monkeypatch):
     settings.A2A_INTAKE_CONCURRENCY = 1
 
-    async def accept(caller, params):
+    async def accept(caller, params, **options):
         if params["n"] % 2:
             raise ValueError("refused")
         return params["n"]

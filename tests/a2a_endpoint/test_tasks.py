@@ -188,6 +188,25 @@ def test_an_agent_with_several_skills_needs_a_skill_id(agents, client):
     assert Task.objects.get().skill_id == "two"
 
 
+def test_an_agent_with_several_skills_and_a_default_runs_it_when_none_is_named(agents, client):
+    skill = {"name": "S", "description": "d", "tags": [], "examples": []}
+    agent_upsert(
+        tenant=agents.a.tenant,
+        spec=AgentSpec(
+            slug="multi",
+            name="multi",
+            description="two skills, one the default",
+            skills=[{**skill, "id": "one"}, {**skill, "id": "two"}],
+            default_skill="two",
+            model={"provider": "scripted", "script": [{"steps": [{"reply": "ok"}]}]},
+        ),
+    )
+    task_of(send(client, "/a2a/acme/multi", agents.a.token))
+    named = user_message(metadata={"skillId": "one"})
+    task_of(send(client, "/a2a/acme/multi", agents.a.token, message=named))
+    assert list(Task.objects.order_by("pk").values_list("skill_id", flat=True)) == ["two", "one"]
+
+
 # --- history ----------------------------------------------------------------------------------
 
 

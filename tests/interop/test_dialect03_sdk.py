@@ -154,7 +154,8 @@ def test_flow_2_cancel_closes_the_question(partner03, agents):
 
 def test_flow_3_held_deploy_approved_by_an_operator(partner03, agents, demo):
     task = partner03.send(agents["deployer"], user_message(DEPLOY))
-    assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    # Seed 004: in the 0.x dialect an approval pause is input-required.
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert status_text(task) == "Approve deploy / deploy_build?"
     assert not task.status.message.metadata
     operator_answers(demo, task.id, approved=True)
@@ -204,7 +205,7 @@ def test_flow_3_with_the_extension_approves_in_band(partner03, agents):
 def test_flow_4_connect_then_approve_the_pull_request(partner03, agents, demo):
     coder = agents["coder"]
     task = partner03.send(coder, user_message("open a pull request on payments-api: fix rounding"))
-    assert task.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert status_text(task).startswith("Connect github")
     connection_connect_token(
         tenant=Tenant.objects.get(slug=demo["tenant"]),
@@ -215,7 +216,7 @@ def test_flow_4_connect_then_approve_the_pull_request(partner03, agents, demo):
     held = partner03.wait_for(
         coder,
         task.id,
-        states={TaskState.TASK_STATE_AUTH_REQUIRED},
+        states={TaskState.TASK_STATE_INPUT_REQUIRED},
         predicate=lambda t: status_text(t) == "Approve github / create_pull_request?",
     )
     operator_answers(demo, held.id, approved=True)
@@ -230,18 +231,21 @@ def stream_states(events) -> list[int]:
     return [e.status_update.status.state for e in events if e.HasField("status_update")]
 
 
-def is_auth_required(event) -> bool:
+def is_paused(event) -> bool:
+    """A status update that pauses the task (in 0.x, an approval or a connection reads as
+    input-required, seed 004)."""
     return (
         event.HasField("status_update")
-        and event.status_update.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+        and event.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     )
 
 
-def test_streamed_flow_1_the_task_then_its_updates_to_completion(partner03, agents):
+def test_streamed_flow_1_a_direct_stream_answers_with_the_reply_message(partner03, agents):
+    # Seed 004: a direct message/stream whose turn completes sends Message frames, no task.
     events = partner03.stream(agents["support"], user_message("How do I reset my password?"))
-    assert events[0].WhichOneof("payload") == "task"
-    assert stream_states(events)[-1] == TaskState.TASK_STATE_COMPLETED
-    assert "Reset password" in status_text(events[-1].status_update)
+    assert [e.WhichOneof("payload") for e in events] == ["message"]
+    assert "Reset password" in events[-1].message.parts[0].text
+    assert not events[-1].message.task_id
     assert ("message/stream", "0.3") in partner03.requests
 
 
@@ -250,8 +254,9 @@ def test_streamed_flow_2_closes_at_the_question_and_the_answer_streams_on_the_sa
 ):
     reviewer = agents["code-reviewer"]
     asked = partner03.stream(reviewer, user_message("Review this diff of payments-api"))
-    first = asked[0].task
-    assert asked[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    # A direct stream's one frame when the turn pauses: the task, in input-required.
+    [first] = [e.task for e in asked]
+    assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     answered = partner03.stream(
         reviewer, user_message("main", task_id=first.id, context_id=first.context_id)
     )
@@ -262,31 +267,33 @@ def test_streamed_flow_2_closes_at_the_question_and_the_answer_streams_on_the_sa
     assert artifact.last_chunk is True
 
 
-def test_streamed_flow_3_stays_open_through_the_approval_and_carries_the_result(
+def test_streamed_flow_3_ends_at_the_approval_and_resubscribe_carries_the_result(
     partner03, agents, demo
 ):
+    deployer = agents["deployer"]
+    events = partner03.stream(deployer, user_message(DEPLOY))
+    # Seed 004: the approval gate is the stream's terminal frame, the task in input-required.
+    [task] = [e.task for e in events]
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert status_text(task) == "Approve deploy / deploy_build?"
+
     def on_event(event):
-        if is_auth_required(event):
-            operator_answers(demo, event.status_update.task_id, approved=True)
+        if event.HasField("task"):
+            operator_answers(demo, task.id, approved=True)
 
-    events = partner03.stream(agents["deployer"], user_message(DEPLOY), on_event=on_event)
-    states = stream_states(events)
-    assert TaskState.TASK_STATE_AUTH_REQUIRED in states
-    assert states[-1] == TaskState.TASK_STATE_COMPLETED
-    assert status_text(events[-1].status_update) == f"Deployed build {BUILD} to staging."
+    followed = partner03.subscribe(deployer, task.id, on_event=on_event)
+    assert followed[0].task.id == task.id
+    assert stream_states(followed)[-1] == TaskState.TASK_STATE_COMPLETED
+    assert status_text(followed[-1].status_update) == f"Deployed build {BUILD} to staging."
 
 
-def test_streamed_flow_4_and_resubscribe_after_a_disconnect(partner03, agents, demo):
+def test_streamed_flow_4_and_resubscribe_through_each_pause(partner03, agents, demo):
     coder = agents["coder"]
-    cut = partner03.stream(
-        coder,
-        user_message("open a pull request on payments-api: fix rounding"),
-        stop_when=is_auth_required,
-    )
-    task_id = cut[0].task.id
-    assert status_text(cut[-1].status_update).startswith("Connect github")
+    cut = partner03.stream(coder, user_message("open a pull request on payments-api: fix rounding"))
+    [task] = [e.task for e in cut]
+    assert status_text(task).startswith("Connect github")
 
-    def on_event(event):
+    def connect(event):
         if event.HasField("task"):
             connection_connect_token(
                 tenant=Tenant.objects.get(slug=demo["tenant"]),
@@ -294,68 +301,80 @@ def test_streamed_flow_4_and_resubscribe_after_a_disconnect(partner03, agents, d
                 token="ghp_x",
                 by=User.objects.get(email="operator@demo.test"),
             )
-        elif is_auth_required(event) and "create_pull_request" in status_text(event.status_update):
-            operator_answers(demo, task_id, approved=True)
 
-    events = partner03.subscribe(coder, task_id, on_event=on_event)
-    assert events[0].task.id == task_id
+    # Connected, the task goes on to its next pause, where the subscription ends (final).
+    resumed = partner03.subscribe(coder, task.id, on_event=connect)
+    assert resumed[0].task.id == task.id
+    assert is_paused(resumed[-1])
+    assert "create_pull_request" in status_text(resumed[-1].status_update)
+
+    def approve(event):
+        if event.HasField("task"):
+            operator_answers(demo, task.id, approved=True)
+
+    events = partner03.subscribe(coder, task.id, on_event=approve)
     assert stream_states(events)[-1] == TaskState.TASK_STATE_COMPLETED
     assert ("tasks/resubscribe", "0.3") in partner03.requests
     with pytest.raises(UnsupportedOperationError):
-        partner03.subscribe(coder, task_id)
+        partner03.subscribe(coder, task.id)
 
 
 # --- the 0.3 stream on the wire -------------------------------------------------------------
 
 
-def test_a_0_3_stream_on_the_wire_says_final_only_where_it_closes(live_stack, demo):
-    """Raw SSE: every frame a 0.3 object with the request's id; auth-required is not final
-    and the stream stays open through the operator's approval; completed is final."""
+def test_a_0_3_stream_on_the_wire_ends_at_the_approval_and_resubscribe_carries_the_result(
+    live_stack, demo
+):
+    """Raw SSE: every frame a 0.3 object with the request's id. A direct message/stream ends
+    at the approval gate with the task in input-required (seed 004); tasks/resubscribe then
+    follows it through the operator's approval, final only where it closes."""
     from a2a.compat.v0_3 import types as v03
 
-    frames = []
-    body = {
-        "jsonrpc": "2.0",
-        "id": "s-03",
-        "method": "message/stream",
-        "params": {
-            "message": {
-                "kind": "message",
-                "messageId": "m-stream-03",
-                "role": "user",
-                "parts": [{"kind": "text", "text": DEPLOY}],
-            }
-        },
+    url = f"{live_stack.url}{demo['agents']['deployer']}"
+    headers = {"Authorization": f"Bearer {demo['token']}", "A2A-Version": "0.3"}
+
+    def frames_of(body, on_frame=None) -> list[dict]:
+        frames = []
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    frames.append(json.loads(line[len("data: ") :]))
+                    if on_frame is not None:
+                        on_frame(frames[-1]["result"])
+        return frames
+
+    message = {
+        "kind": "message",
+        "messageId": "m-stream-03",
+        "role": "user",
+        "parts": [{"kind": "text", "text": DEPLOY}],
     }
-    with httpx.stream(
-        "POST",
-        f"{live_stack.url}{demo['agents']['deployer']}",
-        json=body,
-        headers={"Authorization": f"Bearer {demo['token']}", "A2A-Version": "0.3"},
-        timeout=60,
-    ) as response:
-        assert response.headers["content-type"].startswith("text/event-stream")
-        for line in response.iter_lines():
-            if not line.startswith("data: "):
-                continue
-            frame = json.loads(line[len("data: ") :])
-            frames.append(frame)
-            result = frame["result"]
-            if (
-                result.get("kind") == "status-update"
-                and result["status"]["state"] == "auth-required"
-            ):
-                operator_answers(demo, result["taskId"], approved=True)
-    assert all(f["id"] == "s-03" for f in frames)
-    results = [f["result"] for f in frames]
+    sent = frames_of(
+        {"jsonrpc": "2.0", "id": "s-03", "method": "message/stream", "params": {"message": message}}
+    )
+    assert [f["id"] for f in sent] == ["s-03"]
+    task = sent[0]["result"]
+    v03.Task.model_validate(task)
+    assert task["kind"] == "task" and task["status"]["state"] == "input-required"
+
+    def approve(result):
+        if result["kind"] == "task":
+            operator_answers(demo, task["id"], approved=True)
+
+    followed = frames_of(
+        {"jsonrpc": "2.0", "id": 9, "method": "tasks/resubscribe", "params": {"id": task["id"]}},
+        approve,
+    )
+    assert all(f["id"] == 9 for f in followed)
+    results = [f["result"] for f in followed]
     assert results[0]["kind"] == "task"
-    v03.Task.model_validate(results[0])
-    updates = results[1:]
-    for update in updates:
+    for update in results[1:]:
         assert update["kind"] in ("status-update", "artifact-update")
         if update["kind"] == "status-update":
             v03.TaskStatusUpdateEvent.model_validate(update)
-    statuses = [(u["status"]["state"], u["final"]) for u in updates if u["kind"] == "status-update"]
-    assert ("auth-required", False) in statuses
+    statuses = [
+        (u["status"]["state"], u["final"]) for u in results[1:] if u["kind"] == "status-update"
+    ]
     assert statuses[-1] == ("completed", True)
     assert [final for _state, final in statuses].count(True) == 1

@@ -77,3 +77,22 @@ def test_an_openai_model_is_checked_in_admin(demo, staff, model, error):
         assert response.status_code == HTTPStatus.OK
         assert error in response.content and b"errorlist" in response.content
         assert agent.model["provider"] == "scripted"
+
+
+def test_the_default_skill_must_be_one_of_the_agents_skills(demo, staff):
+    agent = Agent.objects.get(tenant__slug="demo", slug="support")
+    page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields}
+    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data["default_skill"] = "nope"
+    refused = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    assert refused.status_code == HTTPStatus.OK
+    assert b"is not one of the skills" in refused.content
+    agent.refresh_from_db()
+    assert agent.default_skill == ""
+    data["default_skill"] = agent.skills[0]["id"]
+    saved = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    assert saved.status_code == HTTPStatus.FOUND
+    agent.refresh_from_db()
+    assert agent.default_skill == agent.skills[0]["id"]

@@ -301,3 +301,26 @@ def test_the_first_problem_in_the_file_is_the_one_reported(world, tmp_path):
     ))  # fmt: skip
     with pytest.raises(CommandError, match=rf"^{path}:3: public: "):
         load(path)
+
+
+TWO_SKILLS = GOOD.replace(
+    "    description: Helps with anything.\n",
+    "    description: Helps with anything.\n"
+    "  - id: triage\n    name: Triage\n    description: Sorts requests.\n",
+)
+
+
+def test_default_skill_names_one_of_the_skills(world, tmp_path):
+    (tmp_path / "helper.md").write_text(
+        TWO_SKILLS.replace("skills:\n", "default_skill: triage\nskills:\n")
+    )
+    load(tmp_path)
+    assert Agent.objects.get(slug="helper").default_skill == "triage"
+
+
+def test_a_default_skill_that_is_not_a_skill_is_refused_with_its_line(world, tmp_path):
+    path = tmp_path / "broken.md"
+    path.write_text(TWO_SKILLS.replace("skills:\n", "default_skill: nope\nskills:\n"))
+    with pytest.raises(CommandError, match=rf"^{path}:4: default_skill: 'nope' is not one of"):
+        load(path)
+    assert not Agent.objects.exists()

@@ -2,7 +2,7 @@
 
 from a2a.utils import errors as sdk
 
-from runtime import errors as domain
+from runtime.kernel import errors as domain
 
 DOMAIN = "a2a-protocol.org"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"

@@ -5,7 +5,7 @@ from a2a.utils import errors as sdk
 from django.contrib.staticfiles import finders
 
 from a2a_endpoint import errors
-from runtime import errors as domain
+from runtime.kernel import errors as domain
 
 SDK_MATCHES = [
     (errors.invalid_request("x"), sdk.InvalidRequestError),

@@ -6,7 +6,7 @@ import pytest
 from runtime.agents.agent_models import DemoRecord
 from runtime.agents.tools import SERVERS, CallContext
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interactions_connect_app
+from runtime.decisions.flow import interactions_connect_app
 from runtime.kernel.task_models import Task
 from tests.core import (
     DEPLOY_TOOL,
@@ -263,7 +263,7 @@ def test_arguments_are_judged_as_jsonschema_validate_judges_them():
 def test_a_schema_is_checked_once_and_a_bad_one_every_time(monkeypatch):
     import jsonschema
 
-    from runtime import tools
+    from runtime.agents import tools
 
     tools._validator.cache_clear()
     checked = []
@@ -291,7 +291,7 @@ def test_a_schema_is_checked_once_and_a_bad_one_every_time(monkeypatch):
 def test_a_very_large_schema_is_judged_but_not_kept():
     import json
 
-    from runtime import tools
+    from runtime.agents import tools
 
     tools._validator.cache_clear()
     big = {

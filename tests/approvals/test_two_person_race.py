@@ -10,10 +10,9 @@ from django.db import connection, connections
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction, InteractionApproval
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel.errors import AlreadyDecided, DeciderRefused
 from runtime.kernel.task_models import AuditEvent, TaskState
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, run, send
+from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, flow_answer, run, send
 
 DECIDERS = 20
 ROUNDS = 3
@@ -32,7 +31,7 @@ def decide(index, interaction, barrier, outcomes):
     try:
         barrier.wait(timeout=30)
         try:
-            decided = interaction_answer(
+            decided = flow_answer(
                 tenant=interaction.tenant,
                 interaction_id=interaction.public_id,
                 answer={"approved": True},

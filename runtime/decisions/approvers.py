@@ -149,7 +149,7 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
     held = held_call_of(interaction)
     server = held.server if held else (interaction.detail or {}).get("server", "")
     tool = held.tool if held else (interaction.detail or {}).get("tool", "")
-    policy = policy_for(agent, server, tool)
+    policy, trust = policy_for(agent, server, tool), tool_trust(agent, server, tool)
     widened = [r for r in interaction.widened_to or () if r in ROLES]
 
     def with_widened(named) -> tuple[str, ...]:
@@ -160,12 +160,11 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
         opened=with_widened(interaction.approvers or ()),
         current=with_widened(policy.approvers),
         required=max(interaction.approvals_required, policy.required),
-        high_risk=interaction.risk == Interaction.Risk.HIGH
-        or tool_trust(agent, server, tool).high_risk,
+        high_risk=interaction.risk == Interaction.Risk.HIGH or trust.high_risk,
         caller_may=interaction.deciders == Interaction.Deciders.EITHER
         and policy.deciders == Interaction.Deciders.EITHER,
         bulk=policy.bulk,
-        editable=tool_trust(agent, server, tool).editable,
+        editable=trust.editable,
         server=server,
         tool=tool,
     )

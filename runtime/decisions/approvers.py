@@ -123,6 +123,8 @@ class Needs:
     editable: bool
     server: str = ""
     tool: str = ""
+    # The policy's action now: a tool it now denies is never approved (only denied).
+    action: str = "approve"
 
     @property
     def approvers(self) -> tuple[str, ...]:
@@ -167,6 +169,7 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
         editable=trust.editable,
         server=server,
         tool=tool,
+        action=policy.action,
     )
 
 
@@ -217,6 +220,11 @@ def decider_refusal(
 
 def approve_refusal(decider: Decider, needs: Needs) -> str | None:
     """Why ``decider``, who may decide this approval, may deny it but not approve it."""
+    if needs.action == "deny":
+        return (
+            f"The tool policy now denies {needs.server}/{needs.tool}: this call can only be "
+            "denied."
+        )
     if needs.required > 1 and decider.kind == Decider.PROGRAM:
         # A program cannot show which person stands behind each of its calls (a chat bot
         # relays many), so it is never one of the distinct people the rule counts.

@@ -361,6 +361,11 @@ def _caller_check(interaction: Interaction, decider: Decider, needs: Needs, *, a
     """The caller, in band: only where the approval (as it opened, and its policy now) lets
     the caller decide, and never a ``risk: high`` approval (it cannot re-authenticate)."""
     _decider_check(interaction, decider, needs)
+    refusal = approve_refusal(decider, needs) if approving else None
+    if refusal:
+        raise UnsupportedOperation(
+            refusal, reason=DeciderRefused.reason, interactionId=interaction.public_id
+        )
     if not needs.caller_may:
         raise UnsupportedOperation(
             "An operator must decide this approval; the caller cannot answer it.",

@@ -361,3 +361,23 @@ def test_a_loosened_policy_never_asks_less_than_the_approval_showed(agents, hold
     approval.refresh_from_db()
     assert approval.state == "open" and len(approval.approvals) == 1
     assert run(approval.task).state == TaskState.AUTH_REQUIRED
+
+
+def test_a_tool_the_policy_now_denies_is_never_approved_only_denied(agents, holder):
+    side = agents.a
+    approval = holder("approve")(side)
+    policy_set("deny")
+    token = rest_answer(approval, side.extra["operator_token"], approved=True)
+    assert token.status_code == HTTPStatus.FORBIDDEN
+    assert "now denies deploy/deploy_build" in token.json()["detail"]
+    operator = side.client_for(side.operator)
+    assert "can only be denied" in operator.get(page(approval)).content.decode()
+    assert operator.post(page(approval), {"decision": "approve"}).status_code == 403
+    with pytest.raises(UnsupportedOperation, match="now denies"):
+        reply(approval.task, None, metadata=in_band(approval, approved=True))
+    approval.refresh_from_db()
+    assert approval.state == "open" and not Receipt.objects.exists()
+    denied = operator.post(page(approval), {"decision": "deny", "reason": "policy"})
+    assert denied.status_code == 302
+    assert run(approval.task).state == TaskState.COMPLETED
+    assert not DemoRecord.objects.exists()

@@ -222,8 +222,7 @@ def approve_refusal(decider: Decider, needs: Needs) -> str | None:
     """Why ``decider``, who may decide this approval, may deny it but not approve it."""
     if needs.action == "deny":
         return (
-            f"The tool policy now denies {needs.server}/{needs.tool}: this call can only be "
-            "denied."
+            f"The tool policy now denies {needs.server}/{needs.tool}: this call can only be denied."
         )
     if needs.required > 1 and decider.kind == Decider.PROGRAM:
         # A program cannot show which person stands behind each of its calls (a chat bot

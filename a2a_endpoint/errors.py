@@ -132,6 +132,10 @@ def from_domain(exc: domain.RuntimeFault) -> RpcError:
         return invalid_params(exc.field, exc.description, **exc.metadata)
     if isinstance(exc, domain.UnsupportedOperation):
         return unsupported(exc.message, exc.reason, **exc.metadata)
+    if isinstance(exc, domain.DeciderRefused):
+        # The caller's subject may not decide (runtime.decisions.flow): the request is fine,
+        # the operation is not this caller's.
+        return unsupported(exc.message, exc.reason, **exc.metadata)
     if isinstance(exc, domain.AlreadyDecided):
         # -32004 as for any answer to a task that no longer waits for it; the ErrorInfo reason
         # and metadata say that someone else decided first, who, how and when.

@@ -11,9 +11,12 @@ from rest_framework.views import exception_handler
 
 from runtime.kernel.errors import (
     AlreadyDecided,
+    ChannelRefused,
     DeciderRefused,
+    DecisionMisfit,
     InvalidParams,
     NotAllowed,
+    RuleRefused,
     RuntimeFault,
     StepUpRequired,
     TaskNotCancelable,
@@ -49,6 +52,18 @@ def fault_response(exc: RuntimeFault) -> Response | None:
     """The REST answer to a fault of the core; None for a fault it does not know (a 500)."""
     if isinstance(exc, AlreadyDecided):
         return _decided(exc)
+    if isinstance(exc, RuleRefused):
+        # The standing rule asked for with the approval cannot be made (nothing was
+        # approved): answered as the fault that says why.
+        return fault_response(exc.cause)
+    if isinstance(exc, DecisionMisfit):
+        # A body that does not fit the interaction's kind reads as any body DRF refuses:
+        # the field at fault, its message, and every error keyed by field.
+        errors = {exc.field or "non_field_errors": [exc.description]}
+        return Response(
+            validation_body(exceptions.ValidationError(errors)),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, DeciderRefused):
         # Authenticated and a decider, but not one this approval names (approvers, the
         # two-person rule): forbidden, with the reason.
@@ -68,7 +83,7 @@ def fault_response(exc: RuntimeFault) -> Response | None:
         return Response(
             {"detail": exc.message, "reason": exc.reason}, status=status.HTTP_403_FORBIDDEN
         )
-    if isinstance(exc, NotAllowed | TaskNotCancelable):
+    if isinstance(exc, NotAllowed | TaskNotCancelable | ChannelRefused):
         # The request was fine; the thing is no longer in a state that takes it.
         return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, UnsupportedOperation):

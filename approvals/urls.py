@@ -1,6 +1,14 @@
 from django.urls import path, register_converter
 
-from approvals import api, trust, views
+from approvals import (
+    api,
+    audit_views,
+    bulk_views,
+    decision_views,
+    inbox_views,
+    rule_views,
+    task_views,
+)
 
 
 class PublicIdConverter:
@@ -23,23 +31,28 @@ register_converter(PublicIdConverter, "public_id")
 
 app_name = "approvals"
 urlpatterns = [
-    path("inbox/", views.inbox, name="inbox"),
-    path("inbox/fragment", views.inbox_fragment, name="inbox_fragment"),
-    path("inbox/bulk", views.inbox_bulk, name="inbox_bulk"),
-    path("inbox/<public_id:public_id>/", views.interaction_detail, name="interaction"),
-    path("effects/<public_id:public_id>/", views.effect_detail, name="effect"),
-    path("tasks/", views.tasks, name="tasks"),
-    path("tasks/<public_id:public_id>/", views.task_detail, name="task"),
+    path("inbox/", inbox_views.inbox, name="inbox"),
+    path("inbox/fragment", inbox_views.inbox_fragment, name="inbox_fragment"),
+    path("inbox/bulk", bulk_views.inbox_bulk, name="inbox_bulk"),
+    path("inbox/<public_id:public_id>/", decision_views.interaction_detail, name="interaction"),
+    path("effects/<public_id:public_id>/", decision_views.effect_detail, name="effect"),
+    path("tasks/", task_views.tasks, name="tasks"),
+    path("tasks/<public_id:public_id>/", task_views.task_detail, name="task"),
     path(
         "tasks/<public_id:public_id>/artifacts/<public_id:artifact_id>",
-        views.artifact_download,
+        task_views.artifact_download,
         name="artifact_download",
     ),
-    path("audit/", views.audit, name="audit"),
-    path("audit/receipts.csv", views.audit_export, {"fmt": "csv"}, name="audit_export_csv"),
-    path("audit/receipts.jsonl", views.audit_export, {"fmt": "jsonl"}, name="audit_export_jsonl"),
-    path("rules/", trust.rules, name="rules"),
-    path("rules/<public_id:public_id>/revoke", trust.rule_revoke_view, name="rule_revoke"),
+    path("audit/", audit_views.audit, name="audit"),
+    path("audit/receipts.csv", audit_views.audit_export, {"fmt": "csv"}, name="audit_export_csv"),
+    path(
+        "audit/receipts.jsonl",
+        audit_views.audit_export,
+        {"fmt": "jsonl"},
+        name="audit_export_jsonl",
+    ),
+    path("rules/", rule_views.rules, name="rules"),
+    path("rules/<public_id:public_id>/revoke", rule_views.rule_revoke_view, name="rule_revoke"),
     path("api/v1/interactions", api.interaction_list, name="api_interactions"),
     path(
         "api/v1/interactions/<public_id:public_id>", api.interaction_detail, name="api_interaction"

@@ -55,11 +55,12 @@ def seed() -> dict:
 
 
 def approve_all(tenant_slug: str, task_ids: list[str]) -> float:
-    """The operator approves every held deploy (runtime.decisions.interactions)."""
+    """The operator approves every held deploy (runtime.decisions.flow)."""
     from django.db import connection
 
+    from runtime.decisions.approvers import Decider
     from runtime.decisions.decision_models import Interaction
-    from runtime.decisions.interactions import interaction_answer
+    from runtime.decisions.flow import PAGE, Decision, decision_take
     from tenants.models import Tenant
 
     tenant = Tenant.objects.get(slug=tenant_slug)
@@ -70,12 +71,12 @@ def approve_all(tenant_slug: str, task_ids: list[str]) -> float:
     )
     started = time.monotonic()
     for task_id in task_ids:
-        interaction_answer(
+        decision_take(
             tenant=tenant,
             interaction_id=open_[task_id],
-            answer={"approved": True},
-            by="user:operator@demo.test",
-            via="page",
+            decider=Decider(subject="user:operator@demo.test"),
+            decision=Decision(approved=True),
+            channel=PAGE,
         )
     connection.close()
     return time.monotonic() - started

@@ -117,8 +117,9 @@ def main() -> int:
 
     from runtime.agents.agentfile import AgentSpec, agent_upsert, parse_agent_file
     from runtime.agents.demo import AGENTS_DIR
+    from runtime.decisions.approvers import Decider
     from runtime.decisions.decision_models import Interaction
-    from runtime.decisions.interactions import interaction_answer
+    from runtime.decisions.flow import PAGE, Decision, decision_take
     from runtime.kernel.task_models import Task
     from runtime.turn.intake import message_send
     from runtime.turn.runner import turn_run
@@ -179,12 +180,12 @@ def main() -> int:
                 for pk in pks:
                     run(pk)
                 for interaction in Interaction.objects.filter(task_id__in=pks):
-                    interaction_answer(
+                    decision_take(
                         tenant=tenant,
                         interaction_id=interaction.public_id,
-                        answer={"approved": True},
-                        by="user:bench@example.test",
-                        via="page",
+                        decider=Decider(subject="user:bench@example.test"),
+                        decision=Decision(approved=True),
+                        channel=PAGE,
                     )
                 run(pks.pop())
                 measure("resumed", pks, run)

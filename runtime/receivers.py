@@ -1,6 +1,6 @@
 """The runtime's receivers of other apps' signals (connected in RuntimeConfig.ready)."""
 
-from runtime.decisions.interactions import interactions_connect_app
+from runtime.decisions.flow import interactions_connect_app
 
 
 def app_connected_received(sender, *, tenant, app: str, by: str, **kwargs) -> None:

@@ -6,13 +6,15 @@ enqueue on commit are dropped with the test's transaction, so a turn runs exactl
 test calls `run`.
 """
 
+import dataclasses
 import uuid
 
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
+from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interaction_answer
+from runtime.decisions.flow import Decision, decision_take
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from runtime.turn.intake import message_send
@@ -111,6 +113,40 @@ def open_interaction(task: Task) -> Interaction:
     return Interaction.objects.get(task=task, state=Interaction.State.OPEN)
 
 
+def flow_answer(
+    *,
+    tenant,
+    interaction_id: str,
+    answer: dict,
+    by: str,
+    via: str,
+    decider: Decider | None = None,
+    stepped_up: bool = False,
+    arguments: dict | None = None,
+    shown_hash: str | None = None,
+) -> Interaction:
+    """A decision through the one decision flow (runtime.decisions.flow.decision_take), as
+    the tests spell it: ``answer`` is {approved, reason} or {value}; ``decider`` defaults to a
+    person deciding as an operator under ``by``; ``stepped_up``: they re-authenticated."""
+    decider = decider or Decider(subject=by)
+    if stepped_up:
+        decider = dataclasses.replace(decider, stepped_up=True)
+    decision = Decision(
+        approved=answer.get("approved"),
+        value=answer.get("value"),
+        reason=answer.get("reason", ""),
+        arguments=arguments,
+        shown_hash=shown_hash,
+    )
+    return decision_take(
+        tenant=tenant,
+        interaction_id=interaction_id,
+        decider=decider,
+        decision=decision,
+        channel=via,
+    ).interaction
+
+
 def decide(
     interaction: Interaction,
     by: str = "user:operator@acme.test",
@@ -118,9 +154,9 @@ def decide(
     stepped_up: bool = False,
     **answer,
 ):
-    """An operator's decision on the page: the core's interaction_answer (``stepped_up``: the
+    """An operator's decision on the page, through the decision flow (``stepped_up``: the
     member re-authenticated recently, as a ``risk: high`` approval needs)."""
-    return interaction_answer(
+    return flow_answer(
         tenant=interaction.tenant,
         interaction_id=interaction.public_id,
         answer=answer,

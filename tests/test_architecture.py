@@ -95,6 +95,7 @@ class Module:
     path: str
     imports: list[Import] = field(default_factory=list)
     http_calls: list[int] = field(default_factory=list)
+    lines: int = 0
 
 
 def _is_project(target: str) -> bool:
@@ -110,7 +111,7 @@ def _type_checking_block(node: ast.AST) -> bool:
 
 
 def parse_module(name: str, path: str, source: str) -> Module:
-    module = Module(name=name, path=path)
+    module = Module(name=name, path=path, lines=len(source.splitlines()))
     tree = ast.parse(source)
     top = set()
     for node in tree.body:
@@ -311,6 +312,22 @@ def violations_outbound(modules: dict[str, Module]) -> list[str]:
     ]
 
 
+# The longest a product module may be (issue 24): a file a newcomer can read through. The
+# edge apps' views are held shorter still: one concern per module.
+MAX_LINES = 800
+MAX_LINES_IN = {"approvals": 500}
+
+
+def violations_module_sizes(modules: dict[str, Module]) -> list[str]:
+    """No product module over 800 lines, none in approvals/ over 500."""
+    out = []
+    for m in modules.values():
+        limit = MAX_LINES_IN.get(m.name.split(".")[0], MAX_LINES)
+        if m.lines > limit:
+            out.append(f"{m.path} has {m.lines} lines (at most {limit})")
+    return out
+
+
 RULES = [
     violations_layers,
     violations_core_layers,
@@ -319,6 +336,7 @@ RULES = [
     violations_private_names,
     violations_celery,
     violations_outbound,
+    violations_module_sizes,
 ]
 
 
@@ -412,4 +430,16 @@ def test_two_core_modules_with_one_file_name_are_reported():
     )
     assert violations_core_basenames(tree) == [
         "credentials.py: runtime/agents/credentials.py, runtime/decisions/credentials.py"
+    ]
+
+
+def test_a_module_too_long_for_its_app_is_reported():
+    tree = made_up(
+        **{"approvals.views": "x = 1\n" * 501},
+        **{"runtime.turn.runner": "x = 1\n" * 800},
+        **{"a2a_endpoint.views": "x = 1\n" * 801},
+    )
+    assert violations_module_sizes(tree) == [
+        "approvals/views.py has 501 lines (at most 500)",
+        "a2a_endpoint/views.py has 801 lines (at most 800)",
     ]

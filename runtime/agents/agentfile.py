@@ -88,6 +88,9 @@ AGENT_SCHEMA = {
                     "description": {"type": "string"},
                     "reason": {"type": "string"},
                     "schema": {"type": "object", "x-message": "must be a JSON schema object"},
+                    # The tool's own risk: high asks for a step-up and bars standing rules,
+                    # as the policy entry's does (runtime.decisions.receipts.tool_trust).
+                    "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
                 },
             },
         },

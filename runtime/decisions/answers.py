@@ -49,12 +49,6 @@ def answer_from_message(interaction: Interaction, message: dict) -> dict:
                 taskId=interaction.task.public_id,
                 interactionId=interaction.public_id,
             )
-        if interaction.deciders == Interaction.Deciders.OPERATORS:
-            raise UnsupportedOperation(
-                "An operator must decide this approval; the caller cannot answer it.",
-                reason="OPERATOR_DECISION_REQUIRED",
-                interactionId=interaction.public_id,
-            )
         if not isinstance(raw, bool):
             raise InvalidParams(f"{field}.approved", "must be true or false")
         return {"approved": raw}

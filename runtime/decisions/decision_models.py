@@ -29,6 +29,10 @@ class Interaction(models.Model):
         EITHER = "either", "the caller or an operator"
         OPERATORS = "operators", "operators only"
 
+    class Risk(models.TextChoices):
+        NORMAL = "normal", "normal"
+        HIGH = "high", "high: approving needs a step-up"
+
     public_id = models.CharField(max_length=64, unique=True)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="interactions")
@@ -47,6 +51,9 @@ class Interaction(models.Model):
     # roles, ``group:<slug>`` and ``caller``; empty is the default (admins and operators).
     approvers = models.JSONField(default=list, blank=True)
     approvals_required = models.PositiveSmallIntegerField(default=1)
+    # The held call's risk as its tool said when it opened; a decision takes the stricter of
+    # this and the tool's risk then (runtime.decisions.approvers.approval_needs).
+    risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.NORMAL)
     # The approvals recorded so far when more than one is required: [{by, via, at}].
     approvals = models.JSONField(default=list, blank=True)
     # Roles an escalation step added to the approvers (README "Who may decide").

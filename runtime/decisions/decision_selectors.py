@@ -122,23 +122,13 @@ def task_interactions(*, task: Task) -> list[Interaction]:
     )
 
 
-def interactions_for_bulk(*, tenant, public_ids: list[str]) -> dict[str, tuple]:
-    """The tenant's interactions by public id, each with the tool call it holds (or None) and
-    the agent it belongs to: two queries, whatever the number."""
+def interactions_for_bulk(*, tenant, public_ids: list[str]) -> dict[str, Interaction]:
+    """The tenant's interactions by public id, with their task and agent: one query, whatever
+    the number (bulk triage lists each; the decision flow decides each on its own)."""
     rows = Interaction.objects.filter(tenant=tenant, public_id__in=public_ids).select_related(
         "task", "task__agent"
     )
-    found = {row.public_id: row for row in rows}
-    held = {
-        (e.task_id, e.public_id): e
-        for e in Effect.objects.filter(
-            tenant=tenant,
-            public_id__in=[p for p, row in found.items() if row.kind == Interaction.Kind.APPROVAL],
-        ).only("pk", "task_id", "public_id", "server", "tool")
-    }
-    return {
-        public_id: (row, held.get((row.task_id, public_id))) for public_id, row in found.items()
-    }
+    return {row.public_id: row for row in rows}
 
 
 def rules_for_tenant(*, tenant, active_only: bool = False, limit: int = 500):

@@ -38,7 +38,7 @@ INBOX_PAGE_SIZE = 50
 # Ties on the time are broken by source (interactions first) and then by id, both descending,
 # so the keyset cursor (time, source rank, id) names one place in the merged order.
 _INBOX_RANK = {"interaction": 1, "effect": 0}
-# What the inbox shows of an interaction (approvals.views.inbox_rows): none of its JSON but
+# What the inbox shows of an interaction (approvals.inbox_views.inbox_rows): none of its JSON but
 # the approvals a two-person rule counts. A held call's arguments (``request``) and the rest
 # are read when the interaction is opened, not for each row of a page.
 _INBOX_INTERACTION_FIELDS = (

@@ -1,10 +1,10 @@
 """Interactions: a turn pauses on one (a question, an approval, a connection), and exactly one
 answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn."""
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
 from django.db import connection, transaction
@@ -12,20 +12,12 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
 from runtime.agents.ladders import expiry_seconds
-from runtime.decisions.answers import answer_from_decider
-from runtime.decisions.approvers import Decider, approval_gate
 from runtime.decisions.decision_metrics import decision_observe
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.decision_selectors import held_call_known, held_call_of
-from runtime.decisions.receipts import (
-    audit_decision,
-    decision_edit_apply,
-    decision_outcome,
-    decision_receipt,
-    decision_step_up_check,
-)
+from runtime.decisions.receipts import audit_decision, decision_outcome, decision_receipt
 from runtime.kernel import extensions as ext
-from runtime.kernel.errors import AlreadyDecided, InvalidParams, TaskNotFound
+from runtime.kernel.errors import AlreadyDecided, TaskNotFound
 from runtime.kernel.rowsql import Columns, Statements, column, row_move
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.signals import interaction_opened
@@ -55,9 +47,13 @@ def interaction_open(
     deciders: str = "either",
     approvers: Iterable[str] = (),
     approvals_required: int = 1,
+    risk: str = Interaction.Risk.NORMAL,
     also: Iterable[str] = (),
 ) -> Interaction:
-    """Pause the turn on a question, approval or connection (the caller holds the task lock)."""
+    """Pause the turn on a question, approval or connection (the caller holds the task lock).
+
+    ``approvers``, ``approvals_required`` and ``risk``: what the held call's policy asks for as
+    it opens; a decision never asks less (runtime.decisions.approvers.approval_needs)."""
     interaction = Interaction.objects.create(
         public_id=public_id,
         tenant_id=task.tenant_id,
@@ -71,6 +67,7 @@ def interaction_open(
         deciders=deciders,
         approvers=list(approvers),
         approvals_required=approvals_required,
+        risk=risk,
         expires_at=timezone.now()
         + timedelta(seconds=interaction_expiry_seconds(task, kind, detail)),
     )
@@ -117,13 +114,11 @@ def interaction_close(
 ) -> Interaction:
     """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
 
-    ``stepped_up``: the decider re-authenticated recently (risk: high, issue 13);
-    ``shown_hash`` and ``edited`` go on the decision's receipt (runtime.decisions.receipts).
+    The close of every decision (runtime.decisions.flow, which has checked who decides and
+    how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high,
+    issue 13); ``shown_hash`` and ``edited`` go on the decision's receipt
+    (runtime.decisions.receipts).
     """
-    if via != "expiry":
-        decision_step_up_check(
-            task=task, interaction=interaction, answer=answer, via=via, stepped_up=stepped_up
-        )
     decision = {
         "state": Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
         "answer": answer,
@@ -258,42 +253,11 @@ _AGENT = Task._meta.get_field("agent")
 _decision_reads = _DecisionReads()
 
 
-@dataclass(frozen=True)
-class Asked:
-    """What a decider asks for, read from a request that only the interaction's kind tells
-    how to read (``interaction_answer``'s ``asked``)."""
-
-    answer: dict
-    arguments: dict | None = None
-    shown_hash: str | None = None
-
-
-@transaction.atomic(durable=True)
-def interaction_answer(
-    *,
-    tenant,
-    interaction_id: str,
-    by: str,
-    via: str,
-    answer: dict | None = None,
-    arguments: dict | None = None,
-    shown_hash: str | None = None,
-    stepped_up: bool = False,
-    decider: Decider | None = None,
-    asked: Callable[[Interaction], Asked] | None = None,
-) -> Interaction:
-    """An operator's or a program's decision on an interaction; exactly one decision wins.
-
-    ``arguments``: an approval's edited arguments (``editable: true``); ``shown_hash``: the
-    SHA-256 of the arguments the decider saw; ``stepped_up``: a recent re-authentication (or a
-    token with that right) for ``risk: high`` tools; ``decider`` says who decides (their role
-    and groups, runtime.decisions.approvers). ``asked``, instead of ``answer``, ``arguments`` and
-    ``shown_hash``: the caller reads its request against the interaction as read here (the
-    REST body, by its kind; it may refuse it), before anything is recorded, so that one read
-    of the row serves both. The interaction comes back decided, with its task (and the task's
-    agent) loaded; or, for an approval that needs another person's approval still, open with
-    this one recorded.
-    """
+@contextlib.contextmanager
+def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, Interaction]]:
+    """The task of the tenant's interaction, locked, and the interaction read under that lock
+    (with its held call, and the task's agent loaded): a decision's reads, in the caller's
+    transaction; TaskNotFound for another tenant's id as for a missing one."""
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
     task, memo = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
@@ -305,111 +269,7 @@ def interaction_answer(
     if interaction is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
     with memo_while_locked(task, memo):
-        return _interaction_decide(
-            task=task,
-            interaction=interaction,
-            by=by,
-            via=via,
-            answer=answer,
-            arguments=arguments,
-            shown_hash=shown_hash,
-            stepped_up=stepped_up,
-            decider=decider,
-            asked=asked,
-        )
-
-
-def _interaction_decide(
-    *,
-    task: Task,
-    interaction: Interaction,
-    by: str,
-    via: str,
-    answer: dict | None,
-    arguments: dict | None,
-    shown_hash: str | None,
-    stepped_up: bool,
-    decider: Decider | None,
-    asked: Callable[[Interaction], Asked] | None,
-) -> Interaction:
-    """``interaction_answer`` once the task is locked and the interaction read under it."""
-    if asked is not None:
-        # A request that does not read is refused as such, even by a decided interaction.
-        request = asked(interaction)
-        answer, arguments, shown_hash = request.answer, request.arguments, request.shown_hash
-    if interaction.state != Interaction.State.OPEN:
-        raise AlreadyDecided(interaction)
-    clean = answer_from_decider(interaction, answer)
-    if interaction.kind == Interaction.Kind.APPROVAL:
-        # Before anything is recorded: a first of two approvals needs the step-up too.
-        decision_step_up_check(
-            task=task, interaction=interaction, answer=clean, via=via, stepped_up=stepped_up
-        )
-        if arguments is not None and interaction.approvals_required > 1:
-            # Two people approve the same call: the second would approve what the first wrote.
-            raise InvalidParams(
-                "arguments",
-                "an approval that needs two people is approved as the call stands; "
-                "its arguments cannot be edited",
-            )
-    edited = decision_edit_apply(
-        task=task, interaction=interaction, answer=clean, arguments=arguments, shown_hash=shown_hash
-    )
-    if edited:
-        clean["edited"] = True
-    if interaction.kind == Interaction.Kind.APPROVAL:
-        # Who may decide, and the two-person rule (an edit voids earlier approvals' binding).
-        gated = approval_gate(
-            interaction=interaction,
-            task=task,
-            answer=clean,
-            decider=decider,
-            by=by,
-            via=via,
-            shown_hash=shown_hash,
-            stepped_up=stepped_up,
-        )
-        if gated is None:
-            return interaction  # recorded; waits for the next person's approval
-        clean = gated
-    return interaction_close(
-        task=task,
-        interaction=interaction,
-        answer=clean,
-        by=by,
-        via=via,
-        stepped_up=stepped_up,
-        shown_hash=shown_hash,
-        edited=edited,
-    )
-
-
-def interactions_connect_app(*, tenant, app: str, by: str) -> int:
-    """An app was connected: answer every open connection interaction for it with connected: true."""
-    # Not one transaction: each answer is its own decision (interaction_answer), which may
-    # lose to another answer without undoing the ones before it.
-    answered = 0
-    ids = list(
-        Interaction.objects.filter(
-            tenant=tenant,
-            kind=Interaction.Kind.CONNECTION,
-            state=Interaction.State.OPEN,
-            detail__app=app,
-        ).values_list("public_id", flat=True)
-    )
-    for interaction_id in ids:
-        try:
-            interaction_answer(
-                tenant=tenant,
-                interaction_id=interaction_id,
-                answer={"value": True},
-                by=by,
-                via="connection",
-            )
-            answered += 1
-        except AlreadyDecided:
-            continue
-    return answered
+        yield task, interaction
 
 
 def interactions_expire(*, now=None) -> int:

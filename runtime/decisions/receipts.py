@@ -1,8 +1,10 @@
 """Receipts: what a decision on a held call binds (the call's arguments hash and the policy
-version, issue 13), and the decisions people can trust: step-up for ``risk: high``,
-edit-then-approve, the receipt and the audit row written with a decision.
+version, issue 13), and the decisions people can trust: the trust keys of a tool
+(``risk: high``, ``editable``), edit-then-approve, the receipt and the audit row written with
+a decision. The step-up a high-risk approval asks for is the decision flow's
+(runtime.decisions.flow).
 
-Everything here runs inside a decision's transaction (runtime.decisions.interactions) or the
+Everything here runs inside a decision's transaction (runtime.decisions.flow) or the
 turn's (runtime.turn.approval_check, before a call is sent), with the task's row locked; none
 opens a transaction of its own.
 """
@@ -20,7 +22,7 @@ from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
-from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation
+from runtime.kernel.errors import InvalidParams
 from runtime.kernel.rowsql import row_insert
 from runtime.kernel.shapes import decider_public
 from runtime.kernel.task_models import AuditEvent, Task
@@ -65,15 +67,22 @@ class ToolTrust:
 
 
 def tool_trust(agent: Agent, server: str, tool: str) -> ToolTrust:
-    """The trust keys of the tool's policy entry (``server/tool``, else ``server``), as
-    runtime.agents.tools.policy_for picks the entry."""
+    """The trust keys of the tool: ``editable`` from its policy entry (``server/tool``, else
+    ``server``, as runtime.agents.tools.policy_for picks it); ``risk: high`` from that entry or
+    from the tool's own entry in AGENT.md's ``tools`` list (``{server, tool}`` or the whole
+    ``{server}``): either one saying it makes the tool high-risk, for step-up as for
+    standing rules (issue 28, finding 5)."""
     rules = agent.tool_policy or {}
     rule = rules.get(f"{server}/{tool}", rules.get(server))
-    if not isinstance(rule, dict):
-        return ToolTrust()
+    rule = rule if isinstance(rule, dict) else {}
+    declared = any(
+        spec.get("risk") == "high"
+        for spec in agent.tools or []
+        if spec.get("server") == server and spec.get("tool") in (tool, None)
+    )
     return ToolTrust(
         editable=rule.get("editable") is True,
-        risk="high" if rule.get("risk") == "high" else "normal",
+        risk="high" if declared or rule.get("risk") == "high" else "normal",
     )
 
 
@@ -153,34 +162,6 @@ def receipt_mismatch(receipt: Receipt, *, effect: Effect, agent: Agent) -> str |
 
 
 # --- before the decision -------------------------------------------------------------------
-
-
-def decision_step_up_check(
-    *, task: Task, interaction: Interaction, answer: dict, via: str, stepped_up: bool
-) -> None:
-    """A ``risk: high`` call is approved only by a decider who stepped up (re-authenticated
-    recently, or a token made with the step-up right); a denial sends nothing and needs none."""
-    if interaction.kind != Interaction.Kind.APPROVAL or answer.get("approved") is not True:
-        return
-    effect = held_call_of(interaction)
-    if effect is None or not tool_trust(task.agent, effect.server, effect.tool).high_risk:
-        return
-    if stepped_up:
-        return
-    if via == "inband":
-        # The caller cannot re-authenticate as a member: an operator approves high-risk calls.
-        raise UnsupportedOperation(
-            f"{effect.server} / {effect.tool} is marked risk: high: an operator who "
-            "re-authenticated must approve it; the caller cannot approve it in band.",
-            reason="STEP_UP_REQUIRED",
-            interactionId=interaction.public_id,
-        )
-    raise StepUpRequired(
-        f"{effect.server} / {effect.tool} is marked risk: high: approving it needs a recent "
-        "re-authentication (in the browser: confirm your password, and your authenticator "
-        "code when you have one) or an operator token created with the step-up right.",
-        interactionId=interaction.public_id,
-    )
 
 
 def decision_edit_apply(

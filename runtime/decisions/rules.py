@@ -15,9 +15,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runtime.agents.tools import policy_rule, tool_spec
-from runtime.decisions.approvers import Decider, decider_refusal
+from runtime.decisions.approvers import Decider, Needs, approval_needs, decider_refusal
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
-from runtime.decisions.receipts import receipt_record
+from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.receipts import receipt_record, tool_trust
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
 from runtime.kernel.task_models import Task
@@ -51,12 +52,7 @@ def rule_refusal(agent, server: str, tool: str) -> str | None:
     if action != "approve":
         return f"the policy for {server}/{tool} is {action}, not approve"
     # ``risk: high`` may be said in the policy entry or on the tool itself (AGENT.md tools).
-    declared_high = any(
-        spec.get("risk") == "high"
-        for spec in agent.tools or []
-        if spec.get("server") == server and spec.get("tool") in (tool, None)
-    )
-    if declared_high or (isinstance(rule, dict) and rule.get("risk") == "high"):
+    if tool_trust(agent, server, tool).high_risk:
         return f"{server}/{tool} is risk: high: each call needs its own decision"
     if isinstance(rule, dict):
         if rule.get("required") == 2:
@@ -180,22 +176,30 @@ def _rule_detail(rule: StandingRule) -> dict:
 
 
 def rule_check(
-    *, interaction: Interaction, decider: Decider, conditions: list, duration: str
+    *,
+    interaction: Interaction,
+    decider: Decider,
+    conditions: list,
+    duration: str,
+    needs: Needs | None = None,
 ) -> tuple[Effect, object]:
     """Check that a rule can be made from this approval by this decider, before the approval
-    is given (so that a wrong form approves nothing); (the held call, its expiry time)."""
+    is given (so that a wrong form approves nothing); (the held call, its expiry time).
+
+    ``needs``: what the approval needs now (runtime.decisions.approvers.approval_needs), when
+    the caller has it: a rule is never made from an approval that needs two people or a
+    step-up, whether its policy said so when it opened or says so now."""
     if interaction.kind != Interaction.Kind.APPROVAL:
         raise TaskNotFound("No such approval.", interactionId=interaction.public_id)
-    refusal = decider_refusal(interaction, decider)
+    needs = needs or approval_needs(interaction)
+    refusal = decider_refusal(interaction, decider, needs)
     if refusal:
         raise DeciderRefused(refusal, interactionId=interaction.public_id)
-    effect = Effect.objects.filter(
-        tenant_id=interaction.tenant_id, public_id=interaction.public_id
-    ).first()
+    effect = held_call_of(interaction)
     if effect is None:
         raise TaskNotFound("The approval holds no tool call.", interactionId=interaction.public_id)
     agent = interaction.task.agent
-    why_not = rule_refusal(agent, effect.server, effect.tool)
+    why_not = rule_refusal(agent, effect.server, effect.tool) or needs_refusal(needs)
     if why_not:
         raise NotAllowed(f"No standing rule: {why_not}.", interactionId=interaction.public_id)
     if duration == FOREVER:
@@ -211,6 +215,16 @@ def rule_check(
     if problem:
         raise InvalidParams("conditions", problem)
     return effect, expires_at
+
+
+def needs_refusal(needs: Needs) -> str | None:
+    """Why no rule may come from an approval that needs this (as it opened, or now)."""
+    where = f"{needs.server}/{needs.tool}"
+    if needs.high_risk:
+        return f"{where} is risk: high: each call needs its own decision"
+    if needs.required > 1:
+        return f"{where} needs two people's approval (required: {needs.required})"
+    return None
 
 
 @transaction.atomic(durable=True)

@@ -77,3 +77,32 @@ class DeciderRefused(RuntimeFault):
     """The person or program may not decide this interaction (approvers, two-person rule)."""
 
     reason = "DECIDER_NOT_ALLOWED"
+
+
+class DecisionMisfit(InvalidParams):
+    """A decision that does not fit its interaction's kind (an approval takes ``approved``, not
+    ``value``): the same refusal, with the same words, on every channel
+    (runtime.decisions.flow), before the interaction's state is looked at. ``field`` is ""
+    when the decision as a whole is at fault."""
+
+    def __init__(self, field: str, description: str, **metadata: str):
+        super().__init__(field, description, **metadata)
+        if not field:
+            self.message = description
+
+
+class ChannelRefused(RuntimeFault):
+    """This decision is not taken on this channel, though another may take it: bulk triage
+    leaves out what must be decided on its own page (``bulk: false``, two people)."""
+
+    reason = "CHANNEL_NOT_ALLOWED"
+
+
+class RuleRefused(RuntimeFault):
+    """The standing rule asked for with an approval cannot be made, so nothing was approved
+    (the rule is checked first): ``cause`` is the core's fault that says why."""
+
+    def __init__(self, cause: RuntimeFault):
+        super().__init__(cause.message, **cause.metadata)
+        self.cause = cause
+        self.reason = cause.reason

@@ -8,7 +8,12 @@ from django.utils import timezone
 from runtime.agents.ladders import expiry_seconds
 from runtime.agents.tools import policy_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
-from runtime.decisions.receipts import receipt_binding, receipt_mismatch, receipt_record
+from runtime.decisions.receipts import (
+    receipt_binding,
+    receipt_mismatch,
+    receipt_record,
+    tool_trust,
+)
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.shapes import agent_message
@@ -126,6 +131,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             deciders=policy.deciders,
             approvers=list(policy.approvers),
             approvals_required=policy.required,
+            risk=tool_trust(task.agent, effect.server, effect.tool).risk,
             expires_at=expires_at,
         )
     text = (

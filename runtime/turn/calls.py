@@ -27,6 +27,7 @@ from runtime.agents.tools import (
 from runtime.agents.toolservers import server_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interactions import interaction_open
+from runtime.decisions.receipts import tool_trust
 from runtime.decisions.rules import rule_for_call, rule_use_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.rowsql import Columns, Statements, column, row_move
@@ -245,6 +246,7 @@ class ToolCalls:
                 deciders=policy.deciders,
                 approvers=policy.approvers,
                 approvals_required=policy.required,
+                risk=tool_trust(task.agent, action.server, action.tool).risk,
                 also=TURN_FIELDS,
             )
             return False

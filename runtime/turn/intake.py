@@ -14,8 +14,9 @@ from django.db import IntegrityError, connection, transaction
 
 from runtime.agents.agent_models import Agent
 from runtime.decisions.answers import answer_from_message, message_content
+from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_close
+from runtime.decisions.flow import INBAND, Decision, decision_take_locked
 from runtime.kernel import extensions as ext
 from runtime.kernel import rowsql
 from runtime.kernel.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
@@ -407,17 +408,25 @@ def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> Se
         "taskId": task.public_id,
         "role": "ROLE_USER",
     }
-    interaction_close(
+    # The caller decides through the one decision flow, under the lock taken above.
+    decision_take_locked(
         task=task,
         interaction=interaction,
-        answer=answer,
         # The task's own subject: an anonymous caller's "anonymous" names no one.
-        by=task.subject,
-        via="inband",
-        message_id=message["messageId"],
-        message=stored,
+        decider=Decider.of_caller(task.subject),
+        decision=_in_band_decision(answer, stored),
+        channel=INBAND,
     )
     return SendResult(task=task)
+
+
+def _in_band_decision(answer: dict, message: dict) -> Decision:
+    """The caller's answer (runtime.decisions.answers.answer_from_message) as a Decision."""
+    if "approved" in answer:
+        return Decision(approved=answer["approved"], message=message)
+    if "connected" in answer:
+        return Decision(value=answer["connected"], message=message)
+    return Decision(value=answer["value"], message=message)
 
 
 def _decided_check(task: Task, message: dict) -> None:

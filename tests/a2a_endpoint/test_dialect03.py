@@ -12,7 +12,6 @@ from django.urls import reverse
 from a2a_endpoint import dialect03, wire03
 from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tests.a2a_client import (
@@ -26,6 +25,7 @@ from tests.a2a_client import (
     task_of,
     user_message,
 )
+from tests.core import flow_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -628,7 +628,7 @@ def test_a_task_created_in_1_0_is_read_answered_and_approved_in_0_3(agents, clie
         {"kind": "text", "text": "deploy build 2026.10.06-1 to staging"}
     ]
     interaction = Interaction.objects.get(task__public_id=held["id"])
-    interaction_answer(
+    flow_answer(
         tenant=agents.a.tenant,
         interaction_id=interaction.public_id,
         answer={"approved": True},

@@ -141,9 +141,9 @@ def test_operators_only_approvals_are_operator_decision_required(agents, client)
 
 
 def test_an_operator_approval_shows_on_the_next_read(agents, client, held):
-    from runtime.decisions.interactions import interaction_answer
+    from tests.core import flow_answer
 
-    interaction_answer(
+    flow_answer(
         tenant=agents.a.tenant,
         interaction_id=interaction_of(held)["interactionId"],
         answer={"approved": True},

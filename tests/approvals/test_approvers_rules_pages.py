@@ -71,12 +71,25 @@ def test_two_person_rule_on_the_page_inbox_and_rest(agents, held):
     assert again.status_code == HTTPStatus.FORBIDDEN
     assert "another person" in again.content.decode()
 
-    # A program with an operator token is the second person: the REST answer says so.
-    second = Client().post(
+    # A program with an operator token is not a person (issue 28, finding 4): refused, and
+    # nothing changes.
+    program = Client().post(
         f"/api/v1/interactions/{interaction.public_id}/answer",
         {"approved": True},
         content_type="application/json",
         **bearer(side.extra["operator_token"]),
+    )
+    assert program.status_code == HTTPStatus.FORBIDDEN
+    assert program.json()["reason"] == "DECIDER_NOT_ALLOWED"
+    assert "not a person" in program.json()["detail"]
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and len(interaction.approvals) == 1
+
+    # A second person, over REST with their session, closes it: the REST answer says so.
+    second = side.client_for(side.admin).post(
+        f"/api/v1/interactions/{interaction.public_id}/answer",
+        {"approved": True},
+        content_type="application/json",
     )
     assert second.status_code == HTTPStatus.OK
     body = second.json()
@@ -87,11 +100,10 @@ def test_two_person_rule_on_the_page_inbox_and_rest(agents, held):
 def test_rest_first_approval_answers_one_of_two(agents, held):
     side = agents.a
     interaction = held(side, {"action": "approve", "required": 2})
-    first = Client().post(
+    first = side.client_for(side.operator).post(
         f"/api/v1/interactions/{interaction.public_id}/answer",
         {"approved": True},
         content_type="application/json",
-        **bearer(side.extra["operator_token"]),
     )
     assert first.status_code == HTTPStatus.OK
     body = first.json()

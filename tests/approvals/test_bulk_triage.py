@@ -1,5 +1,5 @@
 """Bulk triage (issue 12, item 4): many approvals, one reason, each decided on its own through
-interaction_answer, with its own audit entry and its own race."""
+the one decision flow, with its own audit entry and its own race."""
 
 import re
 import threading
@@ -10,12 +10,11 @@ from django.db import connection, connections
 from django.test import Client
 from django.urls import reverse
 
-from approvals import views
+from approvals import bulk_views
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel.task_models import AuditEvent, TaskState
-from tests.core import run
+from tests.core import flow_answer, run
 
 OUTCOME = re.compile(r'data-outcome="([a-z_]+)" data-id="([^"]+)"')
 
@@ -43,7 +42,7 @@ def test_hundred_approvals_twenty_decided_meanwhile_by_another_operator(
     made = [side.extra["make"].approval(build=f"b{i}") for i in range(100)]
     ids = [i.public_id for i in made]
     contested = set(ids[::5])  # 20 of them
-    real_read = views.interactions_for_bulk
+    real_read = bulk_views.interactions_for_bulk
     raced = []
 
     def read_then_race(**kwargs):
@@ -53,13 +52,13 @@ def test_hundred_approvals_twenty_decided_meanwhile_by_another_operator(
         if raced:
             return found
         raced.append(True)
-        assert all(row.state == Interaction.State.OPEN for row, _ in found.values())
+        assert all(row.state == Interaction.State.OPEN for row in found.values())
         errors = []
 
         def other_operator():
             try:
                 for public_id in contested:
-                    interaction_answer(
+                    flow_answer(
                         tenant=side.tenant,
                         interaction_id=public_id,
                         answer={"approved": True, "reason": "mine"},
@@ -77,7 +76,7 @@ def test_hundred_approvals_twenty_decided_meanwhile_by_another_operator(
         assert not errors, errors
         return found
 
-    monkeypatch.setattr(views, "interactions_for_bulk", read_then_race)
+    monkeypatch.setattr(bulk_views, "interactions_for_bulk", read_then_race)
     client = side.client_for(side.operator)
     result = outcomes(bulk_post(client, decision="approve", reason="release train 42", ids=ids))
     assert len(result) == 100

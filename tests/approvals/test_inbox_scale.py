@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
-from approvals.api import InteractionDetailSerializer, InteractionSerializer
-from approvals.views import span_text
+from approvals.api_serializers import InteractionDetailSerializer, InteractionSerializer
+from approvals.presenting import span_text
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel.task_models import Context, Task, TaskState

@@ -321,7 +321,7 @@ def test_task_artifacts_download_as_files(agents):
 
 
 def test_raw_and_text_artifacts_download_as_themselves(agents):
-    from approvals.views import artifact_body
+    from approvals.task_views import artifact_body
 
     assert artifact_body({"name": "n.txt", "parts": [{"text": "hi"}]}) == (
         b"hi",
@@ -337,9 +337,9 @@ def test_raw_and_text_artifacts_download_as_themselves(agents):
 
 
 def test_tasks_are_paginated_newest_status_first(agents, monkeypatch):
-    import approvals.views
+    import approvals.task_views
 
-    monkeypatch.setattr(approvals.views, "TASKS_PAGE_SIZE", 2)
+    monkeypatch.setattr(approvals.task_views, "TASKS_PAGE_SIZE", 2)
     make = agents.a.extra["make"]
     oldest, middle, newest = (make.approval().task for _ in range(3))
     client = agents.a.client_for(agents.a.operator)

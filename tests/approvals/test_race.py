@@ -8,12 +8,11 @@ from django.db import connection, connections
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import AlreadyDecided, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
 from runtime.turn.intake import message_send
-from tests.core import run
+from tests.core import flow_answer, run
 
 DECIDERS = 50
 ROUNDS = 10
@@ -31,7 +30,7 @@ def decide(index: int, interaction: Interaction, side, barrier: threading.Barrie
         approved = index % 2 == 0
         try:
             if index % 3 == 0:
-                interaction_answer(
+                flow_answer(
                     tenant=side.tenant,
                     interaction_id=interaction.public_id,
                     answer={"approved": approved},
@@ -39,7 +38,7 @@ def decide(index: int, interaction: Interaction, side, barrier: threading.Barrie
                     via="page",
                 )
             elif index % 3 == 1:
-                interaction_answer(
+                flow_answer(
                     tenant=side.tenant,
                     interaction_id=interaction.public_id,
                     answer={"approved": approved},

@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from approvals import views
+from approvals import audit_views
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel.task_models import Task, TaskState
@@ -298,7 +298,7 @@ def test_receipts_export_as_csv_and_json_lines_streamed_by_keyset_for_the_tenant
     shipper(make_agent, "approve", tenant=agents.b.tenant)
     _decide_some(agents.a, 5)
     _decide_some(agents.b, 2)
-    monkeypatch.setattr(views, "EXPORT_PAGE", 2)  # three keyset pages for five rows
+    monkeypatch.setattr(audit_views, "EXPORT_PAGE", 2)  # three keyset pages for five rows
     client = agents.a.client_for(agents.a.viewer)
     mine = set(Receipt.objects.filter(tenant=agents.a.tenant).values_list("public_id", flat=True))
     with CaptureQueriesContext(connection) as queries:

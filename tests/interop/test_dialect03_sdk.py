@@ -21,9 +21,9 @@ from connections.models import App
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from tenants.models import Tenant, User
+from tests.core import flow_answer
 from tests.sdk_client import Partner, as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +85,7 @@ def interaction_of(task_id: str) -> Interaction:
 
 
 def operator_answers(demo, task_id: str, **answer) -> None:
-    interaction_answer(
+    flow_answer(
         tenant=Tenant.objects.get(slug=demo["tenant"]),
         interaction_id=interaction_of(task_id).public_id,
         answer=answer,

@@ -12,10 +12,10 @@ from connections.models import App
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tenants.models import Tenant, User
+from tests.core import flow_answer
 from tests.sdk_client import as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -93,7 +93,7 @@ def test_held_deploy_without_the_extension_is_plain_text_and_an_operator_approve
             agents["deployer"], user_message("approve", task_id=task.id, context_id=task.context_id)
         )
 
-    interaction_answer(
+    flow_answer(
         tenant=Tenant.objects.get(slug=demo["tenant"]),
         interaction_id=interaction_of(task).public_id,
         answer={"approved": True},
@@ -170,7 +170,7 @@ def test_pull_request_asks_for_github_resumes_when_connected_then_waits_for_appr
         done = partner.send(coder, answer(held, approved=True), extensions=extensions)
     else:
         assert not held.status.message.metadata
-        interaction_answer(
+        flow_answer(
             tenant=Tenant.objects.get(slug=demo["tenant"]),
             interaction_id=interaction_of(held).public_id,
             answer={"approved": True},

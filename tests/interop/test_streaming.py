@@ -12,10 +12,10 @@ from connections.models import App
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tenants.models import Tenant, User
+from tests.core import flow_answer
 from tests.sdk_client import Partner, as_dict, payload, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +49,7 @@ def approve(demo, task_id: str) -> None:
     interaction = Interaction.objects.filter(
         task__public_id=task_id, state=Interaction.State.OPEN
     ).get()
-    interaction_answer(
+    flow_answer(
         tenant=Tenant.objects.get(slug=demo["tenant"]),
         interaction_id=interaction.public_id,
         answer={"approved": True},

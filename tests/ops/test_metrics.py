@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from a2a_endpoint import asyncdb
 from config import metrics
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from tests.a2a_client import result_of, rpc, user_message
+from tests.core import flow_answer
 from tests.live import ROOT, LiveStack, wait_until
 
 TOKEN = "metrics-test-token-0123456789"
@@ -110,7 +110,7 @@ def test_open_interactions_and_decision_latency(agents, client, token):
     assert value(open_now, "countersign_interactions_open", kind="approval") == 0
 
     asked = Interaction.objects.get(tenant=agents.a.tenant, state=Interaction.State.OPEN)
-    interaction_answer(
+    flow_answer(
         tenant=agents.a.tenant,
         interaction_id=asked.public_id,
         answer={"value": "main"},

@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from config import tracing
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel.task_models import Task
 from tests.a2a_client import result_of, rpc, user_message
+from tests.core import flow_answer
 
 SUPPORT = "/a2a/acme/support"
 REVIEWER = "/a2a/acme/code-reviewer"
@@ -108,7 +108,7 @@ def test_a_turn_resumed_by_an_operator_stays_in_the_tasks_trace(agents, client, 
     asked = Interaction.objects.get(task=task, state=Interaction.State.OPEN)
     spans.clear()
     with tracing.tracer().start_as_current_span("operator decision") as decision:
-        interaction_answer(
+        flow_answer(
             tenant=agents.a.tenant,
             interaction_id=asked.public_id,
             answer={"value": "main"},

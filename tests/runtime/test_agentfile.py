@@ -98,6 +98,12 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
             9,
             "policy.deploy/deploy_build.bulk",
         ),
+        (
+            "policy:\n",
+            "tools:\n  - {server: deploy, tool: deploy_build, risk: HIGH}\npolicy:\n",
+            9,
+            "tools.0.risk",
+        ),
         ('        - reply: "Hi."', "        - dance: true", 14, "model.script.0.steps.0"),
         (
             '        - reply: "Hi."',
@@ -119,6 +125,7 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
         "bad-policy-action",
         "bad-deciders",
         "bad-bulk",
+        "bad-tool-risk",
         "bad-script-step",
         "ask-without-id",
         "unknown-provider",

@@ -10,7 +10,6 @@ from runtime.agents.agent_models import DemoRecord
 from runtime.agents.tools import policy_for
 from runtime.decisions.approvers import Decider, decider_refusal
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel.errors import AlreadyDecided, DeciderRefused, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent
 from tenants.models import ApproverGroup, Membership
@@ -18,6 +17,7 @@ from tests.core import (
     DEPLOY_TOOL,
     REPORT_RESULT,
     deploy_step,
+    flow_answer,
     in_band,
     reply,
     run,
@@ -57,7 +57,7 @@ def member(side, role) -> Decider:
 
 
 def answer(interaction, decider: Decider, approved=True, via="page"):
-    return interaction_answer(
+    return flow_answer(
         tenant=interaction.tenant,
         interaction_id=interaction.public_id,
         answer={"approved": approved},

@@ -6,12 +6,12 @@ from connections.models import App
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task, TaskState
 from runtime.turn.intake import message_send
 from runtime.turn.runner import turn_run
 from tenants.models import Tenant, User
+from tests.core import flow_answer
 
 
 def start(agent_slug: str, text: str) -> Task:
@@ -37,7 +37,7 @@ def plan_states(task: Task) -> list[tuple[str, str]]:
 def approve(task: Task) -> Task:
     interaction = Interaction.objects.get(task=task, state=Interaction.State.OPEN)
     assert interaction.kind == Interaction.Kind.APPROVAL
-    interaction_answer(
+    flow_answer(
         tenant=task.tenant,
         interaction_id=interaction.public_id,
         answer={"approved": True},

@@ -18,7 +18,7 @@ from runtime.agents.credentials import credential_set
 from runtime.agents.llm import openai_chat
 from runtime.agents.llm.openai_chat import CLIENTS, ClientCache
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interactions_connect_app
+from runtime.decisions.flow import interactions_connect_app
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send, status_text

@@ -14,7 +14,7 @@ from django.test import RequestFactory
 from a2a_endpoint.wire import event_wire, task_wire
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
-from runtime.decisions.interactions import interaction_answer, interactions_expire
+from runtime.decisions.interactions import interactions_expire
 from runtime.decisions.receipts import canonical_hash, policy_version, receipt_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation
@@ -24,6 +24,7 @@ from tenants.appendonly import AppendOnlyError
 from tests.core import (
     DEPLOY_TOOL,
     decide,
+    flow_answer,
     in_band,
     open_interaction,
     reply,
@@ -96,7 +97,7 @@ def test_every_decision_on_a_held_call_stores_a_receipt_of_what_it_bound(agents,
 def test_denials_in_band_and_expiries_store_receipts_with_their_channel(agents, make_agent):
     deploy_agent(make_agent, "approve")
     first = held(agents)
-    interaction_answer(
+    flow_answer(
         tenant=agents.a.tenant,
         interaction_id=first.public_id,
         answer={"approved": False},
@@ -248,7 +249,7 @@ def test_edit_then_approve_sends_the_edited_arguments_and_tells_the_model(agents
     approval = held(agents)
     shown = Effect.objects.get(public_id=approval.public_id).arguments_hash
     edited = {"build": "b-2", "environment": "production"}
-    decided = interaction_answer(
+    decided = flow_answer(
         tenant=agents.a.tenant,
         interaction_id=approval.public_id,
         answer={"approved": True},
@@ -275,7 +276,7 @@ def test_the_partner_sees_edited_true_and_never_the_arguments(agents, make_agent
     deploy_agent(make_agent, {"action": "approve", "editable": True}, report=[{"reply": "done"}])
     approval = held(agents)
     edited = {"build": "secret-build-7", "environment": "production"}
-    interaction_answer(
+    flow_answer(
         tenant=agents.a.tenant,
         interaction_id=approval.public_id,
         answer={"approved": True},
@@ -317,7 +318,7 @@ def test_edited_arguments_that_fail_the_schema_are_refused_and_nothing_changes(
     approval = held(agents)
     before = Effect.objects.get(public_id=approval.public_id).arguments
     with pytest.raises(InvalidParams, match=why):
-        interaction_answer(
+        flow_answer(
             tenant=agents.a.tenant,
             interaction_id=approval.public_id,
             answer={"approved": True},
@@ -335,7 +336,7 @@ def test_arguments_are_edited_only_where_the_policy_says_editable(agents, make_a
     deploy_agent(make_agent, "approve")
     approval = held(agents)
     with pytest.raises(InvalidParams, match="editable: true"):
-        interaction_answer(
+        flow_answer(
             tenant=agents.a.tenant,
             interaction_id=approval.public_id,
             answer={"approved": True},
@@ -350,7 +351,7 @@ def test_a_decision_on_arguments_other_than_those_shown_is_refused(agents, make_
     deploy_agent(make_agent, "approve")
     approval = held(agents)
     with pytest.raises(InvalidParams, match="not the ones you were shown"):
-        interaction_answer(
+        flow_answer(
             tenant=agents.a.tenant,
             interaction_id=approval.public_id,
             answer={"approved": True},
@@ -375,10 +376,10 @@ def test_a_high_risk_approval_without_step_up_is_refused_and_accepted_after(agen
         via="page",
     )
     with pytest.raises(StepUpRequired, match="risk: high"):
-        interaction_answer(**args)
+        flow_answer(**args)
     assert open_interaction(approval.task).pk == approval.pk
     assert not Receipt.objects.exists() and not AuditEvent.objects.exists()
-    interaction_answer(**args, stepped_up=True)
+    flow_answer(**args, stepped_up=True)
     assert Receipt.objects.get().stepped_up is True
     assert run(approval.task).state == TaskState.COMPLETED
 

@@ -6,7 +6,7 @@ import pytest
 from runtime.agents.agent_models import DemoRecord
 from runtime.agents.tools import SERVERS, CallContext
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interactions_connect_app
+from runtime.decisions.flow import interactions_connect_app
 from runtime.kernel.task_models import Task
 from tests.core import (
     DEPLOY_TOOL,

@@ -6,15 +6,15 @@ from unittest import mock
 
 import pytest
 
-from approvals import views
+from approvals.decision_form import edit_form
 from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
-from runtime.decisions.decision_selectors import held_call_for
-from runtime.decisions.interactions import interaction_answer
+from runtime.decisions.facts import decision_facts
 from runtime.decisions.rules import rule_use_record
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import TaskState
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, run, send
+from tests.core import DEPLOY_TOOL, REPORT_RESULT, flow_answer, run, send
 from tests.runtime.test_rules import approved_with_rule, deploying
 
 pytestmark = pytest.mark.django_db
@@ -82,9 +82,10 @@ def test_a_two_person_approval_cannot_be_edited(agents, deployer):
     deployer({"action": "approve", "editable": True, "required": 2})
     task = run(send(side, "dep", "rel-1"))
     interaction = Interaction.objects.get(task=task, state="open")
-    assert views._edit_form(interaction, held_call_for(interaction=interaction)) is None
+    facts = decision_facts(interaction=interaction, decider=Decider(subject=side.operator.subject))
+    assert edit_form(facts) is None
     with pytest.raises(InvalidParams, match="cannot be edited"):
-        interaction_answer(
+        flow_answer(
             tenant=side.tenant,
             interaction_id=interaction.public_id,
             answer={"approved": True},

@@ -1,0 +1,370 @@
+"""The REST channel's wire: the bodies of /api/v1/ (read and written), and the request body
+of an answer read into the decision flow's Decision (approvals/api.py serves them)."""
+
+from datetime import datetime
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from approvals.forms import (
+    ANSWER_MAX,
+    ARGUMENTS_MAX,
+    JSON_MAX_DEPTH,
+    JSON_TEXT_PROBLEMS,
+    REASON_MAX,
+    json_text_problem,
+)
+from runtime.decisions.approvers import approval_needs, effective_approvers
+from runtime.decisions.decision_models import Interaction, StandingRule
+from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.flow import AllowSimilar, Decision
+from runtime.decisions.rules import DURATIONS, FOREVER, OPS
+
+
+def wire_time(value: datetime | None) -> str | None:
+    """A time as DRF's DateTimeField writes it: ISO 8601 in the current zone, UTC as "Z"."""
+    if value is None:
+        return None
+    text = timezone.localtime(value).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+class HeldCallSerializer(serializers.Serializer):
+    server = serializers.CharField()
+    tool = serializers.CharField()
+    arguments = serializers.JSONField()
+    argumentsHash = serializers.CharField(  # noqa: N815 - the wire's spelling
+        source="arguments_hash", help_text="SHA-256 of the canonical arguments (the receipt's)."
+    )
+    state = serializers.CharField()
+
+
+class InteractionSerializer(serializers.Serializer):
+    id = serializers.CharField(source="public_id")
+    kind = serializers.ChoiceField(choices=Interaction.Kind.choices)
+    state = serializers.ChoiceField(choices=Interaction.State.choices)
+    prompt = serializers.CharField()
+    detail = serializers.JSONField()
+    choices = serializers.SerializerMethodField()
+    allowCustom = serializers.SerializerMethodField()
+    agent = serializers.CharField(source="task.agent.slug")
+    taskId = serializers.CharField(source="task.public_id")
+    contextId = serializers.CharField(source="task.wire_context_id")
+    subject = serializers.CharField(help_text="The caller the task runs for.")
+    deciders = serializers.ChoiceField(choices=Interaction.Deciders.choices)
+    approvers = serializers.SerializerMethodField(
+        help_text="Who may decide an approval now: roles, group:<slug>, caller (empty for "
+        "other kinds: any operator)."
+    )
+    approvalsRequired = serializers.IntegerField(
+        source="approvals_required",
+        help_text="How many distinct people must approve (2: the two-person rule).",
+    )
+    approvals = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="The approvals recorded so far, [{by, via, at}], when more than one is required.",
+    )
+    createdAt = serializers.DateTimeField(source="created_at")
+    expiresAt = serializers.DateTimeField(source="expires_at")
+    answer = serializers.JSONField(allow_null=True)
+    answeredBy = serializers.CharField(source="answered_by", allow_blank=True)
+    answeredVia = serializers.CharField(source="answered_via", allow_blank=True)
+    answeredAt = serializers.DateTimeField(source="answered_at", allow_null=True)
+
+    def get_choices(self, obj) -> list[str]:
+        return [str(c) for c in (obj.request or {}).get("choices") or []]
+
+    def to_representation(self, instance) -> dict:
+        # The same object the fields above describe (the schema reads them), built directly:
+        # a page of 200 rows through DRF's per-field machinery costs more than its query.
+        task = instance.task
+        return {
+            "id": instance.public_id,
+            "kind": instance.kind,
+            "state": instance.state,
+            "prompt": instance.prompt,
+            "detail": instance.detail,
+            "choices": self.get_choices(instance),
+            "allowCustom": self.get_allowCustom(instance),
+            "agent": task.agent.slug,
+            "taskId": task.public_id,
+            "contextId": task.wire_context_id,
+            "subject": instance.subject,
+            "deciders": instance.deciders,
+            "approvers": self.get_approvers(instance),
+            "approvalsRequired": instance.approvals_required,
+            "approvals": instance.approvals or [],
+            "createdAt": wire_time(instance.created_at),
+            "expiresAt": wire_time(instance.expires_at),
+            "answer": instance.answer,
+            "answeredBy": instance.answered_by,
+            "answeredVia": instance.answered_via,
+            "answeredAt": wire_time(instance.answered_at),
+        }
+
+    def get_approvers(self, obj) -> list[str]:
+        return effective_approvers(obj) if obj.kind == Interaction.Kind.APPROVAL else []
+
+    def get_allowCustom(self, obj) -> bool:  # noqa: N802 - the wire's spelling
+        request = obj.request or {}
+        return bool(request.get("allowCustom")) or not request.get("choices")
+
+
+class InteractionDetailSerializer(InteractionSerializer):
+    """One interaction: for an approval, the call it holds, and who may decide it and how many
+    people must approve as its policy stands now (runtime.decisions.approvers.approval_needs:
+    never less than when it opened)."""
+
+    heldCall = serializers.SerializerMethodField(
+        help_text="For an approval: the call it holds, with the exact arguments that will be sent."
+    )
+
+    @extend_schema_field(HeldCallSerializer(allow_null=True))
+    def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
+        effect = held_call_of(obj)
+        return HeldCallSerializer(effect).data if effect else None
+
+    def to_representation(self, instance) -> dict:
+        body = {**super().to_representation(instance), "heldCall": self.get_heldCall(instance)}
+        if instance.kind == Interaction.Kind.APPROVAL and instance.state == Interaction.State.OPEN:
+            needs = approval_needs(instance)
+            body["approvers"] = list(needs.approvers)
+            body["approvalsRequired"] = needs.required
+        return body
+
+
+class DecisionFactsSerializer(serializers.Serializer):
+    """What the credentials of the request may decide, and what their decision would do
+    (runtime.decisions.facts, as the decision page shows it)."""
+
+    mayDecide = serializers.BooleanField()
+    refusal = serializers.CharField(allow_null=True, help_text="Why you may not decide it.")
+    mayApprove = serializers.BooleanField()
+    approveRefusal = serializers.CharField(
+        allow_null=True, help_text="Why you may deny but not approve it."
+    )
+    stepUpRequired = serializers.BooleanField(
+        help_text="Approving needs a step-up you have not made (risk: high)."
+    )
+    riskHigh = serializers.BooleanField()
+    editable = serializers.BooleanField(help_text="An approval may send edited arguments.")
+    approvedAlready = serializers.BooleanField(
+        help_text="You approved it; another person must approve (two-person rule)."
+    )
+    allowSimilar = serializers.BooleanField(help_text="An approval may make a standing rule.")
+    allowSimilarRefusal = serializers.CharField(allow_null=True)
+    next = serializers.CharField(help_text="What your decision does, in words.")
+
+
+def facts_wire(facts) -> dict:
+    return {
+        "mayDecide": facts.may_decide,
+        "refusal": facts.refusal,
+        "mayApprove": facts.may_approve and facts.interaction.kind == Interaction.Kind.APPROVAL,
+        "approveRefusal": facts.approve_refusal,
+        "stepUpRequired": facts.step_up_needed,
+        "riskHigh": facts.high_risk,
+        "editable": facts.editable,
+        "approvedAlready": facts.approved_already,
+        "allowSimilar": facts.may_make_rule,
+        "allowSimilarRefusal": facts.rule_refusal or None,
+        "next": facts.next_step,
+    }
+
+
+class InteractionFactsSerializer(InteractionDetailSerializer):
+    """The detail, and what the request's decider may decide (``context["facts"]``)."""
+
+    decision = serializers.SerializerMethodField()
+
+    @extend_schema_field(DecisionFactsSerializer)
+    def get_decision(self, obj) -> dict:
+        return facts_wire(self.context["facts"])
+
+    def to_representation(self, instance) -> dict:
+        return {**super().to_representation(instance), "decision": self.get_decision(instance)}
+
+
+class JSONBooleanField(serializers.BooleanField):
+    """A JSON true or false: "yes", "on", 1 and "true" are not decisions."""
+
+    default_error_messages = {
+        "invalid": "Must be a JSON boolean, true or false.",
+        "null": "Must be a JSON boolean, true or false.",
+    }
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class AnswerValueField(serializers.JSONField):
+    """Any JSON, holding only text PostgreSQL can store, in strings as long as the page's."""
+
+    default_error_messages = JSON_TEXT_PROBLEMS
+
+    def to_internal_value(self, data):
+        problem = json_text_problem(data, max_length=ANSWER_MAX)
+        if problem:
+            self.fail(problem, max_length=ANSWER_MAX, max_depth=JSON_MAX_DEPTH)
+        return super().to_internal_value(data)
+
+
+class ArgumentsField(serializers.JSONField):
+    """Edited arguments: a JSON object holding only text PostgreSQL can store."""
+
+    default_error_messages = {**JSON_TEXT_PROBLEMS, "not_object": "Must be a JSON object."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            self.fail("not_object")
+        problem = json_text_problem(data, max_length=ARGUMENTS_MAX)
+        if problem:
+            self.fail(problem, max_length=ARGUMENTS_MAX, max_depth=JSON_MAX_DEPTH)
+        return super().to_internal_value(data)
+
+
+class ConditionSerializer(serializers.Serializer):
+    field = serializers.CharField(max_length=200)
+    op = serializers.ChoiceField(choices=[(op, op) for op in OPS])
+    value = AnswerValueField(help_text="equals: a value; in: a list of values; prefix: text.")
+
+
+class AllowSimilarSerializer(serializers.Serializer):
+    """ "Approve and allow similar calls" over REST (README "Standing rules")."""
+
+    duration = serializers.ChoiceField(
+        choices=[*DURATIONS, FOREVER], default="1d", help_text="forever: admins only"
+    )
+    callerOnly = serializers.BooleanField(default=True)
+    conditions = ConditionSerializer(many=True, default=list)
+
+
+class AnswerSerializer(serializers.Serializer):
+    """The body of an answer, read without the interaction: which fields its kind takes is
+    the decision flow's to check (runtime.decisions.flow.decision_fit_check), as for every
+    channel."""
+
+    approved = JSONBooleanField(
+        required=False, help_text="For an approval: true sends the held call; false denies it."
+    )
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=REASON_MAX,
+        help_text="For an approval: why; the agent's model sees it.",
+    )
+    allowSimilar = AllowSimilarSerializer(
+        required=False,
+        help_text="With approved: true, also make a standing rule for similar calls.",
+    )
+    value = AnswerValueField(
+        required=False,
+        help_text="For a question: the answer (one of its choices unless allowCustom). "
+        "For a connection: true or false.",
+    )
+    arguments = ArgumentsField(
+        required=False,
+        help_text="For an approval of a tool whose policy says editable: true: the arguments "
+        "to send instead (a JSON object, checked against the tool's schema).",
+    )
+    argumentsHash = serializers.RegexField(  # noqa: N815 - the wire's spelling
+        r"^[0-9a-f]{64}$",
+        required=False,
+        help_text="The SHA-256 of the arguments you were shown (heldCall.argumentsHash); "
+        "the decision is refused if the call's arguments are no longer those.",
+    )
+
+
+class InteractionPageSerializer(serializers.Serializer):
+    """A page of the list: follow ``next`` for older rows, ``previous`` for newer ones."""
+
+    next = serializers.URLField(allow_null=True, help_text="The next (older) page, or null.")
+    previous = serializers.URLField(
+        allow_null=True, help_text="The previous (newer) page, or null."
+    )
+    results = InteractionSerializer(many=True)
+
+
+class DecidedSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    state = serializers.CharField()
+    answeredBy = serializers.CharField()
+    answeredVia = serializers.CharField()
+    answeredAt = serializers.DateTimeField(allow_null=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """What approvals/api_errors.py answers for a refused request."""
+
+    detail = serializers.CharField()
+    field = serializers.CharField(required=False, help_text="The field at fault, when one is.")
+    reason = serializers.CharField(
+        required=False, help_text="A machine-readable reason, e.g. STEP_UP_REQUIRED."
+    )
+    errors = serializers.JSONField(
+        required=False, help_text="Every validation error, keyed by field."
+    )
+
+
+def answer_decision(data: dict) -> Decision:
+    """A valid AnswerSerializer's data as the decision flow's Decision."""
+    wanted = data.get("allowSimilar")
+    return Decision(
+        approved=data.get("approved"),
+        value=data.get("value"),
+        reason=data.get("reason", ""),
+        arguments=data.get("arguments"),
+        shown_hash=data.get("argumentsHash"),
+        allow_similar=AllowSimilar(
+            duration=wanted["duration"],
+            caller_only=wanted["callerOnly"],
+            conditions=[dict(condition) for condition in wanted["conditions"]],
+        )
+        if wanted is not None
+        else None,
+    )
+
+
+class InteractionFilters(serializers.Serializer):
+    state = serializers.ChoiceField(choices=Interaction.State.choices, required=False)
+    kind = serializers.ChoiceField(choices=Interaction.Kind.choices, required=False)
+    agent = serializers.SlugField(required=False, help_text="An agent's slug.")
+
+
+class RuleSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    agent = serializers.CharField()
+    server = serializers.CharField()
+    tool = serializers.CharField()
+    caller = serializers.CharField(help_text="Only this caller's calls; empty: any caller.")
+    conditions = ConditionSerializer(many=True)
+    createdBy = serializers.CharField()
+    createdFrom = serializers.CharField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    expiresAt = serializers.DateTimeField(allow_null=True)
+    revokedAt = serializers.DateTimeField(allow_null=True)
+    revokedBy = serializers.CharField(allow_blank=True)
+    uses = serializers.IntegerField()
+    active = serializers.BooleanField()
+
+
+def rule_wire(rule: StandingRule) -> dict:
+    return {
+        "id": rule.public_id,
+        "agent": rule.agent.slug,
+        "server": rule.server,
+        "tool": rule.tool,
+        "caller": rule.caller,
+        "conditions": rule.conditions,
+        "createdBy": rule.created_by,
+        "createdFrom": rule.created_from.public_id if rule.created_from_id else None,
+        "createdAt": wire_time(rule.created_at),
+        "expiresAt": wire_time(rule.expires_at),
+        "revokedAt": wire_time(rule.revoked_at),
+        "revokedBy": rule.revoked_by,
+        "uses": rule.uses,
+        "active": rule.is_active(),
+    }

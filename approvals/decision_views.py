@@ -1,0 +1,187 @@
+"""The decision pages: an interaction's (approve, deny, edit then approve, allow similar calls,
+answer, decline) and an uncertain effect's resolution.
+
+A decision is parsed (approvals/decision_form.py), taken by the one decision flow
+(runtime.decisions.flow.decision_take) and rendered; what the page shows is gathered by
+runtime.decisions.facts.decision_facts, as for every surface.
+"""
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from approvals.access import effect_for_member, interaction_for_member
+from approvals.decision_form import DecisionPost, decided_text, edit_form, rule_form
+from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from approvals.presenting import pretty, visible_messages
+from approvals.stepup import step_up_redirect, stepped_up
+from notifications.selectors import deliveries_for_interaction, ladder_steps_for
+from runtime.decisions.approvers import Decider
+from runtime.decisions.decision_models import Effect
+from runtime.decisions.decision_selectors import effect_resolutions
+from runtime.decisions.effects import effect_resolve
+from runtime.decisions.facts import DecisionFacts, decision_facts
+from runtime.decisions.flow import PAGE, decision_take
+from runtime.kernel.errors import (
+    AlreadyDecided,
+    ChannelRefused,
+    DeciderRefused,
+    InvalidParams,
+    NotAllowed,
+    RuleRefused,
+    StepUpRequired,
+    TaskNotFound,
+)
+from tenants.access import member_required, require_decider
+
+
+def decider_of(request) -> Decider:
+    """The signed-in member deciding on a page, and whether they stepped up just now."""
+    return Decider.of_member(request.membership, request.user, stepped_up=stepped_up(request))
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def interaction_detail(request, public_id: str):
+    interaction = interaction_for_member(request, public_id)
+    decider = decider_of(request)
+    facts = decision_facts(interaction=interaction, decider=decider)
+    if request.method == "GET":
+        return _decision_page(request, facts)
+    require_decider(request.membership)
+    posted = DecisionPost(request.POST, facts=facts, is_admin=request.membership.role == "admin")
+    if posted.decision is None:
+        if posted.problem:
+            messages.error(request, posted.problem)
+        return _decision_page(request, facts, posted=posted, status=400)
+    try:
+        decided = decision_take(
+            tenant=request.membership.tenant,
+            interaction_id=interaction.public_id,
+            decider=decider,
+            decision=posted.decision,
+            channel=PAGE,
+        )
+    except StepUpRequired:
+        # risk: high: re-authenticate first; allauth replays this very decision afterwards.
+        messages.info(
+            request,
+            "This tool is marked risk: high: confirm it is you, and your decision is then taken.",
+        )
+        return step_up_redirect(request)
+    except AlreadyDecided as exc:
+        won = decision_facts(interaction=exc.interaction, decider=decider)
+        return _decision_page(request, won, already=exc.interaction, status=409)
+    except (DeciderRefused, ChannelRefused, NotAllowed) as exc:
+        messages.error(request, exc.message)
+        return _decision_page(request, facts, status=403)
+    except (InvalidParams, RuleRefused) as exc:
+        if not posted.refused(exc):
+            messages.error(request, exc.message)
+        return _decision_page(request, facts, posted=posted, status=400)
+    except TaskNotFound as exc:
+        raise Http404("No such interaction.") from exc
+    if decided.rule_refused is not None:
+        # The approval stands (its own transaction); only the rule was not made.
+        messages.error(request, f"Approved, but no rule was made: {decided.rule_refused.message}")
+    messages.success(request, decided_text(decided, posted.decision))
+    return redirect("approvals:interaction", public_id=interaction.public_id)
+
+
+def _decision_page(
+    request, facts: DecisionFacts, *, posted: DecisionPost | None = None, already=None, status=200
+):
+    interaction, held = facts.interaction, facts.held_call
+    tenant = request.membership.tenant
+    forms = posted.forms if posted else {}
+    is_admin = request.membership.role == "admin"
+    may_decide_call = facts.may_decide and held is not None
+    context = {
+        "nav": "inbox",
+        "interaction": interaction,
+        "task": interaction.task,
+        "facts": facts,
+        "held_call": held,
+        "arguments": pretty(held.arguments) if held else None,
+        "detail": interaction.detail or {},
+        "answer": pretty(interaction.answer) if interaction.answer is not None else None,
+        "messages_shown": visible_messages(interaction.task),
+        "can_decide": request.membership.can_decide,
+        "is_open": facts.is_open,
+        "already": already,
+        "approval_form": forms.get("approval") or ApprovalForm(),
+        "answer_form": forms.get("answer") or AnswerForm(interaction=interaction),
+        "edit_form": forms.get("edit") or edit_form(facts),
+        "rule_form": (forms.get("rule") or rule_form(facts, is_admin=is_admin))
+        if may_decide_call and facts.approve_refusal is None
+        else None,
+        "rule_why_not": facts.rule_refusal if may_decide_call else "",
+        "trust": facts,
+        "stepped_up": not facts.step_up_needed,
+        "receipts": facts.receipts,
+        "approvers_named": facts.approvers_named,
+        "widened_to": interaction.widened_to or [],
+        "progress": facts.progress,
+        "approvals_so_far": interaction.approvals or [],
+        "decide_refusal": facts.refusal,
+        "approved_already": facts.approved_already,
+        "deliveries": deliveries_for_interaction(tenant=tenant, interaction=interaction),
+        "ladder_steps": ladder_steps_for(tenant=tenant, interaction=interaction),
+    }
+    return render(request, "approvals/interaction_detail.html", context, status=status)
+
+
+# --- resolving an uncertain effect ---------------------------------------------------------
+
+
+def _effect_page(request, effect: Effect, *, form=None, status=200):
+    labels = dict(EffectResolveForm.RESOLUTIONS)
+    context = {
+        "nav": "inbox",
+        "effect": effect,
+        "task": effect.task,
+        "arguments": pretty(effect.arguments),
+        "outcome": pretty(effect.outcome) if effect.outcome is not None else None,
+        "messages_shown": visible_messages(effect.task),
+        "resolutions": [
+            {"event": r, "label": labels.get(r.action.removeprefix("effect_"), r.action)}
+            for r in effect_resolutions(effect=effect)
+        ],
+        "can_decide": request.membership.can_decide,
+        "is_uncertain": effect.state == Effect.State.UNCERTAIN,
+        "form": form or EffectResolveForm(),
+    }
+    return render(request, "approvals/effect_detail.html", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def effect_detail(request, public_id: str):
+    effect = effect_for_member(request, public_id)
+    if request.method == "GET":
+        return _effect_page(request, effect)
+    require_decider(request.membership)
+    form = EffectResolveForm(request.POST)
+    if not form.is_valid():
+        return _effect_page(request, effect, form=form, status=400)
+    try:
+        effect_resolve(
+            tenant=request.membership.tenant,
+            effect_id=effect.public_id,
+            resolution=form.cleaned_data["resolution"],
+            result=form.cleaned_data["result_value"],
+            by=request.user.subject,
+            via="page",
+        )
+    except NotAllowed as exc:
+        effect.refresh_from_db()
+        messages.error(request, exc.message)
+        return _effect_page(request, effect, status=409)
+    except InvalidParams as exc:
+        form.add_error(None, exc.description)
+        return _effect_page(request, effect, form=form, status=400)
+    except TaskNotFound as exc:
+        raise Http404("No such effect.") from exc
+    messages.success(request, dict(EffectResolveForm.RESOLUTIONS)[form.cleaned_data["resolution"]])
+    return redirect("approvals:effect", public_id=effect.public_id)

@@ -1,0 +1,220 @@
+"""The operator's inbox: open approvals, questions, connection requests and uncertain effects,
+filtered and searched from the URL, a keyset page at a time, polled for new items.
+
+Views are thin: they read the filters, call the inbox's selectors and render. Every read names
+the tenant of the person's current membership.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import quote
+
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from approvals.presenting import (
+    URL_SAFE,
+    keyset_cursor_format,
+    keyset_cursor_parse,
+    span_text,
+    when_text,
+)
+from notifications.selectors import ladder_positions
+from runtime.decisions.approvers import approvals_progress
+from runtime.decisions.inbox import (
+    INBOX_KINDS,
+    agents_with_open_counts,
+    inbox_counts,
+    inbox_page,
+)
+from tenants.access import member_required
+
+
+def inbox_rows(items, *, now: datetime) -> list[dict]:
+    """What the inbox's list shows of each item, worked out once here, not by template filters
+    (a page of 50 items formats 200 times; the filters cost more than the page's queries)."""
+    interaction_url = reverse("approvals:interaction", args=["-"])[: -len("-/")]
+    effect_url = reverse("approvals:effect", args=["-"])[: -len("-/")]
+    rows = []
+    for item in items:
+        created, created_title = when_text(item.created_at)
+        base = effect_url if item.kind == "uncertain" else interaction_url
+        row = {
+            "kind": item.kind,
+            "public_id": item.public_id,
+            "url": f"{base}{quote(item.public_id, safe=URL_SAFE)}/",
+            "prompt": item.prompt,
+            "state": item.interaction.state if item.interaction else "open",
+            "task_id": item.task.public_id,
+            "agent_name": item.agent.name,
+            "subject": item.subject,
+            "created": created,
+            "created_title": created_title,
+            "age": span_text((now - item.created_at).total_seconds()),
+            "expires": None,
+            "progress": approvals_progress(item.interaction) if item.interaction else "",
+        }
+        if item.expires_at:
+            expires, expires_title = when_text(item.expires_at)
+            row["expires"] = expires
+            row["expires_title"] = expires_title
+            row["expires_in"] = span_text((item.expires_at - now).total_seconds()) or "0 minutes"
+        rows.append(row)
+    return rows
+
+
+def ladder_text(step) -> str:
+    """Where an item stands on its reminder ladder, in the inbox's words."""
+    if step.action == "escalate":
+        return f"escalated to {', '.join(step.roles) or 'admin'}"
+    return "reminded"
+
+
+def with_ladders(rows: list[dict], items, *, tenant) -> list[dict]:
+    positions = ladder_positions(
+        tenant=tenant, interaction_ids=[i.interaction.pk for i in items if i.interaction]
+    )
+    for row, item in zip(rows, items, strict=True):
+        step = positions.get(item.interaction.pk) if item.interaction else None
+        row["ladder"] = ladder_text(step) if step else ""
+    return rows
+
+
+# The age filter: a name in the URL and the bounds it puts on the item's creation time.
+INBOX_AGES = {
+    "1h": ("in the last hour", timedelta(hours=1), None),
+    "1d": ("in the last day", timedelta(days=1), None),
+    "old1d": ("older than a day", None, timedelta(days=1)),
+    "old7d": ("older than a week", None, timedelta(days=7)),
+}
+INBOX_STATE_NAMES = ("open", "decided", "expired")
+# Every GET parameter the inbox reads; the rest is dropped from the links it builds.
+INBOX_PARAMS = ("q", "state", "kind", "agent", "caller", "age", "before")
+SEARCH_MAX = 200
+
+
+@dataclass(frozen=True)
+class InboxFilters:
+    kind: str = ""
+    agent: object = None
+    state: str = "open"
+    search: str = ""
+    caller: str = ""
+    age: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.kind or self.agent or self.search or self.caller or self.age) or (
+            self.state != "open"
+        )
+
+    def selector_args(self, *, now: datetime) -> dict:
+        newer, older = (INBOX_AGES[self.age][1:]) if self.age else (None, None)
+        return {
+            "kind": self.kind or None,
+            "agent": self.agent,
+            "state": self.state,
+            "search": self.search,
+            "caller": self.caller,
+            "created_after": now - newer if newer else None,
+            "created_before": now - older if older else None,
+        }
+
+
+def _clean_text(raw: str) -> str:
+    # A NUL reaching PostgreSQL is a DataError (a 500): text filters drop them.
+    return raw.replace("\x00", "").strip()[:SEARCH_MAX]
+
+
+def inbox_filters_from(params, *, agents) -> InboxFilters:
+    """The inbox's filters from GET (or POSTed) parameters.
+
+    Unknown filter values are ignored rather than refused: a stale bookmark still works.
+    """
+    kind = params.get("kind", "")
+    slug = params.get("agent", "")
+    state = params.get("state", "")
+    age = params.get("age", "")
+    return InboxFilters(
+        kind=kind if kind in INBOX_KINDS else "",
+        agent=next((a for a in agents if a.slug == slug), None),
+        state=state if state in INBOX_STATE_NAMES else "open",
+        search=_clean_text(params.get("q", "")),
+        caller=_clean_text(params.get("caller", "")),
+        age=age if age in INBOX_AGES else "",
+    )
+
+
+def _inbox_filters(request) -> tuple[InboxFilters, list]:
+    agents = agents_with_open_counts(tenant=request.membership.tenant)
+    return inbox_filters_from(request.GET, agents=agents), agents
+
+
+def _inbox_context(request) -> dict:
+    filters, agents = _inbox_filters(request)
+    tenant = request.membership.tenant
+    # A cursor that does not parse starts at the newest, like the audit trail's.
+    cursor = keyset_cursor_parse(request.GET.get("before", ""))
+    now = timezone.now()
+    page = inbox_page(tenant=tenant, cursor=cursor, **filters.selector_args(now=now))
+    query = request.GET.copy()
+    for name in list(query):
+        if name not in INBOX_PARAMS or (name == "before" and cursor is None):
+            del query[name]
+    newest = query.copy()
+    newest.pop("before", None)
+    next_url = None
+    if page.next_cursor:
+        older = newest.copy()
+        older["before"] = keyset_cursor_format(page.next_cursor)
+        next_url = f"?{older.urlencode()}"
+    counts = inbox_counts(agents=agents)
+    kind_links = []
+    for k in INBOX_KINDS:
+        linked = newest.copy()
+        linked["kind"] = k
+        linked.pop("state", None)
+        kind_links.append({"kind": k, "count": counts.get(k, 0), "url": f"?{linked.urlencode()}"})
+    can_bulk = request.membership.can_decide and filters.state == "open"
+    return {
+        "nav": "inbox",
+        "items": with_ladders(
+            inbox_rows(page.items, now=now),
+            page.items,
+            tenant=tenant,
+        ),
+        "filters": filters,
+        "filtered": filters.active,
+        "kind": filters.kind,
+        "agent": filters.agent.slug if filters.agent else "",
+        "agents": agents,
+        "kinds": INBOX_KINDS,
+        "kind_links": kind_links,
+        "open_total": sum(counts.values()),
+        "states": INBOX_STATE_NAMES,
+        "ages": [(name, label) for name, (label, _, _) in INBOX_AGES.items()],
+        "can_bulk": can_bulk,
+        "filter_query": newest.urlencode(),
+        "paged": cursor is not None,
+        "next_url": next_url,
+        "newest_url": reverse("approvals:inbox") + (f"?{newest.urlencode()}" if newest else ""),
+        "fragment_url": reverse("approvals:inbox_fragment")
+        + (f"?{query.urlencode()}" if query else ""),
+    }
+
+
+@require_GET
+@member_required
+def inbox(request):
+    return render(request, "approvals/inbox.html", _inbox_context(request))
+
+
+@require_GET
+@member_required
+def inbox_fragment(request):
+    """The inbox's list alone, for the page's poll (static/inbox.js) to swap in."""
+    response = render(request, "approvals/_inbox_list.html", _inbox_context(request))
+    response["Cache-Control"] = "no-store"
+    return response

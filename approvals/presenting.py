@@ -1,0 +1,83 @@
+"""How the operator pages present what they show: a task's messages, JSON, times and spans,
+and the keyset cursors of the inbox and the audit trail."""
+
+import json
+from datetime import datetime
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+
+def message_view(message: dict) -> dict:
+    """A ProtoJSON Message as the page shows it: who, its text, its data, its files."""
+    texts, datas, files = [], [], []
+    for part in message.get("parts") or []:
+        if "text" in part:
+            texts.append(part["text"])
+        elif "data" in part:
+            datas.append(json.dumps(part["data"], indent=2, sort_keys=True))
+        else:
+            files.append(part.get("filename") or part.get("url") or "a file")
+    return {
+        "role": "agent" if message.get("role") == "ROLE_AGENT" else "caller",
+        "texts": texts,
+        "datas": datas,
+        "files": files,
+    }
+
+
+def visible_messages(task) -> list[dict]:
+    """What the caller and the agent said on the task: the history, then the status message."""
+    shown = list(task.history or [])
+    if task.status_message:
+        shown.append(task.status_message)
+    return [message_view(m) for m in shown]
+
+
+def pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+# What reverse() leaves unquoted in a path segment (RFC 3986 sub-delimiters, "~:@").
+URL_SAFE = "!$&'()*+,;=~:@"
+_SPANS = (
+    ("year", 365 * 86400),
+    ("month", 30 * 86400),
+    ("week", 7 * 86400),
+    ("day", 86400),
+    ("hour", 3600),
+    ("minute", 60),
+)
+
+
+def span_text(seconds: float) -> str:
+    """A duration in its largest unit: "3 hours", "1 day" ("" under a minute)."""
+    for unit, size in _SPANS:
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return ""
+
+
+def when_text(moment: datetime) -> tuple[str, str]:
+    """An aware time as (ISO 8601, "30 Nov 2026, 11:41:46") in the site's time zone."""
+    local = timezone.localtime(moment)
+    return local.isoformat(), f"{local.day} {local:%b %Y, %H:%M:%S}"
+
+
+def keyset_cursor_parse(raw: str) -> tuple[datetime, int, int] | None:
+    try:
+        ts, rank, pk = raw.rsplit("~", 2)
+        when = parse_datetime(ts)
+        rank, pk = int(rank), int(pk)
+    except ValueError:
+        return None
+    # Only a position we could have written: an aware time, a source rank, a bigint id.
+    if when is None or when.tzinfo is None or rank not in (0, 1) or not 0 < pk < 2**63:
+        return None
+    return when, rank, pk
+
+
+def keyset_cursor_format(cursor: tuple[datetime, int, int]) -> str:
+    ts, rank, pk = cursor
+    return f"{ts.isoformat()}~{rank}~{pk}"

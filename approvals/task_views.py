@@ -1,0 +1,139 @@
+"""A tenant's tasks: the list by state, a task's page (states over time, messages, plan,
+artifacts, effects, interactions, push deliveries, receipts, streams) and its artifacts'
+downloads."""
+
+import base64
+import binascii
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.utils.text import get_valid_filename
+from django.views.decorators.http import require_GET
+
+from a2a_endpoint.selectors import push_deliveries_for_task
+from approvals.access import task_for_member
+from approvals.presenting import message_view, pretty, visible_messages
+from runtime.decisions.decision_selectors import task_effects, task_interactions
+from runtime.decisions.receipts import receipts_for
+from runtime.kernel import extensions as ext
+from runtime.kernel.presence import streams_attached
+from runtime.kernel.task_models import TaskState
+from runtime.kernel.task_selectors import task_events, tasks_for_tenant
+from tenants.access import member_required
+
+TASKS_PAGE_SIZE = 50
+
+
+@require_GET
+@member_required
+def tasks(request):
+    state = request.GET.get("state", "")
+    if state not in TaskState.values:
+        state = ""
+    paginator = Paginator(
+        tasks_for_tenant(tenant=request.membership.tenant, state=state), TASKS_PAGE_SIZE
+    )
+    page = paginator.get_page(request.GET.get("page"))
+    return render(
+        request,
+        "approvals/tasks.html",
+        {"nav": "tasks", "page": page, "state": state, "states": TaskState.choices},
+    )
+
+
+def _artifact_views(task) -> list[dict]:
+    shown = []
+    for artifact in task.artifacts or []:
+        files = (task.artifact_ext.get(artifact.get("artifactId"), {}) or {}).get(ext.FILES, {})
+        shown.append(
+            {
+                "id": artifact.get("artifactId", ""),
+                "name": artifact.get("name") or artifact.get("artifactId", ""),
+                "description": artifact.get("description", ""),
+                "parts": [message_view({"parts": [p]}) for p in artifact.get("parts") or []],
+                "version": files.get("version"),
+                "size": files.get("size"),
+            }
+        )
+    return shown
+
+
+def _event_views(events) -> list[dict]:
+    shown = []
+    for event in events:
+        payload = event.payload or {}
+        text = ""
+        if event.kind == "status":
+            message = (payload.get("statusUpdate") or {}).get("status", {}).get("message")
+            if message:
+                text = " ".join(message_view(message)["texts"])
+        else:
+            artifact = (payload.get("artifactUpdate") or {}).get("artifact") or {}
+            text = f"artifact {artifact.get('name') or artifact.get('artifactId', '')}"
+        shown.append({"event": event, "text": text})
+    return shown
+
+
+@require_GET
+@member_required
+def task_detail(request, public_id: str):
+    task = task_for_member(request, public_id)
+    effects = task_effects(task=task)
+    return render(
+        request,
+        "approvals/task_detail.html",
+        {
+            "nav": "tasks",
+            "task": task,
+            "events": _event_views(task_events(task=task)),
+            "artifacts": _artifact_views(task),
+            "messages_shown": visible_messages(task),
+            "effects": [{"effect": e, "arguments": pretty(e.arguments)} for e in effects],
+            "interactions": task_interactions(task=task),
+            "push_deliveries": push_deliveries_for_task(tenant=task.tenant, task=task),
+            "receipts": receipts_for(tenant=task.tenant, task_public_id=task.public_id),
+            "streams_attached": streams_attached(task.pk),
+        },
+    )
+
+
+def artifact_body(artifact: dict) -> tuple[bytes, str, str]:
+    """An artifact as one downloadable file: (body, content type, file name).
+
+    One text, data or raw part downloads as itself; anything else as the parts' JSON.
+    """
+    name = get_valid_filename(artifact.get("name") or artifact.get("artifactId") or "artifact")
+    parts = artifact.get("parts") or []
+    if len(parts) == 1:
+        part = parts[0]
+        filename = get_valid_filename(part.get("filename") or name)
+        if "text" in part:
+            return part["text"].encode(), part.get("mediaType") or "text/plain", filename
+        if "data" in part:
+            return (
+                pretty(part["data"]).encode(),
+                "application/json",
+                filename if filename.endswith(".json") else f"{filename}.json",
+            )
+        if "raw" in part:
+            try:
+                body = base64.b64decode(part["raw"], validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                body = b""
+            return body, part.get("mediaType") or "application/octet-stream", filename
+    return pretty(parts).encode(), "application/json", f"{name}.parts.json"
+
+
+@require_GET
+@member_required
+def artifact_download(request, public_id: str, artifact_id: str):
+    task = task_for_member(request, public_id)
+    artifact = next((a for a in task.artifacts or [] if a.get("artifactId") == artifact_id), None)
+    if artifact is None:
+        raise Http404("No such artifact.")
+    body, content_type, filename = artifact_body(artifact)
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -1,0 +1,151 @@
+"""What a decision shows the person about to take it, gathered once for every surface: the
+operator's page, the REST detail, and the channels to come (a chat message, an e-mail).
+
+The held call with its arguments and their hash, what the approval needs now (who may decide,
+how many people, step-up: runtime.decisions.approvers.approval_needs, the same reading the
+decision flow makes), whether this decider may decide and approve, what happens next, the
+receipts, and whether a standing rule may be made with the approval. Reads only; the
+decision itself is runtime.decisions.flow's.
+"""
+
+from dataclasses import dataclass
+
+from runtime.agents.tools import tool_spec
+from runtime.decisions.approvers import (
+    Decider,
+    Needs,
+    approval_needs,
+    approvals_progress,
+    approvals_standing,
+    approve_refusal,
+    approvers_text,
+    decider_refusal,
+)
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.receipts import receipts_for
+from runtime.decisions.rules import needs_refusal, rule_refusal
+
+
+@dataclass(frozen=True)
+class DecisionFacts:
+    """What a decision surface shows of one interaction, for one decider.
+
+    ``refusal``: why this decider may not decide at all; ``approve_refusal``: why they may
+    deny but not approve; ``step_up_needed``: approving asks them to re-authenticate first;
+    ``editable``: edit-then-approve is offered (with ``schema``); ``rule_refusal``: why no
+    standing rule may be made with an approval ("" when one may); ``next_step``: what their
+    decision does, in words."""
+
+    interaction: Interaction
+    held_call: Effect | None
+    needs: Needs | None
+    is_open: bool
+    refusal: str | None
+    approve_refusal: str | None
+    step_up_needed: bool
+    approved_already: bool
+    progress: str
+    approvers: tuple[str, ...]
+    approvers_named: str
+    editable: bool
+    schema: dict | None
+    rule_refusal: str
+    next_step: str
+    receipts: list[Receipt]
+
+    @property
+    def high_risk(self) -> bool:
+        return bool(self.needs and self.needs.high_risk)
+
+    @property
+    def may_decide(self) -> bool:
+        return self.is_open and self.refusal is None
+
+    @property
+    def may_approve(self) -> bool:
+        return self.may_decide and self.approve_refusal is None
+
+    @property
+    def may_make_rule(self) -> bool:
+        return self.may_approve and self.held_call is not None and not self.rule_refusal
+
+
+def decision_facts(
+    *, interaction: Interaction, decider: Decider, with_receipts: bool = True
+) -> DecisionFacts:
+    """What ``decider`` is shown of ``interaction`` (read with its task and agent, as the
+    tenant's selectors read it) before deciding."""
+    is_open = interaction.state == Interaction.State.OPEN
+    held = held_call_of(interaction)
+    approval = interaction.kind == Interaction.Kind.APPROVAL
+    needs = approval_needs(interaction) if approval else None
+    refusal = decider_refusal(interaction, decider, needs) if is_open else None
+    approve_no = approve_refusal(decider, needs) if needs and is_open and not refusal else None
+    may_approve = is_open and refusal is None and approve_no is None
+    standing = []
+    if needs and needs.required > 1:
+        _, standing = approvals_standing(interaction, interaction.task)
+    approved_already = any(entry.get("by") == decider.subject for entry in standing)
+    step_up = bool(needs and needs.high_risk and not decider.stepped_up and may_approve)
+    editable = bool(held and needs and needs.editable and needs.required <= 1)
+    rule_no = ""
+    if approval and held is not None:
+        agent = interaction.task.agent
+        rule_no = rule_refusal(agent, held.server, held.tool) or needs_refusal(needs) or ""
+    wants_schema = held is not None and is_open and (editable or not rule_no)
+    schema = (
+        (tool_spec(interaction.task.agent, held.server, held.tool) or {}).get("schema")
+        if wants_schema
+        else None
+    )
+    return DecisionFacts(
+        interaction=interaction,
+        held_call=held,
+        needs=needs,
+        is_open=is_open,
+        refusal=refusal,
+        approve_refusal=approve_no,
+        step_up_needed=step_up,
+        approved_already=approved_already,
+        progress=approvals_progress(interaction, needs.required if needs else None),
+        approvers=needs.approvers if needs else (),
+        approvers_named=approvers_text(needs.approvers)
+        if needs and (needs.named or interaction.widened_to)
+        else "",
+        editable=editable,
+        schema=schema,
+        rule_refusal=rule_no,
+        next_step=_next_step(
+            interaction, held, needs, refusal, standing, approved_already, step_up
+        ),
+        receipts=receipts_for(tenant=interaction.tenant, effect_public_id=held.public_id)
+        if with_receipts and held is not None
+        else [],
+    )
+
+
+def _next_step(interaction, held, needs, refusal, standing, approved_already, step_up) -> str:
+    if interaction.state != Interaction.State.OPEN or refusal:
+        return ""
+    if interaction.kind == Interaction.Kind.QUESTION:
+        return "Your answer goes to the agent, and the task goes on."
+    if interaction.kind == Interaction.Kind.CONNECTION:
+        app = (interaction.detail or {}).get("app", "the app")
+        return f"Connecting {app} answers this request; declining lets the agent go on without it."
+    call = f"{held.server} / {held.tool}" if held else "the call"
+    first = "Approving asks you to confirm it is you first (risk: high). " if step_up else ""
+    if needs.required > 1:
+        if approved_already:
+            return f"You approved {call}: another person must approve before it is sent."
+        count = len(standing) + 1
+        if count < needs.required:
+            return (
+                f"{first}Your approval would be {count} of {needs.required}: another person "
+                f"must approve before {call} is sent. A denial ends it."
+            )
+        return f"{first}Your approval is the last one needed: {call} is sent. A denial ends it."
+    return (
+        f"{first}Approving sends {call} with exactly these arguments; denying tells the agent "
+        "(and your reason)."
+    )

@@ -1,0 +1,411 @@
+"""The one decision flow: every channel through which a person, a program or the caller
+decides on an interaction calls ``decision_take`` (``decision_take_locked`` when it holds the
+task's lock already: the caller's answer in band), and no channel decides any other way
+(README "Who may decide"; django-allauth's ``internal/flows`` is the pattern).
+
+A channel parses its input into a ``Decision``, says who decides (a ``Decider``: a member, a
+program's operator token, the caller) and names itself (``channel``); the flow does the
+rest, in this order, under the task's row lock, and the first refusal changes nothing:
+
+1. what the channel cannot take (bulk triage decides approvals only): ChannelRefused;
+2. whether the decision fits the interaction's kind (an approval takes ``approved``, not
+   ``value``): DecisionMisfit, with the same words on every channel;
+3. whether the interaction is still open: AlreadyDecided, saying by whom;
+4. the answer itself (runtime.decisions.answers);
+5. for an approval, what it needs now (approvers.approval_needs: the stricter of what it
+   opened with and the agent's current policy), then bulk triage's refusals (``bulk:
+   false``, two people), who may decide (roles, groups, the caller; a program never counts
+   as one of two people), step-up for ``risk: high``, and the standing rule asked for,
+   checked before anything is recorded (RuleRefused);
+6. what the decider saw, and their edit of the arguments (receipts.decision_edit_apply);
+7. the two-person rule (approvers.approval_gate): recorded, waiting for another person; or
+8. the close (interactions.interaction_close): claim, transcript, status, audit, receipt,
+   and the turn resumed.
+
+Then the standing rule is made, in a transaction of its own right after the approval's.
+
+A new channel (Slack buttons, e-mail links) adds its name to CHANNELS, identifies the member
+who decides (``Decider.of_member``: a chat user or a link's recipient mapped to their
+membership; ``stepped_up`` only if the channel re-authenticated them), parses into a
+``Decision``, calls ``decision_take`` and renders what comes back or what is raised. What a
+decision page shows, the channel reads from runtime.decisions.facts.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from runtime.decisions.answers import answer_from_decider
+from runtime.decisions.approvers import (
+    Decider,
+    Needs,
+    approval_gate,
+    approval_needs,
+    approve_refusal,
+    decider_refusal,
+)
+from runtime.decisions.decision_models import Interaction, StandingRule
+from runtime.decisions.interactions import interaction_close, interaction_locked
+from runtime.decisions.receipts import decision_edit_apply
+from runtime.decisions.rules import rule_check, rule_create
+from runtime.kernel.errors import (
+    AlreadyDecided,
+    ChannelRefused,
+    DeciderRefused,
+    DecisionMisfit,
+    InvalidParams,
+    NotAllowed,
+    RuleRefused,
+    RuntimeFault,
+    StepUpRequired,
+    TaskNotFound,
+    UnsupportedOperation,
+)
+from runtime.kernel.task_models import Task
+
+logger = logging.getLogger(__name__)
+
+# The channels a decision comes through (a receipt's and an audit row's ``via``).
+# ``connection``: connecting an app answers the open requests for it.
+PAGE, REST, BULK, INBAND, CONNECTION = "page", "rest", "bulk", "inband", "connection"
+CHANNELS = (PAGE, REST, BULK, INBAND, CONNECTION)
+
+
+@dataclass(frozen=True)
+class AllowSimilar:
+    """ "Approve and allow similar calls": the standing rule made with an approval
+    (runtime.decisions.rules): how long, only for this caller, conditions on the arguments."""
+
+    duration: str = "1d"
+    caller_only: bool = True
+    conditions: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a decider decides, as their channel read it. None is "not given".
+
+    An approval: ``approved`` (and a ``reason`` the model sees); ``arguments``: the edited
+    arguments (``editable: true``); ``shown_hash``: the SHA-256 of the arguments the decider
+    was shown (the decision binds exactly those); ``allow_similar``: a standing rule too. A
+    question or a connection: ``value``. ``message``: the caller's message that carried the
+    answer (in band), kept in the task's history.
+    """
+
+    approved: bool | None = None
+    value: Any = None
+    reason: str = ""
+    arguments: dict | None = None
+    shown_hash: str | None = None
+    allow_similar: AllowSimilar | None = None
+    message: dict | None = None
+
+    def answer(self) -> dict:
+        if self.approved is not None:
+            return {"approved": self.approved, **({"reason": self.reason} if self.reason else {})}
+        return {"value": self.value}
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a decision came to: the interaction as it left it (decided, or open with one more
+    approval recorded), and the standing rule made with it, or why none could be (the
+    approval stands; ``rule_refused`` is the fault to report)."""
+
+    interaction: Interaction
+    rule: StandingRule | None = None
+    rule_refused: RuntimeFault | None = None
+
+    @property
+    def recorded(self) -> bool:
+        """An approval recorded that waits for another person's (the two-person rule)."""
+        return self.interaction.state == Interaction.State.OPEN
+
+
+def decision_take(
+    *, tenant, interaction_id: str, decider: Decider, decision: Decision, channel: str
+) -> Decided:
+    """Take ``decider``'s ``decision`` on the tenant's interaction, through ``channel``:
+    exactly one decision wins, and the first refusal changes nothing (see the module).
+
+    Raises TaskNotFound (another tenant's id as a missing one), ChannelRefused,
+    DecisionMisfit and InvalidParams, AlreadyDecided, DeciderRefused, StepUpRequired (or,
+    for the caller, UnsupportedOperation), RuleRefused.
+    """
+    interaction = _take(
+        tenant=tenant,
+        interaction_id=interaction_id,
+        decider=decider,
+        decision=decision,
+        channel=channel,
+    )
+    wanted = decision.allow_similar
+    if wanted is None or interaction.state != Interaction.State.ANSWERED:
+        return Decided(interaction)
+    # The approval stands on its own (committed); the rule, checked before it, is made from
+    # it right after, in a transaction of its own (README "Standing rules").
+    try:
+        rule = rule_create(
+            tenant=tenant,
+            interaction_id=interaction.public_id,
+            decider=decider,
+            caller_only=wanted.caller_only,
+            conditions=wanted.conditions,
+            duration=wanted.duration,
+            via=channel,
+        )
+    except (DeciderRefused, NotAllowed, InvalidParams, TaskNotFound) as exc:
+        return Decided(interaction, rule_refused=exc)
+    return Decided(interaction, rule=rule)
+
+
+@transaction.atomic(durable=True)
+def _take(
+    *, tenant, interaction_id: str, decider: Decider, decision: Decision, channel: str
+) -> Interaction:
+    with interaction_locked(tenant=tenant, interaction_id=interaction_id) as (task, interaction):
+        return decision_take_locked(
+            task=task, interaction=interaction, decider=decider, decision=decision, channel=channel
+        )
+
+
+def decision_take_locked(
+    *, task: Task, interaction: Interaction, decider: Decider, decision: Decision, channel: str
+) -> Interaction:
+    """``decision_take`` for a caller that holds the task's row lock and has read the
+    interaction under it (the in-band answer, runtime.turn.intake), in its transaction. The
+    standing rule of ``allow_similar`` is ``decision_take``'s to make."""
+    if channel not in CHANNELS:
+        raise ValueError(f"unknown decision channel {channel!r}")
+    _channel_kind_check(interaction, channel)
+    decision_fit_check(interaction, decision)
+    if interaction.state != Interaction.State.OPEN:
+        raise AlreadyDecided(interaction)
+    answer = answer_from_decider(interaction, decision.answer())
+    approving = answer.get("approved") is True
+    needs = None
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        needs = approval_needs(interaction, task.agent)
+        _approval_check(interaction, decider, decision, channel, needs, approving=approving)
+    else:
+        _decider_check(interaction, decider)
+    edited = decision_edit_apply(
+        task=task,
+        interaction=interaction,
+        answer=answer,
+        arguments=decision.arguments,
+        shown_hash=decision.shown_hash,
+    )
+    if edited:
+        answer["edited"] = True
+    if needs is not None:
+        gated = approval_gate(
+            interaction=interaction,
+            task=task,
+            answer=answer,
+            decider=decider,
+            channel=channel,
+            needs=needs,
+            shown_hash=decision.shown_hash,
+        )
+        if gated is None:
+            _log(interaction, decider, channel, "recorded")
+            return interaction  # recorded; waits for the next person's approval
+        answer = gated
+    message = decision.message
+    interaction_close(
+        task=task,
+        interaction=interaction,
+        answer=answer,
+        by=decider.subject,
+        via=channel,
+        message_id=message.get("messageId", "") if message else "",
+        message=message,
+        stepped_up=decider.stepped_up,
+        shown_hash=decision.shown_hash,
+        edited=edited,
+    )
+    _log(interaction, decider, channel, "decided")
+    return interaction
+
+
+def _log(interaction: Interaction, decider: Decider, channel: str, outcome: str) -> None:
+    # One line per decision, whatever the channel; who decided rides in ``extra`` (a
+    # subject is the caller's to choose: it never shapes the line itself).
+    logger.info(
+        "decision %s: %s %s via %s by a %s",
+        outcome,
+        interaction.kind,
+        interaction.public_id,
+        channel,
+        decider.kind,
+        extra={
+            "interaction_id": interaction.public_id,
+            "channel": channel,
+            "decider_kind": decider.kind,
+            "subject": decider.subject,
+        },
+    )
+
+
+def _channel_kind_check(interaction: Interaction, channel: str) -> None:
+    """What a channel never takes, whatever the decision (before its kind is read)."""
+    if channel == BULK and interaction.kind != Interaction.Kind.APPROVAL:
+        raise ChannelRefused(
+            f"a {interaction.kind} is answered on its own page.",
+            interactionId=interaction.public_id,
+        )
+
+
+def decision_fit_check(interaction: Interaction, decision: Decision) -> None:
+    """Refuse a decision that does not fit the interaction's kind (DecisionMisfit), in the
+    words the REST channel has always used for them."""
+    if decision.approved is not None and decision.value is not None:
+        raise DecisionMisfit("value", "Send either approved or value.")
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        if decision.value is not None:
+            raise DecisionMisfit("value", "An approval takes approved (and a reason), not value.")
+        if decision.approved is None:
+            # A missing decision is never read as a denial (issue 15, finding 5).
+            raise DecisionMisfit("approved", "Required for an approval: true or false.")
+        if decision.arguments is not None and decision.approved is not True:
+            raise DecisionMisfit("arguments", "Arguments are edited only when approving.")
+        if decision.allow_similar is not None and decision.approved is not True:
+            raise DecisionMisfit("allowSimilar", "Only with approved: true.")
+    elif decision.arguments is not None or decision.shown_hash is not None:
+        raise DecisionMisfit("arguments", "Only an approval of a held call takes arguments.")
+    elif decision.allow_similar is not None:
+        raise DecisionMisfit("allowSimilar", "Only for an approval.")
+    elif interaction.kind == Interaction.Kind.QUESTION and decision.value is None:
+        raise DecisionMisfit("value", "Required for a question: the answer.")
+    elif decision.approved is None and decision.value is None:
+        raise DecisionMisfit("", "Send either approved (with a reason) or value.")
+
+
+def _approval_check(
+    interaction: Interaction,
+    decider: Decider,
+    decision: Decision,
+    channel: str,
+    needs: Needs,
+    *,
+    approving: bool,
+) -> None:
+    """An approval's refusals, before anything is recorded: the channel's, who decides,
+    step-up, an edit two people cannot share, the standing rule asked for."""
+    public_id = interaction.public_id
+    if channel == BULK:
+        # One reason for many items: what must be decided on its own page is left out.
+        if not needs.bulk:
+            raise ChannelRefused(
+                f"the policy for {needs.server}/{needs.tool} says bulk: false "
+                "(decide it on its own page).",
+                interactionId=public_id,
+            )
+        if needs.required > 1:
+            raise ChannelRefused(
+                f"two people must approve it (required: {needs.required}); "
+                "decide it on its own page.",
+                interactionId=public_id,
+            )
+    if decider.kind == Decider.CALLER:
+        _caller_check(interaction, decider, needs, approving=approving)
+        return
+    _decider_check(interaction, decider, needs)
+    refusal = approve_refusal(decider, needs) if approving else None
+    if refusal:
+        raise DeciderRefused(refusal, interactionId=public_id)
+    if approving and needs.high_risk and not decider.stepped_up:
+        raise StepUpRequired(
+            f"{needs.server} / {needs.tool} is marked risk: high: approving it needs a recent "
+            "re-authentication (in the browser: confirm your password, and your authenticator "
+            "code when you have one) or an operator token created with the step-up right.",
+            interactionId=public_id,
+        )
+    if decision.arguments is not None and needs.required > 1:
+        # Two people approve the same call: the second would approve what the first wrote.
+        raise InvalidParams(
+            "arguments",
+            "an approval that needs two people is approved as the call stands; "
+            "its arguments cannot be edited",
+        )
+    wanted = decision.allow_similar
+    if wanted is not None:
+        try:
+            rule_check(
+                interaction=interaction,
+                decider=decider,
+                conditions=wanted.conditions,
+                duration=wanted.duration,
+                needs=needs,
+            )
+        except (DeciderRefused, NotAllowed, InvalidParams, TaskNotFound) as exc:
+            raise RuleRefused(exc) from exc
+
+
+def _decider_check(interaction: Interaction, decider: Decider, needs: Needs | None = None):
+    """Whether ``decider`` may decide at all (viewers, the subjects the system decides as,
+    an approval's approvers); the caller is refused as a partner is told (-32004)."""
+    refusal = decider_refusal(interaction, decider, needs)
+    if refusal and decider.kind == Decider.CALLER:
+        raise UnsupportedOperation(
+            refusal, reason=DeciderRefused.reason, interactionId=interaction.public_id
+        )
+    if refusal:
+        raise DeciderRefused(refusal, interactionId=interaction.public_id)
+
+
+def _caller_check(interaction: Interaction, decider: Decider, needs: Needs, *, approving: bool):
+    """The caller, in band: only where the approval (as it opened, and its policy now) lets
+    the caller decide, and never a ``risk: high`` approval (it cannot re-authenticate)."""
+    _decider_check(interaction, decider, needs)
+    refusal = approve_refusal(decider, needs) if approving else None
+    if refusal:
+        raise UnsupportedOperation(
+            refusal, reason=DeciderRefused.reason, interactionId=interaction.public_id
+        )
+    if not needs.caller_may:
+        raise UnsupportedOperation(
+            "An operator must decide this approval; the caller cannot answer it.",
+            reason="OPERATOR_DECISION_REQUIRED",
+            interactionId=interaction.public_id,
+        )
+    if approving and needs.high_risk:
+        raise UnsupportedOperation(
+            f"{needs.server} / {needs.tool} is marked risk: high: an operator who "
+            "re-authenticated must approve it; the caller cannot approve it in band.",
+            reason="STEP_UP_REQUIRED",
+            interactionId=interaction.public_id,
+        )
+
+
+def interactions_connect_app(*, tenant, app: str, by: str) -> int:
+    """An app was connected: answer every open connection interaction for it with connected:
+    true, each a decision of the person who connected it (channel ``connection``)."""
+    # Not one transaction: each answer is its own decision, which may lose to another answer
+    # without undoing the ones before it.
+    answered = 0
+    ids = list(
+        Interaction.objects.filter(
+            tenant=tenant,
+            kind=Interaction.Kind.CONNECTION,
+            state=Interaction.State.OPEN,
+            detail__app=app,
+        ).values_list("public_id", flat=True)
+    )
+    decider = Decider(subject=by)
+    for interaction_id in ids:
+        try:
+            decision_take(
+                tenant=tenant,
+                interaction_id=interaction_id,
+                decider=decider,
+                decision=Decision(value=True),
+                channel=CONNECTION,
+            )
+            answered += 1
+        except AlreadyDecided:
+            continue
+    return answered

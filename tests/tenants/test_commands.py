@@ -124,7 +124,7 @@ def test_members_invite_mails_a_link_to_set_a_password(acme, settings):
     assert "Sent an invitation to bob@acme.test" in out
     [message] = mail.outbox
     assert message.to == ["bob@acme.test"]
-    assert re.search(r"https://cs\.acme\.test/accounts/password/reset/key/\S+", message.body)
+    assert re.search(r"https://cs\.acme\.test/accounts/invitation/\S+/", message.body)
 
 
 @pytest.mark.parametrize(

@@ -219,7 +219,7 @@ class PolicyTableWidget(forms.Widget):
             if kind == "select":
                 options = [{"value": str(v), "label": str(v)} for v in key.schema["enum"]]
                 if key.name == "action":
-                    options.insert(0, {"value": "", "label": "— (no entry: approve)"})
+                    options.insert(0, {"value": "", "label": "(none: approve)"})
                 else:
                     for option in options:
                         if option["value"] == str(key.default):

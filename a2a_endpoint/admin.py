@@ -23,6 +23,7 @@ class PushSettingsAdmin(TenantScopedAdmin):
 
 class PushAttemptInline(TenantScopedInline, admin.TabularInline):
     model = PushAttempt
+    tenant_admin_may = ("view",)
     extra = 0
     can_delete = False
     readonly_fields = ["at", "status_code", "error", "duration_ms"]

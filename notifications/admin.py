@@ -142,6 +142,7 @@ class LadderAdmin(TenantScopedAdmin):
 
 class AttemptInline(TenantScopedInline, admin.TabularInline):
     model = Attempt
+    tenant_admin_may = ("view",)
     extra = 0
     can_delete = False
     readonly_fields = ["number", "at", "ok", "status_code", "error"]

@@ -250,7 +250,14 @@ class PolicyTableField(forms.Field):
         super().__init__(**kwargs)
 
     def has_changed(self, initial, data):
-        return data is not None
+        # What Django admin's history says ("Changed Tool policy and ladders"): only when the
+        # policy or the ladders are not what they were.
+        if data is None:
+            return False
+        try:
+            return self.clean(data) != self._checked_quietly(initial or {})
+        except ValidationError:
+            return True
 
     def clean(self, value):
         if value is None:

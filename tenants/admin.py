@@ -289,6 +289,8 @@ class MembershipAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request, obj=None):
         if obj is not None and obj.user_id == request.user.pk:
             return False  # another admin removes you
+        if obj is not None and obj.user.is_superuser and not admin_scope(request).platform:
+            return False  # removing ends their sessions: platform staff's to decide
         return super().has_delete_permission(request, obj)
 
     def get_actions(self, request):

@@ -279,3 +279,20 @@ def test_a_post_without_the_table_never_empties_the_policy(shipper, agents):
 def test_a_stored_step_is_shown_as_the_sentence_it_was_parsed_from(steps):
     stored = ladder_parse(steps)["steps"]
     assert ladder_parse([step_sentence(s) for s in stored])["steps"] == stored
+
+
+def test_the_history_names_the_policy_only_when_it_changed(shipper, agents):
+    from django.contrib.admin.models import LogEntry
+
+    client = tenant_admin_client(agents.a)
+    data = form_data(page_of(client, shipper))
+    data["description"] = "Ships builds."
+    assert client.post(f"/admin/runtime/agent/{shipper.pk}/change/", data).status_code == 302
+    data = form_data(page_of(client, shipper))
+    data[f"{row_of(data, 'deploy/deploy_build')}risk"] = "high"
+    assert client.post(f"/admin/runtime/agent/{shipper.pk}/change/", data).status_code == 302
+    first, second = LogEntry.objects.order_by("pk")
+    assert "Description" in first.get_change_message()
+    assert "policy" not in first.get_change_message().lower()
+    assert "Tool policy and ladders" in second.get_change_message()
+    assert AuditEvent.objects.filter(action="policy.changed").count() == 1

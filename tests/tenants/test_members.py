@@ -218,6 +218,15 @@ def test_an_admin_cannot_remove_themselves(world):
         membership_remove(membership=own, actor="t", by=world.a.admin)
 
 
+def test_a_tenant_admin_cannot_remove_platform_staff_who_are_members(world):
+    root = User.objects.create_superuser(email="root@countersign.test", password="x")
+    membership = Membership.objects.create(tenant=world.a.tenant, user=root, role="viewer")
+    admin = tenant_admin_client(world.a)
+    response = admin.post(f"/admin/tenants/membership/{membership.pk}/delete/", {"post": "yes"})
+    assert response.status_code == HTTPStatus.FORBIDDEN
+    assert Membership.objects.filter(pk=membership.pk).exists()
+
+
 def test_the_members_command_invites_resends_changes_roles_and_removes(world, mailoutbox):
     out = run(
         "members", "invite", "gail@acme.test", "--tenant", "acme", "--role", "viewer",

@@ -333,3 +333,27 @@ def test_platform_staff_still_see_every_tenant(scoped_world):
     listed = change_links(page, "runtime", "agent")
     for side in (scoped_world.a, scoped_world.b):
         assert str(Agent.objects.get(tenant=side.tenant, slug="shipper").pk) in listed
+
+
+def test_a_raw_id_field_names_only_the_scopes_objects(agents, rf):
+    """A raw-id field shows the label of the object its value points at; a value typed by
+    hand (posted back with its error) may point at another tenant's."""
+    from notifications.admin import LadderAdmin
+    from notifications.models import Ladder
+
+    class RawLadderAdmin(LadderAdmin):
+        raw_id_fields = ["agent"]
+
+    request = rf.get("/admin/")
+    agents.a.admin.is_staff = True
+    request.user = agents.a.admin
+    request.membership = Membership.objects.select_related("tenant").get(user=agents.a.admin)
+    field = RawLadderAdmin(Ladder, admin.site).formfield_for_foreignkey(
+        Ladder._meta.get_field("agent"), request
+    )
+    mine = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    theirs = Agent.objects.get(tenant=agents.b.tenant, slug="deployer")
+    assert field.widget.label_and_url_for_value(mine.pk)[0] == str(mine)
+    assert field.widget.label_and_url_for_value(theirs.pk) == ("", "")
+    assert field.widget.label_and_url_for_value("not a number") == ("", "")
+    assert not field.queryset.filter(pk=theirs.pk).exists()

@@ -2,10 +2,11 @@ from django.contrib import admin, messages
 
 from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from a2a_endpoint.push_configs import push_config_enable, push_secret_rotate
+from tenants.admin_scope import TenantScopedAdmin, TenantScopedInline
 
 
 @admin.register(PushSettings)
-class PushSettingsAdmin(admin.ModelAdmin):
+class PushSettingsAdmin(TenantScopedAdmin):
     list_display = ["tenant", "rotated_at", "previous_valid_until"]
     fields = ["tenant", "allowed_hosts", "secret", "previous_valid_until", "rotated_at"]
     readonly_fields = ["secret", "previous_valid_until", "rotated_at"]
@@ -20,8 +21,9 @@ class PushSettingsAdmin(admin.ModelAdmin):
         messages.success(request, f"Rotated {queryset.count()} push secret(s).")
 
 
-class PushAttemptInline(admin.TabularInline):
+class PushAttemptInline(TenantScopedInline, admin.TabularInline):
     model = PushAttempt
+    tenant_admin_may = ("view",)
     extra = 0
     can_delete = False
     readonly_fields = ["at", "status_code", "error", "duration_ms"]
@@ -31,7 +33,7 @@ class PushAttemptInline(admin.TabularInline):
 
 
 @admin.register(PushDelivery)
-class PushDeliveryAdmin(admin.ModelAdmin):
+class PushDeliveryAdmin(TenantScopedAdmin):
     list_display = ["config", "seq", "state", "attempts", "next_attempt_at", "last_error"]
     list_filter = ["state", "tenant"]
     readonly_fields = [f.name for f in PushDelivery._meta.fields]
@@ -42,7 +44,7 @@ class PushDeliveryAdmin(admin.ModelAdmin):
 
 
 @admin.register(PushConfig)
-class PushConfigAdmin(admin.ModelAdmin):
+class PushConfigAdmin(TenantScopedAdmin):
     list_display = [
         "public_id",
         "task",

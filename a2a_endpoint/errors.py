@@ -18,7 +18,7 @@ def from_sdk(error_type: type[sdk.A2AError], message: str, reason: str = "", **k
 
 # Not from a2a-sdk: PARSE_ERROR (its tables have no reason for -32700), INTERNAL (they say
 # INTERNAL_ERROR; ours is on the wire already) and this gateway's -32000 errors
-# (UNAUTHENTICATED, AGENT_NOT_FOUND).
+# (UNAUTHENTICATED, AGENT_NOT_FOUND, TENANT_INACTIVE).
 
 
 class RpcError(Exception):
@@ -121,6 +121,19 @@ def agent_not_found() -> RpcError:
     # The same answer for an agent that does not exist, one in another tenant and one the
     # token may not call: nothing tells a caller which agents exist elsewhere.
     return RpcError(-32000, "No such agent.", "AGENT_NOT_FOUND", http_status=404)
+
+
+def tenant_inactive(tenant_slug: str) -> RpcError:
+    # Told only to callers the tenant let in (its tokens, anyone for its public agents): they
+    # learn why their calls stop, strangers learn nothing new.
+    return RpcError(
+        -32000,
+        f"The tenant {tenant_slug} is deactivated: its agents take no calls. Ask its "
+        "administrators.",
+        "TENANT_INACTIVE",
+        metadata={"tenant": tenant_slug},
+        http_status=403,
+    )
 
 
 def from_domain(exc: domain.RuntimeFault) -> RpcError:

@@ -25,8 +25,8 @@ from tenants.tokens import (
     token_touch_due,
 )
 
-# (tenant slug, agent slug) -> the active tenant's Agent (its tenant selected) or None. The
-# rows are shared by the requests of this process: read them, never change them.
+# (tenant slug, agent slug) -> the tenant's Agent (its tenant selected) or None. The rows
+# are shared by the requests of this process: read them, never change them.
 agent_cache = LookupCache()
 
 
@@ -85,7 +85,7 @@ def _load_agent(tenant_slug: str, agent_slug: str) -> Agent | None:
     def query():
         return (
             Agent.objects.select_related("tenant")
-            .filter(tenant__slug=tenant_slug, tenant__active=True, slug=agent_slug)
+            .filter(tenant__slug=tenant_slug, slug=agent_slug)
             .first()
         )
 
@@ -117,10 +117,13 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
     header = request.headers.get("Authorization")
     if header is None:
         if agent is not None and agent.public:
+            if not agent.tenant.active:
+                raise errors.tenant_inactive(agent.tenant.slug)
             # A role, not an owner: the core gives each task it starts a subject of its own.
             return agent, ANONYMOUS
         # Without credentials a caller learns nothing, not even whether the agent exists.
         raise errors.unauthenticated(TokenError.REASONS["missing"], "missing")
+    token = None
     try:
         prefix, plaintext = parse_bearer(header)
         if fresh:
@@ -129,6 +132,10 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
             token = await _cached(token_cache, prefix, token_load, prefix)
         identity = bearer_check(plaintext, token, kind="partner")
     except TokenError as exc:
+        # A genuine token of a deactivated tenant, calling that tenant's agent: say why (the
+        # tenant row came with the agent's and the token's reads; no query is added).
+        if exc.reason == "inactive" and agent is not None and token.tenant_id == agent.tenant_id:
+            raise errors.tenant_inactive(agent.tenant.slug) from None
         raise errors.unauthenticated(str(exc), exc.reason) from None
     if token_touch_due(identity.token):
         await db(token_touch, identity.token)
@@ -144,4 +151,7 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
         or not identity.token.may_call(agent.slug)
     ):
         raise errors.agent_not_found()
+    if not agent.tenant.active:
+        # The agent's row was read after the tenant's deactivation, the token's before.
+        raise errors.tenant_inactive(agent.tenant.slug)
     return agent, identity.subject

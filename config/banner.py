@@ -95,13 +95,20 @@ def agent_commands(demo: dict) -> str:
 def banner(demo: dict, base: str, environ=None) -> str:
     operator = demo["logins"]["operator"]
     admin = demo["logins"]["admin"]
+    platform = demo["logins"].get("platform")
+    platform_line = (
+        f"\n  platform staff: {platform['email']} / {platform['password']}  "
+        f"(superuser: every tenant in {base}/admin/)"
+        if platform
+        else ""
+    )
     agent_path = demo["agents"].get("support", "/a2a/demo/support")
     call = curl_command(base, agent_path, demo["token"], "Hello", "hello-1")
     paste = "\n".join(f"  {line}" for line in exports(demo, base).splitlines())
     return f"""
 Countersign is running at {base}/
   operator login: {operator["email"]} / {operator["password"]}   (inbox: {base}/inbox/)
-  admin login:    {admin["email"]} / {admin["password"]}  ({base}/admin/)
+  admin login:    {admin["email"]} / {admin["password"]}  (the demo tenant's admin: {base}/admin/){platform_line}
   partner token:  {demo["token"]}   ({demo.get("subject", "partner")}: calls agents)
   operator token: {demo.get("operator_token", "-")}   (decides over {base}/api/v1/)
 

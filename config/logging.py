@@ -43,6 +43,18 @@ class ContextFilter(logging.Filter):
         return True
 
 
+class ForbiddenOneLine(logging.Filter):
+    """A 403 is an answer, not a fault: Django logs "Forbidden (Permission denied): <path>"
+    with the PermissionDenied's traceback (some 50 lines a refusal in Django admin). One line
+    says all there is; faults (5xx) keep their tracebacks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "status_code", None) == 403:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         payload = {

@@ -46,9 +46,13 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 # The public base URL (scheme://host[:port]) used in agent cards and e-mails when the
 # request itself cannot tell (behind a proxy that rewrites Host).
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL").rstrip("/")
+# How long the link of a member's invitation (which sets their password) works.
+INVITATION_LINK_DAYS = env_int("INVITATION_LINK_DAYS", 7)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, with a site that scopes every model admin to the tenant of a
+    # tenant's admin (tenants.admin_scope).
+    "tenants.admin_config.CountersignAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -351,7 +355,10 @@ _QUIET_LEVEL = "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "config.logging.ContextFilter"}},
+    "filters": {
+        "context": {"()": "config.logging.ContextFilter"},
+        "forbidden_one_line": {"()": "config.logging.ForbiddenOneLine"},
+    },
     "formatters": {
         "text": {
             "format": "%(asctime)s %(levelname)s %(name)s [%(process)d] "
@@ -371,6 +378,7 @@ LOGGING = {
         # Django's defaults give "django" a handler of its own, which printed every
         # django.request warning twice (there and at the root): one handler, the root's.
         "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.request": {"filters": ["forbidden_one_line"], "propagate": True},
         "django.server": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
         "django.db.backends": {"level": "INFO"},
         # uvicorn's own lines, in our format (JSON in production) rather than its own.

@@ -5,9 +5,6 @@ from drf_spectacular.views import SpectacularAPIView
 from config import health, metrics
 from tenants import views as tenant_views
 
-admin.site.site_header = "Countersign administration"
-admin.site.site_title = "Countersign admin"
-
 urlpatterns = [
     path("", tenant_views.home, name="home"),
     path("favicon.ico", tenant_views.favicon, name="favicon"),
@@ -19,6 +16,11 @@ urlpatterns = [
     path("connections/", include("connections.urls")),
     path("settings/notifications/", include("notifications.urls")),
     path("a2a/", include("a2a_endpoint.urls")),
+    path(
+        "accounts/invitation/<str:key>/",
+        tenant_views.invitation_accept,
+        name="invitation_accept",
+    ),
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/whoami", tenant_views.whoami, name="api_whoami"),

@@ -2,10 +2,13 @@ from django.contrib import admin, messages
 
 from connections.models import App, Connection, ConnectionAuditEvent
 from connections.services import connection_disconnect
+from tenants.admin_scope import TenantScopedAdmin
 
 
 @admin.register(App)
-class AppAdmin(admin.ModelAdmin):
+class AppAdmin(TenantScopedAdmin):
+    """The app catalog every tenant connects from: platform staff's."""
+
     list_display = ["slug", "name", "method", "social_app", "active"]
     list_filter = ["method", "active"]
     search_fields = ["slug", "name"]
@@ -23,7 +26,7 @@ class AppAdmin(admin.ModelAdmin):
 
 
 @admin.register(Connection)
-class ConnectionAdmin(admin.ModelAdmin):
+class ConnectionAdmin(TenantScopedAdmin):
     """Read-only: connecting needs the secret, which only the connections page takes."""
 
     list_display = [
@@ -77,7 +80,7 @@ class ConnectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ConnectionAuditEvent)
-class ConnectionAuditEventAdmin(admin.ModelAdmin):
+class ConnectionAuditEventAdmin(TenantScopedAdmin):
     list_display = ["created_at", "tenant", "app", "action", "actor", "method"]
     list_filter = ["action", "app", "tenant"]
     search_fields = ["actor", "tenant__slug", "app__slug"]

@@ -10,6 +10,7 @@ from notifications.ladders import ROLES, steps_clean, steps_stored
 from notifications.models import Attempt, Channel, Delivery, Ladder, Preference
 from notifications.services import ChannelError, channel_check, channel_save, channel_test
 from runtime.decisions.decision_models import Interaction
+from tenants.admin_scope import TenantScopedAdmin, TenantScopedInline
 
 
 class ChannelAdminForm(forms.ModelForm):
@@ -65,7 +66,7 @@ class ChannelAdminForm(forms.ModelForm):
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(TenantScopedAdmin):
     form = ChannelAdminForm
     list_display = ["name", "tenant", "kind", "enabled", "include_arguments", "url_hint"]
     list_filter = ["kind", "enabled", "tenant"]
@@ -129,7 +130,7 @@ class LadderAdminForm(forms.ModelForm):
 
 
 @admin.register(Ladder)
-class LadderAdmin(admin.ModelAdmin):
+class LadderAdmin(TenantScopedAdmin):
     form = LadderAdminForm
     list_display = ["tenant", "agent", "tool", "steps_text"]
     list_filter = ["tenant"]
@@ -139,24 +140,26 @@ class LadderAdmin(admin.ModelAdmin):
         return json.dumps(obj.steps)
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(TenantScopedInline, admin.TabularInline):
     model = Attempt
+    tenant_admin_may = ("view",)
     extra = 0
     can_delete = False
     readonly_fields = ["number", "at", "ok", "status_code", "error"]
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(TenantScopedAdmin):
     list_display = ["channel", "interaction", "event", "step", "state", "attempts", "created_at"]
     list_filter = ["state", "event", "tenant"]
     readonly_fields = [f.name for f in Delivery._meta.fields]
     inlines = [AttemptInline]
+    tenant_admin_may = ("view",)
 
     def has_add_permission(self, request):
         return False
 
 
 @admin.register(Preference)
-class PreferenceAdmin(admin.ModelAdmin):
+class PreferenceAdmin(TenantScopedAdmin):
     list_display = ["membership", "email_enabled", "digest_minutes", "last_digest_at"]

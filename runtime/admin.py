@@ -2,6 +2,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -10,11 +11,10 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_post_parameters
 
+from runtime.admin_policy import PolicyTableField, tool_keys
 from runtime.agents.agent_models import Agent, Credential, ModelPrice, ToolServer
-from runtime.agents.agentfile import DECIDERS, POLICY_ACTIONS
-from runtime.agents.approver_syntax import approvers_problem
+from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.credentials import credential_delete, credential_set
-from runtime.agents.ladders import LadderError, ladder_parse
 from runtime.agents.limits import limits_error
 from runtime.agents.llm.http_agent import ModelConfigError
 from runtime.agents.llm.http_agent import validate_model as http_model_validate
@@ -24,10 +24,21 @@ from runtime.agents.llm.registry import PROVIDERS
 from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
+from runtime.decisions.receipts import policy_version
+from runtime.decisions.rules import rule_revoke
+from runtime.kernel.audit import audit_record
+from runtime.kernel.errors import RuntimeFault
 from runtime.kernel.task_models import AuditEvent, Task
+from tenants.admin_scope import TenantScopedAdmin
 
 
 class AgentForm(forms.ModelForm):
+    policy = PolicyTableField(
+        label="Tool policy and ladders",
+        help_text="A row per tool: what happens to its calls, who decides, and the ladder of "
+        "its approvals. Checked as AGENT.md's policy and ladder are.",
+    )
+
     class Meta:
         model = Agent
         fields = [
@@ -41,29 +52,24 @@ class AgentForm(forms.ModelForm):
             "instructions",
             "model",
             "tools",
-            "tool_policy",
             "connections_enabled",
             "public",
             "interaction_ttl_seconds",
-            "ladder",
         ]
         widgets = {
             "skills": forms.Textarea(attrs={"rows": 8, "cols": 100}),
             "model": forms.Textarea(attrs={"rows": 16, "cols": 100}),
             "tools": forms.Textarea(attrs={"rows": 10, "cols": 100}),
-            "tool_policy": forms.Textarea(attrs={"rows": 4, "cols": 100}),
-            "ladder": forms.Textarea(attrs={"rows": 4, "cols": 100}),
         }
 
-    def clean_ladder(self):
-        # The same checks as AGENT.md's ``ladder`` (runtime.agents.ladders), stored the same way.
-        value = self.cleaned_data["ladder"]
-        if not value:
-            return {}
-        try:
-            return ladder_parse(value)
-        except LadderError as exc:
-            raise forms.ValidationError(str(exc)) from None
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        agent = self.instance
+        self.fields["policy"].initial = {
+            "policy": agent.tool_policy or {},
+            "ladder": agent.ladder or {},
+        }
+        self.fields["policy"].widget.offered = tool_keys(agent.tools)
 
     def clean_skills(self):
         skills = self.cleaned_data["skills"]
@@ -73,18 +79,6 @@ class AgentForm(forms.ModelForm):
         ):
             raise forms.ValidationError("A list of {id, name, description, tags, examples}.")
         return skills
-
-    def clean(self):
-        cleaned = super().clean()
-        default = cleaned.get("default_skill")
-        skills = cleaned.get("skills")
-        if default and isinstance(skills, list):
-            ids = [s.get("id") for s in skills if isinstance(s, dict)]
-            if default not in ids:
-                self.add_error(
-                    "default_skill", f"{default!r} is not one of the skills ({', '.join(ids)})."
-                )
-        return cleaned
 
     def clean_model(self):
         model = self.cleaned_data["model"]
@@ -113,24 +107,30 @@ class AgentForm(forms.ModelForm):
             raise forms.ValidationError(f"model: {exc}") from None
         return model
 
-    def clean_tool_policy(self):
-        policy = self.cleaned_data["tool_policy"] or {}
-        if not isinstance(policy, dict):
-            raise forms.ValidationError('An object {"server/tool": "allow"|"approve"|"deny"}.')
-        for key, rule in policy.items():
-            action = rule.get("action") if isinstance(rule, dict) else rule
-            if action not in POLICY_ACTIONS:
-                raise forms.ValidationError(f"{key}: must be allow, approve or deny.")
-            if isinstance(rule, dict) and rule.get("deciders", "either") not in DECIDERS:
-                raise forms.ValidationError(f"{key}: deciders must be either or operators.")
-            problem = approvers_problem(rule) if isinstance(rule, dict) else None
+    def clean(self):
+        cleaned = super().clean()
+        default = cleaned.get("default_skill")
+        skills = cleaned.get("skills")
+        if default and isinstance(skills, list):
+            ids = [s.get("id") for s in skills if isinstance(s, dict)]
+            if default not in ids:
+                self.add_error(
+                    "default_skill", f"{default!r} is not one of the skills ({', '.join(ids)})."
+                )
+        document = cleaned.get("policy")
+        if document is not None and "tools" in cleaned:
+            # As AGENT.md: a ladder names only tools the agent has.
+            problem = ladder_tools_problem(document["ladder"], cleaned["tools"])
             if problem:
-                raise forms.ValidationError(f"{key}: {problem[0]} {problem[1]}.")
-        return policy
+                self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
+            else:
+                self.instance.tool_policy = document["policy"]
+                self.instance.ladder = document["ladder"]
+        return cleaned
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(TenantScopedAdmin):
     form = AgentForm
     list_display = [
         "slug",
@@ -144,11 +144,64 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["tenant", "public"]
     search_fields = ["slug", "name", "description"]
     list_select_related = ["tenant"]
-    readonly_fields = ["source_path", "created_at", "updated_at"]
+    readonly_fields = ["policy_version_shown", "source_path", "created_at", "updated_at"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "tenant",
+                    "slug",
+                    "name",
+                    "description",
+                    "version",
+                    "public",
+                    "connections_enabled",
+                    "interaction_ttl_seconds",
+                ]
+            },
+        ),
+        ("Tool policy and ladders", {"fields": ["policy", "policy_version_shown"]}),
+        (
+            "Skills, instructions, model and tools",
+            {"fields": ["skills", "default_skill", "instructions", "model", "tools"]},
+        ),
+        ("Source", {"fields": ["source_path", "created_at", "updated_at"]}),
+    ]
+
+    @admin.display(description="policy version")
+    def policy_version_shown(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        return format_html(
+            "<code>{}</code><br>Receipts of decisions name the version they were made under "
+            "(the SHA-256 of the whole policy); any change to the policy makes a new one, and "
+            "an approval made under an older one is put to a person again.",
+            policy_version(obj),
+        )
+
+    def save_model(self, request, obj, form, change):
+        before = (
+            Agent.objects.filter(pk=obj.pk).values_list("tool_policy", flat=True).first()
+            if change
+            else None
+        )
+        obj.save()
+        if change and before != obj.tool_policy:
+            # Inside the admin's transaction: the policy and its audit row commit together.
+            audit_record(
+                tenant_id=obj.tenant_id,
+                actor=request.user.subject,
+                action="policy.changed",
+                via="admin",
+                detail={"agent": obj.slug, "version": policy_version(obj)},
+            )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(TenantScopedAdmin):
     """Runtime records change only through the runtime's services, never by hand."""
+
+    tenant_admin_may = ("view",)
 
     def has_add_permission(self, request):
         return False
@@ -216,6 +269,25 @@ class StandingRuleAdmin(ReadOnlyAdmin):
     list_filter = ["tenant", "server"]
     search_fields = ["public_id", "server", "tool", "caller", "created_by"]
     list_select_related = ["tenant", "agent"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected rules (audited, as on the rules page)")
+    def revoke(self, request, queryset):
+        done = 0
+        for rule in queryset.filter(revoked_at__isnull=True).select_related("tenant"):
+            try:
+                with transaction.atomic():
+                    rule_revoke(
+                        tenant=rule.tenant,
+                        rule_id=rule.public_id,
+                        by=request.user.subject,
+                        via="admin",
+                    )
+            except RuntimeFault as exc:  # revoked meanwhile, on the rules page
+                self.message_user(request, exc.message, messages.WARNING)
+                continue
+            done += 1
+        self.message_user(request, f"Revoked {done} rule(s).", messages.SUCCESS)
 
 
 @admin.register(AuditEvent)
@@ -270,12 +342,9 @@ class CredentialForm(forms.ModelForm):
 
 
 @admin.register(Credential)
-class CredentialAdmin(admin.ModelAdmin):
+class CredentialAdmin(TenantScopedAdmin):
     """Tenants' secrets for model providers (AGENT.md's model.credential), set here, shown once.
-
-    Like the other runtime models, the admin is for staff across tenants: every row names its
-    tenant, and only staff reach Django admin.
-    """
+    A tenant's admin sets their tenant's; platform staff any tenant's."""
 
     form = CredentialForm
     list_display = ["name", "tenant", "secret_status", "updated_at", "created_by"]
@@ -348,7 +417,7 @@ class CredentialAdmin(admin.ModelAdmin):
 
 
 @admin.register(ModelPrice)
-class ModelPriceAdmin(admin.ModelAdmin):
+class ModelPriceAdmin(TenantScopedAdmin):
     """Overrides of settings.MODEL_PRICES, which telemetry/v1's costUsd is computed from."""
 
     list_display = ["model", "input_usd_per_million", "output_usd_per_million", "updated_at"]
@@ -356,7 +425,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolServer)
-class ToolServerAdmin(admin.ModelAdmin):
+class ToolServerAdmin(TenantScopedAdmin):
     """A tenant's MCP and HTTP tool servers: tools discovered with "Refresh tools" and cached;
     an HTTP server's signing secret is made with the server and shown once."""
 
@@ -460,7 +529,10 @@ class ToolServerAdmin(admin.ModelAdmin):
     def refresh_view(self, request, object_id: int):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        server = get_object_or_404(ToolServer.objects.select_related("tenant", "app"), pk=object_id)
+        # The changelist's scope: another tenant's server is a 404, as a missing one.
+        server = get_object_or_404(
+            self.get_queryset(request).select_related("tenant", "app"), pk=object_id
+        )
         if not self.has_change_permission(request, server):
             return HttpResponseRedirect(reverse("admin:index"))
         self.refresh_one(request, server)

@@ -11,9 +11,11 @@ class RuntimeConfig(AppConfig):
 
     def ready(self) -> None:
         from connections.signals import app_connected
-        from runtime.receivers import app_connected_received
+        from runtime.receivers import app_connected_received, tenant_changed_received
+        from tenants.signals import tenant_changed
 
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
+        tenant_changed.connect(tenant_changed_received, dispatch_uid="runtime-tenant-changed")
         observability_setup()
 
     def seed_demo(self, *, tenant, **options) -> dict:

@@ -5,6 +5,11 @@ from django.contrib.auth.models import AbstractUser, BaseUserManager
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+# AbstractBaseUser's salt for the session hash: a person whose sessions never ended keeps the
+# hash Django gave them, so no session ends at an upgrade.
+_SESSION_HASH_SALT = "django.contrib.auth.models.AbstractBaseUser.get_session_auth_hash"
 
 
 class UserManager(BaseUserManager):
@@ -34,6 +39,9 @@ class User(AbstractUser):
 
     username = None
     email = models.EmailField("e-mail address", unique=True)
+    # Raised to end every session of the person at once (tenants.services.sessions_end):
+    # it is part of the hash each session carries, so older sessions stop verifying.
+    session_generation = models.PositiveIntegerField(default=0, editable=False)
 
     USERNAME_FIELD = "email"
     REQUIRED_FIELDS: list[str] = []
@@ -51,13 +59,32 @@ class User(AbstractUser):
         """The subject recorded on an operator's decisions."""
         return f"user:{self.email}"
 
+    def _session_hash(self, secret=None) -> str:
+        value = self.password
+        if self.session_generation:
+            value = f"{value}\x00{self.session_generation}"
+        return salted_hmac(_SESSION_HASH_SALT, value, secret=secret, algorithm="sha256").hexdigest()
+
+    def get_session_auth_hash(self) -> str:
+        return self._session_hash()
+
+    def get_session_auth_fallback_hash(self):
+        for fallback_secret in settings.SECRET_KEY_FALLBACKS:
+            yield self._session_hash(secret=fallback_secret)
+
 
 class Tenant(models.Model):
     """An organisation; every other row belongs to exactly one tenant."""
 
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200)
-    active = models.BooleanField(default=True)
+    active = models.BooleanField(
+        default=True,
+        help_text="An inactive tenant's tokens and agents answer that it is deactivated, and "
+        "its members reach none of its pages. Platform staff change it (deactivate, reactivate).",
+    )
+    deactivated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    deactivated_by = models.CharField(max_length=200, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -78,6 +105,17 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.OPERATOR)
+    # Who sent the last invitation and when: its link names this time, so that a resent
+    # invitation's link replaces the one before (tenants.services.invitation_send).
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    invited_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -85,6 +123,7 @@ class Membership(models.Model):
             models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_per_tenant")
         ]
         ordering = ["tenant__slug", "user__email"]
+        verbose_name = "member"
 
     def __str__(self) -> str:
         return f"{self.user} ({self.get_role_display()}) in {self.tenant.slug}"
@@ -92,6 +131,11 @@ class Membership(models.Model):
     @property
     def can_decide(self) -> bool:
         return self.role in (self.Role.ADMIN, self.Role.OPERATOR)
+
+    @property
+    def is_tenant_admin(self) -> bool:
+        """Runs this tenant in Django admin: the admin role and staff status."""
+        return self.role == self.Role.ADMIN and self.user.is_staff and self.user.is_active
 
 
 class ApproverGroup(models.Model):
@@ -153,6 +197,9 @@ class ApiToken(models.Model):
     )
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Who revoked it: user:<email> from Django admin, shell:<login> from manage.py, or
+    # member-removed:<email> when the person the token acted for left the tenant.
+    revoked_by = models.CharField(max_length=200, blank=True, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -106,13 +106,14 @@ def token_issue(token: ApiToken) -> str:
     return plaintext
 
 
-def api_token_revoke(*, token: ApiToken) -> bool:
-    """Revoke a token; return False when it was already revoked (idempotent)."""
+def api_token_revoke(*, token: ApiToken, by: str = "") -> bool:
+    """Revoke a token; return False when it was already revoked (idempotent). ``by``: who
+    revoked it (user:<email>, shell:<login>), which ``tokens list --all`` shows."""
     with transaction.atomic():
         updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
+            revoked_at=timezone.now(), revoked_by=by[:200]
         )
-    token.refresh_from_db(fields=["revoked_at"])
+    token.refresh_from_db(fields=["revoked_at", "revoked_by"])
     # An update() sends no post_save: forget the cached row here (other processes within
     # LOOKUP_CACHE_SECONDS).
     token_cache.invalidate()

@@ -1,10 +1,14 @@
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import SetPasswordForm
 from django.http import Http404, HttpResponseRedirect
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view
@@ -14,6 +18,8 @@ from rest_framework.response import Response
 from tenants.middleware import SESSION_KEY
 from tenants.models import ApiToken
 from tenants.selectors import memberships_for_user
+from tenants.services import invitation_accept as invitation_accept_service
+from tenants.services import invitation_days, invitation_for_key
 from tenants.tokens import TokenError, token_kind_check
 
 
@@ -50,6 +56,35 @@ def tenant_switch(request):
     # Never shortcuts.redirect: it would read a next without a slash as a view name to reverse
     # (and a NUL in it was a 500, issue 15); a bad next is only a bad relative URL.
     return HttpResponseRedirect(target)
+
+
+@sensitive_post_parameters("new_password1", "new_password2")
+@never_cache
+@require_http_methods(["GET", "POST"])
+def invitation_accept(request, key: str):
+    """The invitation's link: the invited person chooses a password and is logged in."""
+    membership, problem = invitation_for_key(key)
+    if membership is None:
+        return render(
+            request,
+            "tenants/invitation_invalid.html",
+            {"problem": problem, "days": invitation_days()},
+            status=404,
+        )
+    form = SetPasswordForm(membership.user, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = invitation_accept_service(
+            membership=membership, password=form.cleaned_data["new_password1"]
+        )
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        request.session[SESSION_KEY] = membership.tenant.slug
+        messages.success(request, f"Welcome to {membership.tenant.name}.")
+        return redirect("home")
+    response = render(
+        request, "tenants/invitation_accept.html", {"form": form, "membership": membership}
+    )
+    response["Referrer-Policy"] = "no-referrer"  # the link is a secret until it is used
+    return response
 
 
 @extend_schema(

@@ -53,6 +53,7 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
         4,
         (
             "runtime.admin",
+            "runtime.admin_policy",
             "runtime.apps",
             "runtime.models",
             "runtime.receivers",

@@ -1,6 +1,7 @@
 """Issue 14, item 1: one log line per event in development, JSON lines in production."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -73,3 +74,36 @@ def test_an_unknown_log_format_is_refused():
         text=True,
     )
     assert result.returncode != 0 and "LOG_FORMAT must be text or json" in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_refusal_in_django_admin_is_one_log_line_not_a_traceback(world, caplog):
+    from tests.admin_pages import tenant_admin_client
+
+    client = tenant_admin_client(world.a)
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        # People's accounts are platform staff's: a tenant admin is refused.
+        assert client.get("/admin/tenants/user/").status_code == 403
+    [record] = [r for r in caplog.records if r.name == "django.request"]
+    assert record.getMessage() == "Forbidden (Permission denied): /admin/tenants/user/"
+    assert record.exc_info is None
+    assert "\n" not in logging.Formatter().format(record)
+
+
+def test_a_fault_keeps_its_traceback():
+    from config.logging import ForbiddenOneLine
+
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "django.request",
+            logging.ERROR,
+            __file__,
+            1,
+            "Internal Server Error",
+            (),
+            sys.exc_info(),
+        )
+    record.status_code = 500
+    assert ForbiddenOneLine().filter(record) and record.exc_info is not None

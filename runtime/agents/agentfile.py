@@ -94,41 +94,8 @@ AGENT_SCHEMA = {
                 },
             },
         },
-        "policy": {
-            "type": ["object", "null"],
-            "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
-            "additionalProperties": {
-                "if": {"type": "string"},
-                "then": {"enum": sorted(POLICY_ACTIONS)},
-                "else": {
-                    "type": "object",
-                    "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...})",
-                    "required": ["action"],
-                    "properties": {
-                        "action": {"enum": sorted(POLICY_ACTIONS)},
-                        "deciders": {
-                            "enum": sorted(DECIDERS),
-                            "x-message": "must be either or operators",
-                        },
-                        # Issue 13: an operator may edit the arguments before approving;
-                        # a high-risk tool's approval needs a recent re-authentication.
-                        "editable": {"type": "boolean", "x-message": "must be true or false"},
-                        "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
-                        "bulk": {"type": "boolean", "x-message": "must be true or false"},
-                        # Who may decide (runtime.agents.approver_syntax); checked further below.
-                        "approvers": {
-                            "type": "array",
-                            "minItems": 1,
-                            "items": {"type": "string"},
-                            "x-message": "must be a list of admin, operator, caller or "
-                            "group:<name>",
-                        },
-                        "required": {"enum": [1, 2], "x-message": "must be 1 or 2"},
-                    },
-                },
-                "x-message": "must be allow, approve or deny",
-            },
-        },
+        # The tool policy: built from POLICY_KEYS below.
+        "policy": {},
         "loop": {
             "type": ["object", "null"],
             "x-message": "must be a mapping",
@@ -141,6 +108,100 @@ AGENT_SCHEMA = {
             "exclusiveMinimum": 0,
             "x-message": "must be a positive number of seconds",
         },
+    },
+}
+
+
+@dataclass(frozen=True)
+class PolicyKey:
+    """One key of a tool's policy entry (``policy: {server/tool: {action: ..., KEY: ...}}``):
+    its JSON Schema, part of AGENT_SCHEMA, and what an entry without it means.
+
+    Django admin's policy table (runtime.admin) has a column for each, in this order, with
+    a widget made from the schema (an enum is a select, a boolean a checkbox, a list of
+    strings a text field); both check a policy with policy_problems. Adding a key is one
+    entry here (and the code that acts on it)."""
+
+    name: str
+    label: str
+    schema: dict
+    default: object
+    help: str = ""
+
+
+POLICY_KEYS: tuple[PolicyKey, ...] = (
+    PolicyKey(
+        "action",
+        "decision",
+        {"enum": sorted(POLICY_ACTIONS)},
+        "approve",
+        "allow: runs at once; approve: waits for a person; deny: never runs. "
+        "A tool with no entry waits for a person (approve).",
+    ),
+    PolicyKey(
+        "deciders",
+        "deciders",
+        {"enum": sorted(DECIDERS), "x-message": "must be either or operators"},
+        "either",
+        "either: an operator, or the caller in band; operators: only operators.",
+    ),
+    # Who may decide (runtime.agents.approver_syntax); checked further by approvers_problem.
+    PolicyKey(
+        "approvers",
+        "approvers",
+        {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string"},
+            "x-message": "must be a list of admin, operator, caller or group:<name>",
+        },
+        None,
+        "admin, operator, caller or group:<slug>; none named: admins and operators.",
+    ),
+    PolicyKey(
+        "required",
+        "required",
+        {"enum": [1, 2], "x-message": "must be 1 or 2"},
+        1,
+        "2: two different people approve.",
+    ),
+    # Issue 13: a high-risk tool's approval needs a recent re-authentication; an operator
+    # may edit an editable tool's arguments before approving.
+    PolicyKey(
+        "risk",
+        "risk",
+        {"enum": ["normal", "high"], "x-message": "must be normal or high"},
+        "normal",
+        "high: the decider re-authenticates first (step-up).",
+    ),
+    PolicyKey(
+        "editable",
+        "editable",
+        {"type": "boolean", "x-message": "must be true or false"},
+        False,
+        "An operator may edit the arguments before approving.",
+    ),
+    PolicyKey(
+        "bulk",
+        "bulk",
+        {"type": "boolean", "x-message": "must be true or false"},
+        True,
+        "Off: each held call is decided on its own page, never in bulk.",
+    ),
+)
+AGENT_SCHEMA["properties"]["policy"] = {
+    "type": ["object", "null"],
+    "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
+    "additionalProperties": {
+        "if": {"type": "string"},
+        "then": {"enum": sorted(POLICY_ACTIONS)},
+        "else": {
+            "type": "object",
+            "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...})",
+            "required": ["action"],
+            "properties": {key.name: key.schema for key in POLICY_KEYS},
+        },
+        "x-message": "must be allow, approve or deny",
     },
 }
 # A ladder's steps (runtime.agents.ladders): the schema says their shape; ladder_parse then checks
@@ -273,6 +334,30 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
     if error.validator == "enum":
         return path, f"must be one of {', '.join(map(str, error.validator_value))}"
     return path, error.message
+
+
+_POLICY_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA["properties"]["policy"])
+
+
+def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
+    """What the schema cannot say about a policy's entries (approvers and required)."""
+    problems = []
+    for key, rule in policy.items():
+        if isinstance(rule, dict):
+            problem = approvers_problem(rule)
+            if problem:
+                problems.append(([key, *problem[0].split(".")], problem[1]))
+    return problems
+
+
+def policy_problems(policy) -> list[tuple[list, str]]:
+    """Everything wrong with a tool policy, as AGENT.md's ``policy`` is checked: (path inside
+    the policy, message) pairs; none for a policy that loads. Django admin's policy editor
+    checks with this."""
+    problems = [_schema_problem(error) for error in _POLICY_VALIDATOR.iter_errors(policy)]
+    if problems or not isinstance(policy, dict):
+        return problems
+    return policy_rule_problems(policy)
 
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -416,11 +501,8 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
                 )
 
     policy = data.get("policy", {}) or {}
-    for key, rule in policy.items():
-        if isinstance(rule, dict):
-            problem = approvers_problem(rule)
-            if problem:
-                fail(["policy", key, *problem[0].split(".")], problem[1])
+    for field_path, message in policy_rule_problems(policy)[:1]:
+        fail(["policy", *field_path], message)
     loop = data.get("loop", {}) or {}
     connections = loop.get("connections", False)
     limits = loop.get("limits", {}) or {}
@@ -469,18 +551,29 @@ def _ladder(data: dict, tools: list, fail) -> dict:
     if steps and steps[-1]["action"] == "expire" and "interactionTtlSeconds" in data:
         # Two expiries for the same items: say which one is meant.
         fail([*prefix, len(steps) - 1], "give the expiry once: here or interactionTtlSeconds")
+    problem = ladder_tools_problem(ladder, tools)
+    if problem:
+        fail(["ladder", "tools", problem[0]], problem[1])
+    return ladder
+
+
+def ladder_tools_problem(ladder: dict, tools: list) -> tuple[str, str] | None:
+    """(key, message) for the first ``ladder.tools`` key that names no tool of the agent's
+    ``tools``, or None (AGENT.md and Django admin's policy table say the same)."""
     offered: dict[str, set | None] = {}
-    for tool in tools:
+    for tool in tools or []:
+        if not isinstance(tool, dict) or not isinstance(tool.get("server"), str):
+            continue
         names = offered.setdefault(tool["server"], set())
         if names is not None:
             offered[tool["server"]] = None if "tool" not in tool else names | {tool["tool"]}
-    for key in ladder.get("tools", {}):
+    for key in (ladder or {}).get("tools", {}):
         server, _, name = key.partition("/")
         if server not in offered:
-            fail(["ladder", "tools", key], f"this agent has no tool server {server!r}")
+            return key, f"this agent has no tool server {server!r}"
         if name and offered[server] is not None and name not in offered[server]:
-            fail(["ladder", "tools", key], f"this agent has no tool {key!r}")
-    return ladder
+            return key, f"this agent has no tool {key!r}"
+    return None
 
 
 def agent_upsert(*, tenant, spec: AgentSpec) -> tuple[Agent, str]:

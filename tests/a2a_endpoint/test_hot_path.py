@@ -99,7 +99,8 @@ def test_a_tenant_deactivated_by_another_process_is_refused_within_one_second(ag
     Tenant.objects.filter(pk=agents.a.tenant.pk).update(active=False)
     changed = time.monotonic()
     sleep_until(changed + LOOKUP_CACHE_SECONDS)
-    assert refused_as(list_tasks(client, agents.a.token)) == "inactive"
+    # Its agents say why (issue 30): the tenant is deactivated.
+    assert_error(list_tasks(client, agents.a.token), -32000, "TENANT_INACTIVE", status=403)
 
 
 def test_an_agent_changed_by_another_process_takes_effect_within_one_second(agents, client):

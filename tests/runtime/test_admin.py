@@ -6,6 +6,7 @@ from django.test import Client
 
 from runtime.agents.agent_models import Agent
 from tenants.models import User
+from tests.admin_pages import form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -21,10 +22,9 @@ def test_staff_edit_an_agent_in_admin(demo, staff):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
     assert page.status_code == HTTPStatus.OK
-    form = page.context["adminform"].form
-    data = {name: form[name].value() for name in form.fields}
-    data = {k: ("" if v is None else v) for k, v in data.items()}
-    data.update({"description": "Now with a new description.", "public": ""})
+    data = form_data(page.content.decode())
+    data["description"] = "Now with a new description."
+    data.pop("public", None)
     response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
     assert response.status_code == HTTPStatus.FOUND, response.content[:3000]
     agent.refresh_from_db()
@@ -34,9 +34,7 @@ def test_staff_edit_an_agent_in_admin(demo, staff):
 def test_a_broken_script_is_a_form_error_and_changes_nothing(demo, staff):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
-    form = page.context["adminform"].form
-    data = {name: form[name].value() for name in form.fields}
-    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data = form_data(page.content.decode())
     data["model"] = '{"provider": "scripted", "script": [{"steps": [{"nonsense": 1}]}]}'
     response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
     assert response.status_code == HTTPStatus.OK
@@ -64,9 +62,7 @@ def test_runtime_records_are_read_only_in_admin(demo, staff):
 def test_an_openai_model_is_checked_in_admin(demo, staff, model, error):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
-    form = page.context["adminform"].form
-    data = {name: form[name].value() for name in form.fields}
-    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data = form_data(page.content.decode())
     data["model"] = model
     response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
     agent.refresh_from_db()
@@ -82,9 +78,7 @@ def test_an_openai_model_is_checked_in_admin(demo, staff, model, error):
 def test_the_default_skill_must_be_one_of_the_agents_skills(demo, staff):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
-    form = page.context["adminform"].form
-    data = {name: form[name].value() for name in form.fields}
-    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data = form_data(page.content.decode())
     data["default_skill"] = "nope"
     refused = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
     assert refused.status_code == HTTPStatus.OK

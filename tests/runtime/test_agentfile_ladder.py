@@ -2,6 +2,7 @@
 the JSON Schema and by runtime.agents.ladders with file, line and field, and an expire step sets the
 expiry of the items it covers."""
 
+import json
 from datetime import timedelta
 from io import StringIO
 
@@ -183,9 +184,23 @@ def test_the_short_form_names_its_steps_as_written(world, tmp_path):
 def test_django_admin_agent_form_checks_the_ladder_the_same_way():
     from runtime.admin import AgentForm
 
-    form = AgentForm(data={"ladder": '["remind after 1h", "escalate to nobody after 2h"]'})
+    expected = ["ladder: steps.1: 'nobody' is not a role (admins, operators, viewers)"]
+    initial = json.dumps({"policy": {}, "ladder": {}})
+    # The policy table's JSON view, as AGENT.md spells it...
+    document = {"ladder": ["remind after 1h", "escalate to nobody after 2h"]}
+    form = AgentForm(data={"policy-json": json.dumps(document), "policy-json-initial": initial})
     form.is_valid()
-    assert form.errors["ladder"] == ["steps.1: 'nobody' is not a role (admins, operators, viewers)"]
+    assert form.errors["policy"] == expected
+    # ...and the table's ladder of the other approvals.
+    data = {
+        "policy-total": "0",
+        "policy-steps": "remind after 1h; escalate to nobody after 2h",
+        "policy-json": initial,
+        "policy-json-initial": initial,
+    }
+    form = AgentForm(data=data)
+    form.is_valid()
+    assert form.errors["policy"] == expected
     with pytest.raises(LadderError):
         ladder_parse({"steps": ["expire after 1h", "remind after 2h"]})
 

@@ -2,6 +2,8 @@
 front matter's JSON Schema and runtime/agents/agentfile.py with the file, line and field; the same
 checks in Django admin's agent form."""
 
+import json
+
 import pytest
 
 from runtime.admin import AgentForm
@@ -67,13 +69,15 @@ def test_admin_form_refuses_the_same(world):
                 "skills": "[]",
                 "model": '{"provider": "scripted", "script": []}',
                 "tools": "[]",
-                "tool_policy": policy,
+                # The policy table's JSON view (runtime.admin_policy).
+                "policy-json": json.dumps({"policy": json.loads(policy)}),
+                "policy-json-initial": json.dumps({"policy": {}, "ladder": {}}),
                 "interaction_ttl_seconds": 60,
             }
         )
 
     bad = form('{"deploy": {"action": "approve", "approvers": ["caller"], "required": 2}}')
     assert not bad.is_valid()
-    assert "deploy: required" in str(bad.errors["tool_policy"])
+    assert "deploy.required: two people must approve" in str(bad.errors["policy"])
     good = form('{"deploy": {"action": "approve", "approvers": ["operator"], "required": 2}}')
     assert good.is_valid(), good.errors

@@ -3,7 +3,7 @@ from http import HTTPStatus
 import pytest
 from django.test import Client
 
-from tenants.models import ApiToken, User
+from tenants.models import ApiToken, Membership, User
 from tenants.tokens import authenticate_bearer
 
 pytestmark = pytest.mark.django_db
@@ -97,12 +97,14 @@ def test_staff_can_add_a_member_by_email(staff):
     assert User.objects.filter(email="new@acme.test").exists()
 
 
-def test_invitation_action_sends_a_set_password_link(world, staff, mailoutbox):
+def test_invitation_action_sends_the_invitation_again(world, staff, mailoutbox):
+    membership = Membership.objects.get(user=world.a.viewer)
     staff.post(
-        "/admin/tenants/user/",
-        {"action": "send_invitation", "_selected_action": [world.a.viewer.pk]},
+        "/admin/tenants/membership/",
+        {"action": "resend_invitation", "_selected_action": [membership.pk]},
     )
     assert len(mailoutbox) == 1 and mailoutbox[0].to == ["viewer@acme.test"]
+    assert "Acme Corp" in mailoutbox[0].subject
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def test_members_invite_mails_a_link_to_set_a_password(acme, settings):
     assert "Sent an invitation to bob@acme.test" in out
     [message] = mail.outbox
     assert message.to == ["bob@acme.test"]
-    assert re.search(r"https://cs\.acme\.test/accounts/password/reset/key/\S+", message.body)
+    assert re.search(r"https://cs\.acme\.test/accounts/invitation/\S+/", message.body)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +150,9 @@ def test_countersign_info_prints_the_banner_with_working_export_lines(settings, 
     assert "Countersign is running at http://127.0.0.1:8123/" in out
     assert "export A2A_BASE=http://127.0.0.1:8123" in out
     assert 'scripts/a2a.sh code-reviewer reply "$TASK" main' in out
+    # The demo tenant's admin, and platform staff for every tenant (issue 30, item 4).
+    assert "admin login:    admin@demo.test" in out and "the demo tenant's admin" in out
+    assert "platform staff: platform@countersign.test" in out
     exports, _ = run("countersign_info", "--exports")
     values = dict(re.findall(r"^export (\w+)=(\S+)$", exports, flags=re.M))
     assert authenticate_bearer(f"Bearer {values['TOKEN']}", kind="partner").subject == (

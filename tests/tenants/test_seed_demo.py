@@ -37,8 +37,14 @@ def test_seed_demo_creates_the_logins_and_the_other_tenant():
     operator = User.objects.get(email="operator@demo.test")
     assert operator.check_password(summary["logins"]["operator"]["password"])
     assert Membership.objects.get(user=operator).role == "operator"
+    # The demo tenant's admin is what a customer's admin is: a member with the admin role and
+    # staff status, not a superuser; platform staff is a login of its own.
     admin = User.objects.get(email="admin@demo.test")
-    assert admin.is_staff and admin.is_superuser
+    assert admin.is_staff and not admin.is_superuser
+    assert Membership.objects.get(user=admin).role == "admin"
+    platform = User.objects.get(email=summary["logins"]["platform"]["email"])
+    assert platform.is_superuser and not platform.memberships.exists()
+    assert platform.check_password(summary["logins"]["platform"]["password"])
     assert Membership.objects.get(user__email="operator@other.test").tenant.slug == "other"
 
 

@@ -1,26 +1,32 @@
-"""`python manage.py members add|invite|list`: people and their roles from a shell.
+"""`python manage.py members add|invite|resend|role|remove|list`: a tenant's people from a shell.
 
-``invite`` is ``add`` plus the e-mail that Django admin's "Send an invitation" action sends
-(a link to set a password), so nobody's password passes through a shell.
+The same services as Django admin's "Members" (tenants.services): ``invite`` is ``add`` plus
+the invitation e-mail (who invited, the tenant, the role, a link that sets a password and
+expires), so that nobody's password passes through a shell; ``remove`` ends the person's
+sessions and keeps their audit history.
 """
 
-from importlib import import_module
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
-from django.core.exceptions import DisallowedHost, ValidationError
+from django.core.exceptions import DisallowedHost
 from django.core.management.base import BaseCommand, CommandError
-from django.core.validators import validate_email
-from django.db import transaction
 from django.test import RequestFactory
 
-from tenants.management.commands.tokens import tenant_named
+from tenants.management.commands.tokens import shell_actor, tenant_named
 from tenants.models import Membership, User
+from tenants.services import (
+    MemberError,
+    email_normalised,
+    invitation_send,
+    membership_add,
+    membership_remove,
+    membership_role_set,
+)
 
 
-def site_request(base_url: str):
-    """A request to the site at base_url, which the invitation's link is built from."""
+def site_base_url(base_url: str) -> str:
+    """base_url, checked: the invitation's link points there, so its host must be served."""
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise CommandError(f"--base-url must be http(s)://host[:port], not {base_url!r}.")
@@ -31,32 +37,17 @@ def site_request(base_url: str):
         request.get_host()
     except DisallowedHost:
         raise CommandError(f"{parts.netloc} is not in ALLOWED_HOSTS.") from None
-    request.user = AnonymousUser()
-    request.session = import_module(settings.SESSION_ENGINE).SessionStore()
-    return request
-
-
-def invitation_send(*, user: User, request) -> None:
-    """Mail the user a link to set their password, as the admin action does."""
-    from allauth.account.forms import ResetPasswordForm
-    from allauth.core.context import request_context
-
-    form = ResetPasswordForm(data={"email": user.email})
-    if not form.is_valid():
-        raise CommandError(f"No invitation sent: {form.errors.as_text()}")
-    # allauth builds the link from the request it finds in its context (there is no site).
-    with request_context(request):
-        form.save(request)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 class Command(BaseCommand):
-    help = "Add people to a tenant (with a role), invite them by e-mail, or list the members."
+    help = "Add, invite, re-role, remove or list a tenant's members."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
         for action, text in (
-            ("add", "Add (or re-role) a member; no e-mail."),
-            ("invite", "Add a member and e-mail them a link to set their password."),
+            ("add", "Add a member (or give them a new role); no e-mail."),
+            ("invite", "Add a member and e-mail them an invitation with a link to set a password."),
         ):
             cmd = sub.add_parser(action, help=text)
             cmd.add_argument("email")
@@ -64,47 +55,129 @@ class Command(BaseCommand):
             cmd.add_argument(
                 "--role", choices=[r.value for r in Membership.Role], default="operator"
             )
-            cmd.add_argument("--staff", action="store_true", help="May use Django admin.")
+            cmd.add_argument(
+                "--staff",
+                action="store_true",
+                help="May use Django admin (with --role admin: runs this tenant there).",
+            )
             if action == "invite":
-                cmd.add_argument(
-                    "--base-url",
-                    default="",
-                    help="The site's address for the link (default: PUBLIC_BASE_URL, "
-                    "else http://127.0.0.1:8000).",
-                )
+                self.base_url_argument(cmd)
+                self.inviter_argument(cmd)
+        resend = sub.add_parser("resend", help="Send a member's invitation again (a new link).")
+        resend.add_argument("email")
+        resend.add_argument("--tenant", required=True)
+        self.base_url_argument(resend)
+        self.inviter_argument(resend)
+        role = sub.add_parser("role", help="Give a member another role.")
+        role.add_argument("email")
+        role.add_argument("--tenant", required=True)
+        role.add_argument("--role", required=True, choices=[r.value for r in Membership.Role])
+        remove = sub.add_parser(
+            "remove",
+            help="Take a member out of the tenant: their sessions end, the tenant's tokens "
+            "that act for them are revoked, their audit history stays.",
+        )
+        remove.add_argument("email")
+        remove.add_argument("--tenant", required=True)
         listing = sub.add_parser("list", help="List a tenant's members.")
         listing.add_argument("--tenant", required=True)
 
+    @staticmethod
+    def base_url_argument(cmd) -> None:
+        cmd.add_argument(
+            "--base-url",
+            default="",
+            help="The site's address for the link (default: PUBLIC_BASE_URL, "
+            "else http://127.0.0.1:8000).",
+        )
+
+    @staticmethod
+    def inviter_argument(cmd) -> None:
+        cmd.add_argument(
+            "--by",
+            default="",
+            help="The e-mail address of the person inviting, named in the e-mail "
+            "(default: 'an administrator of <tenant>').",
+        )
+
     def handle(self, *args, **options):
         tenant = tenant_named(options["tenant"])
-        if options["action"] == "list":
-            for m in Membership.objects.filter(tenant=tenant).select_related("user"):
-                self.stdout.write(f"{m.user.email:<40} {m.role}")
-            return
-        email = User.objects.normalize_email(options["email"].strip())
+        action = options["action"]
+        if action == "list":
+            return self.handle_list(tenant)
         try:
-            validate_email(email)
-        except ValidationError:
-            raise CommandError(f"{options['email']!r} is not an e-mail address.") from None
-        request = None
-        if options["action"] == "invite":
+            email = email_normalised(options["email"])
+        except MemberError as exc:
+            raise CommandError(str(exc)) from None
+        base_url = inviter = None
+        if action in ("invite", "resend"):
             base = options["base_url"] or settings.PUBLIC_BASE_URL or "http://127.0.0.1:8000"
-            request = site_request(base.rstrip("/"))
-        with transaction.atomic():
-            user = User.objects.filter(email__iexact=email).first()
-            created = user is None
-            if created:
-                # No usable password: the invitation's link sets one.
-                user = User.objects.create_user(email=email, password=None)
-            if options["staff"] and not user.is_staff:
-                user.is_staff = True
-                user.save(update_fields=["is_staff"])
-            Membership.objects.update_or_create(
-                tenant=tenant, user=user, defaults={"role": options["role"]}
-            )
-        self.stdout.write(
-            f"{'Added' if created else 'Updated'} {user.email} as {options['role']} in {tenant.slug}."
+            base_url = site_base_url(base.rstrip("/"))
+            inviter = self.inviter(options["by"])
+        try:
+            if action in ("add", "invite"):
+                membership, created = membership_add(
+                    tenant=tenant,
+                    email=email,
+                    role=options["role"],
+                    actor=shell_actor(),
+                    staff=True if options["staff"] else None,
+                )
+                self.stdout.write(
+                    f"{'Added' if created else 'Updated'} {email} as {options['role']} "
+                    f"in {tenant.slug}."
+                )
+            else:
+                membership = self.member(tenant, email)
+            if action in ("invite", "resend"):
+                invitation_send(membership=membership, by=inviter, base_url=base_url)
+                self.stdout.write(f"Sent an invitation to {email}.")
+            elif action == "role":
+                changed = membership_role_set(
+                    membership=membership, role=options["role"], actor=shell_actor()
+                )
+                said = "is now" if changed else "was already"
+                self.stdout.write(f"{email} {said} {options['role']} in {tenant.slug}.")
+            elif action == "remove":
+                done = membership_remove(membership=membership, actor=shell_actor())
+                tokens = done["tokens_revoked"]
+                self.stdout.write(
+                    f"Removed {email} from {tenant.slug}: their sessions ended"
+                    + (f", {tokens} token(s) acting for them revoked" if tokens else "")
+                    + "; their audit history stays."
+                )
+        except MemberError as exc:
+            raise CommandError(str(exc)) from None
+
+    def member(self, tenant, email: str) -> Membership:
+        membership = (
+            Membership.objects.select_related("user", "tenant")
+            .filter(tenant=tenant, user__email__iexact=email)
+            .first()
         )
-        if request is not None:
-            invitation_send(user=user, request=request)
-            self.stdout.write(f"Sent an invitation to {user.email}.")
+        if membership is None:
+            raise CommandError(f"{email} is not a member of {tenant.slug}.")
+        return membership
+
+    def inviter(self, email: str) -> User | None:
+        if not email:
+            return None
+        user = User.objects.filter(email__iexact=email.strip()).first()
+        if user is None:
+            raise CommandError(f"--by: no account {email!r}.")
+        return user
+
+    def handle_list(self, tenant) -> None:
+        members = Membership.objects.filter(tenant=tenant).select_related("user", "invited_by")
+        self.stdout.write(f"{'e-mail':<40} {'role':<9} {'admin':<6} {'password':<9} invitation")
+        for m in members:
+            invited = (
+                f"sent {m.invited_at:%Y-%m-%d %H:%M}Z"
+                + (f" by {m.invited_by.email}" if m.invited_by else "")
+                if m.invited_at
+                else "not sent"
+            )
+            self.stdout.write(
+                f"{m.user.email:<40} {m.role:<9} {'yes' if m.is_tenant_admin else 'no':<6} "
+                f"{'set' if m.user.has_usable_password() else 'not set':<9} {invited}"
+            )

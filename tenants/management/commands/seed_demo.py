@@ -10,6 +10,9 @@ from tenants.tokens import api_token_create
 
 DEMO_OPERATOR = "operator@demo.test"
 DEMO_ADMIN = "admin@demo.test"
+# Platform staff: a superuser for Django's whole admin (every tenant). The demo tenant's admin
+# above is what a customer's admin is: a member with the admin role and staff status.
+DEMO_PLATFORM = "platform@countersign.test"
 OTHER_OPERATOR = "operator@other.test"
 DEMO_SUBJECT = "partner:demo-client"
 # The subject of the demo's operator token: a program that decides over the REST API.
@@ -17,18 +20,24 @@ DEMO_OPERATOR_SUBJECT = "program:demo-operator"
 
 
 def _member(
-    *, email: str, password: str, tenant: Tenant | None, role: str | None, staff: bool = False
+    *,
+    email: str,
+    password: str,
+    tenant: Tenant | None,
+    role: str | None,
+    staff: bool = False,
+    superuser: bool = False,
 ) -> User:
     user = User.objects.filter(email=email).first()
     if user is None:
         user = User.objects.create_user(
-            email=email, password=password, is_staff=staff, is_superuser=staff
+            email=email, password=password, is_staff=staff or superuser, is_superuser=superuser
         )
     else:
-        # Re-running resets the demo logins to the documented password.
+        # Re-running resets the demo logins to the documented password and powers.
         user.set_password(password)
         user.is_active = True
-        user.is_staff = user.is_superuser = staff
+        user.is_staff, user.is_superuser = staff or superuser, superuser
         user.save(update_fields=["password", "is_active", "is_staff", "is_superuser"])
     if tenant is not None and role is not None:
         Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
@@ -73,6 +82,7 @@ class Command(BaseCommand):
             _member(
                 email=OTHER_OPERATOR, password=password, tenant=other, role=Membership.Role.OPERATOR
             )
+            _member(email=DEMO_PLATFORM, password=password, tenant=None, role=None, superuser=True)
             seeded = self.seed_app_demos(demo, **options)
             _, token = api_token_create(
                 tenant=demo, subject=DEMO_SUBJECT, name="demo client (seed_demo)", created_by=admin
@@ -96,6 +106,7 @@ class Command(BaseCommand):
                 "operator": {"email": DEMO_OPERATOR, "password": password},
                 "admin": {"email": DEMO_ADMIN, "password": password},
                 "other_operator": {"email": OTHER_OPERATOR, "password": password},
+                "platform": {"email": DEMO_PLATFORM, "password": password},
             },
         }
         if options["json"]:
@@ -103,7 +114,12 @@ class Command(BaseCommand):
             return
         self.stdout.write(self.style.SUCCESS("Demo tenant 'demo' (Demo Co) is ready."))
         self.stdout.write(f"  operator login: {DEMO_OPERATOR} / {password}")
-        self.stdout.write(f"  admin login:    {DEMO_ADMIN} / {password} (staff, Django admin)")
+        self.stdout.write(
+            f"  admin login:    {DEMO_ADMIN} / {password} (the demo tenant's admin, Django admin)"
+        )
+        self.stdout.write(
+            f"  platform staff: {DEMO_PLATFORM} / {password} (superuser: every tenant in Django admin)"
+        )
         self.stdout.write(f"  other tenant:   {OTHER_OPERATOR} / {password}")
         for slug, path in summary["agents"].items():
             self.stdout.write(f"  agent {slug}: {path}")

@@ -4,6 +4,7 @@ The plaintext is printed once, by ``create``, alone on stdout (so that
 ``TOKEN=$(python manage.py tokens create ...)`` works); only its prefix is kept.
 """
 
+import getpass
 import uuid
 from datetime import timedelta
 
@@ -23,6 +24,14 @@ def tenant_named(slug: str) -> Tenant:
             f"No tenant {slug!r}; `python manage.py tenants create {slug}` makes one."
         )
     return tenant
+
+
+def shell_actor() -> str:
+    """Who acts from a shell, as the audit log and a revoked token name them."""
+    try:
+        return f"shell:{getpass.getuser()}"
+    except (KeyError, OSError):  # no login name (a container's numeric uid)
+        return "shell"
 
 
 class Command(BaseCommand):
@@ -52,7 +61,10 @@ class Command(BaseCommand):
         listing = sub.add_parser("list", help="List tokens (never their plaintext).")
         listing.add_argument("--tenant", help="Only this tenant's tokens.")
         listing.add_argument(
-            "--all", dest="include_revoked", action="store_true", help="Include revoked tokens."
+            "--all",
+            dest="include_revoked",
+            action="store_true",
+            help="Include revoked tokens, with when and by whom.",
         )
         revoke = sub.add_parser("revoke", help="Revoke a token by its prefix or id.")
         revoke.add_argument("token", help="The prefix (cs_<prefix>_...) or the id from `list`.")
@@ -103,10 +115,14 @@ class Command(BaseCommand):
             state = (
                 "revoked" if token.is_revoked else "expired" if token.is_expired(now) else "active"
             )
-            self.stdout.write(
+            line = (
                 f"{token.prefix:<13} {token.tenant.slug:<13} {token.kind:<9} {state:<8} "
                 f"{token.subject}  ({token.name})" + ("  [step-up]" if token.may_step_up else "")
             )
+            if token.is_revoked:
+                by = f" by {token.revoked_by}" if token.revoked_by else ""
+                line += f"  revoked {token.revoked_at:%Y-%m-%d %H:%M:%S}Z{by}"
+            self.stdout.write(line)
 
     def handle_revoke(self, *, token, tenant, **_):
         key = token.strip()
@@ -123,7 +139,7 @@ class Command(BaseCommand):
         found = tokens.first()
         if found is None:
             raise CommandError(f"No token {key!r}.")
-        if api_token_revoke(token=found):
+        if api_token_revoke(token=found, by=shell_actor()):
             self.stdout.write(f"Revoked {found.prefix} ({found.subject} in {found.tenant.slug}).")
         else:
             self.stdout.write(f"{found.prefix} was already revoked.")

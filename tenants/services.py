@@ -1,0 +1,322 @@
+"""A tenant's people and the tenant itself: invite, re-role, remove, deactivate.
+
+Django admin's "Members" and ``manage.py members`` / ``manage.py tenants`` call these, so
+that both say and do the same. Each change is one transaction and is sent to the audit log
+(tenants.signals.tenant_changed) in it.
+"""
+
+import hmac
+from datetime import timedelta
+
+from django.conf import settings
+from django.core import signing
+from django.core.exceptions import ValidationError
+from django.core.mail import EmailMultiAlternatives
+from django.core.validators import validate_email
+from django.db import transaction
+from django.db.models import F
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+from tenants.models import ApiToken, Membership, Tenant, User
+from tenants.signals import tenant_changed
+from tenants.tokens import token_cache
+
+INVITATION_SALT = "tenants.invitation"
+ROLE_WORDS = {
+    Membership.Role.ADMIN: "an admin: you run the tenant (its members, agents, tokens and "
+    "settings) and decide what agents may do",
+    Membership.Role.OPERATOR: "an operator: you approve or deny what its agents ask to do and "
+    "answer their questions",
+    Membership.Role.VIEWER: "a viewer: you see its inbox, tasks and audit, and decide nothing",
+}
+
+
+class MemberError(Exception):
+    """Why a change to a member was refused, in words for the person who asked."""
+
+
+def email_normalised(email: str) -> str:
+    """The address as stored (lowercase), or MemberError when it is none."""
+    email = User.objects.normalize_email((email or "").strip()).lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise MemberError(f"{email!r} is not an e-mail address.") from None
+    if len(email) > User._meta.get_field("email").max_length:
+        raise MemberError("An e-mail address is at most 254 characters.")
+    return email
+
+
+def _audit(*, tenant: Tenant, actor: str, action: str, **detail) -> None:
+    tenant_changed.send(sender=Tenant, tenant=tenant, actor=actor, action=action, detail=detail)
+
+
+def sessions_end(*, user: User) -> None:
+    """End every session of the person: each one carries a hash with session_generation in
+    it (User.get_session_auth_hash), which no longer verifies."""
+    User.objects.filter(pk=user.pk).update(session_generation=F("session_generation") + 1)
+
+
+def membership_add(
+    *, tenant: Tenant, email: str, role: str, actor: str, staff: bool | None = None
+) -> tuple[Membership, bool]:
+    """Add a person to the tenant with a role, or give a member a new role; return the
+    membership and whether it is new. A new person has no usable password: the invitation's
+    link sets one. ``staff``: give (or take) Django admin access, as platform staff may."""
+    email = email_normalised(email)
+    if role not in Membership.Role.values:
+        raise MemberError(f"{role!r} is not a role ({', '.join(Membership.Role.values)}).")
+    with transaction.atomic():
+        user = User.objects.filter(email__iexact=email).first()
+        if user is None:
+            user = User.objects.create_user(email=email, password=None)
+        membership, created = Membership.objects.select_related("user", "tenant").get_or_create(
+            tenant=tenant, user=user, defaults={"role": role}
+        )
+        if created:
+            _audit(tenant=tenant, actor=actor, action="member.added", member=email, role=role)
+        elif membership.role != role:
+            membership_role_set(membership=membership, role=role, actor=actor)
+        if staff is not None:
+            member_staff_set(membership=membership, staff=staff, platform=True)
+    return membership, created
+
+
+def membership_role_set(*, membership: Membership, role: str, actor: str, by=None) -> bool:
+    """Give a member another role; False when it was theirs already. ``by``: the person
+    asking, who may not change their own role (another admin can)."""
+    if role not in Membership.Role.values:
+        raise MemberError(f"{role!r} is not a role ({', '.join(Membership.Role.values)}).")
+    if by is not None and membership.user_id == by.pk:
+        raise MemberError("You cannot change your own role; another admin of the tenant can.")
+    with transaction.atomic():
+        old = (
+            Membership.objects.select_for_update()
+            .values_list("role", flat=True)
+            .filter(pk=membership.pk)
+            .first()
+        )
+        if old is None:
+            raise MemberError(f"{membership.user.email} is no longer a member.")
+        if old == role:
+            return False
+        Membership.objects.filter(pk=membership.pk).update(role=role)
+        membership.role = role
+        _audit(
+            tenant=membership.tenant,
+            actor=actor,
+            action="member.role_changed",
+            member=membership.user.email,
+            role=role,
+            previous=old,
+        )
+    return True
+
+
+def staff_change_problem(*, user: User, tenant: Tenant, staff: bool, platform: bool) -> str:
+    """Why the person asking may not give or take ``user``'s Django admin access, or "".
+
+    Staff status belongs to the person, not to one membership: with the admin role it runs
+    every tenant they are an admin of. So a tenant's admin (``platform`` False) may set it
+    only for people who are members of that tenant alone; platform staff for anyone but
+    platform staff."""
+    if user.is_staff == staff:
+        return ""
+    if user.is_superuser:
+        return f"{user.email} is platform staff; only platform staff change that."
+    if not platform and Membership.objects.filter(user=user).exclude(tenant_id=tenant.pk).exists():
+        return (
+            f"{user.email} is a member of other tenants too: platform staff give or take "
+            "their Django admin access."
+        )
+    return ""
+
+
+def member_staff_set(*, membership: Membership, staff: bool, platform: bool) -> bool:
+    """Give or take a member's Django admin access (staff status); False when unchanged.
+    Refused as staff_change_problem says."""
+    user = membership.user
+    problem = staff_change_problem(
+        user=user, tenant=membership.tenant, staff=staff, platform=platform
+    )
+    if problem:
+        raise MemberError(problem)
+    if user.is_staff == staff:
+        return False
+    User.objects.filter(pk=user.pk).update(is_staff=staff)
+    user.is_staff = staff
+    return True
+
+
+def membership_remove(*, membership: Membership, actor: str, by=None) -> dict:
+    """Take a person out of the tenant: the membership goes, their sessions end, the tenant's
+    tokens that act for them (subject user:<email>) are revoked; their audit history stays
+    (it names them by subject, not by membership). ``by``: the person asking, who may not
+    remove themselves."""
+    user = membership.user
+    if by is not None and user.pk == by.pk:
+        raise MemberError("You cannot remove yourself; another admin of the tenant can.")
+    now = timezone.now()
+    with transaction.atomic():
+        deleted, _ = Membership.objects.filter(pk=membership.pk).delete()
+        if not deleted:
+            raise MemberError(f"{user.email} is no longer a member.")
+        tokens = ApiToken.objects.filter(
+            tenant_id=membership.tenant_id, subject=user.subject, revoked_at__isnull=True
+        ).update(revoked_at=now, revoked_by=f"member-removed:{user.email} by {actor}")
+        sessions_end(user=user)
+        if user.is_staff and not user.is_superuser and not user.memberships.exists():
+            # Staff status with no tenant would make them a tenant admin again the day they
+            # are added as an admin elsewhere, without that tenant saying so.
+            User.objects.filter(pk=user.pk).update(is_staff=False)
+        _audit(
+            tenant=membership.tenant,
+            actor=actor,
+            action="member.removed",
+            member=user.email,
+            role=membership.role,
+            tokens_revoked=tokens,
+        )
+    if tokens:
+        token_cache.invalidate()
+    return {"tokens_revoked": tokens}
+
+
+# --- invitations ----------------------------------------------------------------------------
+
+
+def invitation_days() -> int:
+    return settings.INVITATION_LINK_DAYS
+
+
+def _invitation_state(membership: Membership) -> str:
+    """What a link is good for: this invitation (invited_at), while the person has not set a
+    password or logged in since. Any of those changing kills the link."""
+    user = membership.user
+    value = "|".join(
+        [
+            str(membership.pk),
+            membership.invited_at.isoformat() if membership.invited_at else "",
+            user.password,
+            user.last_login.isoformat() if user.last_login else "",
+        ]
+    )
+    return salted_hmac(INVITATION_SALT, value, algorithm="sha256").hexdigest()[:32]
+
+
+def invitation_key(membership: Membership) -> str:
+    return signing.dumps(
+        {"m": membership.pk, "s": _invitation_state(membership)}, salt=INVITATION_SALT
+    )
+
+
+def invitation_for_key(key: str) -> tuple[Membership | None, str]:
+    """The membership an invitation link is for, or None and why ("expired", "invalid")."""
+    try:
+        data = signing.loads(key, salt=INVITATION_SALT, max_age=timedelta(days=invitation_days()))
+    except signing.SignatureExpired:
+        return None, "expired"
+    except signing.BadSignature:
+        return None, "invalid"
+    if not isinstance(data, dict):
+        return None, "invalid"
+    membership = (
+        Membership.objects.select_related("user", "tenant", "invited_by")
+        .filter(pk=data.get("m"), tenant__active=True, user__is_active=True)
+        .first()
+    )
+    if membership is None or not hmac.compare_digest(
+        _invitation_state(membership), str(data.get("s", ""))
+    ):
+        return None, "invalid"
+    return membership, ""
+
+
+def invitation_send(*, membership: Membership, by=None, base_url: str) -> None:
+    """E-mail the member their invitation: who invited them, to which tenant, with what role,
+    and (when they have no password yet) a link that sets one and expires. Resending makes a
+    new link and kills the one before. Raises MemberError when the mail cannot be sent (and
+    then nothing changes)."""
+    user, tenant = membership.user, membership.tenant
+    if not user.is_active:
+        raise MemberError(f"{user.email} is deactivated; no invitation was sent.")
+    now = timezone.now()
+    with transaction.atomic():
+        Membership.objects.filter(pk=membership.pk).update(invited_at=now, invited_by=by)
+        membership.invited_at, membership.invited_by = now, by
+        needs_password = not user.has_usable_password()
+        link = (
+            base_url + reverse("invitation_accept", args=[invitation_key(membership)])
+            if needs_password
+            else base_url + reverse("account_login")
+        )
+        context = {
+            "tenant": tenant,
+            "membership": membership,
+            "user": user,
+            "inviter": by.email if by is not None else "",
+            "role_words": ROLE_WORDS[membership.role],
+            "admin_access": membership.is_tenant_admin,
+            "admin_url": base_url + reverse("admin:index"),
+            "link": link,
+            "needs_password": needs_password,
+            "expires_at": now + timedelta(days=invitation_days()),
+            "days": invitation_days(),
+        }
+        # One line, whatever the tenant's name holds: a newline in a header is refused.
+        subject = " ".join(
+            render_to_string("tenants/email/invitation_subject.txt", context).split()
+        )
+        message = EmailMultiAlternatives(
+            subject=subject,
+            body=render_to_string("tenants/email/invitation_body.txt", context),
+            to=[user.email],
+        )
+        try:
+            # Inside the transaction on purpose: a mail that could not be sent leaves the
+            # earlier invitation (and its link) as it was. No row is locked meanwhile.
+            message.send()
+        except Exception as exc:  # SMTP errors are many; each is the same answer here
+            raise MemberError(f"The invitation to {user.email} could not be sent: {exc}") from exc
+
+
+def invitation_accept(*, membership: Membership, password: str) -> User:
+    """Set the invited person's password (the link dies with it)."""
+    user = membership.user
+    with transaction.atomic():
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    return user
+
+
+# --- tenants --------------------------------------------------------------------------------
+
+
+def tenant_active_set(*, tenant: Tenant, active: bool, actor: str) -> bool:
+    """Deactivate or reactivate a tenant; False when it already was. An inactive tenant's
+    tokens are refused, its agents answer that it is deactivated (a2a_endpoint) and its
+    members reach none of its pages; nothing of it is deleted."""
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        if locked.active == active:
+            return False
+        locked.active = active
+        locked.deactivated_at = None if active else timezone.now()
+        locked.deactivated_by = "" if active else actor
+        # save(), not update(): its post_save clears this process's token and agent caches
+        # (tenants.apps, a2a_endpoint.apps); other processes within LOOKUP_CACHE_SECONDS.
+        locked.save(update_fields=["active", "deactivated_at", "deactivated_by"])
+        _audit(
+            tenant=locked,
+            actor=actor,
+            action="tenant.reactivated" if active else "tenant.deactivated",
+        )
+    tenant.active, tenant.deactivated_at, tenant.deactivated_by = (
+        locked.active,
+        locked.deactivated_at,
+        locked.deactivated_by,
+    )
+    return True

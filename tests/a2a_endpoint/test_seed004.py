@@ -11,10 +11,10 @@ from django.urls import reverse
 
 from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_answer
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tests.a2a_client import assert_error, result_of, rpc, sse_results
+from tests.core import flow_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -168,7 +168,7 @@ def test_a_direct_stream_ends_at_an_approval_gate_with_the_task_in_input_require
     # Following the task after that is tasks/get (or tasks/resubscribe); the person decides
     # through the application.
     interaction = Interaction.objects.get(task__public_id=last["id"])
-    interaction_answer(
+    flow_answer(
         tenant=agents.a.tenant,
         interaction_id=interaction.public_id,
         answer={"approved": True},

@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from approvals import api, trust, views
+from approvals import api, task_stop, trust, views
 
 
 class PublicIdConverter:
@@ -30,6 +30,7 @@ urlpatterns = [
     path("effects/<public_id:public_id>/", views.effect_detail, name="effect"),
     path("tasks/", views.tasks, name="tasks"),
     path("tasks/<public_id:public_id>/", views.task_detail, name="task"),
+    path("tasks/<public_id:public_id>/cancel", task_stop.task_stop_page, name="task_cancel"),
     path(
         "tasks/<public_id:public_id>/artifacts/<public_id:artifact_id>",
         views.artifact_download,
@@ -48,6 +49,11 @@ urlpatterns = [
         "api/v1/interactions/<public_id:public_id>/answer",
         api.interaction_answer_view,
         name="api_interaction_answer",
+    ),
+    path(
+        "api/v1/tasks/<public_id:public_id>/cancel",
+        task_stop.task_cancel_api,
+        name="api_task_cancel",
     ),
     path("api/v1/rules", api.rule_list, name="api_rules"),
     path("api/v1/rules/<public_id:public_id>/revoke", api.rule_revoke_view, name="api_rule_revoke"),

@@ -108,8 +108,10 @@ class AgentForm(forms.ModelForm):
             action = rule.get("action") if isinstance(rule, dict) else rule
             if action not in POLICY_ACTIONS:
                 raise forms.ValidationError(f"{key}: must be allow, approve or deny.")
-            if isinstance(rule, dict) and rule.get("deciders", "either") not in DECIDERS:
-                raise forms.ValidationError(f"{key}: deciders must be either or operators.")
+            if isinstance(rule, dict) and rule.get("deciders", "operators") not in DECIDERS:
+                raise forms.ValidationError(
+                    f"{key}: deciders must be operators, either or caller."
+                )
             problem = approvers_problem(rule) if isinstance(rule, dict) else None
             if problem:
                 raise forms.ValidationError(f"{key}: {problem[0]} {problem[1]}.")

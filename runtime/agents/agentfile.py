@@ -35,7 +35,7 @@ from runtime.agents.llm.openai_chat import validate_model as openai_model_valida
 from runtime.agents.llm.scripted import ScriptError, validate_script
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
-DECIDERS = {"either", "operators"}
+DECIDERS = {"either", "operators", "caller"}
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 _TEXT = {"type": ["string", "number"], "minLength": 1, "x-message": "must be a string"}
@@ -103,9 +103,11 @@ AGENT_SCHEMA = {
                     "required": ["action"],
                     "properties": {
                         "action": {"enum": sorted(POLICY_ACTIONS)},
+                        # Who decides a held call: operators (the default), either (the caller
+                        # in band too) or caller (the caller alone, in band).
                         "deciders": {
                             "enum": sorted(DECIDERS),
-                            "x-message": "must be either or operators",
+                            "x-message": "must be operators, either or caller",
                         },
                         # Issue 13: an operator may edit the arguments before approving;
                         # a high-risk tool's approval needs a recent re-authentication.
@@ -410,6 +412,8 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             problem = approvers_problem(rule)
             if problem:
                 fail(["policy", key, *problem[0].split(".")], problem[1])
+            if rule.get("deciders") == "caller" and rule.get("approvers"):
+                fail(["policy", key, "deciders"], "give either deciders: caller or approvers")
     loop = data.get("loop", {}) or {}
     connections = loop.get("connections", False)
     limits = loop.get("limits", {}) or {}

@@ -49,7 +49,11 @@ class ToolServer(Protocol):
 @dataclass(frozen=True)
 class Policy:
     action: str  # allow | approve | deny
-    deciders: str = "either"  # either | operators
+    # Who decides a held call: the tenant's operators unless the policy entry says
+    # ``deciders: either`` (the caller in band, or an operator) or ``caller``. The caller
+    # never sees a call's arguments (seed 000: ``detail`` is never a call's arguments), so a
+    # gateway in front of another company's agents holds its calls for its own people.
+    deciders: str = "operators"  # either | operators (``caller`` is approvers: [caller])
     bulk: bool = True  # False: an operator decides each held call on its own page
     # Who may decide (runtime.decisions.approvers): roles, group:<slug>, caller; () is the default.
     approvers: tuple[str, ...] = ()
@@ -113,7 +117,10 @@ def policy_for(agent: Agent, server: str, tool: str) -> Policy:
     rule = policy_rule(agent, server, tool)
     if isinstance(rule, dict):
         approvers = tuple(str(a) for a in rule.get("approvers") or ())
-        deciders = rule.get("deciders", "either")
+        deciders = rule.get("deciders", "operators")
+        if deciders == "caller" and not approvers:
+            # The caller alone decides, in band: the approvers are the caller.
+            approvers = ("caller",)
         if approvers:
             # Named approvers say whether the caller may answer in band: only with ``caller``.
             deciders = "either" if "caller" in approvers else "operators"

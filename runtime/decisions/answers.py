@@ -3,6 +3,8 @@ writes. A caller answers in a message (in band); an operator or a program answer
 
 from typing import Any
 
+from runtime.agents.approver_syntax import CALLER
+from runtime.decisions.approvers import approvers_text, effective_approvers
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, UnsupportedOperation
@@ -50,8 +52,22 @@ def answer_from_message(interaction: Interaction, message: dict) -> dict:
                 interactionId=interaction.public_id,
             )
         if interaction.deciders == Interaction.Deciders.OPERATORS:
+            # Say who may decide, so that the caller's developer knows where it waits (the
+            # people named are roles and groups, never anyone's address).
+            deciders = [a for a in effective_approvers(interaction) if a != CALLER]
+            if interaction.approvals_required > 1:
+                why = "two people must approve it: the two-person rule"
+            elif interaction.approvers:
+                why = "the tool policy names who approves it"
+            else:
+                why = (
+                    "the tool policy's deciders is operators, the default; "
+                    "deciders: either or caller lets the caller decide"
+                )
             raise UnsupportedOperation(
-                "An operator must decide this approval; the caller cannot answer it.",
+                f"Only {approvers_text(deciders)} of the agent's organisation may decide "
+                f"this approval; the caller cannot answer it in band ({why}). The task "
+                "resumes once they have decided.",
                 reason="OPERATOR_DECISION_REQUIRED",
                 interactionId=interaction.public_id,
             )

@@ -5,8 +5,8 @@ approval are taken one after the other: exactly ``required`` distinct approvals 
 
 An approver is a role (``admin``, ``operator``), a named group of members (``group:<slug>``,
 tenants.ApproverGroup) or ``caller`` (the task's caller, answering in band). No approvers
-named means the default: admins and operators (and the caller unless ``deciders:
-operators``). ``required: 2`` asks for two distinct people; the caller is not one of them.
+named means the default: admins and operators (and the caller only with ``deciders: either``;
+``deciders: caller`` is ``approvers: [caller]``). ``required: 2`` asks for two distinct people; the caller is not one of them.
 The syntax of ``approvers`` and ``required`` is runtime.agents.approver_syntax's."""
 
 import hashlib

@@ -52,7 +52,7 @@ def interaction_open(
     detail: dict,
     request: dict,
     state: str,
-    deciders: str = "either",
+    deciders: str = "operators",
     approvers: Iterable[str] = (),
     approvals_required: int = 1,
     also: Iterable[str] = (),

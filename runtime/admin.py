@@ -22,6 +22,8 @@ from runtime.agents.llm.openai_chat import ModelSpecError
 from runtime.agents.llm.openai_chat import validate_model as openai_model_validate
 from runtime.agents.llm.registry import PROVIDERS
 from runtime.agents.llm.scripted import ScriptError, validate_script
+from runtime.agents.memory_budget import memory_error
+from runtime.agents.tools import timeout_seconds
 from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.kernel.task_models import AuditEvent, Task
@@ -84,7 +86,11 @@ class AgentForm(forms.ModelForm):
         wrong = limits_error(model.get("limits", {}))
         if wrong:
             raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")
-        mapping = {k: v for k, v in model.items() if k != "limits"}
+        # AGENT.md's memory, kept with the model too (runtime.agents.memory_budget).
+        wrong = memory_error(model.get("memory", {}))
+        if wrong:
+            raise forms.ValidationError(f"memory: {'.'.join([*wrong[0], wrong[1]])}")
+        mapping = {k: v for k, v in model.items() if k not in ("limits", "memory")}
         try:
             if provider == "scripted":
                 validate_script(model.get("script", []))
@@ -109,9 +115,12 @@ class AgentForm(forms.ModelForm):
             if action not in POLICY_ACTIONS:
                 raise forms.ValidationError(f"{key}: must be allow, approve or deny.")
             if isinstance(rule, dict) and rule.get("deciders", "operators") not in DECIDERS:
-                raise forms.ValidationError(
-                    f"{key}: deciders must be operators, either or caller."
-                )
+                raise forms.ValidationError(f"{key}: deciders must be operators, either or caller.")
+            if isinstance(rule, dict) and "timeout" in rule:
+                try:
+                    timeout_seconds(rule["timeout"])
+                except ValueError as exc:
+                    raise forms.ValidationError(f"{key}: timeout {exc}.") from None
             problem = approvers_problem(rule) if isinstance(rule, dict) else None
             if problem:
                 raise forms.ValidationError(f"{key}: {problem[0]} {problem[1]}.")

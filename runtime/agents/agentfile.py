@@ -33,6 +33,8 @@ from runtime.agents.llm.http_agent import validate_model as http_model_validate
 from runtime.agents.llm.openai_chat import ModelSpecError
 from runtime.agents.llm.openai_chat import validate_model as openai_model_validate
 from runtime.agents.llm.scripted import ScriptError, validate_script
+from runtime.agents.memory_budget import memory_error
+from runtime.agents.tools import timeout_seconds
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 DECIDERS = {"either", "operators", "caller"}
@@ -109,6 +111,11 @@ AGENT_SCHEMA = {
                             "enum": sorted(DECIDERS),
                             "x-message": "must be operators, either or caller",
                         },
+                        # The call's own timeout (60s, 5m), instead of its server's.
+                        "timeout": {
+                            "type": ["string", "integer", "number"],
+                            "x-message": "must be a duration such as 30s or 5m",
+                        },
                         # Issue 13: an operator may edit the arguments before approving;
                         # a high-risk tool's approval needs a recent re-authentication.
                         "editable": {"type": "boolean", "x-message": "must be true or false"},
@@ -132,6 +139,11 @@ AGENT_SCHEMA = {
             "type": ["object", "null"],
             "x-message": "must be a mapping",
             "properties": {"connections": {"type": "boolean"}},
+        },
+        # Conversation memory (runtime.agents.memory_budget): checked further below.
+        "memory": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping of turns and tokens",
         },
         "public": {"type": "boolean"},
         "interactionTtlSeconds": {
@@ -379,7 +391,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             http_model_validate(model)
         except ModelConfigError as exc:
             fail(["model", exc.field], exc.message)
-    elif model["provider"] == "openai":
+    elif model["provider"] in ("openai", "openai-responses"):
         try:
             openai_model_validate(model)
         except ModelSpecError as exc:
@@ -387,7 +399,8 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     else:
         fail(
             ["model", "provider"],
-            f"unknown provider {model['provider']!r} (known: scripted, http, openai)",
+            f"unknown provider {model['provider']!r} "
+            "(known: scripted, http, openai, openai-responses)",
         )
 
     tools = data.get("tools", []) or []
@@ -414,6 +427,11 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
                 fail(["policy", key, *problem[0].split(".")], problem[1])
             if rule.get("deciders") == "caller" and rule.get("approvers"):
                 fail(["policy", key, "deciders"], "give either deciders: caller or approvers")
+            if "timeout" in rule:
+                try:
+                    timeout_seconds(rule["timeout"])
+                except ValueError as exc:
+                    fail(["policy", key, "timeout"], str(exc))
     loop = data.get("loop", {}) or {}
     connections = loop.get("connections", False)
     limits = loop.get("limits", {}) or {}
@@ -425,6 +443,14 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     if limits:
         # Kept with the model (the agent row has no field of its own for them).
         model = {**model, "limits": limits}
+    memory = data.get("memory") or {}
+    wrong = memory_error(memory)
+    if wrong:
+        fail(["memory", *wrong[0]], wrong[1])
+    if "memory" in model:
+        fail(["model", "memory"], "memory goes at the top level of the front matter")
+    if memory:
+        model = {**model, "memory": memory}  # kept with the model, as loop.limits
     public = data.get("public", False)
     ttl = data.get("interactionTtlSeconds", 24 * 3600)
     ladder = _ladder(data, tools, fail)

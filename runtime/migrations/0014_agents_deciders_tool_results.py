@@ -15,4 +15,9 @@ class Migration(migrations.Migration):
             name='deciders',
             field=models.CharField(choices=[('either', 'the caller or an operator'), ('operators', 'operators only')], default='operators', max_length=16),
         ),
+        migrations.AlterField(
+            model_name='taskfile',
+            name='role',
+            field=models.CharField(choices=[('artifact', 'artifact file'), ('input', 'fetched input'), ('tool_result', 'tool result')], max_length=16),
+        ),
     ]

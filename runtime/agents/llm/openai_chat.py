@@ -7,14 +7,23 @@ vLLM, Ollama, LiteLLM, Together, Groq...) through the official ``openai`` packag
       base_url: https://llm.example.com/v1   # optional; else OPENAI_BASE_URL, else OpenAI's
       credential: OPENAI_API_KEY             # the name of the credential (runtime.agents.credentials)
       temperature: 0.2                       # optional
-      max_output_tokens: 800                 # optional (sent as max_tokens)
+      max_output_tokens: 800                 # optional (sent as max_completion_tokens)
+      reasoning_effort: low                  # optional: PARAMETERS, checked at load
 
-The agent's instructions are the system message; the transcript is the conversation: the
-caller's message with its data and files, then each reply of the model and, for each of its
-tool calls, what came of it (a tool's result or error, a denial and its reason, an answer, a
+The agent's instructions are the system message; the conversation's earlier turns follow
+(conversation memory, runtime.turn.memory), then the transcript: the caller's message with its
+data and files, then each reply of the model and, for each of its tool calls, what came of it
+(a tool's result or error, a denial and its reason, an approval's reason, an answer, a
 connection). Like every provider it keeps no state: a resumed turn rebuilds the same
 conversation from the transcript. A reply with tool calls becomes one ``ModelTurn`` whose
 actions the turn loop applies one step each.
+
+A reply is read as parsed JSON, not as the SDK's typed model, so that what real servers send
+is taken (content as a list of parts, arguments as an object, a refusal, no usage) and what
+cannot be used (no choices, not JSON, an empty message, a bad call) becomes a BadReply or a
+BadToolCall whose error goes back to the model, a bounded number of times in a row
+(``loop.limits.bad_replies``, runtime.turn.runner), instead of an exception that crashes the
+turn.
 
 The credential goes in the Authorization header only: never into a prompt, a log line or an
 error message. A tenant's ``base_url`` goes through the outbound guard (private addresses
@@ -35,7 +44,6 @@ from typing import Any
 
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion
 
 from connections.outbound import (
     OutboundRefused,
@@ -48,6 +56,7 @@ from runtime.agents.credentials import CredentialMissing
 from runtime.agents.llm.actions import (
     AdvancePlan,
     Ask,
+    BadReply,
     BadToolCall,
     CallTool,
     EmitArtifact,
@@ -159,12 +168,104 @@ class ModelSpecError(Exception):
         super().__init__(f"{'.'.join(map(str, path))}: {message}")
 
 
+# Request parameters an agent may pass through to its provider, each checked when the agent is
+# loaded (AGENT.md or admin): name -> (check, what it must be). Anything else is refused, so
+# that a typo is a load error, not a request every call of which the provider refuses.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+VERBOSITIES = ("low", "medium", "high")
+
+
+def _is_number(value, low: float, high: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and low <= value <= high
+
+
+def _is_short_text(value) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 200
+
+
+def _is_stop(value) -> bool:
+    if isinstance(value, str):
+        return 0 < len(value) <= 200
+    return (
+        isinstance(value, list)
+        and 1 <= len(value) <= 4
+        and all(isinstance(v, str) and 0 < len(v) <= 200 for v in value)
+    )
+
+
+PARAMETERS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "reasoning_effort": (
+        lambda v: v in REASONING_EFFORTS,
+        f"must be one of {', '.join(REASONING_EFFORTS)}",
+    ),
+    "verbosity": (lambda v: v in VERBOSITIES, f"must be one of {', '.join(VERBOSITIES)}"),
+    "top_p": (lambda v: _is_number(v, 0, 1), "must be a number from 0 to 1"),
+    "seed": (
+        lambda v: not isinstance(v, bool) and isinstance(v, int) and abs(v) < 2**63,
+        "must be a whole number",
+    ),
+    "stop": (_is_stop, "must be a string or a list of 1 to 4 strings"),
+    "parallel_tool_calls": (lambda v: isinstance(v, bool), "must be true or false"),
+    "frequency_penalty": (lambda v: _is_number(v, -2, 2), "must be a number from -2 to 2"),
+    "presence_penalty": (lambda v: _is_number(v, -2, 2), "must be a number from -2 to 2"),
+    "service_tier": (_is_short_text, "must be a service tier's name"),
+    "store": (lambda v: isinstance(v, bool), "must be true or false"),
+    "prompt_cache_key": (_is_short_text, "must be a string of at most 200 characters"),
+}
+# What Chat Completions takes of them; the Responses API has no stop, seed or penalties
+# (runtime.agents.llm.openai_responses).
+CHAT_PARAMETERS = frozenset(PARAMETERS)
+RESPONSES_PARAMETERS = CHAT_PARAMETERS - {
+    "stop",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+}
+# How ``max_output_tokens`` is sent to Chat Completions: ``max_completion_tokens`` (what
+# OpenAI's current models take; gpt-5 and the o-series refuse max_tokens), or ``max_tokens``
+# for servers that know only that one.
+MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
+# ``extra_body``: more of the request body, as given. Never what Countersign itself sends or
+# what would change how the reply is read.
+EXTRA_BODY_RESERVED = frozenset(
+    {
+        "model",
+        "messages",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "stream",
+        "n",
+        "functions",
+        "function_call",
+        "previous_response_id",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "temperature",
+    }
+)
+EXTRA_BODY_MAX_CHARS = 16 * 1024
+
+
 def validate_model(model: dict) -> None:
-    """Check an AGENT.md ``model`` mapping for this provider; raise ModelSpecError."""
-    unknown = set(model) - MODEL_KEYS
+    """Check an AGENT.md ``model`` mapping for this provider (``openai`` or
+    ``openai-responses``); raise ModelSpecError."""
+    responses = model.get("provider") == "openai-responses"
+    parameters = RESPONSES_PARAMETERS if responses else CHAT_PARAMETERS
+    known = MODEL_KEYS | parameters | {"extra_body"}
+    if not responses:
+        known = known | {"max_tokens_field"}
+    unknown = set(model) - known
     if unknown:
         key = sorted(unknown)[0]
-        raise ModelSpecError([key], f"unknown field (known: {', '.join(sorted(MODEL_KEYS))})")
+        hint = (
+            f"{key} is not a parameter of the Responses API"
+            if responses and key in CHAT_PARAMETERS
+            else f"unknown field (known: {', '.join(sorted(known))})"
+        )
+        raise ModelSpecError([key], hint)
     if not isinstance(model.get("model"), str) or not model["model"].strip():
         raise ModelSpecError(["model"], "is required: the model's name at the provider")
     if "base_url" in model:
@@ -180,17 +281,52 @@ def validate_model(model: dict) -> None:
             ["credential"], "must be the name of a credential (letters, digits, _ . -)"
         )
     temperature = model.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
+    if temperature is not None and not _is_number(temperature, 0, 2):
         raise ModelSpecError(["temperature"], "must be a number from 0 to 2")
     tokens = model.get("max_output_tokens")
     if tokens is not None and (
         isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
     ):
         raise ModelSpecError(["max_output_tokens"], "must be a positive whole number")
+    if "max_tokens_field" in model and model["max_tokens_field"] not in MAX_TOKENS_FIELDS:
+        raise ModelSpecError(["max_tokens_field"], f"must be one of {', '.join(MAX_TOKENS_FIELDS)}")
+    for name in sorted(parameters & set(model)):
+        check, must = PARAMETERS[name]
+        if not check(model[name]):
+            raise ModelSpecError([name], must)
+    if "extra_body" in model:
+        extra_body_validate(model["extra_body"], parameters)
+
+
+def extra_body_validate(extra: Any, parameters: frozenset) -> None:
+    if not isinstance(extra, dict) or not extra:
+        raise ModelSpecError(["extra_body"], "must be a mapping of request fields")
+    for key in extra:
+        if not isinstance(key, str) or not key:
+            raise ModelSpecError(["extra_body"], "its keys must be field names")
+        if key in EXTRA_BODY_RESERVED:
+            raise ModelSpecError(["extra_body", key], "is set by Countersign; it cannot be given")
+        if key in parameters:
+            raise ModelSpecError(
+                ["extra_body", key], f"give it as model.{key}, where it is checked"
+            )
+    try:
+        # YAML has values JSON has not (dates, sets): the body must be JSON, and small.
+        text = json.dumps(extra, allow_nan=False)
+    except (TypeError, ValueError):
+        raise ModelSpecError(["extra_body"], "must hold only JSON values") from None
+    if len(text) > EXTRA_BODY_MAX_CHARS:
+        raise ModelSpecError(["extra_body"], f"must be at most {EXTRA_BODY_MAX_CHARS} characters")
+
+
+def request_parameters(spec: dict, names: frozenset) -> dict:
+    """The agent's pass-through parameters (validated at load) as they go into the request."""
+    body = {name: spec[name] for name in sorted(names & set(spec))}
+    extra = spec.get("extra_body")
+    if isinstance(extra, dict):
+        # Checked at load; a mapping edited by hand since cannot override what we set.
+        body.update({k: v for k, v in extra.items() if k not in EXTRA_BODY_RESERVED})
+    return body
 
 
 # --- tool names ------------------------------------------------------------------------------
@@ -291,6 +427,9 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
         )
         if result["ok"]:
             body = {"ok": True, "result": result.get("result")}
+            if result.get("reason"):
+                # The approver's note (the decision page says the model sees it).
+                body["approvalReason"] = result["reason"]
         else:
             body = {"ok": False, "error": result.get("error", "failed")}
             if result.get("error") == "tool.denied":
@@ -315,13 +454,26 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
     return json.dumps({"ok": True})
 
 
+BAD_REPLY_NOTE = (
+    "Your last reply could not be used: {error}. Reply again: answer with text, "
+    "or call one of the tools offered."
+)
+NO_USABLE_REPLY = "(no usable reply)"
+
+
 def conversation(view: TurnView) -> list[dict]:
     system = view.instructions.strip() or "You are a helpful agent."
     if view.connections_enabled:
         apps = ", ".join(sorted(view.connected_apps)) or "none"
         system += f"\n\nApps connected for this tenant: {apps}."
+    if view.history_dropped:
+        system += (
+            f"\n\nThis conversation had {view.history_dropped} earlier turn(s) that are not "
+            "shown here (they did not fit the agent's memory)."
+        )
     messages: list[dict] = [
         {"role": "system", "content": system},
+        *memory_messages(view.history),
         {"role": "user", "content": user_content(view)},
     ]
     for entry in view.transcript:
@@ -339,7 +491,102 @@ def conversation(view: TurnView) -> list[dict]:
                     ),
                 }
             )
+        bad = bad_reply_of(entry)
+        if bad is not None:
+            # The whole reply was unusable: say why, as the caller's next message, so that the
+            # roles still alternate (some servers' chat templates insist).
+            messages.append({"role": "user", "content": BAD_REPLY_NOTE.format(error=bad)})
     return messages
+
+
+def bad_reply_of(entry: dict) -> str | None:
+    """The error of a model entry whose reply was unusable as a whole (a BadReply), or None."""
+    queue = entry.get("queue") or []
+    if len(queue) == 1 and queue[0]["action"].get("type") == "BadReply":
+        return str(queue[0]["action"].get("error", ""))
+    return None
+
+
+# --- the conversation's earlier turns (runtime.turn.memory makes the records) -------------------
+
+
+def memory_messages(history: list[dict]) -> list[dict]:
+    """The earlier turns of the context, as the model reads them: each caller's message, then
+    what the agent did (its tool calls, questions and the people's decisions, replayed as
+    tool calls with their outcomes) and how the turn ended."""
+    messages: list[dict] = []
+    for record in history:
+        messages.append({"role": "user", "content": memory_user_content(record)})
+        calls, results = [], []
+        for index, event in enumerate(record.get("events") or []):
+            call_id = f"t{record.get('turn', 0)}_{index}"
+            name, arguments, outcome = memory_call(event)
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            )
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": json.dumps(outcome, ensure_ascii=False, sort_keys=True),
+                }
+            )
+        if calls:
+            messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+            messages.extend(results)
+        messages.append({"role": "assistant", "content": memory_ending(record)})
+    return messages
+
+
+def memory_user_content(record: dict) -> str:
+    message = record.get("message") or {}
+    content = message.get("text") or "(no text)"
+    for item in message.get("data") or []:
+        content += "\n" + json.dumps(item, ensure_ascii=False)
+    if message.get("files"):
+        content += "\n\nFiles sent with the message: " + ", ".join(message["files"])
+    return content
+
+
+def memory_call(event: dict) -> tuple[str, dict, dict]:
+    """(function name, arguments, outcome) of one event of an earlier turn."""
+    kind = event.get("type")
+    if kind == "question":
+        outcome = (
+            {"answer": event["answer"]}
+            if "answer" in event
+            else {"error": "The question was not answered."}
+        )
+        return ASK_QUESTION, {"prompt": event.get("prompt", "")}, outcome
+    if kind == "artifact":
+        return EMIT_ARTIFACT, {"name": event.get("name", "")}, {"ok": True}
+    if kind == "connection":
+        return (
+            REQUEST_CONNECTION,
+            {"app": event.get("app", "")},
+            {"ok": bool(event.get("connected")), "connected": bool(event.get("connected"))},
+        )
+    name = re.sub(r"[^a-zA-Z0-9_-]", "_", f"{event.get('server', '')}__{event.get('tool', '')}")
+    outcome = {k: event[k] for k in ("ok", "result", "error", "reason", "decision") if k in event}
+    return name[:64], event.get("arguments") or {}, outcome
+
+
+def memory_ending(record: dict) -> str:
+    """How an earlier turn ended, as the agent's last message of it."""
+    reply = record.get("reply") or ""
+    state = record.get("state", "")
+    if state == "TASK_STATE_COMPLETED":
+        return reply or "(done)"
+    said = {
+        "TASK_STATE_FAILED": "This turn failed",
+        "TASK_STATE_CANCELED": "This turn was canceled",
+        "TASK_STATE_REJECTED": "This turn was rejected",
+    }.get(state, "This turn ended")
+    return f"({said}{': ' + reply if reply else ''})"
 
 
 # --- a reply to actions ------------------------------------------------------------------------
@@ -361,9 +608,10 @@ def not_json(constant: str):
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: str):
+def call_action(view: TurnView, names: ToolNames, name: str, raw: Any, call_id: str):
     """One tool call of the model's reply as an action; what cannot be made is a BadToolCall,
-    whose error goes back to the model (nothing is sent)."""
+    whose error goes back to the model (nothing is sent). ``raw``: the arguments as the
+    provider sent them: a JSON string, or (some servers) the object itself."""
     offered = set(names.by_name) | set(BUILTINS)
     if not view.connections_enabled:
         offered.discard(REQUEST_CONNECTION)
@@ -372,16 +620,26 @@ def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: 
             tool=name,
             error=f"unknown tool {name[:100]!r}; the tools offered are: {', '.join(sorted(offered))}",
         )
-    try:
-        arguments = json.loads(raw or "{}", parse_constant=not_json)
-    except (ValueError, RecursionError) as exc:
-        return BadToolCall(tool=name, error=f"the arguments are not valid JSON: {exc}")
+    if isinstance(raw, dict):
+        arguments: Any = raw
+    elif isinstance(raw, str) or raw is None:
+        try:
+            arguments = json.loads(raw or "{}", parse_constant=not_json)
+        except (ValueError, RecursionError) as exc:
+            return BadToolCall(tool=name, error=f"the arguments are not valid JSON: {exc}")
+    else:
+        arguments = raw
     if not isinstance(arguments, dict):
         return BadToolCall(tool=name, error="the arguments must be a JSON object")
     arguments = no_nul(arguments)
     if name in names.by_name:
         spec = names.by_name[name]
-        # The tool's schema is checked by the turn loop (runtime.turn.calls), before the policy.
+        # Checked here against the schema offered, so that a reply with arguments that do not
+        # fit counts as a bad reply (loop.limits.bad_replies); the turn loop checks them again
+        # against the tool as it stands, before the policy (runtime.turn.calls).
+        error = validate_arguments(spec.get("schema"), arguments)
+        if error:
+            return BadToolCall(tool=name, error=error)
         return CallTool(server=spec["server"], tool=spec["tool"], arguments=arguments)
     error = validate_arguments(BUILTINS[name]["parameters"], arguments)
     if error:
@@ -507,6 +765,10 @@ def thread_shard() -> int:
 
 
 class OpenAIChatModel:
+    # Where the request goes, and which of the pass-through parameters it takes.
+    path = "/chat/completions"
+    parameters = CHAT_PARAMETERS
+
     def __init__(self, model: dict):
         self.spec = model
         self.model = str(model.get("model", ""))
@@ -514,6 +776,10 @@ class OpenAIChatModel:
 
     def next_action(self, view: TurnView) -> ModelTurn:
         names = ToolNames(view.tools)
+        reply = self.complete(view, self.request(view, names))
+        return self.turn_from(view, names, reply)
+
+    def request(self, view: TurnView, names: ToolNames) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": conversation(view),
@@ -522,9 +788,10 @@ class OpenAIChatModel:
         if self.spec.get("temperature") is not None:
             request["temperature"] = self.spec["temperature"]
         if self.spec.get("max_output_tokens") is not None:
-            request["max_tokens"] = self.spec["max_output_tokens"]
-        completion = self.complete(view, request)
-        return self.turn_from(view, names, completion)
+            field = self.spec.get("max_tokens_field") or MAX_TOKENS_FIELDS[0]
+            request[field] = self.spec["max_output_tokens"]
+        request.update(request_parameters(self.spec, self.parameters))
+        return request
 
     # --- the call ---
 
@@ -587,11 +854,12 @@ class OpenAIChatModel:
                 attempt += 1
                 retry_after = None
                 try:
+                    # As JSON, not as the SDK's typed model: a reply is read by hand
+                    # (``turn_from``), so that what real servers send (content as a list of
+                    # parts, arguments as an object, no usage) is taken, and what cannot be
+                    # used goes back to the model instead of crashing the turn.
                     return client.post(
-                        "/chat/completions",
-                        body=request,
-                        cast_to=ChatCompletion,
-                        options=CALL_OPTIONS,
+                        self.path, body=request, cast_to=object, options=CALL_OPTIONS
                     )
                 except openai.APITimeoutError:
                     why = f"no answer within {settings.MODEL_TIMEOUT_SECONDS}s"
@@ -617,10 +885,9 @@ class OpenAIChatModel:
                         raise ModelError(self.refusal(exc, secret)) from None
                     why = f"HTTP {status}"
                     retry_after = retry_after_seconds(exc.response.headers)
-                except openai.APIResponseValidationError:
-                    raise ModelError(
-                        "The model provider's reply is not a chat completion."
-                    ) from None
+                except ValueError:
+                    # A 2xx whose body is not JSON: a bad reply, which goes back to the model.
+                    return NOT_JSON
                 if attempt == attempts:
                     raise ModelError(
                         f"The model provider did not answer after {attempts} attempts "
@@ -661,54 +928,148 @@ class OpenAIChatModel:
 
     # --- the reply ---
 
-    def turn_from(self, view: TurnView, names: ToolNames, completion) -> ModelTurn:
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise ModelError("The model provider's reply has no choices.")
-        message = choices[0].message
-        usage = None
-        if getattr(completion, "usage", None) is not None:
-            usage = Usage(
-                model=self.model,
-                input_tokens=int(completion.usage.prompt_tokens or 0),
-                output_tokens=int(completion.usage.completion_tokens or 0),
-            )
-        content = no_nul(message.content or "")
-        calls = [c for c in (message.tool_calls or []) if getattr(c, "function", None)]
-        if not calls:
-            action = Reply(content) if content.strip() else Fail("The model's reply was empty.")
-            return ModelTurn(
-                actions=(action,),
-                ids=("reply",),
-                message={"role": "assistant", "content": content},
-                usage=usage,
-            )
-        actions, ids, stored = [], [], []
-        seen = {
-            c["id"]
-            for e in view.transcript
-            if e["type"] == "model"
-            for c in e["message"].get("tool_calls") or []
-        }
-        for index, call in enumerate(calls):
-            call_id = no_nul(call.id or "")
-            if not call_id or call_id in seen or len(call_id) > 100:
-                # Some servers leave ids out or repeat them; each call needs its own.
-                call_id = f"call_{len(view.transcript)}_{index}"
-            seen.add(call_id)
-            name = no_nul(call.function.name or "")
-            raw = no_nul(call.function.arguments or "")
-            actions.append(call_action(view, names, name, raw, call_id))
-            ids.append(call_id)
-            stored.append(
-                {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}
-            )
-        return ModelTurn(
-            actions=tuple(actions),
-            ids=tuple(ids),
-            message={"role": "assistant", "content": content or None, "tool_calls": stored},
+    def turn_from(self, view: TurnView, names: ToolNames, reply: Any) -> ModelTurn:
+        """A Chat Completions reply (as parsed JSON) as the actions it holds."""
+        if reply is NOT_JSON or not isinstance(reply, dict):
+            return bad_reply("the reply is not a chat completion (a JSON object)", None)
+        usage = usage_of(reply.get("usage"), self.model)
+        choices = reply.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return bad_reply("the reply has no choices", usage)
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            return bad_reply("the reply's first choice has no message", usage)
+        calls = message.get("tool_calls")
+        return reply_turn(
+            view,
+            names,
+            content=content_text(message.get("content")),
+            refusal=message.get("refusal"),
+            calls=calls if isinstance(calls, list) else [],
+            cut=choices[0].get("finish_reason") == "length",
             usage=usage,
         )
+
+
+# A 2xx reply whose body is not JSON.
+NOT_JSON = object()
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string, or (Mistral's reasoning models, the Responses
+    API) a list of parts, whose text parts are joined; thinking and other parts are left
+    out."""
+    if isinstance(content, str):
+        return no_nul(content)
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif (
+            isinstance(part, dict)
+            and part.get("type", "text") in ("text", "output_text")
+            and isinstance(part.get("text"), str)
+        ):
+            texts.append(part["text"])
+    return no_nul("".join(texts))
+
+
+def usage_of(usage: Any, model: str) -> Usage | None:
+    """Tokens of a reply (Chat Completions' prompt/completion or the Responses API's
+    input/output names); None when the server sent none."""
+    if not isinstance(usage, dict):
+        return None
+
+    def count(*keys: str) -> int:
+        for key in keys:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        return 0
+
+    return Usage(
+        model=model,
+        input_tokens=count("prompt_tokens", "input_tokens"),
+        output_tokens=count("completion_tokens", "output_tokens"),
+    )
+
+
+def bad_reply(error: str, usage: Usage | None, content: str = "") -> ModelTurn:
+    """A reply that cannot be used at all: its error goes back to the model (BadReply)."""
+    return ModelTurn(
+        actions=(BadReply(error),),
+        ids=("reply",),
+        message={"role": "assistant", "content": content or NO_USABLE_REPLY},
+        usage=usage,
+    )
+
+
+def reply_turn(
+    view: TurnView,
+    names: ToolNames,
+    *,
+    content: str,
+    refusal: Any,
+    calls: list,
+    cut: bool,
+    usage: Usage | None,
+) -> ModelTurn:
+    """A reply, as both APIs say it (text, a refusal, tool calls ``{id, function: {name,
+    arguments}}``), as the actions it holds."""
+    calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("function"), dict)]
+    if not calls:
+        if content.strip():
+            action = Reply(content)
+        elif isinstance(refusal, str) and refusal.strip():
+            # The model declined: the task is rejected, with the model's words.
+            action = Fail(no_nul(refusal), reject=True)
+        elif cut:
+            return bad_reply(
+                "the reply was cut off at the output token limit before it said anything", usage
+            )
+        else:
+            return bad_reply("the reply was empty: it had neither text nor a tool call", usage)
+        return ModelTurn(
+            actions=(action,),
+            ids=("reply",),
+            message={"role": "assistant", "content": content or no_nul(str(refusal))},
+            usage=usage,
+        )
+    actions, ids, stored = [], [], []
+    seen = {
+        c["id"]
+        for e in view.transcript
+        if e["type"] == "model"
+        for c in e["message"].get("tool_calls") or []
+    }
+    for index, call in enumerate(calls):
+        call_id = call.get("id")
+        call_id = no_nul(call_id) if isinstance(call_id, str) else ""
+        if not call_id or call_id in seen or len(call_id) > 100:
+            # Some servers leave ids out or repeat them; each call needs its own.
+            call_id = f"call_{len(view.transcript)}_{index}"
+        seen.add(call_id)
+        function = call["function"]
+        name = function.get("name")
+        name = no_nul(name) if isinstance(name, str) else ""
+        raw = function.get("arguments")
+        raw = no_nul(raw)
+        actions.append(call_action(view, names, name, raw, call_id))
+        ids.append(call_id)
+        # Kept as the model will be shown it again: arguments as a JSON string, whatever the
+        # server sent.
+        shown = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+        stored.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": shown}}
+        )
+    return ModelTurn(
+        actions=tuple(actions),
+        ids=tuple(ids),
+        message={"role": "assistant", "content": content or None, "tool_calls": stored},
+        usage=usage,
+    )
 
 
 def refused_cause(exc: BaseException) -> OutboundRefused | None:

@@ -291,6 +291,9 @@ class TurnRunner(ToolCalls):
             logger.warning("turn stopped: %s", error)
             if isinstance(reply, ModelTurn):
                 self.usage_add(task, reply)  # the reply is not recorded, but it was paid for
+            # The transcript's last entry says why (Django admin shows the transcript), as
+            # for an agent that failed (agent_failed).
+            action_record(task, {"kind": "fail", "text": error, "error": problem[:1000]})
             self.finish(task, TaskState.FAILED, error)
             return False
         return True

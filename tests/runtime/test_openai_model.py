@@ -784,6 +784,12 @@ def test_a_model_that_always_answers_with_empty_choices_gets_three_calls_then_th
         * 2
     )
     assert [e["streak"] for e in task.transcript if e["type"] == "unusable"] == [1, 2, 3]
+    # In Django admin, the transcript's last entry says why.
+    assert task.transcript[-1]["action"] == {
+        "kind": "fail",
+        "text": text,
+        "error": "the reply has no choices",
+    }
     assert not Effect.objects.exists()
     # The reason is on the task page, for operators.
     client = agents.a.client_for(agents.a.operator)

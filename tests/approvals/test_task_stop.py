@@ -186,6 +186,8 @@ def test_cancel_on_the_task_page_with_a_reason_is_audited(agents):
     page = client.get(response["Location"]).content.decode()
     assert "Canceled by an operator: wrong repository" in page
     assert "Stop this task" not in page  # an ended task has no Cancel
+    audit = client.get(reverse("approvals:audit")).content.decode()
+    assert "task_canceled" in audit and "(wrong repository)" in audit
 
 
 def test_the_page_cancel_needs_csrf_a_reason_and_a_decider(agents):

@@ -7,6 +7,7 @@ from approvals import (
     decision_views,
     inbox_views,
     rule_views,
+    task_stop,
     task_views,
 )
 
@@ -38,6 +39,7 @@ urlpatterns = [
     path("effects/<public_id:public_id>/", decision_views.effect_detail, name="effect"),
     path("tasks/", task_views.tasks, name="tasks"),
     path("tasks/<public_id:public_id>/", task_views.task_detail, name="task"),
+    path("tasks/<public_id:public_id>/cancel", task_stop.task_stop_page, name="task_cancel"),
     path(
         "tasks/<public_id:public_id>/artifacts/<public_id:artifact_id>",
         task_views.artifact_download,
@@ -61,6 +63,11 @@ urlpatterns = [
         "api/v1/interactions/<public_id:public_id>/answer",
         api.interaction_answer_view,
         name="api_interaction_answer",
+    ),
+    path(
+        "api/v1/tasks/<public_id:public_id>/cancel",
+        task_stop.task_cancel_api,
+        name="api_task_cancel",
     ),
     path("api/v1/rules", api.rule_list, name="api_rules"),
     path("api/v1/rules/<public_id:public_id>/revoke", api.rule_revoke_view, name="api_rule_revoke"),

@@ -18,10 +18,11 @@ from runtime.agents.credentials import credential_delete, credential_set
 from runtime.agents.limits import limits_error
 from runtime.agents.llm.http_agent import ModelConfigError
 from runtime.agents.llm.http_agent import validate_model as http_model_validate
-from runtime.agents.llm.openai_chat import ModelSpecError
-from runtime.agents.llm.openai_chat import validate_model as openai_model_validate
+from runtime.agents.llm.openai_spec import ModelSpecError
+from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
 from runtime.agents.llm.registry import PROVIDERS
 from runtime.agents.llm.scripted import ScriptError, validate_script
+from runtime.agents.memory_budget import memory_error
 from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.decisions.receipts import policy_version
@@ -91,7 +92,11 @@ class AgentForm(forms.ModelForm):
         wrong = limits_error(model.get("limits", {}))
         if wrong:
             raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")
-        mapping = {k: v for k, v in model.items() if k != "limits"}
+        # AGENT.md's memory, kept with the model too (runtime.agents.memory_budget).
+        wrong = memory_error(model.get("memory", {}))
+        if wrong:
+            raise forms.ValidationError(f"memory: {'.'.join([*wrong[0], wrong[1]])}")
+        mapping = {k: v for k, v in model.items() if k not in ("limits", "memory")}
         try:
             if provider == "scripted":
                 validate_script(model.get("script", []))

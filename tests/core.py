@@ -65,6 +65,17 @@ def deploy_step(environment: str = "staging", tool: str = "deploy_build", build:
     }
 
 
+def caller_may_approve(tenant, slug: str = "deployer") -> None:
+    """Let the caller approve the agent's held calls in band too (``deciders: either``): the
+    demo deployer's policy leaves them to the tenant's operators (issue 26)."""
+    agent = Agent.objects.get(tenant=tenant, slug=slug)
+    agent.tool_policy = {
+        key: {**(rule if isinstance(rule, dict) else {"action": rule}), "deciders": "either"}
+        for key, rule in agent.tool_policy.items()
+    }
+    agent.save(update_fields=["tool_policy"])
+
+
 def message(text: str | None = "go", **fields) -> dict:
     """A caller's message as the services take it (A2A Message, ProtoJSON names)."""
     built = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER"}

@@ -67,6 +67,44 @@ def completion(
     )
 
 
+def reply_with(
+    message: dict | None, *, usage: tuple[int, int] | None = (100, 20), **body
+) -> Respond:
+    """A chat completion holding ``message`` exactly as given (content as a list of parts,
+    arguments as an object, a refusal...); ``usage=None`` leaves usage out; ``body``
+    overrides the completion's fields (``choices=[]``)."""
+    completion_body: dict = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    if usage is not None:
+        completion_body["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1]}
+    completion_body.update(body)
+    return Respond(body=completion_body)
+
+
+def response(*output: dict, usage: tuple[int, int] = (100, 20), **body) -> Respond:
+    """A Responses API response (``POST /responses``) with these output items."""
+    return Respond(
+        body={
+            "id": f"resp_{next(_ids)}",
+            "object": "response",
+            "status": "completed",
+            "model": "gpt-5-mini",
+            "output": list(output),
+            "usage": {
+                "input_tokens": usage[0],
+                "output_tokens": usage[1],
+                "total_tokens": usage[0] + usage[1],
+            },
+            **body,
+        }
+    )
+
+
 def error(status: int, message: str = "error", **respond) -> Respond:
     return Respond(
         status=status,
@@ -131,10 +169,13 @@ class LLMStub:
                 data = (body if isinstance(body, str) else json.dumps(body)).encode()
                 try:
                     self.send_response(response.status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header(
+                        "Content-Type", response.headers.get("Content-Type", "application/json")
+                    )
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in response.headers.items():
-                        self.send_header(key, value)
+                        if key != "Content-Type":
+                            self.send_header(key, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except OSError:

@@ -30,12 +30,14 @@ from runtime.agents.ladders import ROLES as LADDER_ROLES
 from runtime.agents.limits import limits_error
 from runtime.agents.llm.http_agent import ModelConfigError
 from runtime.agents.llm.http_agent import validate_model as http_model_validate
-from runtime.agents.llm.openai_chat import ModelSpecError
-from runtime.agents.llm.openai_chat import validate_model as openai_model_validate
+from runtime.agents.llm.openai_spec import ModelSpecError
+from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
 from runtime.agents.llm.scripted import ScriptError, validate_script
+from runtime.agents.memory_budget import memory_error
+from runtime.agents.tools import timeout_seconds
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
-DECIDERS = {"either", "operators"}
+DECIDERS = {"either", "operators", "caller"}
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 _TEXT = {"type": ["string", "number"], "minLength": 1, "x-message": "must be a string"}
@@ -101,6 +103,11 @@ AGENT_SCHEMA = {
             "x-message": "must be a mapping",
             "properties": {"connections": {"type": "boolean"}},
         },
+        # Conversation memory (runtime.agents.memory_budget): checked further below.
+        "memory": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping of turns and tokens",
+        },
         "public": {"type": "boolean"},
         "default_skill": {"type": "string", "minLength": 1, "x-message": "must be a skill's id"},
         "interactionTtlSeconds": {
@@ -141,9 +148,10 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
     PolicyKey(
         "deciders",
         "deciders",
-        {"enum": sorted(DECIDERS), "x-message": "must be either or operators"},
-        "either",
-        "either: an operator, or the caller in band; operators: only operators.",
+        {"enum": sorted(DECIDERS), "x-message": "must be operators, either or caller"},
+        "operators",
+        "operators (the default): only the tenant's operators; either: the caller in band "
+        "too; caller: the caller alone, in band.",
     ),
     # Who may decide (runtime.agents.approver_syntax); checked further by approvers_problem.
     PolicyKey(
@@ -180,6 +188,16 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         {"type": "boolean", "x-message": "must be true or false"},
         False,
         "An operator may edit the arguments before approving.",
+    ),
+    PolicyKey(
+        "timeout",
+        "timeout",
+        {
+            "type": ["string", "integer", "number"],
+            "x-message": "must be a duration such as 30s or 5m",
+        },
+        None,
+        "The call's own timeout (60s, 5m), instead of its tool server's.",
     ),
     PolicyKey(
         "bulk",
@@ -340,13 +358,21 @@ _POLICY_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA["properties"]["
 
 
 def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
-    """What the schema cannot say about a policy's entries (approvers and required)."""
+    """What the schema cannot say about a policy's entries (approvers and required, deciders
+    with approvers, a timeout's duration)."""
     problems = []
     for key, rule in policy.items():
         if isinstance(rule, dict):
             problem = approvers_problem(rule)
             if problem:
                 problems.append(([key, *problem[0].split(".")], problem[1]))
+            if rule.get("deciders") == "caller" and rule.get("approvers"):
+                problems.append(([key, "deciders"], "give either deciders: caller or approvers"))
+            if "timeout" in rule:
+                try:
+                    timeout_seconds(rule["timeout"])
+                except ValueError as exc:
+                    problems.append(([key, "timeout"], str(exc)))
     return problems
 
 
@@ -473,7 +499,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
             http_model_validate(model)
         except ModelConfigError as exc:
             fail(["model", exc.field], exc.message)
-    elif model["provider"] == "openai":
+    elif model["provider"] in ("openai", "openai-responses"):
         try:
             openai_model_validate(model)
         except ModelSpecError as exc:
@@ -481,7 +507,8 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     else:
         fail(
             ["model", "provider"],
-            f"unknown provider {model['provider']!r} (known: scripted, http, openai)",
+            f"unknown provider {model['provider']!r} "
+            "(known: scripted, http, openai, openai-responses)",
         )
 
     tools = data.get("tools", []) or []
@@ -514,6 +541,14 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     if limits:
         # Kept with the model (the agent row has no field of its own for them).
         model = {**model, "limits": limits}
+    memory = data.get("memory") or {}
+    wrong = memory_error(memory)
+    if wrong:
+        fail(["memory", *wrong[0]], wrong[1])
+    if "memory" in model:
+        fail(["model", "memory"], "memory goes at the top level of the front matter")
+    if memory:
+        model = {**model, "memory": memory}  # kept with the model, as loop.limits
     public = data.get("public", False)
     ttl = data.get("interactionTtlSeconds", 24 * 3600)
     ladder = _ladder(data, tools, fail)

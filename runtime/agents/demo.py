@@ -71,8 +71,19 @@ def assistant_spec(*, tenant) -> AgentSpec | None:
         },
         tools=[tool for donor in donors.values() for tool in donor.tools],
         tool_policy={
-            key: rule for donor in donors.values() for key, rule in donor.tool_policy.items()
+            key: operators_decide(rule)
+            for donor in donors.values()
+            for key, rule in donor.tool_policy.items()
         },
         connections_enabled=True,
         source_path="",
     )
+
+
+def operators_decide(rule):
+    """A donor's policy entry with the default deciders: the coder shows in-band approval
+    (``deciders: either``); a real model's calls wait for the tenant's operators."""
+    if not isinstance(rule, dict):
+        return rule
+    rule = {k: v for k, v in rule.items() if k != "deciders"}
+    return rule["action"] if set(rule) == {"action"} else rule

@@ -17,6 +17,7 @@ from django.db import connection
 
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.agents.agent_models import ToolServer as ServerRow
+from runtime.agents.ladders import duration_seconds
 from runtime.kernel import rowsql
 
 BUILTIN_SERVER = "countersign"
@@ -32,11 +33,18 @@ class ToolError(Exception):
     """The tool ran and failed; the model sees the message."""
 
 
+class ToolOutcomeLost(ToolError):
+    """The call was sent and no answer came in time: it may have run. The turn loop marks
+    its effect uncertain (effects/v1) for an operator to resolve, as after a crash."""
+
+
 @dataclass(frozen=True)
 class CallContext:
     tenant: Any
     effect_id: str
     subject: str
+    # Seconds the call may take (the policy's ``timeout``); None: the server's own.
+    timeout: float | None = None
 
 
 class ToolServer(Protocol):
@@ -49,11 +57,35 @@ class ToolServer(Protocol):
 @dataclass(frozen=True)
 class Policy:
     action: str  # allow | approve | deny
-    deciders: str = "either"  # either | operators
+    # Who decides a held call: the tenant's operators unless the policy entry says
+    # ``deciders: either`` (the caller in band, or an operator) or ``caller``. The caller
+    # never sees a call's arguments (seed 000: ``detail`` is never a call's arguments), so a
+    # gateway in front of another company's agents holds its calls for its own people.
+    deciders: str = "operators"  # either | operators (``caller`` is approvers: [caller])
     bulk: bool = True  # False: an operator decides each held call on its own page
     # Who may decide (runtime.decisions.approvers): roles, group:<slug>, caller; () is the default.
     approvers: tuple[str, ...] = ()
     required: int = 1  # 2: two distinct people approve (the two-person rule)
+    # Seconds the call may take (``timeout: 60s``), instead of its tool server's timeout.
+    timeout: float | None = None
+
+
+# A tool call's own timeout (the policy's ``timeout``): at most this long.
+MAX_TOOL_TIMEOUT_SECONDS = 3600
+
+
+def timeout_seconds(value) -> float:
+    """A policy's ``timeout`` (``60s``, ``5m``, or a number of seconds) in seconds; ValueError
+    saying what is wrong."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 30s or 5m")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        seconds = float(duration_seconds(value))
+    if not 0 < seconds <= MAX_TOOL_TIMEOUT_SECONDS:
+        raise ValueError(f"must be more than 0 and at most {MAX_TOOL_TIMEOUT_SECONDS}s")
+    return seconds
 
 
 def tenant_server(agent: Agent, server: str) -> ServerRow | None:
@@ -113,19 +145,27 @@ def policy_for(agent: Agent, server: str, tool: str) -> Policy:
     rule = policy_rule(agent, server, tool)
     if isinstance(rule, dict):
         approvers = tuple(str(a) for a in rule.get("approvers") or ())
-        deciders = rule.get("deciders", "either")
+        deciders = rule.get("deciders", "operators")
+        if deciders == "caller" and not approvers:
+            # The caller alone decides, in band: the approvers are the caller.
+            approvers = ("caller",)
         if approvers:
             # Named approvers say whether the caller may answer in band: only with ``caller``.
             deciders = "either" if "caller" in approvers else "operators"
         required = 2 if rule.get("required") == 2 else 1
         if required == 2:
             deciders = "operators"  # two people decide; a caller's answer is not one of them
+        try:
+            timeout = timeout_seconds(rule["timeout"]) if "timeout" in rule else None
+        except ValueError:
+            timeout = None  # refused when the agent was loaded; an edit by hand is ignored
         return Policy(
             action=rule.get("action", "approve"),
             deciders=deciders,
             bulk=rule.get("bulk", True) is not False,
             approvers=approvers,
             required=required,
+            timeout=timeout,
         )
     return Policy(action=rule)
 

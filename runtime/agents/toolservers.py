@@ -31,7 +31,7 @@ from connections.outbound import (
     webhook_headers,
 )
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.tools import SERVERS, CallContext, ToolError
+from runtime.agents.tools import SERVERS, CallContext, ToolError, ToolOutcomeLost
 from runtime.agents.tools import ToolServer as CallableServer
 
 logger = logging.getLogger(__name__)
@@ -99,11 +99,21 @@ def bearer_token(server: ToolServer) -> str | None:
     return token
 
 
+def refused(name: str, exc: OutboundRefused) -> ToolError:
+    """The outbound guard refused the server's address: the model is told that, by the
+    server's name; the address (an internal host, an IP) is only logged, for the admin."""
+    logger.warning("the tool server %s cannot be called: %s", name, exc)
+    return ToolError(
+        f"the tool server {name} cannot be called: its address is refused by the outbound "
+        "guard (an admin can see why in the log)"
+    )
+
+
 def checked_url(server: ToolServer) -> str:
     try:
         check_url(server.url, ["*"])
     except OutboundRefused as exc:
-        raise ToolError(f"the tool server {server.name} cannot be called: {exc}") from None
+        raise refused(server.name, exc) from None
     return server.url
 
 
@@ -142,12 +152,11 @@ class McpToolServer:
     def __init__(self, row: ToolServer):
         self.row = row
 
-    async def session_run(self, token: str | None, work):
+    async def session_run(self, token: str | None, work, timeout: float):
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        timeout = float(self.row.timeout_seconds)
         with anyio.fail_after(timeout):
             async with (
                 guarded_async_client(
@@ -159,15 +168,18 @@ class McpToolServer:
                 await session.initialize()
                 return await work(session)
 
-    def run(self, work, what: str):
-        """Run ``work(session)``; failures of the connection become ToolError."""
+    def run(self, work, what: str, timeout: float | None = None, sent: list | None = None):
+        """Run ``work(session)``; failures of the connection become ToolError. ``sent``: set
+        by ``work`` once its request has gone out, after which a timeout means the outcome
+        is lost (ToolOutcomeLost), not that nothing was done."""
         from mcp.shared.exceptions import McpError
 
-        url = checked_url(self.row)
+        checked_url(self.row)
         token = bearer_token(self.row)
         name = self.row.name
+        timeout = float(timeout or self.row.timeout_seconds)
         try:
-            return run_async(lambda: self.session_run(token, work))
+            return run_async(lambda: self.session_run(token, work, timeout))
         except ToolError:
             raise
         except Exception as exc:  # anyio's task groups wrap what failed in ExceptionGroups
@@ -181,11 +193,12 @@ class McpToolServer:
                     raise ToolError(f"{name} refused {what}: {message}") from None
             for leaf in leaves:
                 if isinstance(leaf, TimeoutError | httpx.TimeoutException):
-                    raise ToolError(
-                        f"{name} did not answer {what} within {self.row.timeout_seconds}s"
-                    ) from None
+                    late = f"{name} did not answer {what} within {timeout:g}s"
+                    if sent:
+                        raise ToolOutcomeLost(f"{late}; it may have acted") from None
+                    raise ToolError(late) from None
                 if isinstance(leaf, OutboundRefused):
-                    raise ToolError(f"the tool server {name} cannot be called: {leaf}") from None
+                    raise refused(name, leaf) from None
                 if isinstance(leaf, httpx.HTTPStatusError):
                     raise ToolError(
                         f"{name} answered {what} with HTTP {leaf.response.status_code}"
@@ -193,9 +206,7 @@ class McpToolServer:
             # The type names only: an exception's text may quote a request, headers included.
             kinds = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
             logger.warning("MCP server %s of %s failed (%s)", name, self.row.tenant_id, kinds)
-            raise ToolError(
-                f"the tool server {name} could not be reached at {url} ({kinds})"
-            ) from None
+            raise ToolError(f"the tool server {name} could not be reached ({kinds})") from None
 
     def discover(self) -> list[dict]:
         async def work(session):
@@ -214,10 +225,13 @@ class McpToolServer:
             raise DiscoveryError(str(exc)) from None
 
     def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+        sent: list = []
+
         async def work(session):
+            sent.append(True)  # past initialize: the call itself goes out now
             return await session.call_tool(tool, arguments)
 
-        result = self.run(work, f"the call of {tool}")
+        result = self.run(work, f"the call of {tool}", timeout=ctx.timeout, sent=sent)
         texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
         if result.isError:
             text = "\n".join(texts).strip() or "the tool reported an error"
@@ -253,7 +267,7 @@ class HttpToolServer:
                 "an admin must rotate it"
             ) from None
 
-    def post(self, body: dict, message_id: str, what: str) -> Any:
+    def post(self, body: dict, message_id: str, what: str, timeout: float | None = None) -> Any:
         url = checked_url(self.row)
         token = bearer_token(self.row)
         data = json.dumps(body, separators=(",", ":"), sort_keys=True)
@@ -264,14 +278,20 @@ class HttpToolServer:
         }
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        name, timeout = self.row.name, self.row.timeout_seconds
+        name, timeout = self.row.name, float(timeout or self.row.timeout_seconds)
         try:
-            with guarded_client(timeout=float(timeout), max_connections=1) as client:
+            with guarded_client(timeout=timeout, max_connections=1) as client:
                 response = client.post(url, content=data.encode(), headers=headers)
+        except (httpx.ConnectTimeout, httpx.PoolTimeout):
+            # Never sent: the connection was not made.
+            raise ToolError(f"{name} could not be reached within {timeout:g}s") from None
         except httpx.TimeoutException:
-            raise ToolError(f"{name} did not answer {what} within {timeout}s") from None
+            # Sent (or being sent), and no answer in time: the server may have acted.
+            raise ToolOutcomeLost(
+                f"{name} did not answer {what} within {timeout:g}s; it may have acted"
+            ) from None
         except OutboundRefused as exc:
-            raise ToolError(f"the tool server {name} cannot be called: {exc}") from None
+            raise refused(name, exc) from None
         except httpx.HTTPError as exc:
             raise ToolError(
                 f"the tool server {name} could not be reached ({type(exc).__name__})"
@@ -308,7 +328,7 @@ class HttpToolServer:
         }
         # The effect id is the webhook id: a resent idempotent call carries the same one, so
         # the server can tell a retry from a new call.
-        answer = self.post(body, ctx.effect_id, f"the call of {tool}")
+        answer = self.post(body, ctx.effect_id, f"the call of {tool}", timeout=ctx.timeout)
         return answer if isinstance(answer, dict) else {"result": answer}
 
 

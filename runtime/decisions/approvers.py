@@ -6,10 +6,10 @@ lock, so that two deciders of one approval are taken one after the other: exactl
 
 An approver is a role (``admin``, ``operator``), a named group of members (``group:<slug>``,
 tenants.ApproverGroup) or ``caller`` (the task's caller, answering in band). No approvers
-named means the default: admins and operators (and the caller unless ``deciders:
-operators``). ``required: 2`` asks for two distinct people: never the caller, never a
-program (an operator token). The syntax of ``approvers`` and ``required`` is
-runtime.agents.approver_syntax's."""
+named means the default: admins and operators (and the caller only with ``deciders: either``;
+``deciders: caller`` is ``approvers: [caller]``). ``required: 2`` asks for two distinct
+people: never the caller, never a program (an operator token). The syntax of ``approvers``
+and ``required`` is runtime.agents.approver_syntax's."""
 
 import hashlib
 import json

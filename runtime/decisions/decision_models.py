@@ -46,7 +46,8 @@ class Interaction(models.Model):
         default=dict, blank=True
     )  # server side: choices, allowCustom, question id
     subject = models.CharField(max_length=200, help_text="The caller who may answer in-band.")
-    deciders = models.CharField(max_length=16, choices=Deciders.choices, default=Deciders.EITHER)
+    # Operators unless the tool policy says either or caller (runtime.agents.tools.Policy).
+    deciders = models.CharField(max_length=16, choices=Deciders.choices, default=Deciders.OPERATORS)
     # Who may decide an approval, as its policy said when it opened (runtime.decisions.approvers):
     # roles, ``group:<slug>`` and ``caller``; empty is the default (admins and operators).
     approvers = models.JSONField(default=list, blank=True)

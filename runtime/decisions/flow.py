@@ -37,6 +37,7 @@ from typing import Any
 
 from django.db import transaction
 
+from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS
 from runtime.decisions.answers import answer_from_decider
 from runtime.decisions.approvers import (
     Decider,
@@ -44,6 +45,7 @@ from runtime.decisions.approvers import (
     approval_gate,
     approval_needs,
     approve_refusal,
+    approvers_text,
     decider_refusal,
 )
 from runtime.decisions.decision_models import Interaction, StandingRule
@@ -357,6 +359,26 @@ def _decider_check(interaction: Interaction, decider: Decider, needs: Needs | No
         raise DeciderRefused(refusal, interactionId=interaction.public_id)
 
 
+def _operators_only_text(needs: Needs) -> str:
+    """Why the caller may not answer an approval in band, and who may: so that the caller's
+    developer knows where it waits (roles and groups, never anyone's address)."""
+    deciders = [a for a in needs.approvers if a != CALLER] or list(DEFAULT_APPROVERS)
+    if needs.required > 1:
+        why = "two people must approve it: the two-person rule"
+    elif needs.named:
+        why = "the tool policy names who approves it"
+    else:
+        why = (
+            "the tool policy's deciders is operators, the default; "
+            "deciders: either or caller lets the caller decide"
+        )
+    return (
+        f"Only {approvers_text(deciders)} of the agent's organisation may decide this "
+        f"approval; the caller cannot answer it in band ({why}). The task resumes once they "
+        "have decided."
+    )
+
+
 def _caller_check(interaction: Interaction, decider: Decider, needs: Needs, *, approving: bool):
     """The caller, in band: only where the approval (as it opened, and its policy now) lets
     the caller decide, and never a ``risk: high`` approval (it cannot re-authenticate)."""
@@ -368,7 +390,7 @@ def _caller_check(interaction: Interaction, decider: Decider, needs: Needs, *, a
         )
     if not needs.caller_may:
         raise UnsupportedOperation(
-            "An operator must decide this approval; the caller cannot answer it.",
+            _operators_only_text(needs),
             reason="OPERATOR_DECISION_REQUIRED",
             interactionId=interaction.public_id,
         )

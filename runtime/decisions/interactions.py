@@ -44,7 +44,7 @@ def interaction_open(
     detail: dict,
     request: dict,
     state: str,
-    deciders: str = "either",
+    deciders: str = "operators",
     approvers: Iterable[str] = (),
     approvals_required: int = 1,
     risk: str = Interaction.Risk.NORMAL,

@@ -267,6 +267,9 @@ class TaskFile(models.Model):
     class Role(models.TextChoices):
         ARTIFACT = "artifact", "artifact file"
         INPUT = "input", "fetched input"
+        # A tool's whole result, when the model was sent only its beginning
+        # (runtime.turn.results): for operators, never served to the caller.
+        TOOL_RESULT = "tool_result", "tool result"
 
     public_id = models.CharField(max_length=40, unique=True, default=new_file_id)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")

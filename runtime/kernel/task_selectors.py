@@ -100,6 +100,8 @@ def task_file_for_caller(
         TaskFile.objects.filter(
             tenant=tenant,
             public_id=file_id,
+            # The caller's own files: its artifacts and what it sent, never a tool's result.
+            role__in=(TaskFile.Role.ARTIFACT, TaskFile.Role.INPUT),
             task__public_id=task_id,
             task__subject=subject,
             task__agent__slug=agent_slug,

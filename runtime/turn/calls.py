@@ -19,6 +19,7 @@ from runtime.agents.tools import (
     CallContext,
     Policy,
     ToolError,
+    ToolOutcomeLost,
     policy_for,
     tool_spec,
     tool_unavailable,
@@ -36,7 +37,13 @@ from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_pause, with_plan
 from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
 from runtime.turn.claim import lease_kept
-from runtime.turn.transcript import TURN_FIELDS, action_record, tool_result_record
+from runtime.turn.results import result_capped
+from runtime.turn.transcript import (
+    TURN_FIELDS,
+    action_record,
+    approval_reason,
+    tool_result_record,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -381,15 +388,30 @@ class ToolCalls:
                         effect.tool,
                         effect.arguments,
                         CallContext(
-                            tenant=task.tenant, effect_id=effect.public_id, subject=task.subject
+                            tenant=task.tenant,
+                            effect_id=effect.public_id,
+                            subject=task.subject,
+                            # The policy's own timeout for the tool, else the server's.
+                            timeout=policy_for(task.agent, effect.server, effect.tool).timeout,
                         ),
                     )
                 outcome, ok = {"result": result}, True
+            except ToolOutcomeLost as exc:
+                # Sent, and no answer in time: the tool may have acted. Uncertain (effects/v1)
+                # for an operator to resolve, as after a crash; an idempotent tool's call is
+                # simply failed (the model may make it again).
+                if not effect.idempotent:
+                    return self.mark_uncertain(effect, why=str(exc))
+                outcome, ok = {"error": str(exc)}, False
             except ToolError as exc:
                 outcome, ok = {"error": str(exc)}, False
         # The outcome and its tool result go on in the next transaction, with the steps that
         # follow it until the next wait on the network.
         task = self.write()
+        shown = None
+        if ok:
+            # What the model is sent: cut to the agent's limit, the whole kept as a task file.
+            shown, outcome = result_capped(task=task, effect=effect, result=outcome["result"])
         row_move(
             Effect,
             effect.pk,
@@ -401,7 +423,14 @@ class ToolCalls:
             },
         )
         if ok:
-            tool_result_record(task, effect.step, ok=True, result=outcome["result"])
+            # The approver's reason goes to the model with the result (every provider).
+            tool_result_record(
+                task,
+                effect.step,
+                ok=True,
+                result=shown,
+                reason=approval_reason(task, effect.public_id),
+            )
         else:
             tool_result_record(task, effect.step, ok=False, error=outcome["error"])
         self.save(task)
@@ -420,10 +449,10 @@ class ToolCalls:
             effect.state, effect.approved_by = Effect.State.APPROVED, approved_by
         return approved == 1
 
-    def mark_uncertain(self, effect: Effect) -> bool:
+    def mark_uncertain(self, effect: Effect, why: str = "") -> bool:
         task = self.write()
         Effect.objects.filter(pk=effect.pk, state=Effect.State.SENDING).update(
-            state=Effect.State.UNCERTAIN
+            state=Effect.State.UNCERTAIN, **({"outcome": {"error": why}} if why else {})
         )
         # profile v2: the task stays WORKING, with `uncertain` under effects/v1. Its lease
         # is freed: the sweep leaves turns with an uncertain effect alone.

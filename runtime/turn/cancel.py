@@ -1,15 +1,23 @@
-"""A caller's control over its own tasks."""
+"""Stopping a task: the caller's CancelTask (A2A) and an operator's stop (the task page, the
+REST API). Both close what the task waits on (its open interactions and its held calls),
+end it CANCELED with a message that says who stopped it (and, for an operator, why), and
+write an audit row, in one transaction under the task's row lock. A turn running at that
+moment finds its task no longer WORKING at its next write and stops (runtime.turn.runner)."""
 
 from django.db import transaction
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
-from runtime.decisions.decision_models import Interaction
-from runtime.kernel.errors import TaskNotCancelable
+from runtime.decisions.decision_models import Effect, Interaction
+from runtime.kernel.audit import audit_record
+from runtime.kernel.errors import InvalidParams, TaskNotCancelable, TaskNotFound
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_selectors import task_for_caller
 from runtime.kernel.task_state import task_end
+
+# The most of an operator's reason the partner is shown (and the audit keeps).
+REASON_MAX = 1000
 
 
 @transaction.atomic(durable=True)
@@ -21,20 +29,73 @@ def task_cancel(*, tenant, agent: Agent, subject: str, task_id: str, direct: boo
     )
     if task.state == TaskState.CANCELED:
         return task
+    _cancelable_check(task)
+    # The task's own subject: an anonymous caller's "anonymous" names no one.
+    _task_close(task, by=task.subject, via="inband", text="Canceled by the caller.")
+    return task
+
+
+@transaction.atomic(durable=True)
+def task_stop(*, tenant, task_id: str, by: str, via: str, reason: str) -> Task:
+    """An operator's stop: cancel a task of the tenant, saying why (the partner reads the
+    reason on the task). A task that has ended already is refused (TaskNotCancelable)."""
+    reason = " ".join(str(reason or "").split())
+    if not reason:
+        raise InvalidParams("reason", "say why the task is stopped: the caller is shown it")
+    if len(reason) > REASON_MAX:
+        raise InvalidParams("reason", f"must be at most {REASON_MAX} characters")
+    task = (
+        Task.objects.select_for_update()
+        .select_related("agent")
+        .filter(tenant=tenant, public_id=task_id)
+        .first()
+    )
+    if task is None:
+        # The same answer for another tenant's task as for a missing one.
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    _cancelable_check(task)
+    _task_close(task, by=by, via=via, text=f"Canceled by an operator: {reason}", reason=reason)
+    return task
+
+
+def _cancelable_check(task: Task) -> None:
     if task.is_terminal:
         raise TaskNotCancelable(
-            f"Task {task_id} is {task.get_state_display()} and can no longer be canceled.",
-            taskId=task_id,
+            f"Task {task.public_id} is {task.get_state_display()} and can no longer be canceled.",
+            taskId=task.public_id,
         )
-    Interaction.objects.filter(task=task, state=Interaction.State.OPEN).update(
+
+
+def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -> None:
+    """Close what the locked task waits on, end it CANCELED with ``text``, and audit it."""
+    now = timezone.now()
+    interactions = Interaction.objects.filter(task=task, state=Interaction.State.OPEN).update(
         state=Interaction.State.CANCELED,
-        # The task's own subject: an anonymous caller's "anonymous" names no one.
-        answered_by=task.subject,
+        answered_by=by,
         answered_via="cancel",
-        answered_at=timezone.now(),
+        answered_at=now,
     )
-    task_end(task, TaskState.CANCELED, agent_message(task, "Canceled by the caller."))
-    return task
+    # A held call (or one approved and not yet sent) is never sent now: closed as denied,
+    # saying so, so that the journal and the task page show why it did not run.
+    calls = Effect.objects.filter(
+        task=task, state__in=(Effect.State.HELD, Effect.State.APPROVED)
+    ).update(
+        state=Effect.State.DENIED,
+        outcome={"error": "tool.canceled", "reason": text, "by": by},
+        closed_at=now,
+    )
+    task_end(task, TaskState.CANCELED, agent_message(task, text))
+    detail = {"interactionsClosed": interactions, "callsClosed": calls}
+    if reason:
+        detail["reason"] = reason
+    audit_record(
+        tenant_id=task.tenant_id,
+        actor=by,
+        action="task_canceled",
+        via=via,
+        task=task,
+        detail=detail,
+    )
 
 
 def task_hand_out(*, task: Task) -> None:

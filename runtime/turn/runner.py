@@ -24,11 +24,12 @@ from django.db import connection, transaction
 
 from config.logging import log_context
 from runtime.agents.agent_models import Agent
-from runtime.agents.limits import action_error, steps_error, tokens_error
+from runtime.agents.limits import action_error, bad_reply_error, steps_error, tokens_error
 from runtime.agents.llm.actions import (
     AdvancePlan,
     AgentError,
     Ask,
+    BadReply,
     BadToolCall,
     CallTool,
     EmitArtifact,
@@ -38,6 +39,7 @@ from runtime.agents.llm.actions import (
     Reply,
     SetPlan,
     Wait,
+    reply_problem,
 )
 from runtime.agents.llm.prices import cost_usd
 from runtime.agents.llm.registry import model_for
@@ -65,6 +67,7 @@ from runtime.turn.artifacts import artifact_add
 from runtime.turn.calls import ToolCalls
 from runtime.turn.claim import LeaseLost, claim_locked, lease_expiry, lease_kept, lease_wait
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
+from runtime.turn.memory import memory_record, memory_wanted
 from runtime.turn.transcript import (
     TURN_FIELDS,
     ConnectedApps,
@@ -75,6 +78,7 @@ from runtime.turn.transcript import (
     queued_next,
     tool_result_record,
     turn_view,
+    unusable_record,
 )
 from runtime.turn.turn_metrics import turn_observed
 
@@ -225,6 +229,12 @@ class TurnRunner(ToolCalls):
         try:
             if self.fetch_inputs(task):
                 return True  # look again at the task as stored, inputs and all
+            if memory_wanted(task, self.model):
+                # The context's earlier turns, read once before the model is first asked.
+                task = self.write()
+                memory_record(task)
+                self.save(task)
+                return True
             pending = pending_call(task)
             if pending is not None:
                 return self.continue_call(task, pending)
@@ -253,6 +263,9 @@ class TurnRunner(ToolCalls):
             except ModelError as exc:
                 logger.warning("the model call failed: %s", exc)
                 return self.stop(task, str(exc))
+            problem = reply_problem(action)
+            if problem is not None and not self.unusable(problem, action):
+                return False
             if isinstance(action, ModelTurn):
                 return self.model_turn(task, action)
             return self.apply(task, action)
@@ -266,6 +279,25 @@ class TurnRunner(ToolCalls):
         self.finish(task, TaskState.FAILED, text)
         return False
 
+    def unusable(self, problem: str, reply) -> bool:
+        """The model's reply could not be used: note it; its error goes back to the model
+        (the reply's own steps), unless too many replies in a row could not be used, when
+        the turn fails (loop.limits.bad_replies). Return False when it failed."""
+        task = self.write()
+        streak = unusable_record(task, problem)
+        logger.info("the model's reply could not be used (%s in a row): %s", streak, problem)
+        error = bad_reply_error(task, streak, problem)
+        if error:
+            logger.warning("turn stopped: %s", error)
+            if isinstance(reply, ModelTurn):
+                self.usage_add(task, reply)  # the reply is not recorded, but it was paid for
+            # The transcript's last entry says why (Django admin shows the transcript), as
+            # for an agent that failed (agent_failed).
+            action_record(task, {"kind": "fail", "text": error, "error": problem[:1000]})
+            self.finish(task, TaskState.FAILED, error)
+            return False
+        return True
+
     def model_turn(self, task: Task, turn: ModelTurn) -> bool:
         """Record a model's reply (its queued actions and its usage); the actions it holds are
         applied by the next steps, in the same transaction until one waits on the network."""
@@ -274,18 +306,22 @@ class TurnRunner(ToolCalls):
             self.finish(task, TaskState.FAILED, "The model's reply held nothing to do.")
             return False
         model_turn_record(task, turn)
-        if turn.usage is not None:
-            task.tokens += turn.usage.input_tokens + turn.usage.output_tokens
-            cost = cost_usd(turn.usage.model, turn.usage.input_tokens, turn.usage.output_tokens)
-            # As the column keeps it: telemetry made from the row in memory says what a
-            # reader of the stored row would.
-            task.cost_usd = (task.cost_usd + cost).quantize(COST_PLACES)
+        self.usage_add(task, turn)
         error = tokens_error(task)
         if error:
             self.finish(task, TaskState.FAILED, error)
             return False
         self.save(task)
         return True
+
+    @staticmethod
+    def usage_add(task: Task, turn: ModelTurn) -> None:
+        if turn.usage is not None:
+            task.tokens += turn.usage.input_tokens + turn.usage.output_tokens
+            cost = cost_usd(turn.usage.model, turn.usage.input_tokens, turn.usage.output_tokens)
+            # As the column keeps it: telemetry made from the row in memory says what a
+            # reader of the stored row would.
+            task.cost_usd = (task.cost_usd + cost).quantize(COST_PLACES)
 
     def fetch_inputs(self, task: Task) -> bool:
         """Fetch the caller's url parts once, before the model's first step; a part that cannot
@@ -342,6 +378,8 @@ class TurnRunner(ToolCalls):
                 return self.start_call(task, action)
             case BadToolCall():
                 return self.bad_call(task, action)
+            case BadReply():
+                return self.bad_reply(task, action)
         raise TypeError(f"unknown action {action!r}")
 
     def reply(self, task: Task, action: Reply) -> bool:
@@ -444,6 +482,12 @@ class TurnRunner(ToolCalls):
         self.save(task)
         return True
 
+    def bad_reply(self, task: Task, action: BadReply) -> bool:
+        """A reply that cannot be used at all: the model is told why when it is asked again."""
+        action_record(task, {"kind": "bad_reply", "error": action.error[:1000]}, action.cursor)
+        self.save(task)
+        return True
+
     def waited(self, task: Task, action: Wait) -> bool:
         action_record(task, {"kind": "wait", "seconds": action.seconds}, action.cursor)
         self.save(task)
@@ -505,5 +549,19 @@ def turn_run(*, task_pk: int, worker_id: str) -> None:
     runner = TurnRunner.claimed(task_pk=task_pk, worker_id=worker_id)
     if runner is None:
         return
-    with turn_observed(runner.task) as observed:
-        observed.state = runner.run()
+    task = runner.task
+    # Every line the turn logs names its task and tenant, a crash's traceback too.
+    with (
+        log_context(
+            task_id=task.public_id,
+            tenant=task.tenant.slug,
+            subject=task.subject,
+            trace_id=task.trace_id,
+        ),
+        turn_observed(task) as observed,
+    ):
+        try:
+            observed.state = runner.run()
+        except Exception:
+            logger.exception("the turn crashed")
+            raise

@@ -9,6 +9,7 @@ from runtime.agents.tools import tools_offered
 from runtime.kernel.task_models import Task
 from runtime.turn.claim import db_give_back
 from runtime.turn.inputs import input_files
+from runtime.turn.memory import memory_of
 
 # The fields of the task row a turn's step writes besides its status (runtime.kernel.task_state):
 # lease_expires_at because every step renews the lease.
@@ -37,14 +38,32 @@ def action_record(task: Task, action: dict, cursor: int | None = None) -> int:
 def tool_result_record(
     task: Task, step: int, *, ok: bool, result=None, error: str = "", reason: str = ""
 ) -> None:
+    """``reason``: why a call did not run (a denial's), or the approver's note on a call that
+    did; every provider shows it to the model with the result."""
     entry = {"type": "tool_result", "step": step, "ok": ok}
     if ok:
         entry["result"] = result
     else:
         entry["error"] = error
-        if reason:
-            entry["reason"] = reason
+    if reason:
+        entry["reason"] = reason
     task.transcript.append(entry)
+
+
+def approval_reason(task: Task, effect_id: str) -> str:
+    """The reason a person gave when approving the held call ``effect_id`` (its approval's id
+    is the effect's), or ""."""
+    answer = next(
+        (
+            e
+            for e in reversed(task.transcript)
+            if e["type"] == "answer"
+            and e.get("interactionId") == effect_id
+            and e.get("approved") is True
+        ),
+        None,
+    )
+    return str(answer.get("reason") or "") if answer else ""
 
 
 def pending_call(task: Task) -> dict | None:
@@ -93,6 +112,33 @@ def queued_applied(task: Task, call_id: str) -> None:
     entry["applied"].append({"id": call_id, "step": len(task.transcript)})
 
 
+def unusable_record(task: Task, problem: str) -> int:
+    """Note that the model's latest reply (recorded next) could not be used; return how many
+    of its replies in a row could not be (loop.limits.bad_replies bounds them)."""
+    streak = unusable_streak(task.transcript) + 1
+    task.transcript.append({"type": "unusable", "error": problem[:1000], "streak": streak})
+    return streak
+
+
+def unusable_streak(transcript: list[dict]) -> int:
+    """How many of the model's replies in a row, up to its last, could not be used.
+
+    An unusable reply is noted (``unusable``) just before it is recorded: a reply of several
+    actions as its ``model`` entry, a single action as its ``action`` entry. Any reply
+    recorded after that one was usable, which ends the streak."""
+    last = next(
+        (i for i in range(len(transcript) - 1, -1, -1) if transcript[i]["type"] == "unusable"),
+        None,
+    )
+    if last is None:
+        return 0
+    queued = {a["step"] for e in transcript if e["type"] == "model" for a in e.get("applied", [])}
+    for entry in transcript[last + 2 :]:
+        if entry["type"] == "model" or (entry["type"] == "action" and entry["step"] not in queued):
+            return 0
+    return int(transcript[last].get("streak", 1))
+
+
 class ConnectedApps(Set):
     """The apps the tenant has connected, read when a model first looks (most never do:
     a hosted model sees them only with ``loop.connections``), and then kept for the step."""
@@ -127,6 +173,7 @@ def turn_view(task: Task, *, connected_apps: Set[str]) -> TurnView:
     """What the model sees of the turn."""
     first = task.transcript[0]
     tenant = task.tenant
+    history, dropped = memory_of(task)
     return TurnView(
         text=first.get("text", ""),
         message_id=first.get("messageId", ""),
@@ -144,6 +191,10 @@ def turn_view(task: Task, *, connected_apps: Set[str]) -> TurnView:
         credential=lambda name, environment=True: credential_read(
             tenant=tenant, name=name, environment=environment
         ),
+        context_id=task.wire_context_id,
+        turn=task.turn,
+        history=history,
+        history_dropped=dropped,
     )
 
 

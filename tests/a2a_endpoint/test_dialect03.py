@@ -25,7 +25,7 @@ from tests.a2a_client import (
     task_of,
     user_message,
 )
-from tests.core import flow_answer
+from tests.core import caller_may_approve, flow_answer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -547,6 +547,7 @@ def test_a_body_that_is_not_json_is_a_parse_error_without_a_version(agents, clie
 
 @pytest.mark.parametrize("header", ["X-A2A-Extensions", "A2A-Extensions"])
 def test_x_a2a_extensions_activates_like_a2a_extensions(agents, client, header):
+    caller_may_approve(agents.a.tenant)  # approved in band below (deciders: either)
     response = send03(
         client,
         DEPLOYER,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from tests.a2a_client import (
@@ -23,7 +23,7 @@ from tests.a2a_client import (
     task_of,
     user_message,
 )
-from tests.core import CHOOSER
+from tests.core import CHOOSER, caller_may_approve
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("eager")]
 
@@ -43,7 +43,9 @@ def get(client, token, task, path=DEPLOYER) -> dict:
 
 @pytest.fixture
 def held(agents, client):
-    """A deploy held for approval: the task as the caller saw it."""
+    """A deploy held for approval, which the caller may approve in band (``deciders:
+    either``): the task as the caller saw it."""
+    caller_may_approve(agents.a.tenant)
     task = task_of(send(client, agents.a.token, user_message(f"deploy build {BUILD} to staging")))
     assert task["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
     return task
@@ -129,14 +131,15 @@ def test_approving_in_band_answers_with_the_completed_task(agents, client, held)
 
 
 def test_operators_only_approvals_are_operator_decision_required(agents, client):
-    Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
-        tool_policy={"deploy/deploy_build": {"action": "approve", "deciders": "operators"}}
-    )
+    # The demo deployer's policy names no deciders: the tenant's operators decide (issue 26).
     held = task_of(send(client, agents.a.token, user_message(f"deploy build {BUILD} to staging")))
     error = assert_error(
         approve(client, agents.a.token, held, approved=True), -32004, "OPERATOR_DECISION_REQUIRED"
     )
-    assert "operator must decide" in error["message"]
+    assert error["message"].startswith(
+        "Only admins or operators of the agent's organisation may decide this approval; "
+        "the caller cannot answer it in band"
+    )
     assert not DemoRecord.objects.exists()
 
 

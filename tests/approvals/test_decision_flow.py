@@ -21,7 +21,16 @@ from runtime.kernel.errors import ChannelRefused, DecisionMisfit, UnsupportedOpe
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.models import ApiToken, Membership, User
 from tenants.tokens import api_token_create, token_issue
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, in_band, reply, run, send
+from tests.core import (
+    DEPLOY_TOOL,
+    REPORT_RESULT,
+    caller_may_approve,
+    deploy_step,
+    in_band,
+    reply,
+    run,
+    send,
+)
 from tests.world import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -104,6 +113,7 @@ def policy_set(rule) -> Agent:
 
 def test_every_channel_decides_through_the_one_flow_once_per_decision(agents, caplog):
     side = agents.a
+    caller_may_approve(side.tenant)  # the in-band channel needs deciders: either
     make = side.extra["make"]
     on_page, over_rest = make.approval("p-1"), make.approval("r-1")
     in_bulk = [make.approval(f"b-{i}") for i in range(3)]
@@ -259,7 +269,8 @@ def test_a_token_with_a_reserved_subject_never_decides(agents, holder):
 
 def test_risk_high_on_the_agents_tool_entry_asks_for_a_step_up_on_every_channel(agents, holder):
     side = agents.a
-    held = holder("approve", tool={**DEPLOY_TOOL, "risk": "high"})
+    # deciders: either, so that the caller in band meets the step-up, not the deciders.
+    held = holder({"action": "approve", "deciders": "either"}, tool={**DEPLOY_TOOL, "risk": "high"})
     approval = held(side)
     assert approval.risk == Interaction.Risk.HIGH
 
@@ -345,7 +356,7 @@ def test_a_loosened_policy_never_asks_less_than_the_approval_showed(agents, hold
         2,
         "high",
     )
-    policy_set("approve")
+    policy_set({"action": "approve", "deciders": "either"})
 
     refused = side.client_for(side.operator).post(page(approval), {"decision": "approve"})
     assert refused.status_code == HTTPStatus.FORBIDDEN
@@ -354,7 +365,7 @@ def test_a_loosened_policy_never_asks_less_than_the_approval_showed(agents, hold
     lazy = side.client_for(side.admin).post(page(approval), {"decision": "approve"})
     assert lazy["Location"].startswith(reverse("account_reauthenticate"))
     # The caller could answer in band under the new policy, not under the one it opened with.
-    with pytest.raises(UnsupportedOperation, match="operator must decide"):
+    with pytest.raises(UnsupportedOperation, match="cannot answer it in band"):
         reply(approval.task, None, metadata=in_band(approval, approved=True))
 
     stepped_up_client(side.admin).post(page(approval), {"decision": "approve"})

@@ -23,7 +23,7 @@ from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
 from tenants.models import Tenant, User
-from tests.core import flow_answer
+from tests.core import caller_may_approve, flow_answer
 from tests.sdk_client import Partner, as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -165,7 +165,8 @@ def test_flow_3_held_deploy_approved_by_an_operator(partner03, agents, demo):
     assert DemoRecord.objects.get(kind="deployment").data["build"] == BUILD
 
 
-def test_flow_3_with_the_extension_approves_in_band(partner03, agents):
+def test_flow_3_with_the_extension_approves_in_band(partner03, agents, demo):
+    caller_may_approve(Tenant.objects.get(slug=demo["tenant"]))
     # The compat transport sends the extension as A2A-Extensions and X-A2A-Extensions.
     on = [ext.INTERACTIONS]
     task = partner03.send(agents["deployer"], user_message(DEPLOY), extensions=on)

@@ -15,7 +15,7 @@ from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tenants.models import Tenant, User
-from tests.core import flow_answer
+from tests.core import caller_may_approve, flow_answer
 from tests.sdk_client import as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,7 +52,10 @@ def interaction_of(task) -> Interaction:
     return Interaction.objects.filter(task__public_id=task.id).latest("created_at")
 
 
-def test_held_deploy_with_the_extension_carries_the_approval_and_approves_in_band(partner, agents):
+def test_held_deploy_with_the_extension_carries_the_approval_and_approves_in_band(
+    partner, agents, demo
+):
+    caller_may_approve(Tenant.objects.get(slug=demo["tenant"]))
     task = held_deploy(partner, agents, ON)
     status = as_dict(task.status)
     pause = status["message"]["metadata"][ext.INTERACTIONS]
@@ -106,7 +109,10 @@ def test_held_deploy_without_the_extension_is_plain_text_and_an_operator_approve
     assert status_text(done) == f"Deployed build {BUILD} to staging."
 
 
-def test_denied_deploy_tells_the_model_and_the_turn_completes_without_deploying(partner, agents):
+def test_denied_deploy_tells_the_model_and_the_turn_completes_without_deploying(
+    partner, agents, demo
+):
+    caller_may_approve(Tenant.objects.get(slug=demo["tenant"]))
     task = held_deploy(partner, agents, ON)
     done = partner.send(agents["deployer"], answer(task, approved=False), extensions=ON)
     assert done.status.state == TaskState.TASK_STATE_COMPLETED

@@ -56,8 +56,24 @@ def test_runtime_records_are_read_only_in_admin(demo, staff):
         ('{"provider": "openai"}', b"model: model: is required"),
         ('{"provider": "openai", "model": "m", "limits": {"steps": 0}}', b"limits: steps"),
         ('{"provider": "nonesuch"}', b"provider"),
+        (
+            '{"provider": "openai-responses", "model": "gpt-5-mini", "reasoning_effort": "low",'
+            ' "memory": {"turns": 3, "tokens": 1000}}',
+            None,
+        ),
+        ('{"provider": "openai", "model": "m", "memory": {"turns": -1}}', b"memory: turns"),
+        ('{"provider": "openai", "model": "m", "top_p": 7}', b"top_p"),
     ],
-    ids=["valid", "bad-base-url", "no-model", "bad-limit", "unknown-provider"],
+    ids=[
+        "valid",
+        "bad-base-url",
+        "no-model",
+        "bad-limit",
+        "unknown-provider",
+        "responses-with-memory",
+        "bad-memory",
+        "bad-parameter",
+    ],
 )
 def test_an_openai_model_is_checked_in_admin(demo, staff, model, error):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")

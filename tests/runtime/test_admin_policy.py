@@ -111,7 +111,8 @@ def test_the_keys_of_an_entry_are_edited_with_their_widgets(shipper, agents):
     row = row_of(data, "deploy/deploy_build")
     data.update(
         {
-            f"{row}deciders": "operators",
+            # Not the default (operators), which the table leaves out of the entry.
+            f"{row}deciders": "either",
             f"{row}approvers": "admin, group:sre",
             f"{row}required": "2",
             f"{row}risk": "high",
@@ -129,7 +130,7 @@ def test_the_keys_of_an_entry_are_edited_with_their_widgets(shipper, agents):
     assert shipper.tool_policy == {
         "deploy/deploy_build": {
             "action": "approve",
-            "deciders": "operators",
+            "deciders": "either",
             "approvers": ["admin", "group:sre"],
             "required": 2,
             "risk": "high",

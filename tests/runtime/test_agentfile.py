@@ -7,6 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runtime.agents.agent_models import Agent
+from runtime.agents.tools import policy_for
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +105,24 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
             9,
             "tools.0.risk",
         ),
+        (
+            "deploy/deploy_build: approve",
+            "deploy/deploy_build: {action: allow, timeout: soon}",
+            9,
+            "policy.deploy/deploy_build.timeout",
+        ),
+        (
+            "deploy/deploy_build: approve",
+            "deploy/deploy_build: {action: allow, timeout: 2h}",
+            9,
+            "policy.deploy/deploy_build.timeout",
+        ),
+        (
+            "deploy/deploy_build: approve",
+            "deploy/deploy_build: {action: approve, deciders: caller, approvers: [admin]}",
+            9,
+            "policy.deploy/deploy_build.deciders",
+        ),
         ('        - reply: "Hi."', "        - dance: true", 14, "model.script.0.steps.0"),
         (
             '        - reply: "Hi."',
@@ -126,6 +145,9 @@ def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
         "bad-deciders",
         "bad-bulk",
         "bad-tool-risk",
+        "bad-timeout",
+        "timeout-too-long",
+        "deciders-caller-and-approvers",
         "bad-script-step",
         "ask-without-id",
         "unknown-provider",
@@ -193,6 +215,38 @@ def test_an_openai_agent_file_loads_with_its_model_and_limits(world, tmp_path):
     assert agent.connections_enabled
 
 
+def test_an_openai_agent_file_loads_its_parameters_memory_and_policy_fields(world, tmp_path):
+    text = OPENAI.replace(
+        "  max_output_tokens: 500\n",
+        "  max_output_tokens: 500\n"
+        "  max_tokens_field: max_tokens\n"
+        "  reasoning_effort: low\n"
+        "  top_p: 0.9\n"
+        "  seed: 42\n"
+        "  stop: [END]\n"
+        "  parallel_tool_calls: false\n"
+        "  extra_body: {metadata: {team: release}}\n",
+    ).replace("loop:\n", "memory: {turns: 5, tokens: 2000}\nloop:\n")
+    text = text.replace("tokens: 20000}", "tokens: 20000, bad_replies: 0, tool_result_bytes: 4096}")
+    text = text.replace(
+        "---\nYou help.",
+        "tools:\n  - {server: deploy, tool: deploy_build}\n"
+        "policy:\n  deploy/deploy_build: {action: approve, deciders: caller, timeout: 90s}\n"
+        "---\nYou help.",
+    )
+    (tmp_path / "assistant.md").write_text(text)
+    load(tmp_path)
+    agent = Agent.objects.get(tenant=world.a.tenant, slug="assistant")
+    assert agent.model["reasoning_effort"] == "low"
+    assert agent.model["extra_body"] == {"metadata": {"team": "release"}}
+    assert agent.model["max_tokens_field"] == "max_tokens"
+    assert agent.model["memory"] == {"turns": 5, "tokens": 2000}
+    assert agent.model["limits"]["bad_replies"] == 0
+    policy = policy_for(agent, "deploy", "deploy_build")
+    assert (policy.approvers, policy.deciders, policy.timeout) == (("caller",), "either", 90.0)
+    assert policy_for(agent, "deploy", "other").deciders == "operators"  # the default
+
+
 @pytest.mark.parametrize(
     "old, new, line, field",
     [
@@ -204,10 +258,26 @@ def test_an_openai_agent_file_loads_with_its_model_and_limits(world, tmp_path):
         ("temperature: 0.3", "temperature: 3", 9, "model.temperature"),
         ("max_output_tokens: 500", "max_output_tokens: 0", 10, "model.max_output_tokens"),
         ("max_output_tokens: 500", "max_output_tokens: 500\n  top_k: 3", 11, "model.top_k"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  reasoning_effort: max", 11, "model.reasoning_effort"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  top_p: 2", 11, "model.top_p"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  seed: x", 11, "model.seed"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  stop: [a, b, c, d, e]", 11, "model.stop"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  parallel_tool_calls: no-thanks", 11, "model.parallel_tool_calls"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  max_tokens_field: max_length", 11, "model.max_tokens_field"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  extra_body: {messages: []}", 11, "model.extra_body.messages"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  extra_body: {top_p: 1}", 11, "model.extra_body.top_p"),
+        ("max_output_tokens: 500", "max_output_tokens: 500\n  extra_body: {when: 2026-10-06}", 11, "model.extra_body"),
+        ("provider: openai", "provider: openai-responses\n  stop: END", 6, "model.stop"),
         ("steps: 10", "steps: 0", 13, "loop.limits.steps"),
         ("tokens: 20000", "tokens: lots", 13, "loop.limits.tokens"),
         ("tokens: 20000", "tokens: 2, minutes: 3", 13, "loop.limits.minutes"),
         ("limits: {steps: 10, tool_calls: 4, tokens: 20000}", "limits: 5", 13, "loop.limits"),
+        ("tokens: 20000", "tokens: 20000, bad_replies: -1", 13, "loop.limits.bad_replies"),
+        ("tokens: 20000", "tokens: 20000, tool_result_bytes: 10", 13, "loop.limits.tool_result_bytes"),
+        ("loop:\n", "memory: {turns: many}\nloop:\n", 11, "memory.turns"),
+        ("loop:\n", "memory: {turns: 5, weeks: 2}\nloop:\n", 11, "memory.weeks"),
+        ("loop:\n", "memory: 5\nloop:\n", 11, "memory"),
+        ("  max_output_tokens: 500\n", "  max_output_tokens: 500\n  memory: {turns: 2}\n", 11, "model.memory"),
     ],
     ids=[
         "no-model",
@@ -218,12 +288,28 @@ def test_an_openai_agent_file_loads_with_its_model_and_limits(world, tmp_path):
         "temperature",
         "max-output-tokens",
         "unknown-field",
+        "reasoning-effort",
+        "top-p",
+        "seed",
+        "stop",
+        "parallel-tool-calls",
+        "max-tokens-field",
+        "extra-body-reserved",
+        "extra-body-named-parameter",
+        "extra-body-not-json",
+        "responses-has-no-stop",
         "limit-zero",
         "limit-not-a-number",
         "unknown-limit",
         "limits-not-a-mapping",
+        "bad-replies-negative",
+        "tool-result-bytes-too-small",
+        "memory-turns-not-a-number",
+        "memory-unknown-field",
+        "memory-not-a-mapping",
+        "memory-under-model",
     ],
-)
+)  # fmt: skip
 def test_a_broken_openai_agent_file_names_its_line_and_field(
     world, tmp_path, old, new, line, field
 ):

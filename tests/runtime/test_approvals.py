@@ -1,5 +1,7 @@
-"""Approvals answered in-band (interactions/v1) on the demo deployer: only extension metadata
-approves, the held call is sent once as it was held, a denial reaches the model.
+"""Approvals answered in-band (interactions/v1) on the demo deployer, its policy saying
+``deciders: either``: only extension metadata approves, the held call is sent once as it was
+held, a denial reaches the model. Under the demo's own policy (no ``deciders``) only the
+tenant's operators decide, and the caller is told who may.
 
 The services and the turn loop are called directly; what the caller sees on the wire is in
 tests/a2a_endpoint/test_interactions_wire.py."""
@@ -22,7 +24,10 @@ BUILD = "2026.10.06-1"
 
 @pytest.fixture
 def held(agents) -> Task:
-    """A deploy held for approval."""
+    """A deploy held for approval, under a policy that lets the caller decide in band."""
+    Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
+        tool_policy={"deploy/deploy_build": {"action": "approve", "deciders": "either"}}
+    )
     task = start(agents.a, "deployer", f"deploy build {BUILD} to staging")
     assert task.state == "TASK_STATE_AUTH_REQUIRED"
     return task
@@ -129,17 +134,58 @@ def test_an_approval_answer_that_is_not_a_boolean_is_refused(held, answer):
     assert Interaction.objects.get().state == Interaction.State.OPEN
 
 
-def test_operators_only_approvals_cannot_be_answered_in_band(agents):
+@pytest.mark.parametrize(
+    "rule",
+    ["approve", {"action": "approve"}, {"action": "approve", "deciders": "operators"}],
+    ids=["plain", "no-deciders", "operators"],
+)
+def test_an_in_band_approval_under_a_policy_without_deciders_is_refused(agents, rule):
+    # Issue 26: the caller never sees a call's arguments (seed 000), so by default it does
+    # not approve them; the refusal says who may decide.
     Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
-        tool_policy={"deploy/deploy_build": {"action": "approve", "deciders": "operators"}}
+        tool_policy={"deploy/deploy_build": rule}
     )
     held = start(agents.a, "deployer", f"deploy build {BUILD} to staging")
     assert Interaction.objects.get().deciders == Interaction.Deciders.OPERATORS
-    with pytest.raises(UnsupportedOperation, match="operator must decide") as refused:
+    with pytest.raises(UnsupportedOperation) as refused:
         approve(held, approved=True)
     assert refused.value.reason == "OPERATOR_DECISION_REQUIRED"
+    assert refused.value.message.startswith(
+        "Only admins or operators of the agent's organisation may decide this approval; "
+        "the caller cannot answer it in band"
+    )
     assert Interaction.objects.get().state == Interaction.State.OPEN
     assert not DemoRecord.objects.exists()
+    assert not AuditEvent.objects.exists()
+    # An operator still decides it.
+    decide(open_interaction(held), approved=True)
+    assert run(held).state == "TASK_STATE_COMPLETED"
+    assert DemoRecord.objects.count() == 1
+
+
+def test_deciders_caller_lets_only_the_caller_decide(agents):
+    from runtime.decisions.approvers import Decider
+    from runtime.kernel.errors import DeciderRefused
+    from tests.core import flow_answer
+
+    Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
+        tool_policy={"deploy/deploy_build": {"action": "approve", "deciders": "caller"}}
+    )
+    held = start(agents.a, "deployer", f"deploy build {BUILD} to staging")
+    interaction = open_interaction(held)
+    assert interaction.approvers == ["caller"]
+    with pytest.raises(DeciderRefused):
+        flow_answer(
+            tenant=agents.a.tenant,
+            interaction_id=interaction.public_id,
+            answer={"approved": True},
+            by="user:operator@acme.test",
+            via="page",
+            decider=Decider(subject="user:operator@acme.test"),
+        )
+    approve(held, approved=True)
+    assert run(held).state == "TASK_STATE_COMPLETED"
+    assert Effect.objects.get().approved_by == agents.a.subject
 
 
 def test_an_operator_approval_resumes_the_task_with_no_client_message(held):

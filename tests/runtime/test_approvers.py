@@ -134,7 +134,9 @@ def test_viewers_never_decide_even_when_named(agents, holder):
 def test_caller_decides_in_band_only_when_named(agents, holder):
     side = agents.a
     interaction = holder({"action": "approve", "approvers": ["admin"]}, slug="ops-only")(side)
-    with pytest.raises(UnsupportedOperation, match="operator must decide"):
+    with pytest.raises(
+        UnsupportedOperation, match="may decide this approval; the caller cannot answer it in band"
+    ):
         reply(interaction.task, None, metadata=in_band(interaction, approved=True))
 
     interaction = holder({"action": "approve", "approvers": ["caller"]}, slug="caller")(side)
@@ -208,7 +210,9 @@ def test_two_person_rule_a_denial_by_anyone_ends_it(agents, holder):
 
 def test_two_person_rule_refuses_the_callers_answer(agents, holder):
     interaction = holder({"action": "approve", "required": 2})(agents.a)
-    with pytest.raises(UnsupportedOperation, match="operator must decide"):
+    with pytest.raises(
+        UnsupportedOperation, match="may decide this approval; the caller cannot answer it in band"
+    ):
         reply(interaction.task, None, metadata=in_band(interaction, approved=True))
 
 

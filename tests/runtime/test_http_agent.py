@@ -113,8 +113,11 @@ def test_a_turn_that_replies_gets_the_documented_signed_request(agents, server, 
     assert server.bad_signatures == 0 and len(server.requests) == 1
     document = server.documents[0]
     jsonschema.Draft202012Validator(schema("request")).validate(document)
-    assert document["version"] == 1
+    assert document["version"] == 2
     assert document["taskId"] == task.public_id
+    # Version 2: the context, and no earlier turns for its first message.
+    assert (document["contextId"], document["turn"]) == (task.wire_context_id, 1)
+    assert document["droppedTurns"] == 0
     assert document["agent"] == {
         "slug": "byo",
         "name": "Bring your own",
@@ -244,6 +247,30 @@ def test_an_unknown_tool_comes_back_as_a_tool_error_in_the_next_request(
 
     assert task.state == TaskState.COMPLETED
     assert status_text(task) == "unknown tool nowhere / launch"
+    assert not Effect.objects.exists()
+
+
+def test_an_agent_that_keeps_calling_what_it_cannot_is_stopped_after_its_bad_replies(
+    agents, server, http_agent_for
+):
+    http_agent_for()
+    bad_arguments = {**CALL_DEPLOY, "arguments": {"build": "b-7", "environment": "mars"}}
+    unknown = {"action": "call", "server": "nowhere", "tool": "launch", "arguments": {}}
+    server.script = [unknown, bad_arguments, unknown]
+    task = run(send(agents.a, "byo", "launch"))
+    # Two went back as the calls' errors (the default loop.limits.bad_replies); the third
+    # ended the task.
+    assert len(server.requests) == 3
+    assert task.state == TaskState.FAILED
+    assert status_text(task) == (
+        "The model's reply could not be used 3 times in a row (loop.limits.bad_replies is 2), "
+        "and the turn was stopped. The last problem: unknown tool nowhere / launch"
+    )
+    second = entries(server.documents[2], "tool_result")
+    assert [r["error"] for r in second] == [
+        "unknown tool nowhere / launch",
+        "invalid arguments at environment: 'mars' is not one of ['staging', 'production']",
+    ]
     assert not Effect.objects.exists()
 
 

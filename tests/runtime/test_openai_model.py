@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
 from runtime.agents.agent_models import DemoRecord
@@ -22,7 +23,7 @@ from runtime.decisions.flow import interactions_connect_app
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send, status_text
-from tests.llm_stub import LLMStub, call, completion, error
+from tests.llm_stub import LLMStub, Respond, call, completion, error, reply_with, response
 
 pytestmark = pytest.mark.django_db
 
@@ -106,7 +107,10 @@ def test_a_held_call_approved_is_sent_once_and_its_result_reaches_the_model(
     assert first["path"] == "/v1/chat/completions"
     body = first["body"]
     assert body["model"] == "gpt-4o-mini"
-    assert (body["temperature"], body["max_tokens"]) == (0.2, 300)
+    # Current OpenAI models take max_completion_tokens (gpt-5 and the o-series refuse
+    # max_tokens); max_tokens_field switches it back for servers that know only max_tokens.
+    assert (body["temperature"], body["max_completion_tokens"]) == (0.2, 300)
+    assert "max_tokens" not in body
     assert body["messages"][0] == {"role": "system", "content": INSTRUCTIONS}
     assert body["messages"][1] == {"role": "user", "content": "deploy b-1 to staging"}
     assert tool_names(body) == {DEPLOY, "ask_question", "emit_artifact", "update_plan"}
@@ -266,7 +270,8 @@ def test_the_step_limit_fails_the_turn_and_bounds_a_model_that_never_stops(
     agents, llm, make_llm_agent
 ):
     make_llm_agent(limits={"steps": 3})
-    llm.fallback = completion(calls=[call("no_such_tool", {})])
+    # Usable replies, each a step, that never finish.
+    llm.fallback = completion(calls=[call("update_plan", {"steps": [{"label": "again"}]})])
     task = start(agents)
     assert task.state == "TASK_STATE_FAILED"
     assert "limit of 3 steps" in status_text(task)
@@ -740,3 +745,273 @@ def test_the_client_cache_is_bounded_and_closes_what_it_drops_once_unused():
         pass
     assert [c.closed for c in made] == [True, False, True, False]
     assert list(cache.entries) == [("b",), ("d",)]
+
+
+# --- replies that cannot be used: back to the model, a bounded number of times (issue 26) ----
+
+
+def bad_reply_notes(body: dict) -> list[str]:
+    """The notes a request carried that the model's last reply could not be used."""
+    return [
+        m["content"]
+        for m in body["messages"]
+        if m["role"] == "user" and m["content"].startswith("Your last reply could not be used")
+    ]
+
+
+def test_a_model_that_always_answers_with_empty_choices_gets_three_calls_then_the_task_fails(
+    agents, llm, make_llm_agent
+):
+    make_llm_agent()
+    llm.fallback = reply_with(None, choices=[])
+    task = start(agents)
+    # The default loop.limits.bad_replies is 2: two errors go back, the third reply fails it.
+    assert len(llm.requests) == 3
+    assert task.state == "TASK_STATE_FAILED"
+    text = status_text(task)
+    assert text == (
+        "The model's reply could not be used 3 times in a row (loop.limits.bad_replies is 2), "
+        "and the turn was stopped. The last problem: the reply has no choices"
+    )
+    # Each retry told the model why, as the next message of the conversation.
+    assert bad_reply_notes(llm.requests[0]["body"]) == []
+    assert (
+        bad_reply_notes(llm.requests[2]["body"])
+        == [
+            "Your last reply could not be used: the reply has no choices. Reply again: answer "
+            "with text, or call one of the tools offered."
+        ]
+        * 2
+    )
+    assert [e["streak"] for e in task.transcript if e["type"] == "unusable"] == [1, 2, 3]
+    # In Django admin, the transcript's last entry says why.
+    assert task.transcript[-1]["action"] == {
+        "kind": "fail",
+        "text": text,
+        "error": "the reply has no choices",
+    }
+    assert not Effect.objects.exists()
+    # The reason is on the task page, for operators.
+    client = agents.a.client_for(agents.a.operator)
+    page = client.get(reverse("approvals:task", args=[task.public_id])).content.decode()
+    assert "could not be used 3 times in a row" in page
+
+
+def test_a_model_that_always_sends_garbage_arguments_is_bounded_too(agents, llm, make_llm_agent):
+    make_llm_agent(limits={"bad_replies": 1}, policy={"deploy/deploy_build": "allow"})
+    llm.fallback = completion(calls=[call(DEPLOY, '{"build": "b-1", "environment": ')])
+    task = start(agents)
+    assert len(llm.requests) == 2
+    assert task.state == "TASK_STATE_FAILED"
+    assert "could not be used 2 times in a row (loop.limits.bad_replies is 1)" in status_text(task)
+    assert "the arguments are not valid JSON" in status_text(task)
+    # The first went back as the call's tool error; nothing was ever sent.
+    assert tool_messages(llm.requests[1]["body"])
+    assert not Effect.objects.exists() and not DemoRecord.objects.exists()
+
+
+def test_arguments_that_fail_the_schema_count_as_a_bad_reply(agents, llm, make_llm_agent):
+    make_llm_agent(limits={"bad_replies": 0}, policy={"deploy/deploy_build": "allow"})
+    llm.fallback = completion(calls=[call(DEPLOY, {"build": "b-1", "environment": "mars"})])
+    task = start(agents)
+    assert len(llm.requests) == 1
+    assert task.state == "TASK_STATE_FAILED"
+    assert "invalid arguments at environment" in status_text(task)
+
+
+def test_a_usable_reply_ends_a_run_of_bad_ones(agents, llm, make_llm_agent):
+    make_llm_agent(policy={"deploy/deploy_build": "allow"})
+    llm.play(
+        reply_with(None, choices=[]),
+        completion(calls=[call("nope", {})]),
+        completion(calls=[call("update_plan", {"steps": [{"label": "deploy"}]})]),
+        Respond(body="not json", headers={"Content-Type": "text/plain"}),
+        reply_with({"role": "assistant", "content": ""}),
+        completion("Done."),
+    )
+    task = start(agents)
+    # 2 bad, 1 good (the streak ends), 2 bad: never 3 in a row.
+    assert (task.state, status_text(task)) == ("TASK_STATE_COMPLETED", "Done.")
+    assert len(llm.requests) == 6
+    notes = bad_reply_notes(llm.requests[5]["body"])
+    assert [n.split(": ", 1)[1].split(". Reply")[0] for n in notes] == [
+        "the reply has no choices",
+        "the reply is not a chat completion (a JSON object)",
+        "the reply was empty: it had neither text nor a tool call",
+    ]
+
+
+# --- what real providers send (issue 26) ------------------------------------------------------
+
+
+def test_content_as_a_list_of_parts_and_arguments_as_an_object_complete_normally(
+    agents, llm, make_llm_agent
+):
+    make_llm_agent()
+    llm.play(
+        # ai-mock sends the arguments as a JSON object, not a string.
+        reply_with(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_obj",
+                        "type": "function",
+                        "function": {"name": DEPLOY, "arguments": STAGING},
+                    }
+                ],
+            }
+        ),
+        # Mistral's reasoning models send content as a list of parts.
+        reply_with(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+                    {"type": "text", "text": "Deployed "},
+                    {"type": "text", "text": "b-1."},
+                ],
+            },
+            usage=None,  # and some servers send no usage
+        ),
+    )
+    task = start(agents)
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"
+    assert Effect.objects.get().arguments == STAGING
+    decide(open_interaction(task), approved=True)
+    task = run(task)
+    assert (task.state, status_text(task)) == ("TASK_STATE_COMPLETED", "Deployed b-1.")
+    assert DemoRecord.objects.count() == 1
+    # The call is shown back as the API defines it: arguments as a JSON string.
+    shown = llm.requests[1]["body"]["messages"][2]["tool_calls"][0]
+    assert json.loads(shown["function"]["arguments"]) == STAGING
+    assert task.tokens == 120  # the first reply's usage; the second had none
+
+
+def test_a_refusal_rejects_the_task_with_the_models_words(agents, llm, make_llm_agent):
+    make_llm_agent()
+    llm.play(reply_with({"role": "assistant", "content": None, "refusal": "I can't help."}))
+    task = start(agents)
+    assert (task.state, status_text(task)) == ("TASK_STATE_REJECTED", "I can't help.")
+
+
+# --- current model APIs (issue 26) ------------------------------------------------------------
+
+
+def test_the_request_carries_max_completion_tokens_and_the_allow_listed_parameters(
+    agents, llm, make_llm_agent
+):
+    make_llm_agent(
+        max_output_tokens=700,
+        reasoning_effort="low",
+        top_p=0.5,
+        seed=7,
+        stop=["END"],
+        parallel_tool_calls=False,
+        extra_body={"metadata": {"team": "release"}},
+    )
+    llm.play(completion("Hi."))
+    assert start(agents).state == "TASK_STATE_COMPLETED"
+    body = llm.requests[0]["body"]
+    assert body["max_completion_tokens"] == 700 and "max_tokens" not in body
+    assert {k: body[k] for k in ("reasoning_effort", "top_p", "seed", "stop")} == {
+        "reasoning_effort": "low",
+        "top_p": 0.5,
+        "seed": 7,
+        "stop": ["END"],
+    }
+    assert body["parallel_tool_calls"] is False
+    assert body["metadata"] == {"team": "release"}
+    assert "extra_body" not in body
+
+
+def test_max_tokens_field_sends_max_tokens_to_servers_that_know_only_it(
+    agents, llm, make_llm_agent
+):
+    make_llm_agent(max_output_tokens=300, max_tokens_field="max_tokens")
+    llm.play(completion("Hi."))
+    start(agents)
+    body = llm.requests[0]["body"]
+    assert body["max_tokens"] == 300 and "max_completion_tokens" not in body
+
+
+def test_the_approval_reason_reaches_the_model_with_the_result(agents, llm, make_llm_agent):
+    make_llm_agent()
+    llm.play(completion(calls=[call(DEPLOY, STAGING, "call_dep")]), completion("Done."))
+    task = start(agents)
+    decide(open_interaction(task), approved=True, reason="staging is free")
+    run(task)
+    result = tool_messages(llm.requests[1]["body"])["call_dep"]
+    assert (result["ok"], result["approvalReason"]) == (True, "staging is free")
+
+
+# --- provider: openai-responses (issue 26) ----------------------------------------------------
+
+
+def test_the_responses_api_provider_holds_a_call_and_completes(agents, llm, make_llm_agent):
+    make_llm_agent(
+        provider="openai-responses",
+        model="gpt-5-mini",
+        max_output_tokens=900,
+        reasoning_effort="medium",
+        verbosity="low",
+        store=False,
+    )
+    llm.play(
+        response(
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_r1",
+                "name": DEPLOY,
+                "arguments": json.dumps(STAGING),
+            },
+        ),
+        response(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Deployed b-1.", "annotations": []}],
+            },
+            usage=(300, 12),
+        ),
+    )
+    task = start(agents)
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"
+    first = llm.requests[0]
+    assert first["path"] == "/v1/responses"
+    body = first["body"]
+    assert body["instructions"] == INSTRUCTIONS
+    assert body["input"] == [{"role": "user", "content": "deploy b-1 to staging"}]
+    assert body["max_output_tokens"] == 900
+    assert body["reasoning"] == {"effort": "medium"} and body["text"] == {"verbosity": "low"}
+    assert body["store"] is False
+    deploy = next(t for t in body["tools"] if t["name"] == DEPLOY)
+    assert deploy["type"] == "function" and deploy["parameters"] == DEPLOY_TOOL["schema"]
+
+    decide(open_interaction(task), approved=True, reason="go")
+    task = run(task)
+    assert (task.state, status_text(task)) == ("TASK_STATE_COMPLETED", "Deployed b-1.")
+    assert DemoRecord.objects.count() == 1
+    items = llm.requests[1]["body"]["input"]
+    assert items[1] == {
+        "type": "function_call",
+        "call_id": "call_r1",
+        "name": DEPLOY,
+        "arguments": json.dumps(STAGING),
+    }
+    output = json.loads(items[2]["output"])
+    assert items[2]["type"] == "function_call_output" and items[2]["call_id"] == "call_r1"
+    assert (output["ok"], output["approvalReason"]) == (True, "go")
+    assert task.tokens == 120 + 312
+
+
+def test_the_responses_api_provider_bounds_unusable_responses(agents, llm, make_llm_agent):
+    make_llm_agent(provider="openai-responses", model="gpt-5-mini", limits={"bad_replies": 1})
+    llm.fallback = response(status="failed", error={"code": "server_error", "message": "boom"})
+    task = start(agents)
+    assert len(llm.requests) == 2
+    assert task.state == "TASK_STATE_FAILED"
+    assert "the response failed: boom" in status_text(task)

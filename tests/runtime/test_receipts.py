@@ -95,7 +95,7 @@ def test_every_decision_on_a_held_call_stores_a_receipt_of_what_it_bound(agents,
 
 
 def test_denials_in_band_and_expiries_store_receipts_with_their_channel(agents, make_agent):
-    deploy_agent(make_agent, "approve")
+    deploy_agent(make_agent, {"action": "approve", "deciders": "either"})
     first = held(agents)
     flow_answer(
         tenant=agents.a.tenant,
@@ -392,7 +392,7 @@ def test_a_high_risk_denial_needs_no_step_up(agents, make_agent):
 
 
 def test_the_caller_cannot_approve_a_high_risk_call_in_band(agents, make_agent):
-    deploy_agent(make_agent, {"action": "approve", "risk": "high"})
+    deploy_agent(make_agent, {"action": "approve", "risk": "high", "deciders": "either"})
     approval = held(agents)
     with pytest.raises(UnsupportedOperation) as refused:
         reply(

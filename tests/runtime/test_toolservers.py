@@ -27,6 +27,7 @@ from connections.services import connection_connect_oauth, connection_connect_to
 from runtime.agents.agent_models import ToolServer
 from runtime.agents.tools import tool_spec, tools_offered
 from runtime.decisions.decision_models import Effect
+from runtime.decisions.effects import effect_resolve
 from tenants.models import User
 from tests.core import REPORT_RESULT, decide, open_interaction, run, start, status_text
 
@@ -160,6 +161,9 @@ class HttpStub:
                     )
                 if request.get("tool") == "broken":
                     return self.answer(500, {"error": "the database is down"})
+                if request.get("tool") == "big":
+                    # 2.5 KB of JSON, with characters of two bytes to cut around.
+                    return self.answer(200, {"rows": ["é" * 50 for _ in range(24)]})
                 if request.get("tool") == "slow":
                     time.sleep(3)
                 who = request["arguments"]["who"]
@@ -318,7 +322,11 @@ def test_a_server_that_is_gone_is_a_clear_tool_error(agents, make_agent, mcp_stu
     mcp_stub.stop()
     task = start(agents.a, "calcer", "go")
     assert task.state == "TASK_STATE_COMPLETED"
-    assert status_text(task).startswith("error: the tool server calc could not be reached at ")
+    # Issue 26: the server by its name, never its URL (the model's context is no place for
+    # an internal address).
+    text = status_text(task)
+    assert text.startswith("error: the tool server calc could not be reached (")
+    assert mcp_stub.url not in text and "127.0.0.1" not in text
     assert Effect.objects.get().state == Effect.State.FAILED
 
 
@@ -759,7 +767,7 @@ def test_the_refresh_button_takes_only_post(agents, mcp_stub, staff_client):
 
 
 def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
-    agents, settings, mcp_stub, make_agent
+    agents, settings, mcp_stub, make_agent, caplog
 ):
     # check_url passes a host name; the guarded async client checks the address it resolves
     # to and connects to nothing.
@@ -779,9 +787,16 @@ def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
     )
     mcp_stub.authorizations.clear()
     task = start(agents.a, "calcer", "go")
-    assert status_text(task).startswith(
-        "error: the tool server calc cannot be called: localhost resolves only to refused"
+    # The model is told the server's name and that its address is refused; the address
+    # itself is for the admin, in the log (with the task's id, as every line of a turn).
+    text = status_text(task)
+    assert text == (
+        "error: the tool server calc cannot be called: its address is refused by the "
+        "outbound guard (an admin can see why in the log)"
     )
+    assert "localhost" not in text and "127.0.0.1" not in text
+    logged = [r for r in caplog.records if "localhost resolves only to refused" in r.getMessage()]
+    assert logged and logged[0].task_id == task.public_id
     assert mcp_stub.authorizations == [] and mcp_stub.calls == []
 
 
@@ -796,7 +811,42 @@ def test_an_mcp_call_that_takes_too_long_is_a_timeout_error(
         tool_policy={"calc": "allow"},
     )
     task = start(agents.a, "sleeper", "go")
-    assert status_text(task) == "error: calc did not answer the call of slow within 1s"
+    # Issue 26: the call was sent and no answer came: it may have run, so its outcome is
+    # uncertain (effects/v1) and an operator resolves it, as after a crash.
+    assert task.state == "TASK_STATE_WORKING"
+    assert status_text(task) == "The outcome of calc / slow was lost; an operator is checking."
+    effect = Effect.objects.get()
+    assert effect.state == Effect.State.UNCERTAIN
+    assert effect.outcome == {
+        "error": "calc did not answer the call of slow within 1s; it may have acted"
+    }
+    effect_resolve(
+        tenant=agents.a.tenant,
+        effect_id=effect.public_id,
+        resolution="happened",
+        result="done",
+        by="user:operator@acme.test",
+    )
+    task = run(task)
+    assert (task.state, status_text(task)) == ("TASK_STATE_COMPLETED", "ok: done")
+
+
+def test_a_policy_timeout_overrides_the_servers_and_an_idempotent_tool_just_fails(
+    agents, make_agent, mcp_stub, staff_client
+):
+    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url, timeout_seconds=30))
+    make_agent(
+        "sleeper",
+        [call_step("slow", seconds=5), *REPORT_RESULT],
+        tools=[{"server": "calc", "idempotent": True}],
+        tool_policy={"calc/slow": {"action": "allow", "timeout": "1s"}},
+    )
+    task = start(agents.a, "sleeper", "go")
+    # The policy's 1s, not the server's 30s; a tool that may be called again is failed (the
+    # model may call it again), not left uncertain.
+    assert status_text(task) == (
+        "error: calc did not answer the call of slow within 1s; it may have acted"
+    )
     assert Effect.objects.get().state == Effect.State.FAILED
 
 
@@ -818,7 +868,64 @@ def test_an_http_call_that_takes_too_long_is_a_timeout_error(agents, make_agent,
         tool_policy={"calc": "allow"},
     )
     task = start(agents.a, "sleeper", "go")
-    assert status_text(task) == "error: calc did not answer the call of slow within 1s"
+    assert task.state == "TASK_STATE_WORKING"
+    effect = Effect.objects.get()
+    assert effect.state == Effect.State.UNCERTAIN
+    assert effect.outcome["error"] == (
+        "calc did not answer the call of slow within 1s; it may have acted"
+    )
+
+
+def test_a_result_over_the_limit_is_cut_for_the_model_and_kept_whole_as_a_task_file(
+    agents, make_agent, http_stub
+):
+    from runtime.kernel.task_models import TaskFile
+    from runtime.kernel.task_selectors import task_file_for_caller
+
+    server = ToolServer(
+        tenant=agents.a.tenant,
+        name="calc",
+        kind="http",
+        url=http_stub.url,
+        tools=[{"name": "big", "description": "", "inputSchema": {"type": "object"}}],
+    )
+    http_stub.secret = server.signing_secret_new()
+    server.save()
+    agent = make_agent(
+        "reader",
+        [{"call": {"server": "calc", "tool": "big", "args": {}}}, *REPORT_RESULT],
+        tools=[{"server": "calc"}],
+        tool_policy={"calc": "allow"},
+    )
+    agent.model = {**agent.model, "limits": {"tool_result_bytes": 1024}}
+    agent.save(update_fields=["model"])
+    task = start(agents.a, "reader", "go")
+    assert task.state == "TASK_STATE_COMPLETED"
+    whole = {"rows": ["é" * 50 for _ in range(24)]}
+    stored = TaskFile.objects.get(task=task)
+    assert stored.role == TaskFile.Role.TOOL_RESULT
+    assert json.loads(bytes(stored.content)) == whole
+    # What the model was sent: the first 1024 bytes (cut between characters), and why.
+    shown = [e for e in task.transcript if e["type"] == "tool_result"][0]["result"]
+    assert shown["cut"] is True and shown["fileId"] == stored.public_id
+    assert shown["bytes"] == stored.size > 1024
+    assert len(shown["partial"].encode()) in (1023, 1024)
+    assert "over this agent's limit of 1024 (loop.limits.tool_result_bytes)" in shown["note"]
+    assert status_text(task).startswith("ok: {")
+    effect = Effect.objects.get(task=task)
+    assert effect.outcome["resultFile"] == stored.public_id
+    assert effect.outcome["result"] == shown  # the journal keeps no 2 MB copy either
+    # Never the caller's to download: it is not one of its files.
+    assert (
+        task_file_for_caller(
+            tenant=agents.a.tenant,
+            agent_slug="reader",
+            task_id=task.public_id,
+            subject=agents.a.subject,
+            file_id=stored.public_id,
+        )
+        is None
+    )
 
 
 def test_rotating_the_signing_secret_shows_the_new_one_once(agents, staff_client, http_stub):

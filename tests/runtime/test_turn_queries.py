@@ -120,6 +120,43 @@ def test_a_turn_on_a_hosted_model_commits_before_the_call_and_once_after(
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
 )
+def test_a_later_turn_of_a_context_reads_its_earlier_turns_once(agents, settings, monkeypatch):
+    stub = LLMStub().start()
+    try:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + "q" * 32)
+        settings.OPENAI_BASE_URL = stub.url
+        stub.play(completion("Hello."), completion("Hello again."))
+        spec = AgentSpec(
+            slug="hosted",
+            name="hosted",
+            description="An agent on a hosted model.",
+            skills=[{"id": "main", "name": "Main", "description": "d", "tags": [], "examples": []}],
+            instructions="Be brief.",
+            model={"provider": "openai", "model": "gpt-4o-mini"},
+        )
+        agent_upsert(tenant=agents.a.tenant, spec=spec)
+        first = send(agents.a, "hosted", "hi")
+        turn_run(task_pk=first.pk, worker_id="w1")
+        first.refresh_from_db()
+        second = send(agents.a, "hosted", "hi again", contextId=first.wire_context_id)
+
+        cost = turn_cost(second)
+    finally:
+        stub.stop()
+
+    second.refresh_from_db()
+    assert (second.turn, second.state) == (2, TaskState.COMPLETED)
+    # Conversation memory (issue 26): the first turn's 9 statements and one more, the read of
+    # the context's earlier turns, in the claim's transaction (before the model is asked);
+    # kept in the transcript, it is not read again for the turn's later steps.
+    assert cost.transactions == 2, cost
+    assert len(cost.statements) == 10, cost
+    assert sum(1 for s in cost.statements if '"turn" >= ' in s) == 1, cost
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
+)
 def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     task = start(agents.a, "deployer", "deploy build 2026.10.06-1 to staging")
     decide(open_interaction(task), approved=True)

@@ -250,3 +250,27 @@ def test_a_message_queued_as_the_turn_before_it_ends_starts_when_that_turn_commi
     # Started by its own claim, which waited for the first turn's end to commit.
     assert second.state == TaskState.INPUT_REQUIRED, second.state
     assert len(second.runs) == 1
+
+
+def test_a_turn_that_crashes_logs_it_with_its_task_and_tenant(
+    agents, make_agent, monkeypatch, caplog
+):
+    import logging
+
+    from runtime.turn.runner import turn_run
+
+    make_agent("crasher", [{"reply": "never used"}])
+    task = send(agents.a, "crasher", "go")
+
+    class Broken:
+        in_process = True
+
+        def next_action(self, view):
+            raise RuntimeError("a bug in a provider")
+
+    monkeypatch.setattr("runtime.turn.runner.model_for", lambda agent: Broken())
+    with caplog.at_level(logging.ERROR, logger="runtime.turn.runner"), pytest.raises(RuntimeError):
+        turn_run(task_pk=task.pk, worker_id="w1")
+    crashed = [r for r in caplog.records if r.getMessage() == "the turn crashed"]
+    assert crashed and crashed[0].exc_info is not None
+    assert (crashed[0].task_id, crashed[0].tenant) == (task.public_id, "acme")

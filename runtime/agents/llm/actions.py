@@ -82,11 +82,53 @@ class BadToolCall:
     cursor: int | None = None  # the model's own bookmark, kept in the transcript
 
 
-Action = Reply | Ask | EmitArtifact | CallTool | SetPlan | AdvancePlan | Wait | Fail | BadToolCall
+@dataclass(frozen=True)
+class BadReply:
+    """A reply of the model that cannot be used at all (no choices, not a chat completion, an
+    empty message): the turn loop hands ``error`` back to the model and asks again, a bounded
+    number of times in a row (``loop.limits.bad_replies``)."""
+
+    error: str
+    cursor: int | None = None  # the model's own bookmark, kept in the transcript
+
+
+Action = (
+    Reply
+    | Ask
+    | EmitArtifact
+    | CallTool
+    | SetPlan
+    | AdvancePlan
+    | Wait
+    | Fail
+    | BadToolCall
+    | BadReply
+)
 ACTION_TYPES = {
     cls.__name__: cls
-    for cls in (Reply, Ask, EmitArtifact, CallTool, SetPlan, AdvancePlan, Wait, Fail, BadToolCall)
+    for cls in (
+        Reply,
+        Ask,
+        EmitArtifact,
+        CallTool,
+        SetPlan,
+        AdvancePlan,
+        Wait,
+        Fail,
+        BadToolCall,
+        BadReply,
+    )
 }
+
+
+def reply_problem(reply: "Action | ModelTurn") -> str | None:
+    """Why a model's reply could not be used (its first bad call, or the reply itself), or
+    None. A reply of several calls with one bad call counts: the model made a mistake."""
+    actions = reply.actions if isinstance(reply, ModelTurn) else (reply,)
+    for action in actions:
+        if isinstance(action, BadReply | BadToolCall):
+            return action.error
+    return None
 
 
 @dataclass(frozen=True)
@@ -168,6 +210,13 @@ class TurnView:
     # (runtime.agents.credentials.credential_value); raises CredentialMissing. A provider sends it and
     # never shows it to the model.
     credential: Callable[..., str] | None = None
+    # Conversation memory (AGENT.md ``memory``): the context's id and this turn's number, the
+    # earlier turns of the context the agent's budget keeps (oldest first; runtime.turn.memory
+    # makes each record), and how many older turns the budget dropped.
+    context_id: str = ""
+    turn: int = 1
+    history: list[dict] = field(default_factory=list)
+    history_dropped: int = 0
 
     @property
     def answers(self) -> dict[str, Any]:

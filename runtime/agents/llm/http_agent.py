@@ -39,6 +39,7 @@ from runtime.agents.llm.actions import (
     AdvancePlan,
     AgentError,
     Ask,
+    BadToolCall,
     CallTool,
     EmitArtifact,
     Fail,
@@ -51,11 +52,14 @@ from runtime.agents.tools import (
     REQUEST_CONNECTION,
     REQUEST_CONNECTION_SCHEMA,
     tools_offered,
+    validate_arguments,
 )
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
+# 2: the request names its context (contextId, turn) and its history starts with the
+# context's earlier turns (conversation memory); what version 1 sent is unchanged.
+PROTOCOL_VERSION = 2
 SCHEMAS = Path(__file__).parent / "schemas"
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 300.0
@@ -67,7 +71,7 @@ MAX_REPLY_BYTES = 1024 * 1024
 # An agent URL is entered by a tenant's admin: any public host, never a private address
 # unless PUSH_ALLOW_PRIVATE_HOSTS says so (connections.outbound).
 ALLOWED_HOSTS = ("*",)
-USER_AGENT = "Countersign-Agent/1"
+USER_AGENT = f"Countersign-Agent/{PROTOCOL_VERSION}"
 # What the partner reads when the agent failed; the detail is for the admin.
 PARTNER_MESSAGE = "The agent could not complete this request."
 # What an answer entry of the history carries (not who answered, nor through which channel).
@@ -142,9 +146,11 @@ def reply_error(reply: Any) -> str | None:
     return f"the reply is not a valid action at {where}: {error.message}"[:1000]
 
 
-def history(transcript: list[dict]) -> list[dict]:
-    """The turn since the caller's message, in the protocol's terms (agent-request.json)."""
-    out = []
+def history(transcript: list[dict], earlier: list[dict] = ()) -> list[dict]:
+    """The context's earlier turns (``turn`` entries, oldest first, as conversation memory
+    kept them), then this turn since the caller's message, in the protocol's terms
+    (agent-request.json)."""
+    out: list[dict] = [{"type": "turn", **record} for record in earlier]
     for entry in transcript[1:]:
         kind = entry.get("type")
         if kind == "action":
@@ -193,6 +199,9 @@ def request_document(view: TurnView) -> dict:
     return {
         "version": PROTOCOL_VERSION,
         "taskId": view.task_id,
+        "contextId": view.context_id,
+        "turn": view.turn,
+        "droppedTurns": view.history_dropped,
         "agent": {"slug": agent.slug, "name": agent.name, "instructions": agent.instructions},
         "step": view.actions_taken,
         "skill": view.skill_id or "",
@@ -203,16 +212,36 @@ def request_document(view: TurnView) -> dict:
             "files": list(view.files),
         },
         "answers": view.answers,
-        "history": history(view.transcript),
+        "history": history(view.transcript, view.history),
         "connectedApps": sorted(view.connected_apps),
         "plan": list(view.plan),
         "tools": tools(agent),
     }
 
 
-def action_for(reply: dict) -> Action:
-    """The runtime's action for a valid reply (``reply_error`` returned None)."""
+def call_problem(reply: dict, offered: list[dict]) -> str | None:
+    """Why a valid ``call`` reply names a call that cannot be made (a tool not offered,
+    arguments that fail its schema), or None. Its error goes back to the agent as the call's
+    result, and counts as a bad reply (loop.limits.bad_replies)."""
+    spec = next(
+        (t for t in offered if t["server"] == reply["server"] and t["tool"] == reply["tool"]),
+        None,
+    )
+    if spec is None:
+        return f"unknown tool {reply['server'][:100]} / {reply['tool'][:100]}"
+    return validate_arguments(spec.get("schema"), reply.get("arguments", {}))
+
+
+def action_for(reply: dict, offered: list[dict] | None = None) -> Action:
+    """The runtime's action for a valid reply (``reply_error`` returned None); ``offered``:
+    the tools of the request, which a ``call`` must name."""
     cursor = reply.get("cursor")
+    if reply["action"] == "call" and offered is not None:
+        problem = call_problem(reply, offered)
+        if problem:
+            return BadToolCall(
+                tool=f"{reply['server']}/{reply['tool']}"[:200], error=problem, cursor=cursor
+            )
     match reply["action"]:
         case "reply":
             return Reply(reply["text"], direct=bool(reply.get("direct", False)), cursor=cursor)
@@ -280,7 +309,8 @@ class HttpAgent:
         self.timeout = float(model.get("timeout", DEFAULT_TIMEOUT))
 
     def next_action(self, view: TurnView) -> Action:
-        body = json.dumps(request_document(view), separators=(",", ":"))
+        document = request_document(view)
+        body = json.dumps(document, separators=(",", ":"))
         # The same step of the same turn has the same id, so that an agent may recognise a
         # request that is asked again (a retry, or a turn resumed by another worker).
         message_id = f"msg_{view.task_id}_{len(view.transcript)}"
@@ -296,7 +326,7 @@ class HttpAgent:
                     # Signed again for each attempt: a receiver refuses old timestamps (five
                     # minutes in the reference libraries), and attempts may take that long.
                     headers = self.headers(secret, message_id, body)
-                    return self.attempt(client, body, headers)
+                    return self.attempt(client, body, headers, document["tools"])
                 except Retry as retry:
                     last = retry.detail
                     logger.info("agent request attempt %s: %s", attempt + 1, retry.detail)
@@ -327,7 +357,9 @@ class HttpAgent:
             **signed,
         }
 
-    def attempt(self, client: httpx.Client, body: str, headers: dict) -> Action:
+    def attempt(
+        self, client: httpx.Client, body: str, headers: dict, offered: list[dict] | None = None
+    ) -> Action:
         """One POST: the action, or Retry, or AgentError for what retrying cannot fix."""
         try:
             with client.stream("POST", self.url, content=body, headers=headers) as response:
@@ -356,4 +388,4 @@ class HttpAgent:
         error = reply_error(reply)
         if error:
             raise AgentError(PARTNER_MESSAGE, error)
-        return action_for(reply)
+        return action_for(reply, offered)

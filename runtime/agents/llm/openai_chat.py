@@ -7,18 +7,30 @@ vLLM, Ollama, LiteLLM, Together, Groq...) through the official ``openai`` packag
       base_url: https://llm.example.com/v1   # optional; else OPENAI_BASE_URL, else OpenAI's
       credential: OPENAI_API_KEY             # the name of the credential (runtime.agents.credentials)
       temperature: 0.2                       # optional
-      max_output_tokens: 800                 # optional (sent as max_tokens)
+      max_output_tokens: 800                 # optional (sent as max_completion_tokens)
+      reasoning_effort: low                  # optional: PARAMETERS, checked at load
 
-The agent's instructions are the system message; the transcript is the conversation: the
-caller's message with its data and files, then each reply of the model and, for each of its
-tool calls, what came of it (a tool's result or error, a denial and its reason, an answer, a
+The agent's instructions are the system message; the conversation's earlier turns follow
+(conversation memory, runtime.turn.memory), then the transcript: the caller's message with its
+data and files, then each reply of the model and, for each of its tool calls, what came of it
+(a tool's result or error, a denial and its reason, an approval's reason, an answer, a
 connection). Like every provider it keeps no state: a resumed turn rebuilds the same
 conversation from the transcript. A reply with tool calls becomes one ``ModelTurn`` whose
 actions the turn loop applies one step each.
 
+A reply is read as parsed JSON, not as the SDK's typed model, so that what real servers send
+is taken (content as a list of parts, arguments as an object, a refusal, no usage) and what
+cannot be used (no choices, not JSON, an empty message, a bad call) becomes a BadReply or a
+BadToolCall whose error goes back to the model, a bounded number of times in a row
+(``loop.limits.bad_replies``, runtime.turn.runner), instead of an exception that crashes the
+turn.
+
 The credential goes in the Authorization header only: never into a prompt, a log line or an
 error message. A tenant's ``base_url`` goes through the outbound guard (private addresses
 only when PUSH_ALLOW_PRIVATE_HOSTS is on); the installer's OPENAI_BASE_URL is trusted.
+
+What ``model:`` may say is runtime.agents.llm.openai_spec's; the messages sent,
+runtime.agents.llm.openai_conversation's; this module sends them and reads the reply.
 """
 
 import hashlib
@@ -35,19 +47,18 @@ from typing import Any
 
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion
 
 from connections.outbound import (
     OutboundRefused,
     check_url,
     connection_dropped,
     guarded_client,
-    url_parse,
 )
 from runtime.agents.credentials import CredentialMissing
 from runtime.agents.llm.actions import (
     AdvancePlan,
     Ask,
+    BadReply,
     BadToolCall,
     CallTool,
     EmitArtifact,
@@ -59,15 +70,23 @@ from runtime.agents.llm.actions import (
     TurnView,
     Usage,
 )
+from runtime.agents.llm.openai_conversation import (
+    ASK_QUESTION,
+    BUILTINS,
+    EMIT_ARTIFACT,
+    NO_USABLE_REPLY,
+    conversation,
+)
+from runtime.agents.llm.openai_spec import (
+    CHAT_PARAMETERS,
+    DEFAULT_CREDENTIAL,
+    MAX_TOKENS_FIELDS,
+    request_parameters,
+)
 from runtime.agents.tools import BUILTIN_SERVER, REQUEST_CONNECTION, validate_arguments
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_CREDENTIAL = "OPENAI_API_KEY"
-MODEL_KEYS = {"provider", "model", "base_url", "credential", "temperature", "max_output_tokens"}
-CREDENTIAL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 FUNCTION_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-PLAN_STATES = ["pending", "active", "completed", "failed", "skipped"]
 RETRY_STATUSES = {408, 409, 429}
 MAX_BACKOFF_SECONDS = 30.0
 # Idle connections are dropped after this, before the 5 s idle timeout of common servers
@@ -83,114 +102,6 @@ CLIENT_SHARDS = 8
 # (half a second, with every turn's thread waiting on the import; bench/slow_turns.py).
 # ``security`` is what ``create`` asks for: the client's key as a bearer token.
 CALL_OPTIONS: dict = {"security": {"bearer_auth": True}}
-
-ASK_QUESTION = "ask_question"
-EMIT_ARTIFACT = "emit_artifact"
-UPDATE_PLAN = "update_plan"
-BUILTINS = {
-    ASK_QUESTION: {
-        "description": "Ask the caller a question and wait for the answer.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "prompt": {"type": "string", "minLength": 1},
-                "choices": {"type": "array", "items": {"type": "string"}},
-                "allow_custom": {"type": "boolean"},
-            },
-            "required": ["prompt"],
-        },
-    },
-    REQUEST_CONNECTION: {
-        "description": "Ask a person to connect an app (for tools that need it).",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "app": {"type": "string", "minLength": 1},
-                "reason": {"type": "string"},
-            },
-            "required": ["app"],
-        },
-    },
-    EMIT_ARTIFACT: {
-        "description": "Hand the caller a result: a text or a JSON document, with a name.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "minLength": 1},
-                "description": {"type": "string"},
-                "text": {"type": "string"},
-                "data": {"type": "object"},
-            },
-            "required": ["name"],
-        },
-    },
-    UPDATE_PLAN: {
-        "description": (
-            "Show the caller your plan: either all its steps, or one step's new state "
-            "(by its index) and a note."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "steps": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "label": {"type": "string"},
-                            "state": {"type": "string", "enum": PLAN_STATES},
-                            "note": {"type": "string"},
-                        },
-                        "required": ["label"],
-                    },
-                },
-                "step": {"type": "integer", "minimum": 0},
-                "state": {"type": "string", "enum": PLAN_STATES},
-                "note": {"type": "string"},
-            },
-        },
-    },
-}
-
-
-class ModelSpecError(Exception):
-    def __init__(self, path: list, message: str):
-        self.path, self.message = path, message
-        super().__init__(f"{'.'.join(map(str, path))}: {message}")
-
-
-def validate_model(model: dict) -> None:
-    """Check an AGENT.md ``model`` mapping for this provider; raise ModelSpecError."""
-    unknown = set(model) - MODEL_KEYS
-    if unknown:
-        key = sorted(unknown)[0]
-        raise ModelSpecError([key], f"unknown field (known: {', '.join(sorted(MODEL_KEYS))})")
-    if not isinstance(model.get("model"), str) or not model["model"].strip():
-        raise ModelSpecError(["model"], "is required: the model's name at the provider")
-    if "base_url" in model:
-        if not isinstance(model["base_url"], str):
-            raise ModelSpecError(["base_url"], "must be an http(s) URL")
-        try:
-            url_parse(model["base_url"])
-        except OutboundRefused as exc:
-            raise ModelSpecError(["base_url"], str(exc)) from None
-    credential = model.get("credential", DEFAULT_CREDENTIAL)
-    if not isinstance(credential, str) or not CREDENTIAL_NAME_RE.match(credential):
-        raise ModelSpecError(
-            ["credential"], "must be the name of a credential (letters, digits, _ . -)"
-        )
-    temperature = model.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
-        raise ModelSpecError(["temperature"], "must be a number from 0 to 2")
-    tokens = model.get("max_output_tokens")
-    if tokens is not None and (
-        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
-    ):
-        raise ModelSpecError(["max_output_tokens"], "must be a positive whole number")
 
 
 # --- tool names ------------------------------------------------------------------------------
@@ -237,111 +148,6 @@ def tool_definitions(view: TurnView, names: ToolNames) -> list[dict]:
     return tools
 
 
-# --- the conversation --------------------------------------------------------------------------
-
-
-def user_content(view: TurnView) -> str:
-    """The caller's message, its data parts and the files the worker fetched for it."""
-    content = view.text or "(no text)"
-    if view.data:
-        content += "\n\nData sent with the message (JSON):"
-        for item in view.data:
-            content += "\n" + json.dumps(item, ensure_ascii=False)
-    if view.files:
-        content += "\n\nFiles sent with the message:"
-        for f in view.files:
-            head = f"\n- {f.get('filename') or 'file ' + str(f.get('index'))} ({f.get('mediaType', '')}"
-            if "error" in f:
-                content += f"{head}): could not be fetched: {f['error']}"
-                continue
-            content += f"{head}, {f.get('size', 0)} bytes)"
-            if "text" in f:
-                note = " (cut short)" if f.get("truncated") else ""
-                content += f"{note}:\n```\n{f['text']}\n```"
-            else:
-                content += ": not text; its content is not shown"
-    return content
-
-
-def tool_result_content(transcript: list[dict], step: int | None, call_id: str) -> str:
-    """What came of one tool call of a model's reply, as the model reads it back."""
-    if step is None or step >= len(transcript):
-        return json.dumps({"error": "This call was not made."})
-    action = transcript[step].get("action", {})
-    kind = action.get("kind")
-    later = transcript[step + 1 :]
-    if kind == "ask":
-        answer = next(
-            (e for e in later if e["type"] == "answer" and e.get("questionId") == call_id), None
-        )
-        if answer is None or "value" not in answer:
-            return json.dumps({"error": "The question expired without an answer."})
-        return json.dumps({"answer": answer["value"]}, ensure_ascii=False)
-    if kind in ("call", "bad_call"):
-        result = next((e for e in later if e["type"] == "tool_result" and e["step"] == step), None)
-        if result is None:
-            return json.dumps({"error": "The call has no result."})
-        edit = next(
-            (
-                e
-                for e in later
-                if e["type"] == "answer" and e.get("edited") and e.get("step") == step
-            ),
-            None,
-        )
-        if result["ok"]:
-            body = {"ok": True, "result": result.get("result")}
-        else:
-            body = {"ok": False, "error": result.get("error", "failed")}
-            if result.get("error") == "tool.denied":
-                body["error"] = "The call was not made: it was denied."
-            if result.get("reason"):
-                body["reason"] = result["reason"]
-        if edit is not None:
-            # Issue 13: an operator changed the arguments before approving; say so, and to what.
-            body["argumentsEdited"] = {
-                "note": "An operator changed this call's arguments before approving it; "
-                "it was made with these arguments instead of yours.",
-                "arguments": edit.get("arguments"),
-            }
-        # A result's keys sorted: the same bytes whether the turn read the result back from
-        # the database (PostgreSQL's jsonb reorders keys) or kept it as the tool returned it
-        # (runtime.turn.runner keeps the row in memory), so a resumed turn asks the model
-        # exactly what the one cut short asked.
-        return json.dumps(body, ensure_ascii=False, sort_keys=bool(result["ok"]))
-        return json.dumps(body, ensure_ascii=False)
-    if kind == "artifact":
-        return json.dumps({"ok": True, "artifactId": action.get("artifactId")})
-    return json.dumps({"ok": True})
-
-
-def conversation(view: TurnView) -> list[dict]:
-    system = view.instructions.strip() or "You are a helpful agent."
-    if view.connections_enabled:
-        apps = ", ".join(sorted(view.connected_apps)) or "none"
-        system += f"\n\nApps connected for this tenant: {apps}."
-    messages: list[dict] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": user_content(view)},
-    ]
-    for entry in view.transcript:
-        if entry["type"] != "model":
-            continue
-        messages.append(entry["message"])
-        applied = {a["id"]: a["step"] for a in entry.get("applied", [])}
-        for call in entry["message"].get("tool_calls") or []:
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call["id"],
-                    "content": tool_result_content(
-                        view.transcript, applied.get(call["id"]), call["id"]
-                    ),
-                }
-            )
-    return messages
-
-
 # --- a reply to actions ------------------------------------------------------------------------
 
 
@@ -361,9 +167,10 @@ def not_json(constant: str):
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: str):
+def call_action(view: TurnView, names: ToolNames, name: str, raw: Any, call_id: str):
     """One tool call of the model's reply as an action; what cannot be made is a BadToolCall,
-    whose error goes back to the model (nothing is sent)."""
+    whose error goes back to the model (nothing is sent). ``raw``: the arguments as the
+    provider sent them: a JSON string, or (some servers) the object itself."""
     offered = set(names.by_name) | set(BUILTINS)
     if not view.connections_enabled:
         offered.discard(REQUEST_CONNECTION)
@@ -372,16 +179,26 @@ def call_action(view: TurnView, names: ToolNames, name: str, raw: str, call_id: 
             tool=name,
             error=f"unknown tool {name[:100]!r}; the tools offered are: {', '.join(sorted(offered))}",
         )
-    try:
-        arguments = json.loads(raw or "{}", parse_constant=not_json)
-    except (ValueError, RecursionError) as exc:
-        return BadToolCall(tool=name, error=f"the arguments are not valid JSON: {exc}")
+    if isinstance(raw, dict):
+        arguments: Any = raw
+    elif isinstance(raw, str) or raw is None:
+        try:
+            arguments = json.loads(raw or "{}", parse_constant=not_json)
+        except (ValueError, RecursionError) as exc:
+            return BadToolCall(tool=name, error=f"the arguments are not valid JSON: {exc}")
+    else:
+        arguments = raw
     if not isinstance(arguments, dict):
         return BadToolCall(tool=name, error="the arguments must be a JSON object")
     arguments = no_nul(arguments)
     if name in names.by_name:
         spec = names.by_name[name]
-        # The tool's schema is checked by the turn loop (runtime.turn.calls), before the policy.
+        # Checked here against the schema offered, so that a reply with arguments that do not
+        # fit counts as a bad reply (loop.limits.bad_replies); the turn loop checks them again
+        # against the tool as it stands, before the policy (runtime.turn.calls).
+        error = validate_arguments(spec.get("schema"), arguments)
+        if error:
+            return BadToolCall(tool=name, error=error)
         return CallTool(server=spec["server"], tool=spec["tool"], arguments=arguments)
     error = validate_arguments(BUILTINS[name]["parameters"], arguments)
     if error:
@@ -507,6 +324,10 @@ def thread_shard() -> int:
 
 
 class OpenAIChatModel:
+    # Where the request goes, and which of the pass-through parameters it takes.
+    path = "/chat/completions"
+    parameters = CHAT_PARAMETERS
+
     def __init__(self, model: dict):
         self.spec = model
         self.model = str(model.get("model", ""))
@@ -514,6 +335,10 @@ class OpenAIChatModel:
 
     def next_action(self, view: TurnView) -> ModelTurn:
         names = ToolNames(view.tools)
+        reply = self.complete(view, self.request(view, names))
+        return self.turn_from(view, names, reply)
+
+    def request(self, view: TurnView, names: ToolNames) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": conversation(view),
@@ -522,9 +347,10 @@ class OpenAIChatModel:
         if self.spec.get("temperature") is not None:
             request["temperature"] = self.spec["temperature"]
         if self.spec.get("max_output_tokens") is not None:
-            request["max_tokens"] = self.spec["max_output_tokens"]
-        completion = self.complete(view, request)
-        return self.turn_from(view, names, completion)
+            field = self.spec.get("max_tokens_field") or MAX_TOKENS_FIELDS[0]
+            request[field] = self.spec["max_output_tokens"]
+        request.update(request_parameters(self.spec, self.parameters))
+        return request
 
     # --- the call ---
 
@@ -587,11 +413,12 @@ class OpenAIChatModel:
                 attempt += 1
                 retry_after = None
                 try:
+                    # As JSON, not as the SDK's typed model: a reply is read by hand
+                    # (``turn_from``), so that what real servers send (content as a list of
+                    # parts, arguments as an object, no usage) is taken, and what cannot be
+                    # used goes back to the model instead of crashing the turn.
                     return client.post(
-                        "/chat/completions",
-                        body=request,
-                        cast_to=ChatCompletion,
-                        options=CALL_OPTIONS,
+                        self.path, body=request, cast_to=object, options=CALL_OPTIONS
                     )
                 except openai.APITimeoutError:
                     why = f"no answer within {settings.MODEL_TIMEOUT_SECONDS}s"
@@ -617,10 +444,9 @@ class OpenAIChatModel:
                         raise ModelError(self.refusal(exc, secret)) from None
                     why = f"HTTP {status}"
                     retry_after = retry_after_seconds(exc.response.headers)
-                except openai.APIResponseValidationError:
-                    raise ModelError(
-                        "The model provider's reply is not a chat completion."
-                    ) from None
+                except ValueError:
+                    # A 2xx whose body is not JSON: a bad reply, which goes back to the model.
+                    return NOT_JSON
                 if attempt == attempts:
                     raise ModelError(
                         f"The model provider did not answer after {attempts} attempts "
@@ -661,54 +487,148 @@ class OpenAIChatModel:
 
     # --- the reply ---
 
-    def turn_from(self, view: TurnView, names: ToolNames, completion) -> ModelTurn:
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise ModelError("The model provider's reply has no choices.")
-        message = choices[0].message
-        usage = None
-        if getattr(completion, "usage", None) is not None:
-            usage = Usage(
-                model=self.model,
-                input_tokens=int(completion.usage.prompt_tokens or 0),
-                output_tokens=int(completion.usage.completion_tokens or 0),
-            )
-        content = no_nul(message.content or "")
-        calls = [c for c in (message.tool_calls or []) if getattr(c, "function", None)]
-        if not calls:
-            action = Reply(content) if content.strip() else Fail("The model's reply was empty.")
-            return ModelTurn(
-                actions=(action,),
-                ids=("reply",),
-                message={"role": "assistant", "content": content},
-                usage=usage,
-            )
-        actions, ids, stored = [], [], []
-        seen = {
-            c["id"]
-            for e in view.transcript
-            if e["type"] == "model"
-            for c in e["message"].get("tool_calls") or []
-        }
-        for index, call in enumerate(calls):
-            call_id = no_nul(call.id or "")
-            if not call_id or call_id in seen or len(call_id) > 100:
-                # Some servers leave ids out or repeat them; each call needs its own.
-                call_id = f"call_{len(view.transcript)}_{index}"
-            seen.add(call_id)
-            name = no_nul(call.function.name or "")
-            raw = no_nul(call.function.arguments or "")
-            actions.append(call_action(view, names, name, raw, call_id))
-            ids.append(call_id)
-            stored.append(
-                {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}
-            )
-        return ModelTurn(
-            actions=tuple(actions),
-            ids=tuple(ids),
-            message={"role": "assistant", "content": content or None, "tool_calls": stored},
+    def turn_from(self, view: TurnView, names: ToolNames, reply: Any) -> ModelTurn:
+        """A Chat Completions reply (as parsed JSON) as the actions it holds."""
+        if reply is NOT_JSON or not isinstance(reply, dict):
+            return bad_reply("the reply is not a chat completion (a JSON object)", None)
+        usage = usage_of(reply.get("usage"), self.model)
+        choices = reply.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return bad_reply("the reply has no choices", usage)
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            return bad_reply("the reply's first choice has no message", usage)
+        calls = message.get("tool_calls")
+        return reply_turn(
+            view,
+            names,
+            content=content_text(message.get("content")),
+            refusal=message.get("refusal"),
+            calls=calls if isinstance(calls, list) else [],
+            cut=choices[0].get("finish_reason") == "length",
             usage=usage,
         )
+
+
+# A 2xx reply whose body is not JSON.
+NOT_JSON = object()
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string, or (Mistral's reasoning models, the Responses
+    API) a list of parts, whose text parts are joined; thinking and other parts are left
+    out."""
+    if isinstance(content, str):
+        return no_nul(content)
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif (
+            isinstance(part, dict)
+            and part.get("type", "text") in ("text", "output_text")
+            and isinstance(part.get("text"), str)
+        ):
+            texts.append(part["text"])
+    return no_nul("".join(texts))
+
+
+def usage_of(usage: Any, model: str) -> Usage | None:
+    """Tokens of a reply (Chat Completions' prompt/completion or the Responses API's
+    input/output names); None when the server sent none."""
+    if not isinstance(usage, dict):
+        return None
+
+    def count(*keys: str) -> int:
+        for key in keys:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        return 0
+
+    return Usage(
+        model=model,
+        input_tokens=count("prompt_tokens", "input_tokens"),
+        output_tokens=count("completion_tokens", "output_tokens"),
+    )
+
+
+def bad_reply(error: str, usage: Usage | None, content: str = "") -> ModelTurn:
+    """A reply that cannot be used at all: its error goes back to the model (BadReply)."""
+    return ModelTurn(
+        actions=(BadReply(error),),
+        ids=("reply",),
+        message={"role": "assistant", "content": content or NO_USABLE_REPLY},
+        usage=usage,
+    )
+
+
+def reply_turn(
+    view: TurnView,
+    names: ToolNames,
+    *,
+    content: str,
+    refusal: Any,
+    calls: list,
+    cut: bool,
+    usage: Usage | None,
+) -> ModelTurn:
+    """A reply, as both APIs say it (text, a refusal, tool calls ``{id, function: {name,
+    arguments}}``), as the actions it holds."""
+    calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("function"), dict)]
+    if not calls:
+        if content.strip():
+            action = Reply(content)
+        elif isinstance(refusal, str) and refusal.strip():
+            # The model declined: the task is rejected, with the model's words.
+            action = Fail(no_nul(refusal), reject=True)
+        elif cut:
+            return bad_reply(
+                "the reply was cut off at the output token limit before it said anything", usage
+            )
+        else:
+            return bad_reply("the reply was empty: it had neither text nor a tool call", usage)
+        return ModelTurn(
+            actions=(action,),
+            ids=("reply",),
+            message={"role": "assistant", "content": content or no_nul(str(refusal))},
+            usage=usage,
+        )
+    actions, ids, stored = [], [], []
+    seen = {
+        c["id"]
+        for e in view.transcript
+        if e["type"] == "model"
+        for c in e["message"].get("tool_calls") or []
+    }
+    for index, call in enumerate(calls):
+        call_id = call.get("id")
+        call_id = no_nul(call_id) if isinstance(call_id, str) else ""
+        if not call_id or call_id in seen or len(call_id) > 100:
+            # Some servers leave ids out or repeat them; each call needs its own.
+            call_id = f"call_{len(view.transcript)}_{index}"
+        seen.add(call_id)
+        function = call["function"]
+        name = function.get("name")
+        name = no_nul(name) if isinstance(name, str) else ""
+        raw = function.get("arguments")
+        raw = no_nul(raw)
+        actions.append(call_action(view, names, name, raw, call_id))
+        ids.append(call_id)
+        # Kept as the model will be shown it again: arguments as a JSON string, whatever the
+        # server sent.
+        shown = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+        stored.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": shown}}
+        )
+    return ModelTurn(
+        actions=tuple(actions),
+        ids=tuple(ids),
+        message={"role": "assistant", "content": content or None, "tool_calls": stored},
+        usage=usage,
+    )
 
 
 def refused_cause(exc: BaseException) -> OutboundRefused | None:

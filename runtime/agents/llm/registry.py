@@ -3,6 +3,7 @@
 from runtime.agents.llm.actions import ModelProvider
 from runtime.agents.llm.http_agent import HttpAgent
 from runtime.agents.llm.openai_chat import OpenAIChatModel
+from runtime.agents.llm.openai_responses import OpenAIResponsesModel
 from runtime.agents.llm.scripted import ScriptedModel
 
 # provider name -> a factory taking the agent's ``model`` mapping.
@@ -10,6 +11,7 @@ PROVIDERS = {
     "scripted": lambda model: ScriptedModel(model.get("script", [])),
     "http": HttpAgent,
     "openai": OpenAIChatModel,
+    "openai-responses": OpenAIResponsesModel,
 }
 
 

@@ -14,8 +14,11 @@
 
 The first rule whose ``when`` matches the turn's message runs its steps in order. A step may
 carry ``if: {answer: <id>, matches: <regex>}`` (or ``text:``, ``result: ok|error``,
-``connected: <app>``, ``notConnected: <app>``) and is skipped when that does not hold when
-its turn comes. Each action carries the index of its step (the cursor), which the turn loop
+``connected: <app>``, ``notConnected: <app>``, ``earlier: true|false``: whether the
+conversation has earlier turns) and is skipped when that does not hold when its turn comes.
+Templates may name the conversation's earlier turns (``{{ previous.text }}``, ``{{
+previous.reply }}``, ``{{ history.0.text }}``): a script that does is given them (conversation
+memory, runtime.turn.memory); one that does not reads nothing more. Each action carries the index of its step (the cursor), which the turn loop
 keeps in the transcript, so the model keeps no state between calls and a skipped step
 stays skipped even if its condition would hold later.
 """
@@ -156,11 +159,18 @@ def _text(value: Any) -> str:
     return json.dumps(value)
 
 
+# A script that names the conversation's earlier turns (templates or an ``earlier`` condition).
+MEMORY_RE = re.compile(r"\{\{\s*(previous|history)\b|\"earlier\":")
+
+
 class ScriptedModel:
     in_process = True  # no network: its steps go on in the turn's open transaction
 
     def __init__(self, script: list[dict]):
         self.script = script
+        # Only a script that uses the earlier turns has them read (runtime.turn.memory): the
+        # others' turns cost what they did.
+        self.uses_memory = bool(MEMORY_RE.search(json.dumps(script)))
 
     def _rule(self, view: TurnView) -> tuple[dict | None, dict]:
         for rule in self.script:
@@ -194,9 +204,20 @@ class ScriptedModel:
             ),
             None,
         )
+        earlier = [
+            {
+                "turn": record.get("turn"),
+                "text": (record.get("message") or {}).get("text", ""),
+                "reply": record.get("reply", ""),
+                "state": record.get("state", ""),
+            }
+            for record in view.history
+        ]
         scope = {
             "text": view.text,
             "match": groups,
+            "history": earlier,
+            "previous": earlier[-1] if earlier else {},
             "answers": view.answers,
             "files": view.files,
             "last": {
@@ -241,6 +262,8 @@ class ScriptedModel:
             return condition["connected"] in view.connected_apps
         if "notConnected" in condition:
             return condition["notConnected"] not in view.connected_apps
+        if "earlier" in condition:
+            return bool(scope["history"]) == bool(condition["earlier"])
         return True
 
     @staticmethod

@@ -63,6 +63,9 @@ def assistant_spec(*, tenant) -> AgentSpec | None:
         description="A real model (OpenAI-compatible) that deploys builds and opens pull "
         "requests; each deployment and each pull request waits for a person's approval.",
         skills=[skill for donor in donors.values() for skill in donor.skills],
+        # Several skills: a message without metadata.skillId (the banner's command, most
+        # clients) runs the first donor's, as seed 004 allows when a default exists.
+        default_skill=next(iter(donors.values())).skills[0]["id"],
         instructions=ASSISTANT_INSTRUCTIONS,
         model={
             "provider": "openai",

@@ -130,3 +130,38 @@ def test_the_banner_shows_how_to_call_the_assistant_with_a_key():
     assert "deploy build" in text and "http://127.0.0.1:11434/v1" in text
     assert "export OPENAI_API_KEY" not in text
     assert KEY not in text  # the key itself is never printed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_banners_assistant_command_runs_the_assistant_on_its_model(
+    monkeypatch, settings, client, eager
+):
+    """The banner's command names no skill and the assistant has several (the deployer's and
+    the coder's): its default skill takes the message (issue 26, item 6), and the model is asked."""
+    from config.banner import curl_command
+    from runtime.kernel.task_models import Task
+    from tests.llm_stub import LLMStub, completion
+
+    stub = LLMStub().start()
+    try:
+        stub.play(completion("Which environment: staging or production?"))
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        settings.OPENAI_BASE_URL = stub.url
+        summary = seed()
+        command = curl_command(
+            "", "/a2a/demo/assistant", summary["token"], "deploy build 2026.10.06-1", "a-1"
+        )
+        body = command.split("-d ", 1)[1].strip().strip("'")
+        response = client.post(
+            "/a2a/demo/assistant",
+            data=body,
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {summary['token']}", "A2A-Version": "1.0"},
+        )
+        result = response.json()
+        assert "error" not in result, result
+        task = Task.objects.get(public_id=result["result"]["task"]["id"])
+        assert task.skill_id == "deploy"
+        assert len(stub.requests) == 1  # the model was asked
+    finally:
+        stub.stop()

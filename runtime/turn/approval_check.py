@@ -17,7 +17,7 @@ from runtime.decisions.receipts import (
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.shapes import agent_message
-from runtime.kernel.signals import interaction_opened
+from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_state import task_pause, task_save, with_plan
 from runtime.turn.transcript import TURN_FIELDS, tool_result_record
@@ -64,7 +64,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     interaction = Interaction.objects.filter(
         tenant_id=task.tenant_id, task=task, public_id=effect.public_id
     ).first()
-    audit_record(
+    audit = audit_record(
         tenant_id=task.tenant_id,
         actor=VOIDER,
         action="approval_voided",
@@ -111,6 +111,11 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             expires_at=expires_at,
         )
         interaction.refresh_from_db()
+        # Those told of the approval hear that it is void and needs a new decision (a call
+        # no person was asked about opens below, as a new approval).
+        interaction_changed.send(
+            sender=Interaction, interaction=interaction, event="voided", audit=audit
+        )
     else:
         # A call no person was asked about (a standing rule allowed it): now one is, as
         # runtime.turn.calls holds a call (interactions/v1: the effect's id), with the

@@ -333,6 +333,7 @@ def approval_gate(
             "prompt": interaction.prompt,
             "approvals": len(approvals),
             "required": needs.required,
+            "deciderKind": decider.kind,
         }
         if decider.channel_user:
             detail["channelUser"] = decider.channel_user

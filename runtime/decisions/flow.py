@@ -233,6 +233,7 @@ def decision_take_locked(
         stepped_up=decider.stepped_up,
         shown_hash=decision.shown_hash,
         edited=edited,
+        decider_kind=decider.kind,
         channel_user=decider.channel_user,
     )
     _log(interaction, decider, channel, "decided")

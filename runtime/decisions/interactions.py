@@ -111,6 +111,7 @@ def interaction_close(
     stepped_up: bool = False,
     shown_hash: str | None = None,
     edited: bool = False,
+    decider_kind: str = "",
     channel_user: str = "",
 ) -> Interaction:
     """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
@@ -118,7 +119,8 @@ def interaction_close(
     The close of every decision (runtime.decisions.flow, which has checked who decides and
     how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high,
     issue 13); ``shown_hash`` and ``edited`` go on the decision's receipt
-    (runtime.decisions.receipts), ``channel_user`` on it and the audit row.
+    (runtime.decisions.receipts), ``channel_user`` on it and the audit row, with
+    ``decider_kind`` (a person, a program, the caller).
     """
     decision = {
         "state": Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
@@ -161,7 +163,9 @@ def interaction_close(
         history_append=message,
         also=("transcript",),
     )
-    audit = audit_decision(interaction=interaction, task=task, channel_user=channel_user)
+    audit = audit_decision(
+        interaction=interaction, task=task, decider_kind=decider_kind, channel_user=channel_user
+    )
     decision_receipt(
         task=task,
         interaction=interaction,

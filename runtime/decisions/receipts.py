@@ -284,10 +284,16 @@ def decision_word(interaction: Interaction) -> str:
     return "answered"
 
 
-def audit_decision(*, interaction: Interaction, task: Task, channel_user: str = "") -> AuditEvent:
+def audit_decision(
+    *, interaction: Interaction, task: Task, decider_kind: str = "", channel_user: str = ""
+) -> AuditEvent:
     answer = interaction.answer or {}
     action = decision_word(interaction)
     detail = {"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer}
+    if decider_kind:
+        # A person, a program or the caller (runtime.decisions.approvers.Decider): what the
+        # follow-ups of a decision say of who took it.
+        detail["deciderKind"] = decider_kind
     if channel_user:
         # Who the channel knew the decider as (a Slack user id, a link's address).
         detail["channelUser"] = channel_user

@@ -19,6 +19,7 @@ from notifications.content import (
     slack_cut,
     slack_escape,
     slack_fields,
+    slack_when,
 )
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
@@ -63,11 +64,6 @@ def _button(text: str, action_id: str, value: dict | None = None, **more) -> dic
     return button
 
 
-def _when(moment) -> str:
-    # Slack shows it in each reader's own time zone; the fallback is UTC.
-    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|{moment:%Y-%m-%d %H:%M} UTC>"
-
-
 def _state_text(interaction: Interaction) -> str:
     """What became of the item, or where it stands while open."""
     if interaction.state == Interaction.State.OPEN:
@@ -88,7 +84,7 @@ def _state_text(interaction: Interaction) -> str:
         return "\n".join(lines)
     by = slack_escape(person(interaction.answered_by))
     via = slack_escape(interaction.answered_via)
-    when = _when(interaction.answered_at) if interaction.answered_at else ""
+    when = slack_when(interaction.answered_at) if interaction.answered_at else ""
     if interaction.state == Interaction.State.CANCELED:
         return f":no_entry_sign: Closed: its task was canceled by {by}, {when}."
     word = decision_word(interaction)

@@ -56,6 +56,10 @@ def _json(text) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _id(value) -> str:
     return value if isinstance(value, str) and 0 < len(value) <= 80 else ""
 
@@ -131,12 +135,11 @@ def _content(app: SlackApp, interaction: Interaction, channel_id: str, ts: str) 
 
 
 def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
-    user_id = _id((payload.get("user") or {}).get("id"))
-    channel_id = _id((payload.get("channel") or {}).get("id"))
-    ts = _id((payload.get("container") or {}).get("message_ts"))
+    user_id = _id(_dict(payload.get("user")).get("id"))
+    channel_id = _id(_dict(payload.get("channel")).get("id"))
+    ts = _id(_dict(payload.get("container")).get("message_ts"))
     actions = payload.get("actions")
-    action = actions[0] if isinstance(actions, list) and actions else {}
-    action = action if isinstance(action, dict) else {}
+    action = _dict(actions[0] if isinstance(actions, list) and actions else {})
     action_id = str(action.get("action_id", ""))
     value = _json(action.get("value"))
     interaction_id = _id(value.get("i"))
@@ -182,16 +185,20 @@ def _modal_open(app, payload, action_id, click, shown_hash, ts) -> None:
 
 
 def _selected(values: dict, block: str) -> list[str]:
-    element = (values.get(block) or {}).get(block) or {}
+    element = _dict(_dict(values.get(block)).get(block))
     if "selected_option" in element:
-        option = element.get("selected_option") or {}
+        option = _dict(element.get("selected_option"))
         return [str(option.get("value", ""))] if option else []
-    return [str(o.get("value", "")) for o in element.get("selected_options") or [] if o]
+    options = element.get("selected_options")
+    return (
+        [str(_dict(o).get("value", "")) for o in options if o] if isinstance(options, list) else []
+    )
 
 
 def _text(values: dict, block: str) -> str:
-    element = (values.get(block) or {}).get(block) or {}
-    return str(element.get("value") or "").strip()
+    element = _dict(_dict(values.get(block)).get(block))
+    value = element.get("value")
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _errors(**errors: str) -> JsonResponse:
@@ -199,13 +206,11 @@ def _errors(**errors: str) -> JsonResponse:
 
 
 def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
-    view = payload.get("view") or {}
-    view = view if isinstance(view, dict) else {}
+    view = _dict(payload.get("view"))
     metadata = _json(view.get("private_metadata"))
-    values = (view.get("state") or {}).get("values") or {}
-    values = values if isinstance(values, dict) else {}
+    values = _dict(_dict(view.get("state")).get("values"))
     click = {
-        "user": _id((payload.get("user") or {}).get("id")),
+        "user": _id(_dict(payload.get("user")).get("id")),
         "channel": _id(metadata.get("c")),
         "interaction": _id(metadata.get("i")),
     }

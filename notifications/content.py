@@ -11,6 +11,7 @@ e-mail subject from one line (a header holds no line break, issue 28 finding 9).
 
 import json
 import re
+from datetime import datetime
 
 from django.conf import settings
 from django.template.loader import render_to_string
@@ -169,6 +170,11 @@ def email_bodies(content: dict, links: dict | None = None) -> tuple[str, str]:
         "arguments": _arguments_text(content),
         "links": links or {},
         "follow_up": content.get("event") in FOLLOW_UPS,
+        "expires": when_text(content.get("expiresAt", "")),
+        # A prompt of several lines (the title holds its first): the whole of it.
+        "prompt": content.get("prompt", "")
+        if "\n" in str(content.get("prompt", "")).strip()
+        else "",
     }
     text = render_to_string("notifications/email/notification.txt", context)
     html = render_to_string("notifications/email/notification.html", context)
@@ -195,11 +201,31 @@ def slack_cut(text: str, limit: int = SLACK_TEXT_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def when_text(iso: str) -> str:
+    """An ISO time as people read it in mail: ``2026-12-02 14:08 UTC``."""
+    try:
+        return f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M} UTC"
+    except (TypeError, ValueError):
+        return str(iso or "")
+
+
+def slack_when(moment: datetime) -> str:
+    """A time Slack shows in each reader's own time zone (UTC where it cannot)."""
+    return (
+        f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|"
+        f"{moment:%Y-%m-%d %H:%M} UTC>"
+    )
+
+
 def slack_fields(content: dict) -> list[dict]:
+    try:
+        expires = slack_when(datetime.fromisoformat(content["expiresAt"]))
+    except (KeyError, TypeError, ValueError):
+        expires = "-"
     fields = [
         f"*Agent:* {slack_escape(content.get('agentName', '-'))}",
         f"*Caller:* {slack_escape(content.get('caller', '-'))}",
-        f"*Expires:* {slack_escape(content.get('expiresAt', '-'))}",
+        f"*Expires:* {expires}",
     ]
     if content.get("tool"):
         fields.append(f"*Tool:* {slack_escape(content['tool'])}")

@@ -14,6 +14,7 @@ from runtime.decisions.receipts import (
     receipt_record,
     tool_trust,
 )
+from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.shapes import agent_message
@@ -95,10 +96,15 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     # An AGENT.md ladder's expire step for this tool, else the agent's interactionTtlSeconds.
     expiry = expiry_seconds(task.agent, tool=f"{effect.server}/{effect.tool}")
     expires_at = timezone.now() + timedelta(seconds=expiry)
+    # The call as it stands now, under the title and redaction its policy gives now.
+    call = held_call_record(
+        agent=task.agent, server=effect.server, tool=effect.tool, arguments=effect.arguments
+    )
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
         Interaction.objects.filter(pk=interaction.pk).update(
+            request={**(interaction.request or {}), "call": call},
             state=Interaction.State.OPEN,
             answer=None,
             answered_by="",
@@ -131,7 +137,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             kind=Interaction.Kind.APPROVAL,
             prompt=prompt,
             detail=detail,
-            request={"step": effect.step},
+            request={"step": effect.step, "call": call},
             subject=task.subject,
             deciders=policy.deciders,
             approvers=list(policy.approvers),

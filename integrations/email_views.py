@@ -25,7 +25,7 @@ from integrations.email_links import (
     link_decider,
 )
 from notifications.content import item_url, person
-from notifications.held_call import held_call_view
+from runtime.decisions.summaries import held_call_view
 from runtime.decisions.facts import decision_facts
 from runtime.decisions.flow import Decision
 from runtime.kernel.errors import (

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from notifications.held_call import held_call_view
+from runtime.decisions.summaries import held_call_view
 from notifications.models import Delivery
 from runtime.decisions.decision_models import Interaction
 

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('runtime', '0018_receipt_channel_user'),
+        ('runtime', '0019_receipt_channel_user'),
         ('tenants', '0005_admin_lifecycle'),
     ]
 

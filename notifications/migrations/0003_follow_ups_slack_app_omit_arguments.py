@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('notifications', '0002_fan_out_marker'),
-        ('runtime', '0018_receipt_channel_user'),
+        ('runtime', '0019_receipt_channel_user'),
         ('tenants', '0005_admin_lifecycle'),
     ]
 

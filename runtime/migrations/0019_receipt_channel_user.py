@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0017_agents_deciders_tool_results'),
+        ('runtime', '0018_interaction_held_call'),
     ]
 
     operations = [

@@ -25,9 +25,9 @@ from integrations.email_links import (
     link_decider,
 )
 from notifications.content import item_url, person
-from runtime.decisions.summaries import held_call_view
 from runtime.decisions.facts import decision_facts
 from runtime.decisions.flow import Decision
+from runtime.decisions.summaries import held_call_view
 from runtime.kernel.errors import (
     AlreadyDecided,
     ChannelRefused,

@@ -17,9 +17,9 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from runtime.decisions.summaries import held_call_view
 from notifications.models import Delivery
 from runtime.decisions.decision_models import Interaction
+from runtime.decisions.summaries import held_call_view
 
 SUBJECT_MAX = 150
 # Slack: a section's text is at most 3,000 characters, a field's 2,000.

@@ -376,3 +376,57 @@ def receivers_for_slack(agents):
     yield make
     for receiver in started:
         receiver.stop()
+
+
+def test_the_message_follows_decisions_elsewhere_voids_and_the_expiry(
+    slack_app, held, django_capture_on_commit_callbacks
+):
+    from runtime.agents.agent_models import Agent
+    from tests.core import decide, run
+
+    capture = django_capture_on_commit_callbacks
+    interaction = held()
+    ts, _ = posted(slack_app)
+    decide(interaction, approved=True)  # on the page; the turn is not resumed yet
+    agent = Agent.objects.get(tenant=interaction.tenant, slug="deployer")
+    Agent.objects.filter(pk=agent.pk).update(tool_policy={**agent.tool_policy, "deploy": "approve"})
+    with capture(execute=True):
+        run(interaction.task)  # void: the policy changed since the approval
+    # Each update shows the item as it stands when sent: open again, with its buttons.
+    update = slack_app.messages[ts]
+    assert "cs_approve" in action_ids(update)
+    assert "The approval given before is void" in json.dumps(update)
+
+    with capture(execute=True):
+        decide(interaction, by="user:admin@acme.test", approved=False)
+    assert "Denied by admin@acme.test via page" in json.dumps(slack_app.messages[ts])
+    assert action_ids(slack_app.messages[ts]) == ["cs_open"]
+
+
+def test_an_expired_item_s_message_says_so(slack_app, held, django_capture_on_commit_callbacks):
+    from django.utils import timezone
+
+    from runtime.decisions.interactions import interactions_expire
+
+    interaction = held()
+    ts, _ = posted(slack_app)
+    Interaction.objects.filter(pk=interaction.pk).update(expires_at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        assert interactions_expire() == 1
+    assert "Expired without a decision" in json.dumps(slack_app.messages[ts])
+    assert action_ids(slack_app.messages[ts]) == ["cs_open"]
+
+
+def test_decisions_are_counted_per_channel(slack_app, held, slack_post):
+    from prometheus_client import REGISTRY
+
+    def counted(channel: str, outcome: str) -> float:
+        labels = {"channel": channel, "outcome": outcome}
+        return REGISTRY.get_sample_value("countersign_decisions_total", labels) or 0.0
+
+    before = counted("slack", "approved"), counted("slack", "denied")
+    held()
+    ts, message = posted(slack_app)
+    slack_post(click(message, "cs_approve", user=OPERATOR, ts=ts))
+    slack_post(click(message, "cs_approve", user=ADMIN, ts=ts))  # decided already: not counted
+    assert (counted("slack", "approved"), counted("slack", "denied")) == (before[0] + 1, before[1])

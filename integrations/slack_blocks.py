@@ -45,10 +45,11 @@ RULE_DURATIONS = [d for d in DURATIONS if d != "forever"]
 
 
 def surface_facts(interaction: Interaction) -> DecisionFacts:
-    """What any decider may be offered in Slack (the buttons are the same for everyone in
-    the channel; the flow judges each click's decider)."""
+    """What any decider may be offered in Slack: the buttons are the same for everyone in
+    the channel, so these are the item's facts (the held call, what it needs, whether a rule
+    may be made), read for no one in particular; the flow judges each click's decider."""
     return decision_facts(
-        interaction=interaction, decider=Decider(subject="", role="operator"), with_receipts=False
+        interaction=interaction, decider=Decider(subject="", role="admin"), with_receipts=False
     )
 
 
@@ -112,7 +113,9 @@ def _approval_actions(interaction: Interaction, facts: DecisionFacts, url: str) 
     elif needs is None or needs.action != "deny":
         elements.append(_button("Approve", APPROVE, value, style="primary"))
     elements.append(_button("Deny…", DENY, value, style="danger"))
-    if facts.may_make_rule:
+    # Whether a rule may be made is the tool's and the policy's, not the clicker's (the flow
+    # checks who clicked: runtime.decisions.rules.rule_check).
+    if held is not None and not facts.rule_refusal and (needs is None or needs.action != "deny"):
         elements.append(_button("Approve and allow similar…", SIMILAR, value))
     if facts.editable and not (needs and needs.high_risk):
         elements.append(_button("Edit and approve in Countersign", "cs_edit", url=url))

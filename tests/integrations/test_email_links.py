@@ -219,3 +219,16 @@ def test_a_multi_line_question_is_mailed_with_a_one_line_subject(agents, mailed,
     assert message.subject == "[asker] waits for a decision: Which branch?"
     assert "The release one,\r\nor main?" in message.body and not links_of(message)
     assert "The release one,<br>or main?" in message.alternatives[0][0]
+
+
+def test_the_confirm_page_posts_with_csrf(agents, mailed, held):
+    interaction = held()
+    links = links_of(mail_to("operator@acme.test"))
+    strict = Client(enforce_csrf_checks=True)
+    page = strict.get(links["deny"])
+    assert strict.post(links["deny"], {"reason": "no"}).status_code == 403
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())[1]
+    response = strict.post(links["deny"], {"reason": "no", "csrfmiddlewaretoken": token})
+    assert response.status_code == 200
+    interaction.refresh_from_db()
+    assert interaction.answer == {"approved": False, "reason": "no"}

@@ -430,3 +430,18 @@ def test_decisions_are_counted_per_channel(slack_app, held, slack_post):
     slack_post(click(message, "cs_approve", user=OPERATOR, ts=ts))
     slack_post(click(message, "cs_approve", user=ADMIN, ts=ts))  # decided already: not counted
     assert (counted("slack", "approved"), counted("slack", "denied")) == (before[0] + 1, before[1])
+
+
+def test_another_tenants_item_is_no_such_item(slack_app, held, slack_post, agents):
+    theirs = held(side=agents.b)
+    assert not slack_app.called("chat.postMessage")  # globex has no Slack app
+    ours = held()
+    ts, message = posted(slack_app)
+    forged = click(message, "cs_approve", user=ADMIN, ts=ts)
+    forged["actions"][0]["value"] = json.dumps({"i": theirs.public_id, "h": ""})
+    slack_post(forged)
+    theirs.refresh_from_db()
+    assert theirs.state == "open" and not Receipt.objects.exists()
+    assert told(slack_app, ADMIN) == ["Nothing was decided: Countersign has no such item."]
+    ours.refresh_from_db()
+    assert ours.state == "open"

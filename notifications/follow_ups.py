@@ -99,9 +99,10 @@ def follow_up_facts(audit: AuditEvent, interaction: Interaction) -> dict:
     else:
         facts["outcome"] = event
     receipt = (
+        # An approval's id is its held call's: the receipts' (tenant, effect) index.
         Receipt.objects.filter(
             tenant_id=interaction.tenant_id,
-            interaction_public_id=interaction.public_id,
+            effect_public_id=interaction.public_id,
             decider=audit.actor,
             created_at__gte=audit.created_at - timedelta(seconds=5),
         )

@@ -74,11 +74,21 @@ def _opening_recipients(delivery: Delivery, content: dict) -> dict[str, Membersh
                 user=membership.user,
                 interaction=delivery.interaction,
                 event=delivery.event,
-                line=f"{content['title']} {content['url']}"[:500],
+                line=digest_line(content),
             )
         else:
             now_to[membership.user.email] = membership
     return now_to
+
+
+def digest_line(content: dict) -> str:
+    """An item in a digest: its title (with the summary), its link, and the arguments unless
+    the channel omits them, within the 500 characters a line keeps."""
+    line = f"{content['title']} {content['url']}"
+    if "arguments" in content:
+        arguments = json.dumps(content["arguments"], sort_keys=True, ensure_ascii=False)
+        line += f"\n  arguments: {arguments}"
+    return line if len(line) <= 500 else line[:499] + "…"
 
 
 def _told(delivery: Delivery) -> dict[str, Membership | None]:

@@ -102,6 +102,10 @@ def test_chat_and_mail_hear_who_decided_and_how(
     channel(agents.a.tenant, "mail", "email", email_roles=["operator"])
     interaction = hold(agents.a, capture)
     assert len(mail.outbox) == 1
+    opening = teams.events[0]["attachments"][0]
+    assert opening["contentType"] == "application/vnd.microsoft.card.adaptive"
+    runs = [run["text"] for block in opening["content"]["body"] for run in block["inlines"]]
+    assert "partner:acme-client" in runs and any(f'"build": "{BUILD}"' in r for r in runs)
     with capture(execute=True):
         decide(interaction, by="user:admin@acme.test", approved=False, reason="frozen <!here>")
     follow_up = json.dumps(slack.events[-1])

@@ -15,6 +15,7 @@ import re
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import IntegrityError
 from django.utils import timezone
 
 from integrations.models import SlackApp, SlackUser
@@ -53,11 +54,14 @@ def slack_email(*, app: SlackApp, user_id: str, now=None) -> str:
     email = str((user.get("profile") or {}).get("email") or "").strip()
     if user.get("deleted") or user.get("is_bot") or user.get("is_email_confirmed") is not True:
         email = ""
-    SlackUser.objects.update_or_create(
-        tenant_id=app.tenant_id,
-        slack_user_id=user_id,
-        defaults={"email": email[:254], "checked_at": now},
-    )
+    try:
+        SlackUser.objects.update_or_create(
+            tenant_id=app.tenant_id,
+            slack_user_id=user_id,
+            defaults={"email": email[:254], "checked_at": now},
+        )
+    except IntegrityError:
+        pass  # two clicks of a new user at once: the other one kept what Slack said
     return email
 
 

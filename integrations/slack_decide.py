@@ -173,7 +173,7 @@ def slack_decision_take(
 def slack_tell(*, app: SlackApp, channel_id: str, user_id: str, text: str) -> None:
     """A message only ``user_id`` sees, in the channel they clicked in (best effort: the
     decision, or its refusal, stands whether or not Slack shows it)."""
-    if not text or not channel_id:
+    if not text or not channel_id or not user_id:
         return
     try:
         slack_call(app, "chat_postEphemeral", channel=channel_id, user=user_id, text=text)

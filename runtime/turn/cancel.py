@@ -75,13 +75,17 @@ def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -
     closing = list(
         Interaction.objects.filter(task=task, state=Interaction.State.OPEN).only("pk", "tenant_id")
     )
-    interactions = Interaction.objects.filter(
-        pk__in=[i.pk for i in closing], state=Interaction.State.OPEN
-    ).update(
-        state=Interaction.State.CANCELED,
-        answered_by=by,
-        answered_via="cancel",
-        answered_at=now,
+    interactions = (
+        Interaction.objects.filter(
+            pk__in=[i.pk for i in closing], state=Interaction.State.OPEN
+        ).update(
+            state=Interaction.State.CANCELED,
+            answered_by=by,
+            answered_via="cancel",
+            answered_at=now,
+        )
+        if closing
+        else 0
     )
     # A held call (or one approved and not yet sent) is never sent now: closed as denied,
     # saying so, so that the journal and the task page show why it did not run.

@@ -38,7 +38,7 @@ def told(slack, user: str) -> list[str]:
 
 
 def test_an_approval_in_slack_is_decided_by_the_member_who_clicked_and_the_message_says_so(
-    slack_app, held, slack_post
+    slack_app, held, slack_post, agents
 ):
     interaction = held()
     ts, message = posted(slack_app)
@@ -76,6 +76,11 @@ def test_an_approval_in_slack_is_decided_by_the_member_who_clicked_and_the_messa
     assert receipt.arguments_hash == approve["h"]
     audit = AuditEvent.objects.get(action="approved")
     assert (audit.via, audit.detail["channelUser"]) == ("slack", OPERATOR)
+    export = agents.a.client_for(agents.a.admin).get("/audit/receipts.jsonl")
+    [line] = [json.loads(line) for line in b"".join(export.streaming_content).splitlines()]
+    assert (line["channel"], line["channelUser"]) == ("slack", OPERATOR)
+    audit_page = agents.a.client_for(agents.a.admin).get("/audit/").content.decode()
+    assert f"as <code>{OPERATOR}</code>" in audit_page
     # The message now says who decided, how and when, and its buttons are gone.
     [update] = slack_app.called("chat.update")
     assert (update["channel"], update["ts"]) == (SLACK_CHANNEL, ts)

@@ -39,6 +39,7 @@ RECEIPT_FIELDS = (
     ("decision", "decision"),
     ("decider", "decider"),
     ("channel", "channel"),
+    ("channelUser", "channel_user"),
     ("agent", "agent_slug"),
     ("taskId", "task_public_id"),
     ("interactionId", "interaction_public_id"),

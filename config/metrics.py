@@ -74,6 +74,13 @@ DECISION_LATENCY = Histogram(
     ["kind", "via"],
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 7 * 86400),
 )
+DECISIONS = Counter(
+    "countersign_decisions",
+    "Decisions people, programs and callers took, by channel (page, rest, bulk, inband, "
+    "connection, slack, email) and outcome (approved, denied, answered, connected, declined; "
+    "recorded: one approval of several).",
+    ["channel", "outcome"],
+)
 
 # name -> a function returning the families it reads (from the database) at scrape time.
 _collectors: dict[str, Callable[[], Iterable[Metric]]] = {}

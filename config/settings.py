@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "approvals",
     "connections",
     "notifications",
+    "integrations",
 ]
 
 MIDDLEWARE = [
@@ -513,6 +514,16 @@ NOTIFY_SWEEP_SECONDS = env_int("NOTIFY_SWEEP_SECONDS", 30)
 # An open interaction whose notifications have not been fanned out after this long (its
 # message was lost) is fanned out by the sweep; a late first message then sends nothing twice.
 NOTIFY_FAN_OUT_GRACE_SECONDS = env_int("NOTIFY_FAN_OUT_GRACE_SECONDS", 120)
+# How far back the sweep looks for decisions, expiries and voids whose follow-up (the
+# channels told what became of an item) never ran; older ones are left alone.
+NOTIFY_FOLLOW_UP_SWEEP_HOURS = env_int("NOTIFY_FOLLOW_UP_SWEEP_HOURS", 24)
+# The tenant's Slack app (integrations/): where Slack's Web API is (tests and private installs
+# point elsewhere), how long a call may take (a modal's, while Slack waits for the click's
+# answer, less), and how long what Slack said of a user (their confirmed e-mail) is kept.
+SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
+SLACK_TIMEOUT_SECONDS = env_int("SLACK_TIMEOUT_SECONDS", 10)
+SLACK_MODAL_TIMEOUT_SECONDS = env_int("SLACK_MODAL_TIMEOUT_SECONDS", 2)
+SLACK_USER_CACHE_SECONDS = env_int("SLACK_USER_CACHE_SECONDS", 3600)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-notifications": {
@@ -521,6 +532,10 @@ CELERY_BEAT_SCHEDULE.update(
         },
         "sweep-fan-outs": {
             "task": "notifications.tasks.sweep_fan_outs",
+            "schedule": float(NOTIFY_SWEEP_SECONDS),
+        },
+        "sweep-follow-ups": {
+            "task": "notifications.tasks.sweep_follow_ups",
             "schedule": float(NOTIFY_SWEEP_SECONDS),
         },
         "advance-ladders": {

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from config import health, metrics
+from integrations import settings_views as slack_settings_views
 from tenants import views as tenant_views
 
 urlpatterns = [
@@ -14,7 +15,18 @@ urlpatterns = [
     path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
     path("", include("approvals.urls")),
     path("connections/", include("connections.urls")),
+    path(
+        "settings/notifications/slack",
+        slack_settings_views.slack_app_settings,
+        name="slack_app_settings",
+    ),
+    path(
+        "settings/notifications/slack/remove",
+        slack_settings_views.slack_app_remove,
+        name="slack_app_remove",
+    ),
     path("settings/notifications/", include("notifications.urls")),
+    path("integrations/", include("integrations.urls")),
     path("a2a/", include("a2a_endpoint.urls")),
     path(
         "accounts/invitation/<str:key>/",

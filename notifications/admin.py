@@ -6,9 +6,10 @@ import json
 from django import forms
 from django.contrib import admin
 
+from notifications.channel_settings import ChannelError, channel_check, channel_save
 from notifications.ladders import ROLES, steps_clean, steps_stored
 from notifications.models import Attempt, Channel, Delivery, Ladder, Preference
-from notifications.services import ChannelError, channel_check, channel_save, channel_test
+from notifications.services import channel_test
 from runtime.decisions.decision_models import Interaction
 from tenants.admin_scope import TenantScopedAdmin, TenantScopedInline
 
@@ -17,7 +18,7 @@ class ChannelAdminForm(forms.ModelForm):
     url = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Slack or webhook URL (stored encrypted; empty keeps the current one).",
+        help_text="Incoming webhook URL (stored encrypted; empty keeps the current one).",
     )
 
     class Meta:
@@ -29,10 +30,11 @@ class ChannelAdminForm(forms.ModelForm):
             "enabled",
             "email_roles",
             "email_addresses",
+            "slack_channel",
             "kinds",
             "agents",
             "tools",
-            "include_arguments",
+            "omit_arguments",
         ]
 
     def clean(self):
@@ -59,6 +61,7 @@ class ChannelAdminForm(forms.ModelForm):
                 email_roles=data.get("email_roles") or [],
                 email_addresses=data.get("email_addresses") or [],
                 url=data.get("url", ""),
+                slack_channel=data.get("slack_channel", ""),
             )
         except ChannelError as exc:
             raise forms.ValidationError(str(exc)) from None
@@ -68,7 +71,7 @@ class ChannelAdminForm(forms.ModelForm):
 @admin.register(Channel)
 class ChannelAdmin(TenantScopedAdmin):
     form = ChannelAdminForm
-    list_display = ["name", "tenant", "kind", "enabled", "include_arguments", "url_hint"]
+    list_display = ["name", "tenant", "kind", "enabled", "omit_arguments", "url_hint"]
     list_filter = ["kind", "enabled", "tenant"]
     readonly_fields = ["public_id", "url_hint"]
     actions = ["send_test"]
@@ -85,10 +88,11 @@ class ChannelAdmin(TenantScopedAdmin):
                 email_roles=data["email_roles"] or [],
                 email_addresses=data["email_addresses"] or [],
                 url=data.get("url", ""),
+                slack_channel=data.get("slack_channel", ""),
                 kinds=data["kinds"] or [],
                 agents=data["agents"] or [],
                 tools=data["tools"] or [],
-                include_arguments=data["include_arguments"],
+                omit_arguments=data["omit_arguments"],
             )
         except ChannelError as exc:
             self.message_user(request, f"Not saved: {exc}", level="error")

@@ -29,8 +29,15 @@ class ChannelForm(forms.Form):
     url = forms.CharField(
         required=False,
         max_length=2000,
-        help_text="The incoming webhook URL (kept encrypted; leave empty to keep the current one).",
+        help_text="Incoming webhooks: the URL (kept encrypted; leave empty to keep the current one).",
         widget=forms.PasswordInput(render_value=False),
+    )
+    slack_channel = forms.CharField(
+        required=False,
+        max_length=40,
+        label="Slack channel ID",
+        help_text="Slack app: the ID of the channel to post to (C0123…, in the channel's details); "
+        "invite the app to it.",
     )
     kinds = forms.MultipleChoiceField(
         choices=Interaction.Kind.choices, required=False, widget=forms.CheckboxSelectMultiple
@@ -39,8 +46,11 @@ class ChannelForm(forms.Form):
     tools = forms.CharField(
         required=False, max_length=1000, help_text='"server/tool" or "server"; empty: all.'
     )
-    include_arguments = forms.BooleanField(
-        required=False, help_text="Send a held call's arguments (off: never)."
+    omit_arguments = forms.BooleanField(
+        required=False,
+        label="Omit arguments",
+        help_text="Keep held calls' arguments (and the summary made of them) out of this "
+        "channel: its notifications name the tool only.",
     )
 
     def clean_name(self):
@@ -63,6 +73,9 @@ class ChannelForm(forms.Form):
         if "\x00" in url:
             raise forms.ValidationError("Not a URL.")
         return url
+
+    def clean_slack_channel(self):
+        return self.cleaned_data["slack_channel"].strip()
 
     def clean_agents(self):
         slugs = _words(self.cleaned_data["agents"])

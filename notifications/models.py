@@ -18,12 +18,15 @@ def new_channel_id() -> str:
 
 
 class Channel(models.Model):
-    """Where a tenant's notifications go: e-mail, a Slack-compatible incoming webhook, or a
-    generic webhook signed with Standard Webhooks."""
+    """Where a tenant's notifications go: e-mail (with one-time decision links), the tenant's
+    Slack app (interactive: approve and deny in Slack), a Slack-compatible or Microsoft Teams
+    incoming webhook, or a generic webhook signed with Standard Webhooks."""
 
     class Kind(models.TextChoices):
         EMAIL = "email", "E-mail"
+        SLACK_APP = "slack_app", "Slack app (approve and deny in Slack)"
         SLACK = "slack", "Slack-compatible incoming webhook"
+        TEAMS = "teams", "Microsoft Teams incoming webhook"
         WEBHOOK = "webhook", "Webhook (Standard Webhooks, JSON)"
 
     public_id = models.CharField(max_length=40, unique=True, default=new_channel_id)
@@ -34,7 +37,10 @@ class Channel(models.Model):
     # E-mail: the members of these roles (admin, operator, viewer), and these addresses.
     email_roles = models.JSONField(default=list, blank=True)
     email_addresses = models.JSONField(default=list, blank=True)
-    # Slack and webhook: the URL is a secret of its own (a Slack hook URL is its credential).
+    # Slack app: the Slack channel its messages go to (its ID, C0123...); the app's token and
+    # signing secret are the tenant's (integrations.SlackApp).
+    slack_channel = models.CharField(max_length=40, blank=True)
+    # Incoming webhooks: the URL is a secret of its own (a Slack hook URL is its credential).
     url_encrypted = models.TextField(blank=True, editable=False)
     url_hint = models.CharField(max_length=120, blank=True, editable=False)
     signing_secret_encrypted = models.TextField(blank=True, editable=False)
@@ -42,9 +48,10 @@ class Channel(models.Model):
     kinds = models.JSONField(default=list, blank=True)
     agents = models.JSONField(default=list, blank=True, help_text="Agent slugs.")
     tools = models.JSONField(default=list, blank=True, help_text='"server/tool" or "server".')
-    include_arguments = models.BooleanField(
+    omit_arguments = models.BooleanField(
         default=False,
-        help_text="Send a held call's arguments in the notification (off: never).",
+        help_text="Keep a held call's arguments (and the summary made of them) out of this "
+        "channel's notifications: they then name the tool only.",
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -59,6 +66,35 @@ class Channel(models.Model):
         return f"{self.name} ({self.kind})"
 
 
+class FollowUp(models.Model):
+    """The follow-up of one event of an interaction after it opened ran: decided, expired,
+    voided, canceled, or one approval of several recorded (notifications.follow_ups).
+
+    Keyed by the audit row the event wrote (a task's cancel writes one for all its
+    interactions): a late or repeated message finds it and sends nothing twice; should the
+    message be lost, the sweep (``follow_ups_missing``) asks again. ``facts``: what the event
+    said (who, how, when, the receipt), read once, as every channel tells it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.ForeignKey(Interaction, on_delete=models.CASCADE, related_name="+")
+    audit_event_id = models.BigIntegerField()
+    event = models.CharField(max_length=16)
+    facts = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+    deliveries = models.PositiveIntegerField(default=0)
+    swept = models.BooleanField(default=False, help_text="Asked for by the sweep.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["audit_event_id", "interaction"], name="notify_follow_up_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} of {self.interaction_id}: {self.deliveries} delivery(ies)"
+
+
 class Delivery(models.Model):
     """One notification of one channel about one interaction (or a test), with its attempts."""
 
@@ -67,11 +103,19 @@ class Delivery(models.Model):
         REMINDER = "reminder", "reminder"
         ESCALATION = "escalation", "escalation"
         TEST = "test", "test"
+        # Follow-ups (FollowUp): what became of an item the channel told of.
+        DECIDED = "decided", "decided"
+        EXPIRED = "expired", "expired"
+        VOIDED = "voided", "voided"
+        CANCELED = "canceled", "canceled"
+        RECORDED = "recorded", "one approval of several recorded"
 
     class State(models.TextChoices):
         PENDING = "pending", "pending"
         DELIVERED = "delivered", "delivered"
         FAILED = "failed", "given up"
+        # An opening of an item decided before it could be sent: it would ask for nothing.
+        SKIPPED = "skipped", "not sent: decided before"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
@@ -79,6 +123,9 @@ class Delivery(models.Model):
         Interaction, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
     event = models.CharField(max_length=16, choices=Event.choices)
+    follow_up = models.ForeignKey(
+        FollowUp, on_delete=models.CASCADE, null=True, blank=True, related_name="delivery_rows"
+    )
     step = models.PositiveSmallIntegerField(default=0, help_text="The ladder step (0: opened).")
     # An escalation reaches these roles' members on e-mail channels (empty: the channel's).
     roles = models.JSONField(default=list, blank=True)
@@ -89,6 +136,10 @@ class Delivery(models.Model):
     last_error = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # E-mail: the addresses it was sent to (a follow-up tells the same people).
+    recipients = models.JSONField(default=list, blank=True)
+    # Slack app: the message it posted ("<channel>:<ts>"), which follow-ups update.
+    message_ref = models.CharField(max_length=100, blank=True)
 
     class Meta:
         constraints = [
@@ -96,9 +147,15 @@ class Delivery(models.Model):
             # often the fan-out runs.
             models.UniqueConstraint(
                 fields=["channel", "interaction", "event", "step"],
-                condition=Q(interaction__isnull=False),
+                condition=Q(interaction__isnull=False, follow_up__isnull=True),
                 name="notify_delivery_once",
-            )
+            ),
+            # And each channel it told once of each follow-up.
+            models.UniqueConstraint(
+                fields=["channel", "follow_up"],
+                condition=Q(follow_up__isnull=False),
+                name="notify_follow_up_delivery_once",
+            ),
         ]
         indexes = [
             models.Index(

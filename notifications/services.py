@@ -10,29 +10,27 @@
   exponential backoff and jitter; after NOTIFY_MAX_ATTEMPTS it is given up, with the reason.
 - Ladders (reminders, escalation) are advanced by beat (``ladders_advance(now=...)``): each
   step is a LadderStep row, an audit entry and a fan-out of its own, in one transaction.
-- A held call's arguments leave only through channels marked ``include_arguments``; links
-  point at the decision page, which requires a login.
+- A held call's summary and arguments go with every notification unless the channel omits
+  them (``omit_arguments``), with the fields its policy redacts as "•••" (what each medium
+  gets, escaped for it, is notifications.content's; the sending, notifications.senders').
+- An opening (opened, reminder, escalation) of an item decided before it was sent is not
+  sent: it would ask for a decision already taken. What became of an item a channel told of
+  follows it (notifications.follow_ups).
 """
 
-import base64
-import json
 import logging
 import random
-import secrets
 import uuid
 from datetime import datetime, timedelta
 
-import httpx
 from django.conf import settings
-from django.core.mail import EmailMessage, get_connection
+from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
-from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import queue
-from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
-from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
+from notifications.content import notification_content, one_line, tool_of
 from notifications.ladders import steps_clean, steps_stored
 from notifications.models import (
     Attempt,
@@ -44,13 +42,13 @@ from notifications.models import (
     LadderStep,
     Preference,
 )
+from notifications.senders import OPENINGS, SendFailed, delivery_deliver
 from notifications.tasks import deliver_notification as deliver_notification_task
 from notifications.tasks import notify_interaction as notify_interaction_task
 from runtime.agents.agent_models import Agent
 from runtime.agents.ladders import steps_parse
 from runtime.decisions.approvers import interaction_widen
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.decision_selectors import held_call_for
 from runtime.kernel.audit import audit_record
 from tenants.models import Membership
 
@@ -60,10 +58,6 @@ logger = logging.getLogger(__name__)
 MAX_COUNTDOWN = 300
 # How long a claimed delivery is another worker's to finish before it is due again.
 CLAIM_SECONDS = 120
-
-
-class ChannelError(ValueError):
-    """A channel's settings cannot be saved; the message says why (never a secret)."""
 
 
 # --- after an interaction opens -------------------------------------------------------------
@@ -82,13 +76,6 @@ def interaction_opened_received(sender, *, interaction: Interaction, **kwargs) -
     transaction.on_commit(enqueue)
 
 
-def tool_of(interaction: Interaction) -> str:
-    detail = interaction.detail or {}
-    if interaction.kind == Interaction.Kind.APPROVAL and detail.get("server"):
-        return f"{detail['server']}/{detail.get('tool', '')}"
-    return ""
-
-
 def channel_matches(channel: Channel, interaction: Interaction) -> bool:
     """The channel's filters (kinds, agents, tools; empty: any) let the interaction through."""
     if channel.kinds and interaction.kind not in channel.kinds:
@@ -103,7 +90,10 @@ def channel_matches(channel: Channel, interaction: Interaction) -> bool:
     return True
 
 
-def _schedule(pks: list[int]) -> None:
+def delivery_schedule(pks: list[int]) -> None:
+    """Queue each delivery once the transaction that wrote it commits (the sweep delivers
+    any that could not be queued)."""
+
     def enqueue() -> None:
         for pk in pks:
             try:
@@ -143,7 +133,7 @@ def _fan_out(interaction: Interaction, *, event: str, step: int = 0, roles=()) -
             interaction=interaction, event=event, step=step, state=Delivery.State.PENDING
         ).values_list("pk", flat=True)
     )
-    _schedule(pks)
+    delivery_schedule(pks)
     return pks
 
 
@@ -193,200 +183,11 @@ def channel_test(*, channel: Channel) -> Delivery:
         event=Delivery.Event.TEST,
         webhook_id=f"msg_{uuid.uuid4().hex}",
     )
-    _schedule([delivery.pk])
+    delivery_schedule([delivery.pk])
     return delivery
 
 
-# --- what a notification says ---------------------------------------------------------------
-
-
-def base_url() -> str:
-    return settings.PUBLIC_BASE_URL or settings.NOTIFY_BASE_URL
-
-
-def notification_content(delivery: Delivery) -> dict:
-    """The facts a notification carries; arguments only if the channel allows them."""
-    interaction = delivery.interaction
-    if interaction is None:
-        return {
-            "event": "test",
-            "title": f"Test notification from Countersign ({delivery.channel.name})",
-            "prompt": "This is a test: the channel works.",
-            "url": base_url() + reverse("approvals:inbox"),
-        }
-    task = interaction.task
-    content = {
-        "event": delivery.event,
-        "interactionId": interaction.public_id,
-        "taskId": task.public_id,
-        "kind": interaction.kind,
-        "prompt": interaction.prompt,
-        "agent": task.agent.slug,
-        "agentName": task.agent.name,
-        "caller": interaction.subject,
-        "expiresAt": interaction.expires_at.isoformat(),
-        "url": base_url() + reverse("approvals:interaction", args=[interaction.public_id]),
-    }
-    tool = tool_of(interaction)
-    if tool:
-        content["tool"] = tool
-    if delivery.event == Delivery.Event.ESCALATION:
-        content["roles"] = list(delivery.roles)
-    if delivery.channel.include_arguments:
-        held = held_call_for(interaction=interaction)
-        if held is not None:
-            content["arguments"] = held.arguments
-    verb = {"opened": "waits for", "reminder": "still waits for", "escalation": "escalated:"}
-    content["title"] = (
-        f"[{task.agent.name}] {verb.get(delivery.event, '')} a decision: {interaction.prompt}"
-    ).replace("escalated: a decision", "escalated, a decision waits")
-    return content
-
-
-def _email_body(content: dict) -> str:
-    lines = [content["title"], ""]
-    for label, key in (
-        ("Agent", "agentName"),
-        ("Caller", "caller"),
-        ("Tool", "tool"),
-        ("Expires", "expiresAt"),
-    ):
-        if content.get(key):
-            lines.append(f"{label}: {content[key]}")
-    if "arguments" in content:
-        lines += ["Arguments:", json.dumps(content["arguments"], indent=2, sort_keys=True)]
-    lines += ["", f"Decide (after logging in): {content['url']}"]
-    return "\n".join(lines)
-
-
-def _slack_message(content: dict) -> dict:
-    fields = [
-        f"*Agent:* {content.get('agentName', '-')}",
-        f"*Caller:* `{content.get('caller', '-')}`",
-        f"*Expires:* {content.get('expiresAt', '-')}",
-    ]
-    if content.get("tool"):
-        fields.append(f"*Tool:* `{content['tool']}`")
-    blocks = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*{content['title']}*"}},
-        {"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields]},
-    ]
-    if "arguments" in content:
-        text = json.dumps(content["arguments"], indent=2, sort_keys=True)[:2900]
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"```{text}```"}})
-    # A link button: it opens the decision page; nothing is decided from the chat.
-    blocks.append(
-        {
-            "type": "actions",
-            "elements": [
-                {
-                    "type": "button",
-                    "text": {"type": "plain_text", "text": "Open in Countersign"},
-                    "url": content["url"],
-                }
-            ],
-        }
-    )
-    return {"text": f"{content['title']} {content['url']}", "blocks": blocks}
-
-
 # --- delivering ------------------------------------------------------------------------------
-
-
-class SendFailed(Exception):
-    def __init__(self, message: str, *, status: int | None = None, final: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.final = final
-
-
-def _email_recipients(delivery: Delivery, content: dict) -> list[str]:
-    """Addresses to mail now; members who chose a digest get a DigestItem instead."""
-    channel = delivery.channel
-    roles = delivery.roles or channel.email_roles
-    now_to: list[str] = list(channel.email_addresses)
-    memberships = Membership.objects.filter(
-        tenant_id=delivery.tenant_id, role__in=roles, user__is_active=True
-    ).select_related("user", "notification_preference")
-    for membership in memberships:
-        preference = getattr(membership, "notification_preference", None)
-        if delivery.event == Delivery.Event.TEST or preference is None:
-            now_to.append(membership.user.email)
-        elif not preference.email_enabled:
-            continue
-        elif preference.digest_minutes:
-            DigestItem.objects.get_or_create(
-                tenant_id=delivery.tenant_id,
-                user=membership.user,
-                interaction=delivery.interaction,
-                event=delivery.event,
-                line=f"{content['title']} {content['url']}"[:500],
-            )
-        else:
-            now_to.append(membership.user.email)
-    return sorted(set(now_to))
-
-
-def _send_email(delivery: Delivery, content: dict) -> None:
-    recipients = _email_recipients(delivery, content)
-    if not recipients:
-        return
-    body = _email_body(content)
-    subject = content["title"][:200]
-    # One message per recipient: nobody sees who else was told.
-    messages = [EmailMessage(subject, body, to=[address]) for address in recipients]
-    try:
-        get_connection(timeout=settings.NOTIFY_TIMEOUT_SECONDS).send_messages(messages)
-    except Exception as exc:  # noqa: BLE001 - any mail failure is an attempt to retry
-        raise SendFailed(f"mail: {type(exc).__name__}") from None
-
-
-def _post(delivery: Delivery, url: str, body: bytes, headers: dict) -> None:
-    try:
-        check_url(url, ["*"])
-    except OutboundRefused as exc:
-        raise SendFailed(f"refused: {exc}", final=True) from None
-    try:
-        with guarded_client(timeout=settings.NOTIFY_TIMEOUT_SECONDS, max_connections=1) as client:
-            response = client.post(url, content=body, headers=headers)
-    except OutboundRefused as exc:
-        raise SendFailed(f"refused: {exc}", final=True) from None
-    except httpx.HTTPError as exc:
-        raise SendFailed(f"network: {type(exc).__name__}") from None
-    if response.status_code >= 300:
-        final = response.status_code in (400, 401, 403, 404, 410)
-        raise SendFailed(f"HTTP {response.status_code}", status=response.status_code, final=final)
-
-
-def _send_slack(delivery: Delivery, content: dict) -> None:
-    body = json.dumps(_slack_message(content)).encode()
-    _post(delivery, _channel_url(delivery.channel), body, {"Content-Type": "application/json"})
-
-
-def _send_webhook(delivery: Delivery, content: dict, now: datetime) -> None:
-    event = {
-        "type": f"interaction.{content['event']}",
-        "timestamp": now.isoformat(),
-        "data": {k: v for k, v in content.items() if k not in ("event", "title")},
-    }
-    body = json.dumps(event, sort_keys=True).encode()
-    try:
-        secret = secret_decrypt(delivery.channel.signing_secret_encrypted)
-    except InvalidToken:
-        raise SendFailed("the signing secret cannot be read; make a new one", final=True) from None
-    headers = {
-        "Content-Type": "application/json",
-        **webhook_headers(secret, delivery.webhook_id, body.decode(), now),
-        "User-Agent": "Countersign-Notify/1",
-    }
-    _post(delivery, _channel_url(delivery.channel), body, headers)
-
-
-def _channel_url(channel: Channel) -> str:
-    try:
-        return secret_decrypt(channel.url_encrypted)
-    except InvalidToken:
-        raise SendFailed("the URL cannot be read; set the channel again", final=True) from None
 
 
 def _backoff(attempts: int) -> float:
@@ -402,21 +203,18 @@ def delivery_send(*, delivery_pk: int, now: datetime | None = None) -> float | N
     ).update(next_attempt_at=now + timedelta(seconds=CLAIM_SECONDS))
     if claimed != 1:
         return None
-    delivery = Delivery.objects.select_related("channel", "interaction__task__agent").get(
-        pk=delivery_pk
-    )
+    delivery = Delivery.objects.select_related(
+        "channel", "interaction__task__agent", "follow_up"
+    ).get(pk=delivery_pk)
+    if _closed_before_sent(delivery):
+        Delivery.objects.filter(pk=delivery_pk).update(
+            state=Delivery.State.SKIPPED, last_error="decided before it was sent"
+        )
+        return None
     number = delivery.attempts + 1
-    error, status, final = "", None, False
+    error, status, final, kept = "", None, False, {}
     try:
-        content = notification_content(delivery)
-        kind = delivery.channel.kind
-        if kind == Channel.Kind.EMAIL:
-            _send_email(delivery, content)
-        elif kind == Channel.Kind.SLACK:
-            _send_slack(delivery, content)
-        else:
-            # Signed at the wall clock: receivers check the timestamp against theirs.
-            _send_webhook(delivery, content, timezone.now())
+        kept = delivery_deliver(delivery, notification_content(delivery), timezone.now())
     except SendFailed as exc:
         error, status, final = str(exc), exc.status, exc.final
     except Exception as exc:  # noqa: BLE001 - an unexpected error is an attempt retried too
@@ -428,7 +226,7 @@ def delivery_send(*, delivery_pk: int, now: datetime | None = None) -> float | N
     fields = {"attempts": number, "last_error": error[:300]}
     retry = None
     if not error:
-        fields.update(state=Delivery.State.DELIVERED, delivered_at=now)
+        fields.update(state=Delivery.State.DELIVERED, delivered_at=now, **kept)
     elif final or number >= settings.NOTIFY_MAX_ATTEMPTS:
         fields.update(state=Delivery.State.FAILED)
     else:
@@ -436,6 +234,16 @@ def delivery_send(*, delivery_pk: int, now: datetime | None = None) -> float | N
         fields.update(next_attempt_at=now + timedelta(seconds=retry))
     Delivery.objects.filter(pk=delivery_pk).update(**fields)
     return retry
+
+
+def _closed_before_sent(delivery: Delivery) -> bool:
+    interaction = delivery.interaction
+    return (
+        interaction is not None
+        and delivery.follow_up_id is None
+        and delivery.event in OPENINGS
+        and interaction.state != Interaction.State.OPEN
+    )
 
 
 def deliveries_due(*, now: datetime | None = None) -> list[int]:
@@ -641,7 +449,7 @@ def digests_send(*, now: datetime | None = None) -> int:
         )
         tenant = preference.membership.tenant
         body = "\n".join(
-            [f"{len(items)} item(s) in {tenant.name} wait for a decision:", ""]
+            [f"{len(items)} item(s) in {one_line(tenant.name)} wait for a decision:", ""]
             + [f"- {item.line}" for item in items]
         )
         try:
@@ -659,103 +467,7 @@ def digests_send(*, now: datetime | None = None) -> int:
     return sent
 
 
-# --- settings: channels, ladders, preferences --------------------------------------------------
-
-
-def _url_hint(url: str) -> str:
-    host = url.split("//", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-    return f"{url.split('//', 1)[0]}//{host}/…"
-
-
-def signing_secret_new() -> str:
-    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
-
-
-def channel_check(
-    *, tenant, channel: Channel | None, name: str, kind: str, email_roles, email_addresses, url: str
-) -> None:
-    """Raise ChannelError saying why these settings cannot be saved (no network I/O)."""
-    if kind not in Channel.Kind.values:
-        raise ChannelError("unknown channel kind")
-    if channel is not None and channel.kind != kind:
-        raise ChannelError("a channel's kind cannot change; make a new channel")
-    others = Channel.objects.filter(tenant=tenant, name=name)
-    if channel is not None:
-        others = others.exclude(pk=channel.pk)
-    if others.exists():
-        raise ChannelError("another channel has this name")
-    if kind == Channel.Kind.EMAIL:
-        if not email_roles and not email_addresses:
-            raise ChannelError("an e-mail channel needs roles or addresses")
-    elif url:
-        try:
-            check_url(url, ["*"])
-        except OutboundRefused as exc:
-            raise ChannelError(f"the URL cannot be used: {exc}") from None
-    elif channel is None or not channel.url_encrypted:
-        raise ChannelError("this channel needs a URL")
-
-
-@transaction.atomic
-def channel_save(
-    *,
-    tenant,
-    channel: Channel | None = None,
-    name: str,
-    kind: str,
-    enabled: bool = True,
-    email_roles=(),
-    email_addresses=(),
-    url: str = "",
-    kinds=(),
-    agents=(),
-    tools=(),
-    include_arguments: bool = False,
-) -> tuple[Channel, str]:
-    """Create or change a channel; returns it and a new signing secret ("" if none was made)."""
-    channel_check(
-        tenant=tenant,
-        channel=channel,
-        name=name,
-        kind=kind,
-        email_roles=email_roles,
-        email_addresses=email_addresses,
-        url=url,
-    )
-    new_secret = ""
-    channel = channel or Channel(tenant=tenant, kind=kind)
-    if kind != Channel.Kind.EMAIL and url:
-        channel.url_encrypted = secret_encrypt(url)
-        channel.url_hint = _url_hint(url)
-    if kind == Channel.Kind.WEBHOOK and not channel.signing_secret_encrypted:
-        new_secret = signing_secret_new()
-        channel.signing_secret_encrypted = secret_encrypt(new_secret)
-    channel.name = name
-    channel.enabled = enabled
-    channel.email_roles = list(email_roles)
-    channel.email_addresses = list(email_addresses)
-    channel.kinds = list(kinds)
-    channel.agents = list(agents)
-    channel.tools = list(tools)
-    channel.include_arguments = include_arguments
-    channel.save()
-    return channel, new_secret
-
-
-@transaction.atomic
-def channel_secret_rotate(*, channel: Channel) -> str:
-    """A new signing secret for a webhook channel; returned once, stored encrypted."""
-    if channel.kind != Channel.Kind.WEBHOOK:
-        raise ChannelError("only webhook channels sign their requests")
-    secret = signing_secret_new()
-    channel.signing_secret_encrypted = secret_encrypt(secret)
-    channel.save(update_fields=["signing_secret_encrypted", "updated_at"])
-    return secret
-
-
-@transaction.atomic
-def channel_delete(*, channel: Channel) -> None:
-    channel.delete()
+# --- settings: ladders, preferences (channels: notifications.channel_settings) ----------------
 
 
 def ladder_save(*, tenant, agent=None, tool: str = "", steps) -> Ladder:

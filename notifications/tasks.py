@@ -61,3 +61,22 @@ def send_digests() -> int:
     from notifications.services import digests_send
 
     return digests_send()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def follow_up(audit_pk: int, interaction_pk: int, swept: bool = False) -> int:
+    """Tell the channels that told of an item what became of it (one event), once."""
+    from notifications.follow_ups import notifications_follow_up
+
+    return notifications_follow_up(audit_pk=audit_pk, interaction_pk=interaction_pk, swept=swept)
+
+
+@shared_task(ignore_result=True)
+def sweep_follow_ups() -> int:
+    """Recent decisions, expiries, voids and cancels whose follow-up never ran: ask again."""
+    from notifications.follow_ups import follow_ups_missing
+
+    missing = follow_ups_missing()
+    for audit_pk, interaction_pk in missing:
+        follow_up.apply_async((audit_pk, interaction_pk), {"swept": True}, queue=queue())
+    return len(missing)

@@ -10,6 +10,14 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from integrations.models import SlackApp
+from integrations.slack_settings import request_url
+from notifications.channel_settings import (
+    ChannelError,
+    channel_delete,
+    channel_save,
+    channel_secret_rotate,
+)
 from notifications.forms import ChannelForm, PreferenceForm
 from notifications.models import Channel
 from notifications.selectors import (
@@ -18,14 +26,7 @@ from notifications.selectors import (
     preference_for,
     recent_tests,
 )
-from notifications.services import (
-    ChannelError,
-    channel_delete,
-    channel_save,
-    channel_secret_rotate,
-    channel_test,
-    preference_set,
-)
+from notifications.services import channel_test, preference_set
 from tenants.access import member_required
 from tenants.models import Membership
 
@@ -59,6 +60,8 @@ def _settings(request, *, preference_form=None, status=200):
         "is_admin": request.membership.role == Membership.Role.ADMIN,
         "tests": recent_tests(tenant=tenant),
         "preference_form": preference_form or _preference_form(request),
+        "slack_app": SlackApp.objects.filter(tenant=tenant).first(),
+        "slack_request_url": request_url(tenant),
     }
     return render(request, "notifications/settings.html", context, status=status)
 
@@ -102,10 +105,11 @@ def _save(request, form: ChannelForm, channel: Channel | None):
             email_roles=data["email_roles"],
             email_addresses=data["email_addresses"],
             url=data["url"],
+            slack_channel=data["slack_channel"],
             kinds=data["kinds"],
             agents=data["agents"],
             tools=data["tools"],
-            include_arguments=data["include_arguments"],
+            omit_arguments=data["omit_arguments"],
         )
     except ChannelError as exc:
         form.add_error(None, str(exc))
@@ -127,7 +131,8 @@ def _initial(channel: Channel) -> dict:
         "kinds": channel.kinds,
         "agents": ", ".join(channel.agents),
         "tools": ", ".join(channel.tools),
-        "include_arguments": channel.include_arguments,
+        "slack_channel": channel.slack_channel,
+        "omit_arguments": channel.omit_arguments,
     }
 
 

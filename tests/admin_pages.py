@@ -12,6 +12,9 @@ from django.utils import timezone
 from a2a_endpoint.models import PushConfig, PushDelivery
 from a2a_endpoint.selectors import push_settings_for
 from connections.models import App, Connection, ConnectionAuditEvent
+from integrations.email_links import email_link_mint
+from integrations.models import SlackUser
+from integrations.slack_settings import slack_app_save
 from notifications.models import Channel, Delivery, Ladder, Preference
 from runtime.agents.agent_models import ToolServer
 from runtime.agents.credentials import credential_set
@@ -183,6 +186,17 @@ def populate(world, make_agent) -> None:
             event=event,
             seq=event.seq,
             webhook_id=f"pd-{uuid.uuid4().hex}",
+        )
+        slack_app_save(
+            tenant=side.tenant, bot_token=f"xoxb-{slug}-0123456789", signing_secret="a" * 32
+        )
+        SlackUser.objects.create(
+            tenant=side.tenant, slack_user_id=f"U{slug.upper()}", email=side.operator.email
+        )
+        email_link_mint(
+            interaction=open_interaction(waiting),
+            membership=Membership.objects.get(user=side.operator),
+            email=side.operator.email,
         )
         group = ApproverGroup.objects.create(tenant=side.tenant, slug=f"sre-{slug}", name="SRE")
         group.members.add(Membership.objects.get(user=side.operator))

@@ -19,6 +19,7 @@ APPS = (
     "a2a_endpoint",
     "approvals",
     "notifications",
+    "integrations",
 )
 
 # Lower layers never import higher ones. Within a layer, modules may import each other, as
@@ -32,6 +33,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "a2a_endpoint",
             "approvals",
             "notifications",
+            "integrations",
             "connections.views",
             "connections.urls",
             "connections.forms",

@@ -34,6 +34,7 @@ from runtime.agents.llm.openai_spec import ModelSpecError
 from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
 from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
+from runtime.agents.title_syntax import redact_problem, title_problem
 from runtime.agents.tools import timeout_seconds
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
@@ -206,6 +207,32 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         True,
         "Off: each held call is decided on its own page, never in bulk.",
     ),
+    # Issue 25: what a held call is called on every surface, and what they never show
+    # (runtime.decisions.summaries; checked further by title_problem and redact_problem).
+    PolicyKey(
+        "title",
+        "title",
+        {
+            "type": "string",
+            "minLength": 1,
+            "x-message": "must be a text such as 'Deploy {build} to {environment}'",
+        },
+        None,
+        "The held call's one-line summary, over its arguments: Deploy {build} to "
+        "{environment}. None: its arguments as key=value.",
+    ),
+    PolicyKey(
+        "redact",
+        "redact",
+        {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "minLength": 1},
+            "x-message": "must be a list of argument names",
+        },
+        None,
+        "Arguments shown as ••• everywhere but the decision page (token, or a path: auth.token).",
+    ),
 )
 AGENT_SCHEMA["properties"]["policy"] = {
     "type": ["object", "null"],
@@ -359,7 +386,7 @@ _POLICY_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA["properties"]["
 
 def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
     """What the schema cannot say about a policy's entries (approvers and required, deciders
-    with approvers, a timeout's duration)."""
+    with approvers, a timeout's duration, a title's template, redact's names)."""
     problems = []
     for key, rule in policy.items():
         if isinstance(rule, dict):
@@ -373,6 +400,10 @@ def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
                     timeout_seconds(rule["timeout"])
                 except ValueError as exc:
                     problems.append(([key, "timeout"], str(exc)))
+            for name, check in (("title", title_problem), ("redact", redact_problem)):
+                problem = check(rule[name]) if name in rule else None
+                if problem:
+                    problems.append(([key, name], problem))
     return problems
 
 

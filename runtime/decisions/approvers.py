@@ -24,6 +24,7 @@ from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.receipts import receipt_record, tool_trust
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import DeciderRefused
+from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task
 from tenants.models import ApproverGroup
 
@@ -47,7 +48,9 @@ class Decider:
     it decides as an operator, is in no group, and is never one of the people a two-person
     approval needs) or ``caller`` (the task's caller, in band). ``role`` and
     ``membership_id`` say what a person may decide (roles, groups); ``stepped_up``: they
-    re-authenticated recently, or the token has the step-up right (``risk: high``)."""
+    re-authenticated recently, or the token has the step-up right (``risk: high``);
+    ``channel_user``: who the channel knew them as (a Slack user id, the address an e-mail
+    link was sent to), named beside them on the receipt and in the audit."""
 
     PERSON = "person"
     PROGRAM = "program"
@@ -58,9 +61,12 @@ class Decider:
     membership_id: int | None = None
     kind: str = PERSON
     stepped_up: bool = False
+    channel_user: str = ""
 
     @classmethod
-    def of_member(cls, membership, user=None, *, stepped_up: bool = False) -> "Decider":
+    def of_member(
+        cls, membership, user=None, *, stepped_up: bool = False, channel_user: str = ""
+    ) -> "Decider":
         """A member deciding (``user``: the membership's user, when already at hand)."""
         user = user or membership.user
         return cls(
@@ -68,6 +74,7 @@ class Decider:
             role=membership.role,
             membership_id=membership.pk,
             stepped_up=stepped_up,
+            channel_user=channel_user,
         )
 
     @classmethod
@@ -319,20 +326,28 @@ def approval_gate(
                 stepped_up=decider.stepped_up,
                 reason=f"{len(approvals)} of {needs.required}: the call waits "
                 "for another person's approval",
+                channel_user=decider.channel_user,
             )
-        audit_record(
+        detail = {
+            "kind": interaction.kind,
+            "prompt": interaction.prompt,
+            "approvals": len(approvals),
+            "required": needs.required,
+            "deciderKind": decider.kind,
+        }
+        if decider.channel_user:
+            detail["channelUser"] = decider.channel_user
+        audit = audit_record(
             tenant_id=interaction.tenant_id,
             actor=by,
             action="approval_recorded",
             via=channel,
             interaction=interaction,
             task=task,
-            detail={
-                "kind": interaction.kind,
-                "prompt": interaction.prompt,
-                "approvals": len(approvals),
-                "required": needs.required,
-            },
+            detail=detail,
+        )
+        interaction_changed.send(
+            sender=Interaction, interaction=interaction, event="recorded", audit=audit
         )
         return None
     Interaction.objects.filter(pk=interaction.pk).update(approvals=approvals)

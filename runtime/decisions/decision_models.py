@@ -201,8 +201,14 @@ class Receipt(AppendOnlyModel):
     decision = models.CharField(max_length=16, choices=Decision.choices)
     # The subject that decided (user:<email>, program:..., the caller's, system:..., rule:...).
     decider = models.CharField(max_length=200)
-    # page, rest, inband, bulk, rule, expiry, system
+    # page, rest, inband, bulk, rule, expiry, system, slack, email
     channel = models.CharField(max_length=16)
+    channel_user = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Who the channel knew the decider as: a Slack user id, the address an "
+        "e-mail link was sent to.",
+    )
     arguments_hash = models.CharField(max_length=64, help_text="SHA-256 of the arguments shown.")
     sent_arguments_hash = models.CharField(
         max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."

@@ -26,7 +26,8 @@ Then the standing rule is made, in a transaction of its own right after the appr
 
 A new channel (Slack buttons, e-mail links) adds its name to CHANNELS, identifies the member
 who decides (``Decider.of_member``: a chat user or a link's recipient mapped to their
-membership; ``stepped_up`` only if the channel re-authenticated them), parses into a
+membership; ``stepped_up`` only if the channel re-authenticated them; ``channel_user``: who
+the channel knew them as, for the receipt and the audit), parses into a
 ``Decision``, calls ``decision_take`` and renders what comes back or what is raised. What a
 decision page shows, the channel reads from runtime.decisions.facts.
 """
@@ -37,6 +38,7 @@ from typing import Any
 
 from django.db import transaction
 
+from config import metrics
 from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS
 from runtime.decisions.answers import answer_from_decider
 from runtime.decisions.approvers import (
@@ -50,7 +52,7 @@ from runtime.decisions.approvers import (
 )
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.decisions.interactions import interaction_close, interaction_locked
-from runtime.decisions.receipts import decision_edit_apply
+from runtime.decisions.receipts import decision_edit_apply, decision_word
 from runtime.decisions.rules import rule_check, rule_create
 from runtime.kernel.errors import (
     AlreadyDecided,
@@ -70,9 +72,12 @@ from runtime.kernel.task_models import Task
 logger = logging.getLogger(__name__)
 
 # The channels a decision comes through (a receipt's and an audit row's ``via``).
-# ``connection``: connecting an app answers the open requests for it.
+# ``connection``: connecting an app answers the open requests for it; ``slack``: a button or a
+# modal of the tenant's Slack app (integrations.slack_decide); ``email``: an e-mail's one-time
+# link, confirmed on its page (integrations.email_views).
 PAGE, REST, BULK, INBAND, CONNECTION = "page", "rest", "bulk", "inband", "connection"
-CHANNELS = (PAGE, REST, BULK, INBAND, CONNECTION)
+SLACK, EMAIL = "slack", "email"
+CHANNELS = (PAGE, REST, BULK, INBAND, CONNECTION, SLACK, EMAIL)
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,8 @@ def decision_take_locked(
         stepped_up=decider.stepped_up,
         shown_hash=decision.shown_hash,
         edited=edited,
+        decider_kind=decider.kind,
+        channel_user=decider.channel_user,
     )
     _log(interaction, decider, channel, "decided")
     return interaction
@@ -235,7 +242,10 @@ def decision_take_locked(
 
 def _log(interaction: Interaction, decider: Decider, channel: str, outcome: str) -> None:
     # One line per decision, whatever the channel; who decided rides in ``extra`` (a
-    # subject is the caller's to choose: it never shapes the line itself).
+    # subject is the caller's to choose: it never shapes the line itself). Counted per
+    # channel once it commits (config.metrics.DECISIONS), by what it came to.
+    counted = decision_word(interaction) if outcome == "decided" else outcome
+    transaction.on_commit(lambda: metrics.DECISIONS.labels(channel=channel, outcome=counted).inc())
     logger.info(
         "decision %s: %s %s via %s by a %s",
         outcome,
@@ -248,6 +258,7 @@ def _log(interaction: Interaction, decider: Decider, channel: str, outcome: str)
             "channel": channel,
             "decider_kind": decider.kind,
             "subject": decider.subject,
+            "channel_user": decider.channel_user,
         },
     )
 

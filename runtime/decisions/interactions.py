@@ -20,7 +20,7 @@ from runtime.kernel import extensions as ext
 from runtime.kernel.errors import AlreadyDecided, TaskNotFound
 from runtime.kernel.rowsql import Columns, Statements, column, row_move
 from runtime.kernel.shapes import agent_message
-from runtime.kernel.signals import interaction_opened
+from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_state import (
     locked_facts_memo,
@@ -111,13 +111,16 @@ def interaction_close(
     stepped_up: bool = False,
     shown_hash: str | None = None,
     edited: bool = False,
+    decider_kind: str = "",
+    channel_user: str = "",
 ) -> Interaction:
     """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
 
     The close of every decision (runtime.decisions.flow, which has checked who decides and
     how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high,
     issue 13); ``shown_hash`` and ``edited`` go on the decision's receipt
-    (runtime.decisions.receipts).
+    (runtime.decisions.receipts), ``channel_user`` on it and the audit row, with
+    ``decider_kind`` (a person, a program, the caller).
     """
     decision = {
         "state": Interaction.State.ANSWERED if via != "expiry" else Interaction.State.EXPIRED,
@@ -160,15 +163,24 @@ def interaction_close(
         history_append=message,
         also=("transcript",),
     )
-    audit_decision(interaction=interaction, task=task)
+    audit = audit_decision(
+        interaction=interaction, task=task, decider_kind=decider_kind, channel_user=channel_user
+    )
     decision_receipt(
         task=task,
         interaction=interaction,
         shown_hash=shown_hash,
         edited=edited,
         stepped_up=stepped_up,
+        channel_user=channel_user,
     )
     turn_enqueue(task)
+    interaction_changed.send(
+        sender=Interaction,
+        interaction=interaction,
+        event="expired" if via == "expiry" else "decided",
+        audit=audit,
+    )
     return interaction
 
 

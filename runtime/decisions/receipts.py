@@ -31,8 +31,9 @@ logger = logging.getLogger(__name__)
 
 
 # How a decision reached the core; a receipt's channel. ``rule``: a standing rule allowed the
-# call (runtime.decisions.rules calls receipt_record with the rule's id); ``system``: a void approval.
-CHANNELS = ("page", "rest", "inband", "bulk", "rule", "expiry", "system")
+# call (runtime.decisions.rules calls receipt_record with the rule's id); ``system``: a void
+# approval; ``slack`` and ``email``: the tenant's Slack app, an e-mail's one-time link.
+CHANNELS = ("page", "rest", "inband", "bulk", "rule", "expiry", "system", "slack", "email")
 RISK_LEVELS = ("normal", "high")
 
 
@@ -99,6 +100,7 @@ def receipt_record(
     stepped_up: bool = False,
     rule_id: str = "",
     reason: str = "",
+    channel_user: str = "",
 ) -> Receipt:
     """Write the receipt of one decision on ``effect`` in the caller's transaction.
 
@@ -106,7 +108,8 @@ def receipt_record(
     not given); the effect's current ``arguments_hash`` is what will be sent (after an edit,
     the edited arguments'). The policy version is read from ``agent`` as the caller holds it.
     Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
-    as ``decider``.
+    as ``decider``. ``channel_user``: who the channel knew the decider as (a Slack user id,
+    the address an e-mail link was sent to).
     """
     receipt = Receipt(
         tenant_id=effect.tenant_id,
@@ -119,6 +122,7 @@ def receipt_record(
         decision=decision,
         decider=decider,
         channel=channel,
+        channel_user=channel_user[:200],
         arguments_hash=shown_hash or effect.arguments_hash,
         sent_arguments_hash=effect.arguments_hash,
         edited=edited,
@@ -221,6 +225,7 @@ def decision_receipt(
     shown_hash: str | None,
     edited: bool,
     stepped_up: bool,
+    channel_user: str = "",
 ) -> Receipt | None:
     """The receipt of a decision on a held call (approvals only; questions bind no call)."""
     effect = held_call_of(interaction)
@@ -244,6 +249,7 @@ def decision_receipt(
         edited=edited,
         stepped_up=stepped_up,
         reason=str(answer.get("reason", "")),
+        channel_user=channel_user,
     )
 
 
@@ -278,9 +284,19 @@ def decision_word(interaction: Interaction) -> str:
     return "answered"
 
 
-def audit_decision(*, interaction: Interaction, task: Task) -> AuditEvent:
+def audit_decision(
+    *, interaction: Interaction, task: Task, decider_kind: str = "", channel_user: str = ""
+) -> AuditEvent:
     answer = interaction.answer or {}
     action = decision_word(interaction)
+    detail = {"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer}
+    if decider_kind:
+        # A person, a program or the caller (runtime.decisions.approvers.Decider): what the
+        # follow-ups of a decision say of who took it.
+        detail["deciderKind"] = decider_kind
+    if channel_user:
+        # Who the channel knew the decider as (a Slack user id, a link's address).
+        detail["channelUser"] = channel_user
     return audit_record(
         tenant_id=interaction.tenant_id,
         actor=interaction.answered_by,
@@ -288,7 +304,7 @@ def audit_decision(*, interaction: Interaction, task: Task) -> AuditEvent:
         via=interaction.answered_via,
         interaction=interaction,
         task=task,
-        detail={"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer},
+        detail=detail,
     )
 
 

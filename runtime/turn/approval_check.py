@@ -14,10 +14,11 @@ from runtime.decisions.receipts import (
     receipt_record,
     tool_trust,
 )
+from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.shapes import agent_message
-from runtime.kernel.signals import interaction_opened
+from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_state import task_pause, task_save, with_plan
 from runtime.turn.transcript import TURN_FIELDS, tool_result_record
@@ -64,7 +65,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     interaction = Interaction.objects.filter(
         tenant_id=task.tenant_id, task=task, public_id=effect.public_id
     ).first()
-    audit_record(
+    audit = audit_record(
         tenant_id=task.tenant_id,
         actor=VOIDER,
         action="approval_voided",
@@ -95,10 +96,15 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     # An AGENT.md ladder's expire step for this tool, else the agent's interactionTtlSeconds.
     expiry = expiry_seconds(task.agent, tool=f"{effect.server}/{effect.tool}")
     expires_at = timezone.now() + timedelta(seconds=expiry)
+    # The call as it stands now, under the title and redaction its policy gives now.
+    call = held_call_record(
+        agent=task.agent, server=effect.server, tool=effect.tool, arguments=effect.arguments
+    )
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
         Interaction.objects.filter(pk=interaction.pk).update(
+            request={**(interaction.request or {}), "call": call},
             state=Interaction.State.OPEN,
             answer=None,
             answered_by="",
@@ -111,6 +117,11 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             expires_at=expires_at,
         )
         interaction.refresh_from_db()
+        # Those told of the approval hear that it is void and needs a new decision (a call
+        # no person was asked about opens below, as a new approval).
+        interaction_changed.send(
+            sender=Interaction, interaction=interaction, event="voided", audit=audit
+        )
     else:
         # A call no person was asked about (a standing rule allowed it): now one is, as
         # runtime.turn.calls holds a call (interactions/v1: the effect's id), with the
@@ -126,7 +137,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             kind=Interaction.Kind.APPROVAL,
             prompt=prompt,
             detail=detail,
-            request={"step": effect.step},
+            request={"step": effect.step, "call": call},
             subject=task.subject,
             deciders=policy.deciders,
             approvers=list(policy.approvers),

@@ -30,6 +30,7 @@ from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interactions import interaction_open
 from runtime.decisions.receipts import tool_trust
 from runtime.decisions.rules import rule_for_call, rule_use_record
+from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.rowsql import Columns, Statements, column, row_move
 from runtime.kernel.shapes import agent_message
@@ -248,7 +249,16 @@ class ToolCalls:
                     "tool": action.tool,
                     "reason": spec.get("reason", "The tool policy holds this call for a person."),
                 },
-                request={"step": step},
+                request={
+                    "step": step,
+                    # What every surface summarises the held call from (issue 25).
+                    "call": held_call_record(
+                        agent=task.agent,
+                        server=action.server,
+                        tool=action.tool,
+                        arguments=action.arguments,
+                    ),
+                },
                 state=TaskState.AUTH_REQUIRED,
                 deciders=policy.deciders,
                 approvers=policy.approvers,

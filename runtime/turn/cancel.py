@@ -12,6 +12,7 @@ from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import InvalidParams, TaskNotCancelable, TaskNotFound
 from runtime.kernel.shapes import agent_message
+from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_selectors import task_for_caller
 from runtime.kernel.task_state import task_end
@@ -69,11 +70,22 @@ def _cancelable_check(task: Task) -> None:
 def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -> None:
     """Close what the locked task waits on, end it CANCELED with ``text``, and audit it."""
     now = timezone.now()
-    interactions = Interaction.objects.filter(task=task, state=Interaction.State.OPEN).update(
-        state=Interaction.State.CANCELED,
-        answered_by=by,
-        answered_via="cancel",
-        answered_at=now,
+    # Read first (the task is locked: none opens meanwhile), so that those told of each one
+    # hear that it closed (runtime.kernel.signals.interaction_changed).
+    closing = list(
+        Interaction.objects.filter(task=task, state=Interaction.State.OPEN).only("pk", "tenant_id")
+    )
+    interactions = (
+        Interaction.objects.filter(
+            pk__in=[i.pk for i in closing], state=Interaction.State.OPEN
+        ).update(
+            state=Interaction.State.CANCELED,
+            answered_by=by,
+            answered_via="cancel",
+            answered_at=now,
+        )
+        if closing
+        else 0
     )
     # A held call (or one approved and not yet sent) is never sent now: closed as denied,
     # saying so, so that the journal and the task page show why it did not run.
@@ -88,7 +100,7 @@ def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -
     detail = {"interactionsClosed": interactions, "callsClosed": calls}
     if reason:
         detail["reason"] = reason
-    audit_record(
+    audit = audit_record(
         tenant_id=task.tenant_id,
         actor=by,
         action="task_canceled",
@@ -96,6 +108,10 @@ def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -
         task=task,
         detail=detail,
     )
+    for interaction in closing:
+        interaction_changed.send(
+            sender=Interaction, interaction=interaction, event="canceled", audit=audit
+        )
 
 
 def task_hand_out(*, task: Task) -> None:

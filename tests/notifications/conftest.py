@@ -1,7 +1,7 @@
 import pytest
 
+from notifications.channel_settings import channel_save
 from notifications.models import Channel
-from notifications.services import channel_save
 from tests.a2a_endpoint.receiver import Receiver
 
 BUILD = "2026.10.06-1"

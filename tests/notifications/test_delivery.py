@@ -43,14 +43,16 @@ def test_a_held_call_notifies_each_matching_channel_once(
     body = mail.outbox[0].body
     link = f"https://countersign.example/inbox/{interaction.public_id}/"
     assert link in body and "deployer" in body.lower() and agents.a.subject in body
-    assert BUILD not in body  # the held call's arguments stay out by default
+    # The held call's summary and arguments go with it by default (issue 25, item 1).
+    assert f'build="{BUILD}", environment="staging"' in mail.outbox[0].subject
+    assert f'"build": "{BUILD}"' in body and '"environment": "staging"' in body
 
     assert len(slack.events) == 1
     message = slack.events[0]
     assert "Approve deploy / deploy_build?" in message["text"]
     button = message["blocks"][-1]["elements"][0]
     assert button["type"] == "button" and button["url"] == link
-    assert "action_id" not in button and BUILD not in json.dumps(message)
+    assert "action_id" not in button and BUILD in json.dumps(message)
 
     assert hook.bad_signatures == 0 and len(hook.events) == 1
     event = hook.events[0]
@@ -58,7 +60,9 @@ def test_a_held_call_notifies_each_matching_channel_once(
     assert event["data"]["interactionId"] == interaction.public_id
     assert event["data"]["caller"] == agents.a.subject
     assert event["data"]["tool"] == "deploy/deploy_build"
-    assert event["data"]["url"] == link and "arguments" not in event["data"]
+    assert event["data"]["url"] == link
+    assert event["data"]["arguments"] == {"build": BUILD, "environment": "staging"}
+    assert event["data"]["summary"] == f'build="{BUILD}", environment="staging"'
     assert hook.requests[0]["headers"]["webhook-id"].startswith("msg_")
 
     # The fan-out again (a redelivered message) sends nothing twice.
@@ -69,17 +73,23 @@ def test_a_held_call_notifies_each_matching_channel_once(
     assert other.arrived == 0  # the other tenant's channel heard nothing
 
 
-def test_a_channel_marked_so_carries_the_held_call_arguments(
+def test_a_channel_that_omits_arguments_keeps_them_and_their_summary_out(
     agents, notify, receivers, channel, django_capture_on_commit_callbacks
 ):
     hook = receivers()
-    _, hook.secret = channel(
-        agents.a.tenant, "pager", "webhook", url=hook.url, include_arguments=True
-    )
+    _, hook.secret = channel(agents.a.tenant, "pager", "webhook", url=hook.url, omit_arguments=True)
     channel(agents.a.tenant, "mail", "email", email_addresses=["oncall@acme.test"])
+    slack = receivers(path="/slack")
+    channel(agents.a.tenant, "chat", "slack", url=slack.url, omit_arguments=True)
     hold(agents.a, django_capture_on_commit_callbacks)
-    assert hook.events[0]["data"]["arguments"] == {"build": BUILD, "environment": "staging"}
-    assert BUILD not in mail.outbox[0].body
+    data = hook.events[0]["data"]
+    assert (
+        "arguments" not in data and "summary" not in data and data["tool"] == "deploy/deploy_build"
+    )
+    assert BUILD not in json.dumps(hook.events[0]) and BUILD not in json.dumps(slack.events[0])
+    # The channel that does not omit them sends them (both parts of the e-mail).
+    message = mail.outbox[0]
+    assert BUILD in message.body and BUILD in message.alternatives[0][0]
 
 
 def test_a_failing_receiver_is_retried_and_every_attempt_recorded(

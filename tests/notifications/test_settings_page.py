@@ -36,7 +36,7 @@ def test_an_admin_adds_a_webhook_channel_and_sees_its_secret_once(world):
         ["approval"],
         ["deploy/deploy_build"],
     )
-    assert not channel.include_arguments
+    assert not channel.omit_arguments  # summaries and arguments go by default
     again = admin.get(f"/settings/notifications/channels/{channel.public_id}/")
     assert secret not in again.content.decode() and "hooks.example/x" not in again.content.decode()
     listing = admin.get("/settings/notifications/").content.decode()

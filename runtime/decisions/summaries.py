@@ -1,0 +1,195 @@
+"""What a held call is, in one line, for every surface that shows an approval: the inbox and
+its search, the REST list and detail, bulk results, the audit, the task page, notifications.
+
+A tool's policy entry may give ``title``, a template over the call's arguments
+(``Deploy {build} to {environment}``), and ``redact``, the argument fields whose values are
+shown as ``•••`` everywhere but the decision page. Both are recorded on the interaction when
+the call is held (``held_call_record``, under ``request["call"]``, with the arguments), so
+that a list renders a page of summaries from the rows it read, with no query per row, and
+an item keeps the title it was held under. ``runtime.agents.title_syntax.call_terms`` is the
+one place that reads them from a policy entry (and checks them, for AGENT.md and admin).
+
+Everything returned is plain text: each surface escapes it for its medium (HTML, Slack
+mrkdwn, e-mail). Nothing here raises on what a model or a policy wrote.
+"""
+
+import json
+import re
+import unicodedata
+from typing import Any
+
+from runtime.agents.title_syntax import PATH_RE, TEMPLATE_RE, TITLE_MAX, call_terms
+from runtime.agents.tools import policy_rule
+from runtime.decisions.decision_models import Interaction
+
+REDACTED = "•••"
+# How long a summary and one value in it may get (characters).
+SUMMARY_MAX = 160
+VALUE_MAX = 40
+# Bidirectional overrides and isolates would let a value reorder the line it is shown in
+# ("Trojan source"); control characters would break it.
+_INVISIBLE = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def held_call_record(*, agent, server: str, tool: str, arguments: Any) -> dict:
+    """What an approval of a held call records as ``request["call"]`` when it opens: the
+    call, and the title and redaction its policy entry gives now."""
+    return {
+        "server": server,
+        "tool": tool,
+        "arguments": arguments if isinstance(arguments, dict) else {},
+        **call_terms(policy_rule(agent, server, tool)),
+    }
+
+
+# --- the view ------------------------------------------------------------------------------
+
+
+def held_call_view(interaction: Interaction, *, reveal: bool = False) -> dict | None:
+    """``{"server", "tool", "arguments", "summary"}`` of an approval of a held call, None for
+    any other interaction. Redacted fields are ``•••`` in the arguments and the summary
+    unless ``reveal`` (the decision page only). Reads the interaction's own row."""
+    if interaction.kind != Interaction.Kind.APPROVAL:
+        return None
+    request = interaction.request if isinstance(interaction.request, dict) else {}
+    call = request.get("call")
+    if not isinstance(call, dict):
+        # An approval held before calls were recorded: what its detail says.
+        detail = interaction.detail if isinstance(interaction.detail, dict) else {}
+        if not detail.get("server"):
+            return None
+        call = {"server": detail.get("server"), "tool": detail.get("tool", "")}
+    arguments = call.get("arguments")
+    arguments = arguments if isinstance(arguments, dict) else {}
+    terms = call_terms(call)
+    if not reveal:
+        arguments = redacted(arguments, terms.get("redact", ()))
+    title = terms.get("title")
+    summary = title_render(title, arguments) if title else pairs_summary(arguments)
+    return {
+        "server": str(call.get("server") or ""),
+        "tool": str(call.get("tool") or ""),
+        "arguments": arguments,
+        "summary": summary,
+    }
+
+
+def held_call_summary(interaction: Interaction) -> str:
+    """The one-line summary of an approval's held call, redacted ("" for other kinds)."""
+    view = held_call_view(interaction)
+    return view["summary"] if view else ""
+
+
+def redacted(arguments: dict, fields) -> dict:
+    """``arguments`` with the value at each of ``fields`` (a name or a dotted path) replaced
+    by ``•••``; the original is left as it was."""
+    result = arguments
+    for name in fields:
+        if name in arguments:
+            result = {**result, name: REDACTED}
+            continue
+        result = _redact_path(result, name.split("."))
+    return result
+
+
+def _redact_path(value, path: list[str]):
+    key, rest = path[0], path[1:]
+    if isinstance(value, dict) and key in value:
+        inner = _redact_path(value[key], rest) if rest else REDACTED
+        return {**value, key: inner}
+    if isinstance(value, list) and key.isdigit() and int(key) < len(value):
+        index = int(key)
+        inner = _redact_path(value[index], rest) if rest else REDACTED
+        return [*value[:index], inner, *value[index + 1 :]]
+    return value
+
+
+def title_render(template: str, arguments: dict) -> str:
+    """The title with each ``{path}`` filled from ``arguments``: text as it is (shortened),
+    other values as JSON, ``(no path)`` where the arguments have none; ``{{``/``}}`` are
+    braces. Never raises: a template that does not check renders its text."""
+
+    def fill(match: re.Match) -> str:
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        name = (match.group(1) or "").strip()
+        if not name or not PATH_RE.match(name):
+            return token
+        found, value = _lookup(arguments, name)
+        if not found:
+            return f"(no {name})"
+        return _plain(value if isinstance(value, str) else _json(value), VALUE_MAX * 2)
+
+    return _plain(TEMPLATE_RE.sub(fill, template), TITLE_MAX)
+
+
+def pairs_summary(arguments: dict) -> str:
+    """The top-level ``key=value`` pairs, by key, within SUMMARY_MAX: text quoted, long
+    values shortened, what does not fit counted ("… +2 more")."""
+    if not arguments:
+        return "no arguments"
+    pairs = [f"{_plain(str(key), VALUE_MAX)}={_value(arguments[key])}" for key in sorted(arguments)]
+    shown: list[str] = []
+    length = 0
+    for index, pair in enumerate(pairs):
+        left = len(pairs) - index - 1
+        tail = len(f", … +{left} more") if left else 0
+        if shown and length + 2 + len(pair) + tail > SUMMARY_MAX:
+            return ", ".join(shown) + f", … +{len(pairs) - index} more"
+        shown.append(pair)
+        length += len(pair) + (2 if len(shown) > 1 else 0)
+    return _shorten(", ".join(shown), SUMMARY_MAX)
+
+
+def _value(value) -> str:
+    if value == REDACTED:
+        return REDACTED
+    if isinstance(value, str):
+        return json.dumps(_plain(value, VALUE_MAX), ensure_ascii=False)
+    return _plain(_json(value), VALUE_MAX)
+
+
+def _lookup(arguments, name: str) -> tuple[bool, Any]:
+    if isinstance(arguments, dict) and name in arguments:
+        return True, arguments[name]
+    value = arguments
+    for key in name.split("."):
+        if value == REDACTED:
+            break  # inside a redacted field: nothing of it shows
+        if isinstance(value, dict) and key in value:
+            value = value[key]
+        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        else:
+            return False, None
+    return True, value
+
+
+def _json(value) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _plain(text: str, limit: int) -> str:
+    """One line of visible text, cut at ``limit`` with an ellipsis."""
+    return _shorten(_clean(text), limit)
+
+
+def _clean(text: str) -> str:
+    """Whitespace runs become one space; controls and direction overrides go."""
+    kept = []
+    for char in text:
+        if char.isspace():
+            kept.append(" ")
+        elif ord(char) in _INVISIBLE or unicodedata.category(char) == "Cc":
+            continue
+        else:
+            kept.append(char)
+    return re.sub(r" {2,}", " ", "".join(kept)).strip()
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -60,11 +60,13 @@ class InteractionSerializer(serializers.Serializer):
     )
     approvalsRequired = serializers.IntegerField(
         source="approvals_required",
-        help_text="How many distinct people must approve (2: the two-person rule).",
+        help_text="How many distinct people must approve, in all its stages (2: the "
+        "two-person rule).",
     )
     approvals = serializers.ListField(
         child=serializers.DictField(),
-        help_text="The approvals recorded so far, [{by, via, at}], when more than one is required.",
+        help_text="The approvals recorded so far, [{by, via, at, binds, stage}], when more than "
+        "one is required.",
     )
     createdAt = serializers.DateTimeField(source="created_at")
     expiresAt = serializers.DateTimeField(source="expires_at")

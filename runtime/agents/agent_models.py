@@ -44,7 +44,8 @@ class Agent(models.Model):
     tool_policy = models.JSONField(
         default=dict,
         blank=True,
-        help_text='{"server/tool" or "server": "allow"|"approve"|"deny" or {action, deciders}}',
+        help_text='{"server/tool" or "server": "allow"|"approve"|"deny", {action, ...}, or a '
+        "list of rules [{when, action, ...}, ...] (runtime.agents.policies)}",
     )
     connections_enabled = models.BooleanField(
         default=False, help_text="loop.connections: the request_connection tool"

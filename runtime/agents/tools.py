@@ -203,7 +203,8 @@ def policy_of(match: PolicyRule) -> Policy:
 
 def policy_rule(agent: Agent, server: str, tool: str) -> str | dict:
     """The policy's entry for the tool as written: ``server/tool``, then ``server``, else
-    ``approve``."""
+    ``approve`` (a conditional entry is its list of rules: policy_rule_for picks the one
+    that holds a call)."""
     rules = agent.tool_policy or {}
     return rules.get(f"{server}/{tool}", rules.get(server, "approve"))
 

@@ -1,15 +1,17 @@
-"""Who may decide, what an open approval needs now, and the two-person rule; escalation
-widening who may decide (README "Who may decide"). The decision flow
-(runtime.decisions.flow) calls these inside a decision's transaction, under the task's row
-lock, so that two deciders of one approval are taken one after the other: exactly
-``required`` distinct people's approvals close it.
+"""Who may decide, what an open approval needs now, and quorums and stages (the two-person
+rule for any number of people); escalation widening who may decide (README "Who may
+decide"). The decision flow (runtime.decisions.flow) calls these inside a decision's
+transaction, under the task's row lock, so that the deciders of one approval are taken one
+after the other: exactly ``required`` distinct people's approvals close it, each counted in
+the stage being decided.
 
 An approver is a role (``admin``, ``operator``), a named group of members (``group:<slug>``,
 tenants.ApproverGroup) or ``caller`` (the task's caller, answering in band). No approvers
 named means the default: admins and operators (and the caller only with ``deciders: either``;
-``deciders: caller`` is ``approvers: [caller]``). ``required: 2`` asks for two distinct
-people: never the caller, never a program (an operator token). The syntax of ``approvers``
-and ``required`` is runtime.agents.approver_syntax's."""
+``deciders: caller`` is ``approvers: [caller]``). ``required: N`` above 1, or ``stages``,
+asks for distinct people: never the caller, never a program (an operator token), never a
+subject the system decides as, and nobody twice in any stage. The syntax of ``approvers``,
+``required`` and ``stages`` is runtime.agents.approver_syntax's."""
 
 import hashlib
 from dataclasses import dataclass

@@ -251,9 +251,10 @@ class StandingRule(models.Model):
     without a pause, journalled with the rule as their decider (README "Standing rules").
 
     A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
-    arguments' top-level fields (runtime.decisions.rules); it expires by itself (no expiry only when an
-    admin made it) and can be revoked. It never applies to a ``risk: high`` or ``required: 2``
-    tool, whatever the policy said when it was made.
+    arguments' fields, nested ones by path (runtime.agents.conditions); it expires by itself
+    (no expiry only when an admin made it) and can be revoked. It never applies to a call whose
+    policy rule is ``risk: high`` or asks for more than one person, whatever the policy said
+    when it was made, nor to a call with a field its tool's schema does not declare.
     """
 
     public_id = models.CharField(max_length=40, unique=True, default=new_rule_id)
@@ -264,7 +265,7 @@ class StandingRule(models.Model):
     caller = models.CharField(
         max_length=200, blank=True, help_text="Only this caller's calls (empty: any caller)."
     )
-    # [{"field": "environment", "op": "equals" | "in" | "prefix", "value": ...}]
+    # [{"field": "environment", "op": "equals" | "in" | "prefix" | "lt" | ..., "value": ...}]
     conditions = models.JSONField(default=list, blank=True)
     created_by = models.CharField(max_length=200)
     created_from = models.ForeignKey(

@@ -90,6 +90,24 @@ def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
     problems = []
     for key, entry in policy.items():
         if isinstance(entry, dict):
+            # An entry's unknown keys are kept (admin's JSON view); these two would be read
+            # as if the entry were conditional, and it is not.
+            if "when" in entry:
+                problems.append(
+                    (
+                        [key, "when"],
+                        "conditions are for the rules of a list: write the entry "
+                        "as a list of rules, the last without when",
+                    )
+                )
+            if "ladder" in entry:
+                problems.append(
+                    (
+                        [key, "ladder"],
+                        "a tool's ladder goes under ladder.tools (or in a rule "
+                        "of a conditional entry)",
+                    )
+                )
             problems += [([key, *path], message) for path, message in _entry_problems(entry)]
         elif isinstance(entry, list):
             problems += [([key, *path], message) for path, message in _rules_problems(entry)]

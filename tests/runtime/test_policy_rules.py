@@ -314,6 +314,22 @@ def test_a_broken_conditional_entry_is_named_with_its_line_and_field_path(
     assert error.value.line == line
 
 
+def test_a_plain_entry_with_when_or_a_ladder_is_refused(tmp_path):
+    """Conditions on a mapping would hold for every call: only a list of rules takes them."""
+    with pytest.raises(AgentFileError) as error:
+        parse_agent_file(
+            agent_file(
+                tmp_path,
+                "    when: [{field: environment, op: equals, value: production}]\n"
+                "    action: allow\n",
+            )
+        )
+    assert error.value.field == "policy.deploy/deploy_build.when"
+    assert "write the entry as a list of rules" in error.value.message
+    with pytest.raises(AgentFileError, match="goes under ladder.tools"):
+        parse_agent_file(agent_file(tmp_path, "    {action: approve, ladder: [remind after 5m]}\n"))
+
+
 def test_a_rules_own_risk_asks_for_a_step_up_for_its_calls_only(agents, make_agent):
     deployer(
         make_agent,

@@ -16,9 +16,10 @@ from approvals.forms import (
     json_text_problem,
 )
 from runtime.agents.conditions import OPS
-from runtime.decisions.approvers import approval_needs, approvals_progress, effective_approvers
+from runtime.decisions.approvers import effective_approvers
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.facts import approval_progress
 from runtime.decisions.flow import AllowSimilar, Decision
 from runtime.decisions.rules import DURATIONS, FOREVER
 
@@ -188,47 +189,15 @@ class InteractionDetailSerializer(InteractionSerializer):
 
 
 def approval_extras(interaction) -> dict:
-    """What the detail says of an approval beyond its row: the rule that held its call, and
-    while it is open its progress and stages (approval_needs, read once per interaction)."""
-    # Kept for the one serialisation that reads it field by field (DRF's schema path).
+    """runtime.decisions.facts.approval_progress, read once per interaction: kept for the one
+    serialisation that reads it field by field (DRF's schema path)."""
     key = (interaction.state, len(interaction.approvals or ()))
     cached = interaction.__dict__.get("_countersign_extras")
     if cached is not None and cached[0] == key:
         return cached[1]
-    extras = {
-        "heldBy": (interaction.request or {}).get("policyRule"),
-        "progress": None,
-        "stage": None,
-        "stages": [],
-    }
-    if (
-        interaction.kind == Interaction.Kind.APPROVAL
-        and interaction.state == Interaction.State.OPEN
-    ):
-        needs = extras["needs"] = approval_needs(interaction)
-        extras["progress"] = approvals_progress(interaction, needs) or None
-        if extras["heldBy"] is None and needs.rule is not None:
-            extras["heldBy"] = needs.rule.stored()
-        if needs.staged:
-            extras["stage"] = needs.stage + 1
-            extras["stages"] = stages_wire(needs)
+    extras = approval_progress(interaction)
     interaction.__dict__["_countersign_extras"] = (key, extras)
     return extras
-
-
-def stages_wire(needs) -> list[dict]:
-    """An approval's stages as REST says them, each with the approvals it has counted."""
-    counted = [entry.get("stage") for entry in needs.approved]
-    return [
-        {
-            "stage": index + 1,
-            "title": stage.title,
-            "approvers": list(stage.approvers),
-            "required": stage.required,
-            "approved": counted.count(index + 1),
-        }
-        for index, stage in enumerate(needs.stages)
-    ]
 
 
 class DecisionFactsSerializer(serializers.Serializer):

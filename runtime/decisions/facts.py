@@ -174,3 +174,37 @@ def _next_step(interaction, held, needs, refusal, standing, approved_already, st
         f"{first}Approving sends {call} with exactly these arguments; denying tells the agent "
         "(and your reason)."
     )
+
+
+def approval_progress(interaction: Interaction) -> dict:
+    """What an approval's detail says beyond its row (REST; any channel may say the same):
+    ``heldBy``, the rule of the tool policy that held its call (as it opened); while it is
+    open, ``progress`` ("2 of 3"), and for one in stages the ``stage`` being decided (from 1)
+    and the ``stages``, each with its approvers, number and the approvals counted in it;
+    ``needs``, what it needs now (approval_needs), when read."""
+    found: dict = {
+        "heldBy": (interaction.request or {}).get("policyRule"),
+        "progress": None,
+        "stage": None,
+        "stages": [],
+    }
+    if interaction.kind != Interaction.Kind.APPROVAL or interaction.state != Interaction.State.OPEN:
+        return found
+    needs = found["needs"] = approval_needs(interaction)
+    found["progress"] = approvals_progress(interaction, needs) or None
+    if found["heldBy"] is None and needs.rule is not None:
+        found["heldBy"] = needs.rule.stored()
+    if needs.staged:
+        counted = [entry.get("stage") for entry in needs.approved]
+        found["stage"] = needs.stage + 1
+        found["stages"] = [
+            {
+                "stage": index + 1,
+                "title": stage.title,
+                "approvers": list(stage.approvers),
+                "required": stage.required,
+                "approved": counted.count(index + 1),
+            }
+            for index, stage in enumerate(needs.stages)
+        ]
+    return found

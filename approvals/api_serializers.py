@@ -15,11 +15,13 @@ from approvals.forms import (
     REASON_MAX,
     json_text_problem,
 )
-from runtime.decisions.approvers import approval_needs, effective_approvers
+from runtime.agents.conditions import OPS
+from runtime.decisions.approvers import effective_approvers
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.facts import approval_progress
 from runtime.decisions.flow import AllowSimilar, Decision
-from runtime.decisions.rules import DURATIONS, FOREVER, OPS
+from runtime.decisions.rules import DURATIONS, FOREVER
 
 
 def wire_time(value: datetime | None) -> str | None:
@@ -59,11 +61,13 @@ class InteractionSerializer(serializers.Serializer):
     )
     approvalsRequired = serializers.IntegerField(
         source="approvals_required",
-        help_text="How many distinct people must approve (2: the two-person rule).",
+        help_text="How many distinct people must approve, in all its stages (2: the "
+        "two-person rule).",
     )
     approvals = serializers.ListField(
         child=serializers.DictField(),
-        help_text="The approvals recorded so far, [{by, via, at}], when more than one is required.",
+        help_text="The approvals recorded so far, [{by, via, at, binds, stage}], when more than "
+        "one is required.",
     )
     createdAt = serializers.DateTimeField(source="created_at")
     expiresAt = serializers.DateTimeField(source="expires_at")
@@ -111,6 +115,28 @@ class InteractionSerializer(serializers.Serializer):
         return bool(request.get("allowCustom")) or not request.get("choices")
 
 
+class PolicyRuleSerializer(serializers.Serializer):
+    entry = serializers.CharField(help_text='The key: "server/tool" or "server" ("": none).')
+    rule = serializers.IntegerField(
+        allow_null=True, help_text="The rule's number in a conditional entry, from 1."
+    )
+    title = serializers.CharField(allow_blank=True)
+    when = serializers.ListField(child=serializers.DictField(), help_text="Its conditions.")
+    source = serializers.CharField(
+        help_text="policy, annotations (the tenant's default) or default."
+    )
+    version = serializers.CharField(help_text="SHA-256 of the rule as written: what receipts bind.")
+    label = serializers.CharField(help_text="Which rule held the call, in words.")
+
+
+class StageSerializer(serializers.Serializer):
+    stage = serializers.IntegerField()
+    title = serializers.CharField(allow_blank=True)
+    approvers = serializers.ListField(child=serializers.CharField())
+    required = serializers.IntegerField()
+    approved = serializers.IntegerField(help_text="Approvals counted in this stage so far.")
+
+
 class InteractionDetailSerializer(InteractionSerializer):
     """One interaction: for an approval, the call it holds, and who may decide it and how many
     people must approve as its policy stands now (runtime.decisions.approvers.approval_needs:
@@ -119,19 +145,59 @@ class InteractionDetailSerializer(InteractionSerializer):
     heldCall = serializers.SerializerMethodField(
         help_text="For an approval: the call it holds, with the exact arguments that will be sent."
     )
+    heldBy = serializers.SerializerMethodField(
+        help_text="For an approval: the entry (and rule) of the tool policy that held the call."
+    )
+    progress = serializers.SerializerMethodField(
+        help_text='"2 of 3": the approvals that count, of the number required.'
+    )
+    stage = serializers.SerializerMethodField(
+        help_text="An open approval in stages: the stage being decided, from 1."
+    )
+    stages = serializers.SerializerMethodField(
+        help_text="An open approval in stages: each, in order, with its approvals so far."
+    )
 
     @extend_schema_field(HeldCallSerializer(allow_null=True))
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
         effect = held_call_of(obj)
         return HeldCallSerializer(effect).data if effect else None
 
+    @extend_schema_field(PolicyRuleSerializer(allow_null=True))
+    def get_heldBy(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
+        return approval_extras(obj)["heldBy"]
+
+    def get_progress(self, obj) -> str | None:
+        return approval_extras(obj)["progress"]
+
+    def get_stage(self, obj) -> int | None:
+        return approval_extras(obj)["stage"]
+
+    @extend_schema_field(StageSerializer(many=True))
+    def get_stages(self, obj) -> list[dict]:
+        return approval_extras(obj)["stages"]
+
     def to_representation(self, instance) -> dict:
         body = {**super().to_representation(instance), "heldCall": self.get_heldCall(instance)}
-        if instance.kind == Interaction.Kind.APPROVAL and instance.state == Interaction.State.OPEN:
-            needs = approval_needs(instance)
+        extras = approval_extras(instance)
+        body.update((key, extras[key]) for key in ("heldBy", "progress", "stage", "stages"))
+        if "needs" in extras:
+            needs = extras["needs"]
             body["approvers"] = list(needs.approvers)
             body["approvalsRequired"] = needs.required
         return body
+
+
+def approval_extras(interaction) -> dict:
+    """runtime.decisions.facts.approval_progress, read once per interaction: kept for the one
+    serialisation that reads it field by field (DRF's schema path)."""
+    key = (interaction.state, len(interaction.approvals or ()))
+    cached = interaction.__dict__.get("_countersign_extras")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    extras = approval_progress(interaction)
+    interaction.__dict__["_countersign_extras"] = (key, extras)
+    return extras
 
 
 class DecisionFactsSerializer(serializers.Serializer):
@@ -227,9 +293,14 @@ class ArgumentsField(serializers.JSONField):
 
 
 class ConditionSerializer(serializers.Serializer):
-    field = serializers.CharField(max_length=200)
+    field = serializers.CharField(
+        max_length=200, help_text="A field's path: names joined by dots (target.region)."
+    )
     op = serializers.ChoiceField(choices=[(op, op) for op in OPS])
-    value = AnswerValueField(help_text="equals: a value; in: a list of values; prefix: text.")
+    value = AnswerValueField(
+        help_text="equals: a value (objects and lists compared whole); in: a list of values; "
+        "prefix: text; lt, lte, gt, gte: a number."
+    )
 
 
 class AllowSimilarSerializer(serializers.Serializer):

@@ -50,6 +50,8 @@ RECEIPT_FIELDS = (
     ("sentArgumentsSha256", "sent_arguments_hash"),
     ("edited", "edited"),
     ("policyVersion", "policy_version"),
+    ("policyEntry", "policy_entry"),
+    ("policyRule", "policy_rule"),
     ("steppedUp", "stepped_up"),
     ("ruleId", "rule_id"),
     ("reason", "reason"),
@@ -65,6 +67,8 @@ def receipt_record_out(receipt) -> dict:
 
 def _csv_cell(value) -> str:
     text = "true" if value is True else "false" if value is False else str(value)
+    if value is None:
+        text = ""
     # A cell a spreadsheet would read as a formula (CSV injection) is kept as text.
     return f"'{text}" if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 

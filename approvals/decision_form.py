@@ -7,10 +7,10 @@ for a question, ``decline`` for a connection request.
 """
 
 from approvals.forms import AllowSimilarForm, AnswerForm, ApprovalForm, ArgumentsForm
+from runtime.agents.conditions import conditions_text
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts
 from runtime.decisions.flow import AllowSimilar, Decided, Decision
-from runtime.decisions.rules import conditions_text
 from runtime.kernel.errors import InvalidParams, RuleRefused
 
 APPROVAL_CHOICES = ("approve", "deny", "approve_edited", "approve_rule")

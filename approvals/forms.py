@@ -5,9 +5,17 @@ import math
 
 from django import forms
 
+from runtime.agents.conditions import (
+    JSON_KIND,
+    MISSING,
+    NUMBER_OPS,
+    ops_for,
+    schema_fields,
+    value_at,
+)
 from runtime.agents.tools import validate_arguments
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.rules import DURATION_LABELS, DURATIONS, FOREVER, schema_fields
+from runtime.decisions.rules import DURATION_LABELS, DURATIONS, FOREVER
 
 REASON_MAX = 1000
 # A question's answer, on the page and in each text of a REST answer's value.
@@ -298,15 +306,18 @@ class ArgumentsForm(forms.Form):
 
 class AllowSimilarForm(forms.Form):
     """ "Approve and allow similar calls": the rule's duration, caller and conditions, with a
-    condition row per top-level field of the tool's schema (runtime.decisions.rules.schema_fields),
-    each offered with the value the held call has."""
+    condition row per field of the tool's schema, nested ones by path
+    (runtime.agents.conditions.schema_fields), each offered with the value the held call has."""
 
-    OP_CHOICES = [
-        ("", "any value"),
-        ("equals", "equals"),
-        ("in", "is one of"),
-        ("prefix", "starts with"),
-    ]
+    OP_LABELS = {
+        "equals": "equals",
+        "in": "is one of",
+        "prefix": "starts with",
+        "lt": "is less than",
+        "lte": "is at most",
+        "gt": "is more than",
+        "gte": "is at least",
+    }
 
     def __init__(self, *args, schema: dict | None, arguments: dict, is_admin: bool, **kwargs):
         super().__init__(*args, **kwargs)
@@ -322,18 +333,19 @@ class AllowSimilarForm(forms.Form):
         )
         self.rows = []
         for name, kind in self.schema_fields.items():
-            ops = [c for c in self.OP_CHOICES if c[0] != "prefix" or kind == "string"]
-            current = arguments.get(name)
+            ops = [("", "any value"), *((op, self.OP_LABELS[op]) for op in ops_for(kind))]
+            current = value_at(arguments, tuple(name.split(".")))
+            present = current is not MISSING
             self.fields[f"op_{name}"] = forms.ChoiceField(
                 choices=ops,
                 required=False,
-                initial="equals" if name in arguments else "",
+                initial="equals" if present else "",
                 label=f"Condition on {name}",
             )
             self.fields[f"value_{name}"] = forms.CharField(
                 required=False,
                 max_length=ANSWER_MAX,
-                initial="" if current is None else _as_text(current),
+                initial=_as_text(current) if present else "",
                 label=f"Value of {name}",
                 widget=forms.TextInput(attrs={"aria-label": f"Value of {name}"}),
             )
@@ -355,12 +367,18 @@ class AllowSimilarForm(forms.Form):
                 continue
             raw = (data.get(f"value_{name}") or "").strip()
             try:
-                if op == "in":
+                if op == "in" and kind == JSON_KIND:
+                    value = _parsed(raw, kind)
+                    if not isinstance(value, list) or not value:
+                        raise ValueError("give a JSON list of the values")
+                elif op == "in":
                     value = [_parsed(part.strip(), kind) for part in raw.split(",") if part.strip()]
                     if not value:
                         raise ValueError("give one or more values, separated by commas")
                 else:
                     value = _parsed(raw, kind)
+                if op in NUMBER_OPS and kind not in ("integer", "number"):
+                    raise ValueError("a number")
             except ValueError as exc:
                 self.add_error(f"value_{name}", str(exc))
                 continue
@@ -376,7 +394,13 @@ def _as_text(value) -> str:
 
 
 def _parsed(raw: str, kind: str):
-    """A condition's value typed as the schema says: "3" is 3 for an integer field."""
+    """A condition's value typed as the schema says: "3" is 3 for an integer field; a value
+    compared whole (a list, an object) is JSON text."""
+    if kind == JSON_KIND:
+        try:
+            return json.loads(raw, parse_constant=_no_constants)
+        except (ValueError, RecursionError):
+            raise ValueError('JSON, such as [1, 2] or {"a": 1}') from None
     if kind == "string":
         if not raw:
             raise ValueError("give a value")

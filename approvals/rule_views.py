@@ -8,8 +8,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from runtime.agents.conditions import conditions_text
 from runtime.decisions.decision_selectors import rules_for_tenant
-from runtime.decisions.rules import DURATION_LABELS, conditions_text, rule_revoke
+from runtime.decisions.rules import DURATION_LABELS, rule_revoke
 from runtime.kernel.errors import NotAllowed, TaskNotFound
 from tenants.access import member_required, require_decider
 

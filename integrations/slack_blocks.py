@@ -21,11 +21,12 @@ from notifications.content import (
     slack_fields,
     slack_when,
 )
+from runtime.agents.conditions import schema_fields
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts, decision_facts
 from runtime.decisions.receipts import decision_word
-from runtime.decisions.rules import DURATION_LABELS, DURATIONS, schema_fields
+from runtime.decisions.rules import DURATION_LABELS, DURATIONS
 
 APPROVE, DENY, SIMILAR, ANSWER, CHOICE, OPEN = (
     "cs_approve",

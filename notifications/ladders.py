@@ -20,3 +20,10 @@ def steps_clean(steps) -> list[dict]:
         field = " ".join(str(p) for p in exc.path[1:] if p != "after")
         message = f"{where}: {field} {exc.message}" if field else f"{where}: {exc.message}"
         raise ValueError(message) from None
+
+
+def rule_ladder(kind: str, request) -> list | None:
+    """The steps of the policy rule's own ladder an approval opened with (its ``request``,
+    runtime.decisions.interactions.approval_request), or None."""
+    steps = (request or {}).get("ladder") if kind == "approval" else None
+    return steps if isinstance(steps, list) and steps else None

@@ -18,6 +18,7 @@
   follows it (notifications.follow_ups).
 """
 
+import json
 import logging
 import random
 import uuid
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 from config.celery import queue
 from notifications.content import notification_content, one_line, tool_of
-from notifications.ladders import steps_clean, steps_stored
+from notifications.ladders import rule_ladder, steps_clean, steps_stored
 from notifications.models import (
     Attempt,
     Channel,
@@ -265,12 +266,17 @@ def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> tuple[str, li
     (a tool's ladder applies only to approvals of that tool). At the same scope, a ladder set
     in Django admin wins over the agent's AGENT.md ``ladder``: admins change it without a
     deploy, and deleting theirs brings the file's back. An AGENT.md ladder has the agent's
-    scopes only (its ``tools`` entries: "server/tool", then "server"; its ``steps``)."""
+    scopes only (its ``tools`` entries: "server/tool", then "server"; its ``steps``). Most
+    specific of all: the ladder of the policy rule that held the call (kept on the approval
+    when it opened, runtime.decisions.interactions.approval_request)."""
     by_key = {(ladder.agent_id, ladder.tool): ladder for ladder in ladders}
-    return _ladder_of(interaction.task.agent, tool_of(interaction), by_key)
+    own = rule_ladder(interaction.kind, interaction.request)
+    return _ladder_of(interaction.task.agent, tool_of(interaction), by_key, own)
 
 
-def _ladder_of(agent: Agent, tool: str, by_key: dict) -> tuple[str, list[dict]] | None:
+def _ladder_of(agent: Agent, tool: str, by_key: dict, own=None) -> tuple[str, list[dict]] | None:
+    if own:
+        return "policy rule", steps_parse(own)
     file_ladder = agent.ladder or {}
     file_tools = file_ladder.get("tools") or {}
     candidates: list[tuple[str, object]] = []
@@ -316,24 +322,26 @@ def ladders_advance(*, now: datetime | None = None) -> int:
         tenant_id__in=tenants, interaction__state=Interaction.State.OPEN
     ).values_list("interaction_id", "step"):
         taken_steps.setdefault(interaction_id, set()).add(number)
-    found_for: dict[tuple[int, str], tuple[str, list[dict]] | None] = {}
+    found_for: dict[tuple[int, str, str], tuple[str, list[dict]] | None] = {}
     due: list[tuple[int, int, dict, str]] = []
     rows = Interaction.objects.filter(tenant_id__in=tenants, state=Interaction.State.OPEN)
-    for pk, tenant_id, kind, detail, created_at, agent_id in rows.values_list(
-        "pk", "tenant_id", "kind", "detail", "created_at", "task__agent_id"
+    for pk, tenant_id, kind, detail, request, created_at, agent_id in rows.values_list(
+        "pk", "tenant_id", "kind", "detail", "request", "created_at", "task__agent_id"
     ):
         tool = tool_of(Interaction(kind=kind, detail=detail))
-        if (agent_id, tool) not in found_for:
+        own = rule_ladder(kind, request)
+        key = (agent_id, tool, json.dumps(own, sort_keys=True) if own else "")
+        if key not in found_for:
             try:
-                found_for[agent_id, tool] = _ladder_of(
-                    agents[agent_id], tool, by_tenant.get(tenant_id, {})
+                found_for[key] = _ladder_of(
+                    agents[agent_id], tool, by_tenant.get(tenant_id, {}), own
                 )
             except ValueError:
                 # A ladder that no longer parses (stored around its checks) stops only the
                 # items that climb it.
                 logger.warning("the ladder of agent %s (%s) cannot be read", agent_id, tool)
-                found_for[agent_id, tool] = None
-        found = found_for[agent_id, tool]
+                found_for[key] = None
+        found = found_for[key]
         if found is None:
             continue
         source, steps = found

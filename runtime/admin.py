@@ -8,11 +8,17 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.decorators import method_decorator
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.debug import sensitive_post_parameters
 
 from runtime.admin_policy import PolicyTableField, tool_keys
-from runtime.agents.agent_models import Agent, Credential, ModelPrice, ToolServer
+from runtime.agents.agent_models import (
+    Agent,
+    AnnotationPolicy,
+    Credential,
+    ModelPrice,
+    ToolServer,
+)
 from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.credentials import credential_delete, credential_set
 from runtime.agents.limits import limits_error
@@ -23,6 +29,8 @@ from runtime.agents.llm.openai_spec import validate_model as openai_model_valida
 from runtime.agents.llm.registry import PROVIDERS
 from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
+from runtime.agents.policies import HINT_KINDS, HINT_WORDS, HINTS, hint_defaults, hint_kind
+from runtime.agents.policy_checks import policy_tools_problems
 from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.decisions.receipts import policy_version
@@ -124,10 +132,16 @@ class AgentForm(forms.ModelForm):
                 )
         document = cleaned.get("policy")
         if document is not None and "tools" in cleaned:
-            # As AGENT.md: a ladder names only tools the agent has.
+            # As AGENT.md: a ladder names only tools the agent has, and a conditional entry's
+            # conditions only fields its tool's schema has.
             problem = ladder_tools_problem(document["ladder"], cleaned["tools"])
+            wrong = policy_tools_problems(document["policy"], cleaned["tools"])
             if problem:
                 self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
+            elif wrong:
+                self.add_error(
+                    "policy", [f"{'.'.join(map(str, path))}: {text}" for path, text in wrong]
+                )
             else:
                 self.instance.tool_policy = document["policy"]
                 self.instance.ladder = document["ladder"]
@@ -179,9 +193,10 @@ class AgentAdmin(TenantScopedAdmin):
         if obj is None or obj.pk is None:
             return "—"
         return format_html(
-            "<code>{}</code><br>Receipts of decisions name the version they were made under "
-            "(the SHA-256 of the whole policy); any change to the policy makes a new one, and "
-            "an approval made under an older one is put to a person again.",
+            "<code>{}</code><br>The version of the whole policy (the audit names it with each "
+            "change). Receipts of decisions name the version of the entry, or rule of a "
+            "conditional entry, that held the call: changing a tool's entry puts its approvals "
+            "made under the older version to a person again, and leaves other tools' alone.",
             policy_version(obj),
         )
 
@@ -475,7 +490,32 @@ class ToolServerAdmin(TenantScopedAdmin):
     def discovered_tools(self, obj: ToolServer):
         if not obj.tools:
             return "none yet: use Refresh tools"
-        return pretty(obj.tools)
+        # What the tenant's annotation default makes of each tool that no agent's policy names.
+        defaults = hint_defaults(obj.tenant_id)
+        rows = format_html_join(
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    tool.get("name", ""),
+                    hints_text(tool.get("annotations")),
+                    HINT_WORDS[hint_kind(tool.get("annotations"))],
+                    defaults[hint_kind(tool.get("annotations"))],
+                )
+                for tool in obj.tools
+            ),
+        )
+        return format_html(
+            '<table class="tool-hints"><thead><tr><th>tool</th><th>annotations</th>'
+            "<th>kind</th><th>default decision</th></tr></thead><tbody>{}</tbody></table>"
+            '<p class="help">The default decision applies to calls of a tool that no entry of '
+            "the agent's policy names (<code>{}/TOOL</code> or <code>{}</code>); it is the "
+            "tenant's, set in Tool annotation defaults.</p>{}",
+            rows,
+            obj.name,
+            obj.name,
+            pretty(obj.tools),
+        )
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
@@ -559,3 +599,33 @@ class ToolServerAdmin(TenantScopedAdmin):
             self.message_user(request, "No HTTP tool server was selected.", messages.WARNING)
             return None
         return self.secrets_page(request, "Signing secrets rotated", rotated)
+
+
+def hints_text(annotations) -> str:
+    """A tool's kept annotations as admin lists them: "readOnlyHint, openWorldHint: false"."""
+    hints = annotations if isinstance(annotations, dict) else {}
+    words = [name if hints[name] is True else f"{name}: false" for name in HINTS if name in hints]
+    return ", ".join(words) or "none"
+
+
+@admin.register(AnnotationPolicy)
+class AnnotationPolicyAdmin(TenantScopedAdmin):
+    """A tenant's default policy for its tool servers' tools by their MCP annotations
+    (runtime.agents.policies): one row per tenant; without it, read-only tools run and the
+    rest wait for a person. An agent's policy entry for the tool (or server) always wins."""
+
+    list_display = ["tenant", "read_only", "additive", "destructive", "unknown", "updated_at"]
+    list_select_related = ["tenant"]
+    fields = ["tenant", "read_only", "additive", "destructive", "unknown", "updated_at"]
+    readonly_fields = ["updated_at"]
+
+    def save_model(self, request, obj, form, change):
+        obj.save()
+        # Inside the admin's transaction: who changed what tools run unasked is audited.
+        audit_record(
+            tenant_id=obj.tenant_id,
+            actor=request.user.subject,
+            action="annotation_policy.changed",
+            via="admin",
+            detail={kind: obj.action_for(kind) for kind in HINT_KINDS},
+        )

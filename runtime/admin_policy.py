@@ -3,7 +3,9 @@ one click away.
 
 The table has a row per tool (the policy's entries, then the agent's tools that have none)
 and a column per key of ``runtime.agents.agentfile.POLICY_KEYS``, plus the tool's ladder; each
-cell's widget comes from the key's JSON Schema. What it submits is checked as AGENT.md's
+cell's widget comes from the key's JSON Schema. A conditional entry (a list of rules, each
+with its ``when``: runtime.agents.policies) has no cells: its row lists its rules and says to
+edit them in the JSON view; a save from the table keeps them as they were. What it submits is checked as AGENT.md's
 ``policy`` and ``ladder`` are (``policy_problems``, ``ladder_parse``), so the table and the
 file cannot disagree about what a valid policy is. The JSON view edits the same document,
 ``{"policy": ..., "ladder": ...}``, as AGENT.md's front matter spells those two keys.
@@ -16,6 +18,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from runtime.agents.agentfile import POLICY_KEYS, PolicyKey, policy_problems
+from runtime.agents.conditions import conditions_text
 from runtime.agents.ladders import LadderError, ladder_parse
 
 LADDER_COLUMN = "ladder"
@@ -96,6 +99,41 @@ def tool_keys(tools) -> list[str]:
     return keys
 
 
+def _rules_posted(text: str) -> list | None:
+    """A conditional entry's rules as the row carried them (None: the row has none)."""
+    try:
+        rules = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return rules if isinstance(rules, list) else None
+
+
+def rules_shown(rules: list) -> list[str]:
+    """A conditional entry's rules as its row lists them: "when environment = production:
+    approve, required 2 (Deploy to production)", "otherwise: allow"."""
+    shown = []
+    for rule in rules:
+        if not isinstance(rule, dict):
+            continue
+        when = rule.get("when")
+        head = f"when {conditions_text(when)}" if isinstance(when, list) else "otherwise"
+        keys = [str(rule.get("action", "approve"))]
+        keys += [
+            f"{key} {_short(value)}"
+            for key, value in rule.items()
+            if key not in ("when", "action", "title")
+        ]
+        title = f" ({rule['title']})" if isinstance(rule.get("title"), str) else ""
+        shown.append(f"{head}: {', '.join(keys)}{title}")
+    return shown
+
+
+def _short(value) -> str:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ", ".join(value)
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
 def document_json(document: dict) -> str:
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True)
 
@@ -121,6 +159,7 @@ class PolicyTableWidget(forms.Widget):
                 "tool": data.get(f"{prefix}tool", ""),
                 "known": data.get(f"{prefix}known", "") == "1",
                 "extra": data.get(f"{prefix}extra", ""),
+                "rules": data.get(f"{prefix}rules", ""),
             }
             for key in POLICY_KEYS:
                 row[key.name] = data.get(f"{prefix}{key.name}", "")
@@ -144,6 +183,8 @@ class PolicyTableWidget(forms.Widget):
                     "tool": row["tool"],
                     "known": row["known"],
                     "extra": row["extra"],
+                    "rules": row["rules"],
+                    "rules_shown": rules_shown(_rules_posted(row["rules"]) or []),
                     "cells": self._cells(name, index, row, posted=True),
                 }
                 for index, row in enumerate(value["rows"])
@@ -168,6 +209,8 @@ class PolicyTableWidget(forms.Widget):
             ],
             "rows": rows,
             "total": len(rows),
+            "key_count": len(POLICY_KEYS),
+            "conditional": any(row["rules"] for row in rows),
             "steps": steps,
             "json": json_text,
             "json_initial": json_initial,
@@ -189,7 +232,8 @@ class PolicyTableWidget(forms.Widget):
                 if isinstance(entry, dict)
                 else {}
             )
-            shown = {k.name: _cell_shown(k, entry) for k in POLICY_KEYS}
+            conditional = isinstance(entry, list)
+            shown = {k.name: _cell_shown(k, None if conditional else entry) for k in POLICY_KEYS}
             shown[LADDER_COLUMN] = steps_text(ladders.get(key)) if key else ""
             index = len(rows)
             rows.append(
@@ -197,6 +241,8 @@ class PolicyTableWidget(forms.Widget):
                     "tool": key,
                     "known": bool(key),
                     "extra": json.dumps(extra) if extra else "",
+                    "rules": json.dumps(entry, sort_keys=True) if conditional else "",
+                    "rules_shown": rules_shown(entry) if conditional else [],
                     "cells": self._cells(name, index, shown),
                 }
             )
@@ -333,6 +379,13 @@ class PolicyTableField(forms.Field):
                 continue
             if key in policy or key in ladders:
                 errors.append(f"{key}: this tool has two rows; keep one.")
+                continue
+            rules = _rules_posted(row["rules"])
+            if rules is not None:
+                # A conditional entry is edited in the JSON view: kept as it was.
+                policy[key] = rules
+                if ladder_text:
+                    ladders[key] = [s.strip() for s in ladder_text.split(";") if s.strip()]
                 continue
             entry = {}
             for policy_key in POLICY_KEYS[1:]:

@@ -16,7 +16,7 @@ from integrations.email_links import email_link_mint
 from integrations.models import SlackUser
 from integrations.slack_settings import slack_app_save
 from notifications.models import Channel, Delivery, Ladder, Preference
-from runtime.agents.agent_models import ToolServer
+from runtime.agents.agent_models import AnnotationPolicy, ToolServer
 from runtime.agents.credentials import credential_set
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.kernel.task_models import AuditEvent, Task, TaskEvent
@@ -147,6 +147,7 @@ def populate(world, make_agent) -> None:
         ToolServer.objects.create(
             tenant=side.tenant, name=f"tools-{slug}", kind="mcp", url=f"http://{slug}.test/mcp"
         )
+        AnnotationPolicy.objects.create(tenant=side.tenant, unknown="deny")
         Connection.objects.create(
             tenant=side.tenant, app=app, connected_by=side.operator, connected_at=timezone.now()
         )

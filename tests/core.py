@@ -69,8 +69,12 @@ def caller_may_approve(tenant, slug: str = "deployer") -> None:
     """Let the caller approve the agent's held calls in band too (``deciders: either``): the
     demo deployer's policy leaves them to the tenant's operators (issue 26)."""
     agent = Agent.objects.get(tenant=tenant, slug=slug)
+
+    def either(rule):
+        return {**(rule if isinstance(rule, dict) else {"action": rule}), "deciders": "either"}
+
     agent.tool_policy = {
-        key: {**(rule if isinstance(rule, dict) else {"action": rule}), "deciders": "either"}
+        key: [either(r) for r in rule] if isinstance(rule, list) else either(rule)
         for key, rule in agent.tool_policy.items()
     }
     agent.save(update_fields=["tool_policy"])

@@ -44,7 +44,8 @@ class Agent(models.Model):
     tool_policy = models.JSONField(
         default=dict,
         blank=True,
-        help_text='{"server/tool" or "server": "allow"|"approve"|"deny" or {action, deciders}}',
+        help_text='{"server/tool" or "server": "allow"|"approve"|"deny", {action, ...}, or a '
+        "list of rules [{when, action, ...}, ...] (runtime.agents.policies)}",
     )
     connections_enabled = models.BooleanField(
         default=False, help_text="loop.connections: the request_connection tool"
@@ -245,3 +246,62 @@ class ToolServer(models.Model):
     def tool_named(self, tool: str) -> dict | None:
         """The discovered tool of that name, as the last refresh cached it."""
         return next((t for t in self.tools or [] if t.get("name") == tool), None)
+
+
+class AnnotationPolicy(models.Model):
+    """A tenant's default policy for its tool servers' tools that no entry of an agent's
+    policy names, by what the tool's MCP annotations say it does (README "Tool servers"):
+    read-only (``readOnlyHint: true``), additive (``destructiveHint: false``), destructive
+    (``destructiveHint: true``, or ``readOnlyHint: false`` alone: MCP's default) or unknown
+    (no hints). Without a row, the defaults below. An agent's policy entry for the tool (or
+    its server) always wins; the demo servers' tools have no annotations and wait for a person.
+    """
+
+    class Action(models.TextChoices):
+        ALLOW = "allow", "allow: runs at once"
+        APPROVE = "approve", "approve: waits for a person"
+        DENY = "deny", "deny: never runs"
+
+    # The annotation kinds, each with its column and its default (runtime.agents.policies).
+    KINDS = (
+        ("read_only", "allow"),
+        ("additive", "approve"),
+        ("destructive", "approve"),
+        ("unknown", "approve"),
+    )
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="+")
+    read_only = models.CharField(
+        max_length=8,
+        choices=Action.choices,
+        default=Action.ALLOW,
+        help_text="Tools whose annotations say readOnlyHint: true.",
+    )
+    additive = models.CharField(
+        max_length=8,
+        choices=Action.choices,
+        default=Action.APPROVE,
+        help_text="Tools that say destructiveHint: false (they add, never overwrite or delete).",
+    )
+    destructive = models.CharField(
+        max_length=8,
+        choices=Action.choices,
+        default=Action.APPROVE,
+        help_text="Tools that say destructiveHint: true, or readOnlyHint: false alone.",
+    )
+    unknown = models.CharField(
+        max_length=8,
+        choices=Action.choices,
+        default=Action.APPROVE,
+        help_text="Tools without readOnlyHint or destructiveHint.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "tool annotation default"
+
+    def __str__(self) -> str:
+        return f"tool annotation defaults of {self.tenant.slug if self.tenant_id else '?'}"
+
+    def action_for(self, kind: str) -> str:
+        return getattr(self, kind)

@@ -23,7 +23,7 @@ import yaml
 from django.utils.text import slugify
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.approver_syntax import approvers_problem
+from runtime.agents.approver_syntax import MAX_REQUIRED, MAX_STAGES
 from runtime.agents.ladders import ACTIONS as LADDER_ACTIONS
 from runtime.agents.ladders import MAX_STEPS, WIDEN_ROLES, LadderError, ladder_parse
 from runtime.agents.ladders import ROLES as LADDER_ROLES
@@ -34,10 +34,11 @@ from runtime.agents.llm.openai_spec import ModelSpecError
 from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
 from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
-from runtime.agents.title_syntax import redact_problem, title_problem
-from runtime.agents.tools import timeout_seconds
+from runtime.agents.policy_checks import WHEN_SCHEMA, policy_rule_problems, policy_tools_problems
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
+# The most rules one conditional entry has.
+MAX_RULES = 20
 DECIDERS = {"either", "operators", "caller"}
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
@@ -170,9 +171,14 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
     PolicyKey(
         "required",
         "required",
-        {"enum": [1, 2], "x-message": "must be 1 or 2"},
+        {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_REQUIRED,
+            "x-message": f"must be a whole number from 1 to {MAX_REQUIRED}",
+        },
         1,
-        "2: two different people approve.",
+        "N: that many different people approve (2: the two-person rule).",
     ),
     # Issue 13: a high-risk tool's approval needs a recent re-authentication; an operator
     # may edit an editable tool's arguments before approving.
@@ -234,21 +240,6 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         "Arguments shown as ••• everywhere but the decision page (token, or a path: auth.token).",
     ),
 )
-AGENT_SCHEMA["properties"]["policy"] = {
-    "type": ["object", "null"],
-    "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
-    "additionalProperties": {
-        "if": {"type": "string"},
-        "then": {"enum": sorted(POLICY_ACTIONS)},
-        "else": {
-            "type": "object",
-            "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...})",
-            "required": ["action"],
-            "properties": {key.name: key.schema for key in POLICY_KEYS},
-        },
-        "x-message": "must be allow, approve or deny",
-    },
-}
 # A ladder's steps (runtime.agents.ladders): the schema says their shape; ladder_parse then checks
 # what it cannot say (the roles, the order of time, expire last) with the same field paths.
 # Added to AGENT_SCHEMA here, apart from the literal above, so that a ladder change and a
@@ -300,6 +291,55 @@ AGENT_SCHEMA["properties"]["ladder"] = {
                 "additionalProperties": _LADDER_STEPS,
             },
         },
+    },
+}
+# A tool's policy entry: a decision, a mapping of POLICY_KEYS (and the key a table column
+# cannot show: stages), or a list of rules tried in order (runtime.agents.policies),
+# each with its ``when`` conditions (runtime.agents.conditions), its own keys and ladder.
+# What the schema cannot say (approvers, stages, the order of the rules, conditions on the
+# tool's own fields) policy_rule_problems checks below, with the same field paths.
+_ENTRY_KEYS = {
+    **{key.name: key.schema for key in POLICY_KEYS},
+    "stages": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_STAGES,
+        "items": {"type": "object", "x-message": "must be a mapping of approvers and required"},
+        "x-message": f"must be a list of 1 to {MAX_STAGES} stages, each with approvers and required",
+    },
+}
+_RULES = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_RULES,
+    "x-message": f"must be a list of 1 to {MAX_RULES} rules",
+    "items": {
+        "type": "object",
+        "required": ["action"],
+        # A misspelt ``when`` would make a rule hold every call: no unknown keys in a rule.
+        "additionalProperties": False,
+        "x-message": "must be a rule {when: [...], action: ..., ...}",
+        "properties": {**_ENTRY_KEYS, "when": WHEN_SCHEMA, "ladder": _LADDER_STEPS},
+    },
+}
+AGENT_SCHEMA["properties"]["policy"] = {
+    "type": ["object", "null"],
+    "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
+    "additionalProperties": {
+        "if": {"type": "string"},
+        "then": {"enum": sorted(POLICY_ACTIONS)},
+        "else": {
+            "if": {"type": "array"},
+            "then": _RULES,
+            "else": {
+                "type": "object",
+                "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...}, "
+                "or a list of rules)",
+                "required": ["action"],
+                "properties": _ENTRY_KEYS,
+            },
+        },
+        "x-message": "must be allow, approve or deny",
     },
 }
 _AGENT_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA)
@@ -384,37 +424,18 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
 _POLICY_VALIDATOR = jsonschema.Draft202012Validator(AGENT_SCHEMA["properties"]["policy"])
 
 
-def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
-    """What the schema cannot say about a policy's entries (approvers and required, deciders
-    with approvers, a timeout's duration, a title's template, redact's names)."""
-    problems = []
-    for key, rule in policy.items():
-        if isinstance(rule, dict):
-            problem = approvers_problem(rule)
-            if problem:
-                problems.append(([key, *problem[0].split(".")], problem[1]))
-            if rule.get("deciders") == "caller" and rule.get("approvers"):
-                problems.append(([key, "deciders"], "give either deciders: caller or approvers"))
-            if "timeout" in rule:
-                try:
-                    timeout_seconds(rule["timeout"])
-                except ValueError as exc:
-                    problems.append(([key, "timeout"], str(exc)))
-            for name, check in (("title", title_problem), ("redact", redact_problem)):
-                problem = check(rule[name]) if name in rule else None
-                if problem:
-                    problems.append(([key, name], problem))
-    return problems
-
-
-def policy_problems(policy) -> list[tuple[list, str]]:
+def policy_problems(policy, tools: list | None = None) -> list[tuple[list, str]]:
     """Everything wrong with a tool policy, as AGENT.md's ``policy`` is checked: (path inside
-    the policy, message) pairs; none for a policy that loads. Django admin's policy editor
-    checks with this."""
+    the policy, message) pairs; none for a policy that loads. ``tools``: the agent's tools,
+    when a conditional entry's conditions are to be checked against their schemas. Django
+    admin's policy editor checks with this."""
     problems = [_schema_problem(error) for error in _POLICY_VALIDATOR.iter_errors(policy)]
     if problems or not isinstance(policy, dict):
         return problems
-    return policy_rule_problems(policy)
+    problems = policy_rule_problems(policy)
+    if tools is not None and not problems:
+        problems = policy_tools_problems(policy, tools)
+    return problems
 
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -559,7 +580,9 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
                 )
 
     policy = data.get("policy", {}) or {}
-    for field_path, message in policy_rule_problems(policy)[:1]:
+    for field_path, message in (
+        policy_rule_problems(policy) or policy_tools_problems(policy, tools)
+    )[:1]:
         fail(["policy", *field_path], message)
     loop = data.get("loop", {}) or {}
     connections = loop.get("connections", False)

@@ -86,6 +86,9 @@ def assistant_spec(*, tenant) -> AgentSpec | None:
 def operators_decide(rule):
     """A donor's policy entry with the default deciders: the coder shows in-band approval
     (``deciders: either``); a real model's calls wait for the tenant's operators."""
+    if isinstance(rule, list):
+        # A conditional entry's rules stay mappings (a rule is never a bare decision).
+        return [{k: v for k, v in each.items() if k != "deciders"} for each in rule]
     if not isinstance(rule, dict):
         return rule
     rule = {k: v for k, v in rule.items() if k != "deciders"}

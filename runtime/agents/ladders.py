@@ -211,12 +211,15 @@ def ladder_parse(value) -> dict:
     return ladder
 
 
-def expiry_seconds(agent, *, tool: str = "") -> int:
+def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
     """How long an interaction of this agent (and tool) stays open: the expire step of its
-    most specific AGENT.md ladder that has one, else ``interactionTtlSeconds``."""
+    most specific ladder that has one (``steps``: the ladder of the policy rule that held
+    the call, runtime.agents.policies; then AGENT.md's for the tool, its server, the agent),
+    else ``interactionTtlSeconds``."""
     ladder = getattr(agent, "ladder", None) or {}
     tools = ladder.get("tools") or {}
-    candidates = [tools.get(tool), tools.get(tool.partition("/")[0])] if tool else []
+    candidates = [steps] if steps else []
+    candidates += [tools.get(tool), tools.get(tool.partition("/")[0])] if tool else []
     for steps in [*candidates, ladder.get("steps")]:
         if not steps:
             continue

@@ -1,7 +1,7 @@
 """Tenants' tool servers (runtime.agents.agent_models.ToolServer) behind runtime.agents.tools' ToolServer protocol.
 
 ``mcp``: a Model Context Protocol server over streamable HTTP, through the official ``mcp``
-package: ``list_tools`` discovers, ``call_tool`` calls. ``http``: a URL that takes JSON posts
+package: ``list_tools`` discovers (each tool with its annotations), ``call_tool`` calls. ``http``: a URL that takes JSON posts
 signed with Standard Webhooks (README, "Tool servers", documents both requests). Every request
 goes through the outbound guard (connections.outbound), with the tenant's connection to the
 server's app as its bearer token. No token ever enters an error, a log line or a result.
@@ -31,6 +31,7 @@ from connections.outbound import (
     webhook_headers,
 )
 from runtime.agents.agent_models import ToolServer
+from runtime.agents.policies import HINTS
 from runtime.agents.tools import SERVERS, CallContext, ToolError, ToolOutcomeLost
 from runtime.agents.tools import ToolServer as CallableServer
 
@@ -117,8 +118,21 @@ def checked_url(server: ToolServer) -> str:
     return server.url
 
 
+def clean_hints(raw: Any) -> dict:
+    """A tool's MCP annotations as kept: the four hints that are true or false, and a title
+    (runtime.agents.policies maps them to the tenant's default policy)."""
+    if not isinstance(raw, dict):
+        return {}
+    hints = {name: raw[name] for name in HINTS if isinstance(raw.get(name), bool)}
+    title = raw.get("title")
+    if isinstance(title, str) and title.strip():
+        hints["title"] = title.strip()[:200]
+    return hints
+
+
 def clean_tools(raw: Any) -> list[dict]:
-    """Discovered tools as cached: [{name, description, inputSchema}], names unique."""
+    """Discovered tools as cached: [{name, description, inputSchema, annotations}], names
+    unique (``annotations`` only for a tool that has some)."""
     if not isinstance(raw, list):
         raise DiscoveryError("the server's tool list is not a list")
     tools, seen = [], set()
@@ -131,16 +145,76 @@ def clean_tools(raw: Any) -> list[dict]:
         schema = item.get("inputSchema")
         description = item.get("description")
         seen.add(name)
-        tools.append(
-            {
-                "name": name,
-                "description": description[:DESCRIPTION_MAX]
-                if isinstance(description, str)
-                else "",
-                "inputSchema": schema if isinstance(schema, dict) else {"type": "object"},
-            }
-        )
+        tool = {
+            "name": name,
+            "description": description[:DESCRIPTION_MAX] if isinstance(description, str) else "",
+            "inputSchema": schema if isinstance(schema, dict) else {"type": "object"},
+        }
+        hints = clean_hints(item.get("annotations"))
+        if hints:
+            tool["annotations"] = hints
+        tools.append(tool)
     return tools
+
+
+def _resource_link(content) -> dict:
+    """A ``resource_link`` content item as the model gets it: where the resource is and what."""
+    link = {"type": "resource_link", "uri": str(content.uri), "name": content.name}
+    for key in ("title", "mimeType", "description", "size"):
+        value = getattr(content, key, None)
+        if value is not None:
+            link[key] = value[:DESCRIPTION_MAX] if isinstance(value, str) else value
+    return link
+
+
+def _embedded_resource(content) -> dict:
+    """An embedded resource as the model gets it: its URI, a name (the URI's last part: an
+    embedded resource has none of its own), its MIME type, and its text; a binary one's
+    contents are named by size, not inlined (the model reads text)."""
+    resource = content.resource
+    uri = str(resource.uri)
+    name = uri.rstrip("/").rsplit("/", 1)[-1] or uri
+    embedded: dict[str, Any] = {"type": "resource", "uri": uri, "name": name}
+    if resource.mimeType:
+        embedded["mimeType"] = resource.mimeType
+    text = getattr(resource, "text", None)
+    if isinstance(text, str):
+        embedded["text"] = text
+    else:
+        blob = getattr(resource, "blob", "") or ""
+        embedded["bytes"] = len(blob) * 3 // 4 - blob[-2:].count("=")
+    return embedded
+
+
+def result_mapped(result) -> dict:
+    """A ``tools/call`` result that is no error, as the model gets it (README "Tool servers"):
+    its structuredContent, or ``{"text": ...}``; resource links and embedded resources under
+    ``resources`` with their URI, name and MIME type; other content (images, audio) named in
+    ``content``, not inlined."""
+    texts, resources, others = [], [], []
+    for content in result.content:
+        kind = getattr(content, "type", "")
+        if kind == "text":
+            texts.append(content.text)
+        elif kind == "resource_link":
+            resources.append(_resource_link(content))
+        elif kind == "resource":
+            resources.append(_embedded_resource(content))
+        else:
+            mime = getattr(content, "mimeType", None)
+            others.append({"type": kind, **({"mimeType": mime} if mime else {})})
+    if isinstance(result.structuredContent, dict):
+        mapped: dict[str, Any] = dict(result.structuredContent)
+        if resources and "resources" in mapped:
+            # The tool's own "resources" stays as it said it; the content's go beside it.
+            mapped = {"structuredContent": mapped}
+    else:
+        mapped = {"text": "\n".join(texts)}
+        if others:
+            mapped["content"] = others  # images, audio: named, not inlined
+    if resources:
+        mapped["resources"] = resources
+    return mapped
 
 
 # --- MCP ------------------------------------------------------------------------------------
@@ -232,21 +306,11 @@ class McpToolServer:
             return await session.call_tool(tool, arguments)
 
         result = self.run(work, f"the call of {tool}", timeout=ctx.timeout, sent=sent)
-        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
         if result.isError:
+            texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
             text = "\n".join(texts).strip() or "the tool reported an error"
             raise ToolError(text[:ERROR_TEXT_MAX])
-        if isinstance(result.structuredContent, dict):
-            return result.structuredContent
-        mapped: dict[str, Any] = {"text": "\n".join(texts)}
-        others = [
-            {"type": c.type, **({"mimeType": c.mimeType} if getattr(c, "mimeType", None) else {})}
-            for c in result.content
-            if getattr(c, "type", "") != "text"
-        ]
-        if others:
-            mapped["content"] = others  # images, audio, resources: named, not inlined
-        return mapped
+        return result_mapped(result)
 
 
 # --- HTTP -----------------------------------------------------------------------------------

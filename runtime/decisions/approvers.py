@@ -1,23 +1,25 @@
-"""Who may decide, what an open approval needs now, and the two-person rule; escalation
-widening who may decide (README "Who may decide"). The decision flow
-(runtime.decisions.flow) calls these inside a decision's transaction, under the task's row
-lock, so that two deciders of one approval are taken one after the other: exactly
-``required`` distinct people's approvals close it.
+"""Who may decide, what an open approval needs now, and quorums and stages (the two-person
+rule for any number of people); escalation widening who may decide (README "Who may
+decide"). The decision flow (runtime.decisions.flow) calls these inside a decision's
+transaction, under the task's row lock, so that the deciders of one approval are taken one
+after the other: exactly ``required`` distinct people's approvals close it, each counted in
+the stage being decided.
 
 An approver is a role (``admin``, ``operator``), a named group of members (``group:<slug>``,
 tenants.ApproverGroup) or ``caller`` (the task's caller, answering in band). No approvers
 named means the default: admins and operators (and the caller only with ``deciders: either``;
-``deciders: caller`` is ``approvers: [caller]``). ``required: 2`` asks for two distinct
-people: never the caller, never a program (an operator token). The syntax of ``approvers``
-and ``required`` is runtime.agents.approver_syntax's."""
+``deciders: caller`` is ``approvers: [caller]``). ``required: N`` above 1, or ``stages``,
+asks for distinct people: never the caller, never a program (an operator token), never a
+subject the system decides as, and nobody twice in any stage. The syntax of ``approvers``,
+``required`` and ``stages`` is runtime.agents.approver_syntax's."""
 
 import hashlib
-import json
 from dataclasses import dataclass
 
 from django.utils import timezone
 
 from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
+from runtime.agents.policies import PolicyRule, Stage
 from runtime.agents.tools import policy_for
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.decisions.decision_selectors import held_call_of
@@ -88,10 +90,31 @@ class Decider:
         return cls(subject=subject, role="", kind=cls.CALLER)
 
 
+def opened_stages(interaction: Interaction) -> tuple[Stage, ...]:
+    """The stages the approval opened with (or was tightened to since, by an approval it
+    recorded): one, its approvers and number, unless its policy rule said ``stages``."""
+    written = (interaction.request or {}).get("stages")
+    if isinstance(written, list) and written:
+        return tuple(Stage.of(stage) for stage in written)
+    return (Stage(tuple(interaction.approvers or ()), interaction.approvals_required),)
+
+
+def _stage_at(stages, approved: int) -> int:
+    """The index of the stage the next approval counts in, after ``approved`` approvals."""
+    total = 0
+    for index, stage in enumerate(stages):
+        total += stage.required
+        if approved < total:
+            return index
+    return len(stages) - 1
+
+
 def effective_approvers(interaction: Interaction) -> list[str]:
-    """Who may decide the interaction as it opened: its policy's approvers and what escalation
-    added (``approval_needs`` adds what the policy says now)."""
-    named = list(interaction.approvers or ()) or list(DEFAULT_APPROVERS)
+    """Who may decide the interaction as it opened (its current stage's approvers) and what
+    escalation added (``approval_needs`` adds what the policy says now)."""
+    stages = opened_stages(interaction)
+    stage = stages[_stage_at(stages, len(interaction.approvals or ()))]
+    named = list(stage.approvers) or list(DEFAULT_APPROVERS)
     return named + [role for role in interaction.widened_to or () if role not in named]
 
 
@@ -113,12 +136,16 @@ def approvers_text(approvers) -> str:
 @dataclass(frozen=True)
 class Needs:
     """What an open approval needs now (issue 28, finding 6): the stricter of what it opened
-    with (recorded on the interaction) and what the agent's policy says today. A tightened
-    policy reaches open approvals; a loosened one never asks less than the approval showed.
+    with (recorded on the interaction) and what the agent's policy says today, for the call's
+    arguments (the rule that holds it, runtime.agents.policies). A tightened policy reaches
+    open approvals; a loosened one never asks less than the approval showed.
 
-    A decider must be allowed by both lists of approvers (each with what escalation added);
-    the number of people is the larger; the call is high-risk when either says so; the caller
-    may answer in band only when both let it; ``bulk`` and ``editable`` are the policy's now.
+    An approval is decided in stages, in order (one stage unless the rule says ``stages``):
+    a decider must be allowed by both lists of approvers of the current stage (each with what
+    escalation added); each stage's number of people is the larger; ``required`` is the
+    number of people in all. The call is high-risk when either says so; the caller may
+    answer in band only when both let it; ``bulk`` and ``editable`` are the policy's now.
+    ``approved`` are the approvals that still count (they approved what ``binds`` says).
     """
 
     opened: tuple[str, ...]
@@ -132,6 +159,15 @@ class Needs:
     tool: str = ""
     # The policy's action now: a tool it now denies is never approved (only denied).
     action: str = "approve"
+    # The stages, each as stricter as above (``approvers`` the list to show), and the index
+    # of the one being decided.
+    stages: tuple[Stage, ...] = ()
+    stage: int = 0
+    approved: tuple[dict, ...] = ()
+    binds: str = ""
+    # The rule of the policy that holds the call now, and the one it opened under (as stored).
+    rule: PolicyRule | None = None
+    opened_rule: dict | None = None
 
     @property
     def approvers(self) -> tuple[str, ...]:
@@ -150,34 +186,98 @@ class Needs:
             DEFAULT_APPROVERS
         )
 
+    @property
+    def staged(self) -> bool:
+        return len(self.stages) > 1
+
+    @property
+    def stage_required(self) -> int:
+        return self.stages[self.stage].required if self.stages else self.required
+
+    def stage_text(self) -> str:
+        """ "stage 1 of 2: operators" for an approval in stages; "" otherwise."""
+        if not self.staged:
+            return ""
+        stage = self.stages[self.stage]
+        who = approvers_text(self.approvers)
+        title = f" ({stage.title})" if stage.title else ""
+        return f"stage {self.stage + 1} of {len(self.stages)}{title}: {who}"
+
+
+def _stricter_stages(opened, current) -> tuple[tuple[Stage, Stage], ...]:
+    """Each stage as it opened and as the policy says now, paired: where one list has more
+    stages, its extra stages stand as they are."""
+    pairs = []
+    for index in range(max(len(opened), len(current))):
+        was = opened[index] if index < len(opened) else None
+        now = current[index] if index < len(current) else None
+        pairs.append((was or now, now or was))
+    return tuple(pairs)
+
 
 def approval_needs(interaction: Interaction, agent=None) -> Needs:
     """What the open approval ``interaction`` needs now, read against ``agent``'s current
-    tool policy (the task's agent, loaded with the decision's locked read)."""
+    tool policy (the task's agent, loaded with the decision's locked read) for the held
+    call's arguments."""
     agent = agent or interaction.task.agent
     held = held_call_of(interaction)
     server = held.server if held else (interaction.detail or {}).get("server", "")
     tool = held.tool if held else (interaction.detail or {}).get("tool", "")
-    policy, trust = policy_for(agent, server, tool), tool_trust(agent, server, tool)
+    arguments = held.arguments if held else {}
+    policy = policy_for(agent, server, tool, arguments)
+    trust = tool_trust(agent, server, tool, arguments)
     widened = [r for r in interaction.widened_to or () if r in ROLES]
 
     def with_widened(named) -> tuple[str, ...]:
         named = list(named) or list(DEFAULT_APPROVERS)
         return tuple(named + [role for role in widened if role not in named])
 
+    pairs = _stricter_stages(opened_stages(interaction), policy.stages or (Stage(),))
+    stages = tuple(
+        Stage(
+            approvers=_shown(with_widened(was.approvers), with_widened(now.approvers)),
+            required=max(was.required, now.required),
+            title=now.title or was.title,
+        )
+        for was, now in pairs
+    )
+    required = sum(stage.required for stage in stages)
+    binds = approval_binding(
+        version=policy.rule.version if policy.rule else "",
+        arguments_hash=held.arguments_hash if held else "",
+    )
+    approved = tuple(e for e in interaction.approvals or () if e.get("binds") == binds)
+    stage = _stage_at(stages, len(approved))
+    was, now = pairs[stage]
     return Needs(
-        opened=with_widened(interaction.approvers or ()),
-        current=with_widened(policy.approvers),
-        required=max(interaction.approvals_required, policy.required),
+        opened=with_widened(was.approvers),
+        current=with_widened(now.approvers),
+        required=required,
         high_risk=interaction.risk == Interaction.Risk.HIGH or trust.high_risk,
         caller_may=interaction.deciders == Interaction.Deciders.EITHER
-        and policy.deciders == Interaction.Deciders.EITHER,
+        and policy.deciders == Interaction.Deciders.EITHER
+        and required <= 1,
         bulk=policy.bulk,
         editable=trust.editable,
         server=server,
         tool=tool,
         action=policy.action,
+        stages=stages,
+        stage=stage,
+        approved=approved,
+        binds=binds,
+        rule=policy.rule,
+        opened_rule=(interaction.request or {}).get("policyRule"),
     )
+
+
+def _shown(opened: tuple[str, ...], current: tuple[str, ...]) -> tuple[str, ...]:
+    # As Needs.approvers: the list that holds the other, else the one the approval opened with.
+    if set(opened) <= set(current):
+        return opened
+    if set(current) <= set(opened):
+        return current
+    return opened
 
 
 def _member_groups(interaction: Interaction, decider: Decider, approvers) -> set[str]:
@@ -221,6 +321,11 @@ def decider_refusal(
         )
         if not allowed:
             people = [a for a in approvers if a != CALLER] or list(approvers)
+            if needs.staged:
+                return (
+                    f"Only {approvers_text(people)} may decide stage {needs.stage + 1} of "
+                    f"{len(needs.stages)} of this approval; it is decided in stages, in order."
+                )
             return f"Only {approvers_text(people)} may decide this approval."
     return None
 
@@ -235,39 +340,37 @@ def approve_refusal(decider: Decider, needs: Needs) -> str | None:
         # A program cannot show which person stands behind each of its calls (a chat bot
         # relays many), so it is never one of the distinct people the rule counts.
         return (
-            f"Two people must approve this call (required: {needs.required}): an operator "
-            "token is a program, not a person, so it cannot be one of them; approve it in "
-            "the browser (or over REST with a signed-in session). It may still deny it."
+            f"{needs.required} people must approve this call (required: {needs.required}): an "
+            "operator token is a program, not a person, so it cannot be one of them; approve "
+            "it in the browser (or over REST with a signed-in session). It may still deny it."
         )
     return None
 
 
-def approval_binding(*, tool_policy: dict, arguments_hash: str) -> str:
-    """What an approval of a held call approves: the SHA-256 of the agent's whole tool policy
-    (canonical JSON) and the call's arguments hash. Two approvals count together only when
-    they approved the same thing."""
-    policy = hashlib.sha256(
-        json.dumps(tool_policy or {}, sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-    return hashlib.sha256(f"{policy}:{arguments_hash}".encode()).hexdigest()
+def approval_binding(*, version: str, arguments_hash: str) -> str:
+    """What an approval of a held call approves: the SHA-256 of the version of the policy
+    rule that holds the call (runtime.agents.policies: the tool's own, not the whole
+    policy's) and the call's arguments hash. Approvals count together only when they
+    approved the same thing."""
+    return hashlib.sha256(f"{version}:{arguments_hash}".encode()).hexdigest()
 
 
-def approvals_progress(interaction: Interaction, required: int | None = None) -> str:
-    """ "1 of 2" for an approval that needs more than one; "" otherwise."""
-    required = required or interaction.approvals_required
+def approvals_progress(interaction: Interaction, needs: Needs | None = None) -> str:
+    """ "1 of 2" for an approval that needs more than one (``needs``: counting only the
+    approvals that still count, as the decision page does); "" otherwise."""
+    required = needs.required if needs else interaction.approvals_required
     if required <= 1:
         return ""
-    return f"{len(interaction.approvals or ())} of {required}"
+    approved = len(needs.approved) if needs else len(interaction.approvals or ())
+    return f"{approved} of {required}"
 
 
 def approvals_standing(interaction: Interaction, task: Task) -> tuple[str, list[dict]]:
     """(what an approval now binds, the approvals recorded that bound the same): one given
-    under another policy version or for other arguments (voided since) no longer counts."""
-    held = held_call_of(interaction)
-    binds = approval_binding(
-        tool_policy=task.agent.tool_policy, arguments_hash=held.arguments_hash if held else ""
-    )
-    return binds, [e for e in interaction.approvals or () if e.get("binds") == binds]
+    under another version of the call's policy rule or for other arguments (voided since)
+    no longer counts."""
+    needs = approval_needs(interaction, task.agent)
+    return needs.binds, list(needs.approved)
 
 
 def approval_gate(
@@ -280,21 +383,25 @@ def approval_gate(
     needs: Needs,
     shown_hash: str | None = None,
 ) -> dict | None:
-    """The two-person rule, for a decider the flow found eligible: record an approval that
-    does not yet make up the number required. Returns the answer that closes the interaction,
-    or None when the approval was recorded and the interaction stays open for the next person.
+    """A quorum or stages, for a decider the flow found eligible (for the current stage):
+    record an approval that does not yet make up the number required. Returns the answer
+    that closes the interaction, or None when the approval was recorded and the interaction
+    stays open for the next person.
     """
     if needs.required <= 1 or answer.get("approved") is not True:
-        # A denial by anyone allowed to decide ends it, whatever approvals came before.
+        # A denial by anyone allowed to decide ends it, whatever approvals came before, at
+        # any stage.
         return answer
-    by = decider.subject
-    binds, standing = approvals_standing(interaction, task)
+    by, binds, standing = decider.subject, needs.binds, list(needs.approved)
     if any(entry.get("by") == by for entry in standing):
         raise DeciderRefused(
-            "You approved this already: the two-person rule needs another person's approval.",
+            f"You approved this already: {needs.required} different people must approve it "
+            f"({'in stages, ' if needs.staged else ''}required: {needs.required}), so it "
+            "needs another person's approval.",
             interactionId=interaction.public_id,
         )
     now = timezone.now()
+    # The database's word on one approval per person (in any stage): the unique constraint.
     InteractionApproval.objects.create(
         tenant_id=interaction.tenant_id,
         interaction=interaction,
@@ -303,14 +410,25 @@ def approval_gate(
         binds=binds,
         at=now,
     )
-    approvals = [*standing, {"by": by, "via": channel, "at": now.isoformat(), "binds": binds}]
+    stage = needs.stage + 1
+    approvals = [
+        *standing,
+        {"by": by, "via": channel, "at": now.isoformat(), "binds": binds, "stage": stage},
+    ]
     if len(approvals) < needs.required:
-        # The number a tightened policy asks for stays on the item with the approval it
-        # counts (the inbox's and REST's "1 of 2"); it never goes below what it opened with.
+        # What a tightened policy asks for stays on the item with the approval it counts
+        # (the inbox's and REST's "1 of 2", the stages): never below what it opened with.
+        request = interaction.request or {}
+        if needs.staged:
+            request = {**request, "stages": [s.stored() for s in needs.stages]}
         Interaction.objects.filter(pk=interaction.pk).update(
-            approvals=approvals, approvals_required=needs.required
+            approvals=approvals, approvals_required=needs.required, request=request
         )
         interaction.approvals, interaction.approvals_required = approvals, needs.required
+        interaction.request = request
+        waits = "another person's approval"
+        if needs.staged:
+            waits = f"the next approval (stage {_stage_at(needs.stages, len(approvals)) + 1})"
         held = held_call_of(interaction)
         if held is not None:
             # A decision like any other: its receipt binds what this person approved. The
@@ -324,8 +442,7 @@ def approval_gate(
                 interaction_id=interaction.public_id,
                 shown_hash=shown_hash,
                 stepped_up=decider.stepped_up,
-                reason=f"{len(approvals)} of {needs.required}: the call waits "
-                "for another person's approval",
+                reason=f"{len(approvals)} of {needs.required}: the call waits for {waits}",
                 channel_user=decider.channel_user,
             )
         detail = {
@@ -337,6 +454,8 @@ def approval_gate(
         }
         if decider.channel_user:
             detail["channelUser"] = decider.channel_user
+        if needs.staged:
+            detail.update(stage=stage, stages=len(needs.stages))
         audit = audit_record(
             tenant_id=interaction.tenant_id,
             actor=by,

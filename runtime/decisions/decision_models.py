@@ -55,7 +55,9 @@ class Interaction(models.Model):
     # The held call's risk as its tool said when it opened; a decision takes the stricter of
     # this and the tool's risk then (runtime.decisions.approvers.approval_needs).
     risk = models.CharField(max_length=8, choices=Risk.choices, default=Risk.NORMAL)
-    # The approvals recorded so far when more than one is required: [{by, via, at}].
+    # The approvals recorded so far when more than one is required: [{by, via, at, binds,
+    # stage}] (``stage``: from 1, the stage it counted in). The stages an approval opened with,
+    # and the rule that held its call, are in ``request`` (runtime.decisions.approvers).
     approvals = models.JSONField(default=list, blank=True)
     # Roles an escalation step added to the approvers (README "Who may decide").
     widened_to = models.JSONField(default=list, blank=True)
@@ -103,10 +105,10 @@ class Interaction(models.Model):
 
 
 class InteractionApproval(models.Model):
-    """One person's approval of an approval that needs more than one (the two-person rule).
+    """One person's approval of an approval that needs more than one (a quorum, or stages).
 
     Written under the task's row lock with the decision it belongs to; the unique constraint
-    is the database's word that nobody approves the same interaction twice.
+    is the database's word that nobody approves the same interaction twice, in any stage.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -115,8 +117,8 @@ class InteractionApproval(models.Model):
     )
     by = models.CharField(max_length=200)
     via = models.CharField(max_length=16)
-    # What the approval approved: the SHA-256 of the policy version and the call's arguments
-    # hash then (runtime.decisions.approvers.approval_binding). An approval counts only while both
+    # What the approval approved: the SHA-256 of the version of the policy rule that held the
+    # call and the call's arguments hash then (runtime.decisions.approvers.approval_binding). An approval counts only while both
     # still hold, so an approval voided by a policy or argument change never counts again.
     binds = models.CharField(max_length=64)
     at = models.DateTimeField(default=timezone.now)
@@ -176,8 +178,8 @@ def new_receipt_id() -> str:
 class Receipt(AppendOnlyModel):
     """What one decision on a held tool call bound (issue 13): the call (tool and the SHA-256
     of the canonical arguments shown, and of those to be sent when an operator edited them),
-    the policy version in force (the SHA-256 of the agent's tool policy), who decided, how,
-    and when. The call is sent only while both hashes still match (runtime.turn.approval_check);
+    the version of the policy entry or rule that held the call (issue 31: another tool's
+    entry changing leaves it valid), who decided, how, and when. The call is sent only while both hashes still match (runtime.turn.approval_check);
     a receipt is never changed: a void approval gets a receipt of its own (decision "void").
 
     Ids are kept as text, not foreign keys, so that deleting a task or an interaction never
@@ -214,7 +216,16 @@ class Receipt(AppendOnlyModel):
         max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."
     )
     edited = models.BooleanField(default=False)
-    policy_version = models.CharField(max_length=64, help_text="SHA-256 of the tool policy.")
+    policy_version = models.CharField(
+        max_length=64,
+        help_text="SHA-256 of the policy entry (or rule of it) that held the call "
+        "(runtime.agents.policies): the tool's own, not the whole policy's.",
+    )
+    # Which entry and rule of the tool policy held the call (runtime.agents.policies): the
+    # entry's key ("" when none did: the default, or the tenant's annotation default) and the
+    # rule's number in a conditional entry (null: the entry is no list of rules).
+    policy_entry = models.CharField(max_length=201, blank=True)
+    policy_rule = models.PositiveSmallIntegerField(null=True, blank=True)
     stepped_up = models.BooleanField(default=False)
     rule_id = models.CharField(max_length=40, blank=True)
     reason = models.TextField(blank=True)
@@ -246,9 +257,10 @@ class StandingRule(models.Model):
     without a pause, journalled with the rule as their decider (README "Standing rules").
 
     A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
-    arguments' top-level fields (runtime.decisions.rules); it expires by itself (no expiry only when an
-    admin made it) and can be revoked. It never applies to a ``risk: high`` or ``required: 2``
-    tool, whatever the policy said when it was made.
+    arguments' fields, nested ones by path (runtime.agents.conditions); it expires by itself
+    (no expiry only when an admin made it) and can be revoked. It never applies to a call whose
+    policy rule is ``risk: high`` or asks for more than one person, whatever the policy said
+    when it was made, nor to a call with a field its tool's schema does not declare.
     """
 
     public_id = models.CharField(max_length=40, unique=True, default=new_rule_id)
@@ -259,7 +271,7 @@ class StandingRule(models.Model):
     caller = models.CharField(
         max_length=200, blank=True, help_text="Only this caller's calls (empty: any caller)."
     )
-    # [{"field": "environment", "op": "equals" | "in" | "prefix", "value": ...}]
+    # [{"field": "environment", "op": "equals" | "in" | "prefix" | "lt" | ..., "value": ...}]
     conditions = models.JSONField(default=list, blank=True)
     created_by = models.CharField(max_length=200)
     created_from = models.ForeignKey(

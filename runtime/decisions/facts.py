@@ -16,7 +16,6 @@ from runtime.decisions.approvers import (
     Needs,
     approval_needs,
     approvals_progress,
-    approvals_standing,
     approve_refusal,
     approvers_text,
     decider_refusal,
@@ -53,6 +52,11 @@ class DecisionFacts:
     rule_refusal: str
     next_step: str
     receipts: list[Receipt]
+    # "stage 1 of 2: operators" for an approval in stages; which rule of the tool policy held
+    # the call as it opened, and which holds it now when that differs (pages say both).
+    stage: str = ""
+    held_by: str = ""
+    held_by_now: str = ""
 
     @property
     def high_risk(self) -> bool:
@@ -83,16 +87,19 @@ def decision_facts(
     refusal = decider_refusal(interaction, decider, needs) if is_open else None
     approve_no = approve_refusal(decider, needs) if needs and is_open and not refusal else None
     may_approve = is_open and refusal is None and approve_no is None
-    standing = []
-    if needs and needs.required > 1:
-        _, standing = approvals_standing(interaction, interaction.task)
+    standing = list(needs.approved) if needs and needs.required > 1 else []
     approved_already = any(entry.get("by") == decider.subject for entry in standing)
     step_up = bool(needs and needs.high_risk and not decider.stepped_up and may_approve)
     editable = bool(held and needs and needs.editable and needs.required <= 1)
     rule_no = ""
     if approval and held is not None:
         agent = interaction.task.agent
-        rule_no = rule_refusal(agent, held.server, held.tool) or needs_refusal(needs) or ""
+        rule_no = (
+            rule_refusal(agent, held.server, held.tool, held.arguments)
+            or needs_refusal(needs)
+            or ""
+        )
+    held_by, held_by_now = _held_by(needs)
     wants_schema = held is not None and is_open and (editable or not rule_no)
     schema = (
         (tool_spec(interaction.task.agent, held.server, held.tool) or {}).get("schema")
@@ -108,7 +115,7 @@ def decision_facts(
         approve_refusal=approve_no,
         step_up_needed=step_up,
         approved_already=approved_already,
-        progress=approvals_progress(interaction, needs.required if needs else None),
+        progress=approvals_progress(interaction, needs),
         approvers=needs.approvers if needs else (),
         approvers_named=approvers_text(needs.approvers)
         if needs and (needs.named or interaction.widened_to)
@@ -122,7 +129,22 @@ def decision_facts(
         receipts=receipts_for(tenant=interaction.tenant, effect_public_id=held.public_id)
         if with_receipts and held is not None
         else [],
+        stage=needs.stage_text() if needs else "",
+        held_by=held_by,
+        held_by_now=held_by_now,
     )
+
+
+def _held_by(needs: Needs | None) -> tuple[str, str]:
+    """Which rule held the call as the approval opened, and the one that holds it now when it
+    is another (the policy changed since): "" for what is no held call."""
+    if needs is None or needs.rule is None:
+        return "", ""
+    now = needs.rule.label()
+    opened = (needs.opened_rule or {}).get("label") or now
+    if (needs.opened_rule or {}).get("version") in (None, needs.rule.version):
+        return opened, ""
+    return opened, now
 
 
 def _next_step(interaction, held, needs, refusal, standing, approved_already, step_up) -> str:
@@ -139,13 +161,50 @@ def _next_step(interaction, held, needs, refusal, standing, approved_already, st
         if approved_already:
             return f"You approved {call}: another person must approve before it is sent."
         count = len(standing) + 1
+        stage = f" (in {needs.stage_text()})" if needs.staged else ""
         if count < needs.required:
             return (
-                f"{first}Your approval would be {count} of {needs.required}: another person "
-                f"must approve before {call} is sent. A denial ends it."
+                f"{first}Your approval would be {count} of {needs.required}{stage}: another "
+                f"person must approve before {call} is sent. A denial ends it."
             )
-        return f"{first}Your approval is the last one needed: {call} is sent. A denial ends it."
+        return (
+            f"{first}Your approval is the last one needed{stage}: {call} is sent. A denial ends it."
+        )
     return (
         f"{first}Approving sends {call} with exactly these arguments; denying tells the agent "
         "(and your reason)."
     )
+
+
+def approval_progress(interaction: Interaction) -> dict:
+    """What an approval's detail says beyond its row (REST; any channel may say the same):
+    ``heldBy``, the rule of the tool policy that held its call (as it opened); while it is
+    open, ``progress`` ("2 of 3"), and for one in stages the ``stage`` being decided (from 1)
+    and the ``stages``, each with its approvers, number and the approvals counted in it;
+    ``needs``, what it needs now (approval_needs), when read."""
+    found: dict = {
+        "heldBy": (interaction.request or {}).get("policyRule"),
+        "progress": None,
+        "stage": None,
+        "stages": [],
+    }
+    if interaction.kind != Interaction.Kind.APPROVAL or interaction.state != Interaction.State.OPEN:
+        return found
+    needs = found["needs"] = approval_needs(interaction)
+    found["progress"] = approvals_progress(interaction, needs) or None
+    if found["heldBy"] is None and needs.rule is not None:
+        found["heldBy"] = needs.rule.stored()
+    if needs.staged:
+        counted = [entry.get("stage") for entry in needs.approved]
+        found["stage"] = needs.stage + 1
+        found["stages"] = [
+            {
+                "stage": index + 1,
+                "title": stage.title,
+                "approvers": list(stage.approvers),
+                "required": stage.required,
+                "approved": counted.count(index + 1),
+            }
+            for index, stage in enumerate(needs.stages)
+        ]
+    return found

@@ -13,12 +13,13 @@ rest, in this order, under the task's row lock, and the first refusal changes no
 3. whether the interaction is still open: AlreadyDecided, saying by whom;
 4. the answer itself (runtime.decisions.answers);
 5. for an approval, what it needs now (approvers.approval_needs: the stricter of what it
-   opened with and the agent's current policy), then bulk triage's refusals (``bulk:
-   false``, two people), who may decide (roles, groups, the caller; a program never counts
-   as one of two people), step-up for ``risk: high``, and the standing rule asked for,
-   checked before anything is recorded (RuleRefused);
+   opened with and the agent's current policy, the rule that holds the call's arguments),
+   then bulk triage's refusals (``bulk: false``, more than one person), who may decide
+   (roles, groups, the caller; for an approval in stages, the current stage's approvers; a
+   program never counts as one of several people), step-up for ``risk: high``, and the
+   standing rule asked for, checked before anything is recorded (RuleRefused);
 6. what the decider saw, and their edit of the arguments (receipts.decision_edit_apply);
-7. the two-person rule (approvers.approval_gate): recorded, waiting for another person; or
+7. a quorum or stages (approvers.approval_gate): recorded, waiting for the next person; or
 8. the close (interactions.interaction_close): claim, transcript, status, audit, receipt,
    and the turn resumed.
 
@@ -319,8 +320,8 @@ def _approval_check(
             )
         if needs.required > 1:
             raise ChannelRefused(
-                f"two people must approve it (required: {needs.required}); "
-                "decide it on its own page.",
+                f"{needs.required} people must approve it (required: {needs.required}"
+                f"{', in stages' if needs.staged else ''}); decide it on its own page.",
                 interactionId=public_id,
             )
     if decider.kind == Decider.CALLER:
@@ -338,10 +339,10 @@ def _approval_check(
             interactionId=public_id,
         )
     if decision.arguments is not None and needs.required > 1:
-        # Two people approve the same call: the second would approve what the first wrote.
+        # Several people approve the same call: the next would approve what the first wrote.
         raise InvalidParams(
             "arguments",
-            "an approval that needs two people is approved as the call stands; "
+            f"an approval that needs {needs.required} people is approved as the call stands; "
             "its arguments cannot be edited",
         )
     wanted = decision.allow_similar
@@ -375,7 +376,7 @@ def _operators_only_text(needs: Needs) -> str:
     developer knows where it waits (roles and groups, never anyone's address)."""
     deciders = [a for a in needs.approvers if a != CALLER] or list(DEFAULT_APPROVERS)
     if needs.required > 1:
-        why = "two people must approve it: the two-person rule"
+        why = f"{needs.required} people must approve it (required: {needs.required})"
     elif needs.named:
         why = "the tool policy names who approves it"
     else:

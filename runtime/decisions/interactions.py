@@ -11,7 +11,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.ladders import expiry_seconds
+from runtime.agents.ladders import LadderError, expiry_seconds, steps_parse, steps_stored
+from runtime.agents.tools import Policy
 from runtime.decisions.decision_metrics import decision_observe
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.decision_selectors import held_call_known, held_call_of
@@ -69,7 +70,7 @@ def interaction_open(
         approvals_required=approvals_required,
         risk=risk,
         expires_at=timezone.now()
-        + timedelta(seconds=interaction_expiry_seconds(task, kind, detail)),
+        + timedelta(seconds=interaction_expiry_seconds(task, kind, detail, request)),
     )
     extension = {
         ext.INTERACTIONS: {
@@ -91,12 +92,35 @@ def interaction_open(
     return interaction
 
 
-def interaction_expiry_seconds(task: Task, kind: str, detail: dict) -> int:
-    """The agent's expiry for a new interaction: a held call's tool may have its own
-    (runtime.agents.ladders: an AGENT.md ladder's expire step, else interactionTtlSeconds)."""
+def interaction_expiry_seconds(task: Task, kind: str, detail: dict, request: dict) -> int:
+    """The agent's expiry for a new interaction: a held call's may be its own
+    (runtime.agents.ladders: the expire step of its policy rule's ladder, or of an AGENT.md
+    ladder for its tool, else interactionTtlSeconds)."""
     held = kind == Interaction.Kind.APPROVAL and detail.get("server")
     tool = f"{detail['server']}/{detail.get('tool', '')}" if held else ""
-    return expiry_seconds(task.agent, tool=tool)
+    steps = request.get("ladder") if held else None
+    return expiry_seconds(task.agent, tool=tool, steps=steps)
+
+
+def approval_request(*, step: int, policy: Policy) -> dict:
+    """The server-side ``request`` of an approval that holds a call: its transcript step,
+    the rule of the tool policy that held it (runtime.agents.policies: kept here, not in
+    ``detail``, since its conditions name argument values), the stages it asks for when
+    more than one, and the rule's own ladder, parsed."""
+    request: dict = {"step": step}
+    if policy.rule is not None:
+        request["policyRule"] = policy.rule.stored()
+        ladder = policy.rule.rule.get("ladder")
+        if ladder:
+            try:
+                request["ladder"] = steps_stored(steps_parse(ladder))
+            except LadderError:
+                # Stored around its checks (load_agents and admin parse it): the approval
+                # still opens, with the tool's or the agent's ladder.
+                logger.warning("a policy rule's ladder of %s cannot be read", policy.rule.entry)
+    if len(policy.stages) > 1:
+        request["stages"] = [stage.stored() for stage in policy.stages]
+    return request
 
 
 def interaction_close(

@@ -1,5 +1,5 @@
-"""Receipts: what a decision on a held call binds (the call's arguments hash and the policy
-version, issue 13), and the decisions people can trust: the trust keys of a tool
+"""Receipts: what a decision on a held call binds (the call's arguments hash and the version
+of the policy rule that held it, issues 13 and 31), and the decisions people can trust: the trust keys of a tool
 (``risk: high``, ``editable``), edit-then-approve, the receipt and the audit row written with
 a decision. The step-up a high-risk approval asks for is the decision flow's
 (runtime.decisions.flow).
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from runtime.agents.agent_models import Agent
+from runtime.agents.policies import policy_rule_for
 from runtime.agents.tools import tool_spec, validate_arguments
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
@@ -46,10 +47,9 @@ def canonical_hash(value) -> str:
 
 
 def policy_version(agent: Agent) -> str:
-    """The version of the agent's tool policy: the SHA-256 of the whole policy, canonical.
-
-    Any change to the policy (another tool's entry included) makes a new version, so that an
-    approval given under one policy never sends a call under another."""
+    """The version of the agent's whole tool policy: the SHA-256 of it, canonical. Django
+    admin shows it and audits a change with it; what an approval binds is the version of the
+    rule that held its call (rule_version), so another tool's entry changing voids nothing."""
     return canonical_hash(agent.tool_policy or {})
 
 
@@ -67,15 +67,14 @@ class ToolTrust:
         return self.risk == "high"
 
 
-def tool_trust(agent: Agent, server: str, tool: str) -> ToolTrust:
-    """The trust keys of the tool: ``editable`` from its policy entry (``server/tool``, else
-    ``server``, as runtime.agents.tools.policy_for picks it); ``risk: high`` from that entry or
-    from the tool's own entry in AGENT.md's ``tools`` list (``{server, tool}`` or the whole
-    ``{server}``): either one saying it makes the tool high-risk, for step-up as for
-    standing rules (issue 28, finding 5)."""
-    rules = agent.tool_policy or {}
-    rule = rules.get(f"{server}/{tool}", rules.get(server))
-    rule = rule if isinstance(rule, dict) else {}
+def tool_trust(agent: Agent, server: str, tool: str, arguments) -> ToolTrust:
+    """The trust keys of a call of the tool: ``editable`` from the policy rule that holds it
+    (runtime.agents.policies.policy_rule_for: ``server/tool``, else ``server``, the rule of a
+    conditional entry whose conditions hold); ``risk: high`` from that rule or from the tool's
+    own entry in AGENT.md's ``tools`` list (``{server, tool}`` or the whole ``{server}``):
+    either one saying it makes the call high-risk, for step-up as for standing rules (issue
+    28, finding 5)."""
+    rule = policy_rule_for(agent, server, tool, arguments).rule
     declared = any(
         spec.get("risk") == "high"
         for spec in agent.tools or []
@@ -106,11 +105,13 @@ def receipt_record(
 
     ``shown_hash``: the SHA-256 of the arguments the decider saw (the effect's own hash when
     not given); the effect's current ``arguments_hash`` is what will be sent (after an edit,
-    the edited arguments'). The policy version is read from ``agent`` as the caller holds it.
+    the edited arguments'). The version of the policy rule that holds the call is read from
+    ``agent`` as the caller holds it, with the entry and the rule's number.
     Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
     as ``decider``. ``channel_user``: who the channel knew the decider as (a Slack user id,
     the address an e-mail link was sent to).
     """
+    held = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     receipt = Receipt(
         tenant_id=effect.tenant_id,
         agent_slug=agent.slug,
@@ -126,7 +127,9 @@ def receipt_record(
         arguments_hash=shown_hash or effect.arguments_hash,
         sent_arguments_hash=effect.arguments_hash,
         edited=edited,
-        policy_version=policy_version(agent),
+        policy_version=held.version,
+        policy_entry=held.entry,
+        policy_rule=held.number,
         stepped_up=stepped_up,
         rule_id=rule_id,
         reason=reason[:1000],
@@ -148,14 +151,21 @@ def receipt_binding(effect: Effect) -> Receipt | None:
 
 
 def receipt_mismatch(receipt: Receipt, *, effect: Effect, agent: Agent) -> str | None:
-    """Why the call may not be sent on this receipt, or None when it still binds."""
+    """Why the call may not be sent on this receipt, or None when it still binds.
+
+    The receipt binds the version of the rule that held the call: the same rule must hold it
+    now, as written then. A receipt from before rules had versions (the whole policy's hash)
+    still binds while the whole policy is unchanged."""
     if not receipt.binds:
         return f"its last decision is {receipt.decision}, not an approval"
-    current = policy_version(agent)
-    if current != receipt.policy_version:
+    current = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
+    if receipt.policy_version not in (current.version, policy_version(agent)):
+        # The reason reaches the caller (the status, ``detail.reason``): versions only, never
+        # the rule's conditions, which name argument values.
         return (
-            f"the agent's tool policy changed after the approval (version "
-            f"{receipt.policy_version[:12]} then, {current[:12]} now)"
+            f"the tool policy changed after the approval (its rule for {effect.server}/"
+            f"{effect.tool}: version {receipt.policy_version[:12]} then, "
+            f"{current.version[:12]} now)"
         )
     if (
         canonical_hash(effect.arguments) != receipt.sent_arguments_hash
@@ -192,7 +202,7 @@ def decision_edit_apply(
         return False
     if answer.get("approved") is not True:
         raise InvalidParams("arguments", "arguments are edited only when approving")
-    if not tool_trust(task.agent, effect.server, effect.tool).editable:
+    if not tool_trust(task.agent, effect.server, effect.tool, effect.arguments).editable:
         raise InvalidParams(
             "arguments",
             f"the policy of {effect.server} / {effect.tool} does not allow editing its arguments "
@@ -205,6 +215,17 @@ def decision_edit_apply(
     new_hash = canonical_hash(arguments)
     if new_hash == effect.arguments_hash:
         return False
+    held = policy_rule_for(task.agent, effect.server, effect.tool, effect.arguments)
+    edited = policy_rule_for(task.agent, effect.server, effect.tool, arguments)
+    if edited.version != held.version:
+        # Another rule would hold the edited call (say, production's two people for a
+        # staging deploy edited into a production one): this approval is not that rule's.
+        raise InvalidParams(
+            "arguments",
+            f"the edited arguments fall under another rule of the tool policy "
+            f"({edited.label()}), not the one that held this call ({held.label()}); deny it "
+            "and let the agent make that call, or edit within this rule",
+        )
     effect.arguments = arguments
     effect.arguments_hash = new_hash
     moved = Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(

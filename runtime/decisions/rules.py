@@ -2,10 +2,10 @@
 (README "Standing rules"), and their writes: made from an approval ("approve and allow
 similar calls"), revoked, and used by the turn when a held tool's call matches.
 
-A condition is ``{"field", "op", "value"}`` on a top-level field of the call's arguments:
-``equals`` (the same JSON value), ``in`` (one of a list) or ``prefix`` (a string that starts
-with the value). A call matches a rule when every condition holds; a field the call lacks
-never matches.
+A rule's conditions are the condition language of runtime.agents.conditions (the tool
+policy's ``when`` is the same), on the fields the tool's schema declares, nested ones by path.
+A call matches a rule when every condition holds and it has no field the schema does not
+declare: what nobody described cannot pass as "similar".
 """
 
 from datetime import timedelta
@@ -14,7 +14,13 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runtime.agents.tools import policy_rule, tool_spec
+from runtime.agents.conditions import (
+    conditions_hold,
+    conditions_problem,
+    conditions_text,
+    undeclared_fields,
+)
+from runtime.agents.tools import policy_for, tool_spec
 from runtime.decisions.approvers import Decider, Needs, approval_needs, decider_refusal
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.decisions.decision_selectors import held_call_of
@@ -23,7 +29,6 @@ from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
 from runtime.kernel.task_models import Task
 
-OPS = ("equals", "in", "prefix")
 # How long a rule lasts; "forever" is an admin's choice only.
 DURATIONS = {
     "1h": timedelta(hours=1),
@@ -41,126 +46,20 @@ DURATION_LABELS = {
     "forever": "until revoked (admins only)",
 }
 FOREVER = "forever"
-MAX_CONDITIONS = 20
-SCALAR_TYPES = ("string", "integer", "number", "boolean")
 
 
-def rule_refusal(agent, server: str, tool: str) -> str | None:
-    """Why calls of this tool may not be allowed by a standing rule (its policy now), or None."""
-    rule = policy_rule(agent, server, tool)
-    action = rule.get("action", "approve") if isinstance(rule, dict) else rule
-    if action != "approve":
-        return f"the policy for {server}/{tool} is {action}, not approve"
-    # ``risk: high`` may be said in the policy entry or on the tool itself (AGENT.md tools).
-    if tool_trust(agent, server, tool).high_risk:
+def rule_refusal(agent, server: str, tool: str, arguments) -> str | None:
+    """Why calls of this tool with these arguments may not be allowed by a standing rule (the
+    policy rule that holds them now), or None."""
+    policy = policy_for(agent, server, tool, arguments)
+    if policy.action != "approve":
+        return f"the policy for {server}/{tool} is {policy.action}, not approve"
+    # ``risk: high`` may be said in the policy rule or on the tool itself (AGENT.md tools).
+    if tool_trust(agent, server, tool, arguments).high_risk:
         return f"{server}/{tool} is risk: high: each call needs its own decision"
-    if isinstance(rule, dict):
-        if rule.get("required") == 2:
-            return f"{server}/{tool} needs two people's approval (required: 2)"
+    if policy.required > 1:
+        return f"{server}/{tool} needs {policy.required} people's approval (required)"
     return None
-
-
-def schema_fields(schema: dict | None) -> dict[str, str]:
-    """The top-level fields a condition can name: {name: JSON type} of the scalar ones."""
-    properties = (schema or {}).get("properties") or {}
-    fields = {}
-    for name, spec in properties.items():
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        if isinstance(kind, list):
-            kind = next((k for k in kind if k in SCALAR_TYPES), None)
-        if kind in SCALAR_TYPES:
-            fields[str(name)] = kind
-        elif isinstance(spec, dict) and "enum" in spec and kind is None:
-            fields[str(name)] = "string"
-    return fields
-
-
-def _storable(text: str) -> bool:
-    # PostgreSQL's jsonb refuses NUL and lone surrogates (a DataError mid-transaction).
-    return (
-        len(text) <= 1000
-        and "\x00" not in text
-        and not any("\ud800" <= char <= "\udfff" for char in text)
-    )
-
-
-def _typed(value, kind: str) -> bool:
-    if kind == "string":
-        return isinstance(value, str) and _storable(value)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def conditions_problem(conditions, schema: dict | None) -> str | None:
-    """Why ``conditions`` cannot be a rule's for a tool of this schema, or None."""
-    if not isinstance(conditions, list):
-        return "conditions must be a list"
-    if len(conditions) > MAX_CONDITIONS:
-        return f"at most {MAX_CONDITIONS} conditions"
-    fields = schema_fields(schema)
-    seen = set()
-    for condition in conditions:
-        if not isinstance(condition, dict) or set(condition) != {"field", "op", "value"}:
-            return "each condition is {field, op, value}"
-        name, op, value = condition["field"], condition["op"], condition["value"]
-        if name not in fields:
-            return f"{name!r} is not a top-level field of the tool's arguments"
-        if name in seen:
-            return f"{name}: one condition per field"
-        seen.add(name)
-        if op not in OPS:
-            return f"{name}: op must be one of {', '.join(OPS)}"
-        kind = fields[name]
-        if op == "prefix":
-            if kind != "string" or not isinstance(value, str) or not value or not _storable(value):
-                return f"{name}: prefix takes a non-empty text, on a text field"
-        elif op == "in":
-            if not isinstance(value, list) or not value or len(value) > 50:
-                return f"{name}: in takes a list of 1 to 50 values"
-            if not all(_typed(v, kind) for v in value):
-                return f"{name}: every value must be a {kind}"
-        elif not _typed(value, kind):
-            return f"{name}: the value must be a {kind}"
-    return None
-
-
-def condition_holds(condition: dict, arguments: dict) -> bool:
-    name = condition["field"]
-    if name not in arguments:
-        return False
-    actual, op, value = arguments[name], condition["op"], condition["value"]
-    if op == "prefix":
-        return isinstance(actual, str) and actual.startswith(value)
-    if op == "in":
-        return any(_same(actual, v) for v in value)
-    return _same(actual, value)
-
-
-def _same(actual, expected) -> bool:
-    # JSON equality: true is not 1, 1 is 1.0.
-    if isinstance(actual, bool) or isinstance(expected, bool):
-        return actual is expected
-    return actual == expected
-
-
-def conditions_hold(conditions: list, arguments: dict) -> bool:
-    return all(condition_holds(c, arguments) for c in conditions or ())
-
-
-def conditions_text(conditions: list) -> str:
-    """The conditions as the rules page shows them."""
-    parts = []
-    for c in conditions or ():
-        if c["op"] == "in":
-            parts.append(f"{c['field']} in {', '.join(map(str, c['value']))}")
-        elif c["op"] == "prefix":
-            parts.append(f"{c['field']} starts with {c['value']}")
-        else:
-            parts.append(f"{c['field']} = {c['value']}")
-    return "; ".join(parts) or "any arguments"
 
 
 def _rule_detail(rule: StandingRule) -> dict:
@@ -199,7 +98,9 @@ def rule_check(
     if effect is None:
         raise TaskNotFound("The approval holds no tool call.", interactionId=interaction.public_id)
     agent = interaction.task.agent
-    why_not = rule_refusal(agent, effect.server, effect.tool) or needs_refusal(needs)
+    why_not = rule_refusal(agent, effect.server, effect.tool, effect.arguments) or needs_refusal(
+        needs
+    )
     if why_not:
         raise NotAllowed(f"No standing rule: {why_not}.", interactionId=interaction.public_id)
     if duration == FOREVER:
@@ -223,7 +124,7 @@ def needs_refusal(needs: Needs) -> str | None:
     if needs.high_risk:
         return f"{where} is risk: high: each call needs its own decision"
     if needs.required > 1:
-        return f"{where} needs two people's approval (required: {needs.required})"
+        return f"{where} needs {needs.required} people's approval (required)"
     return None
 
 
@@ -312,9 +213,10 @@ def rule_for_call(*, task: Task, server: str, tool: str, arguments: dict) -> Sta
     """The standing rule that allows this call now, or None (the turn holds it as before).
 
     The policy is read again at each call: a tool made ``risk: high`` or ``required: 2``
-    since the rule was made is never allowed by it.
+    since the rule was made is never allowed by it. A call with a field its tool's schema
+    does not declare is never allowed by a rule.
     """
-    if rule_refusal(task.agent, server, tool):
+    if rule_refusal(task.agent, server, tool, arguments):
         return None
     now = timezone.now()
     candidates = StandingRule.objects.filter(
@@ -326,6 +228,10 @@ def rule_for_call(*, task: Task, server: str, tool: str, arguments: dict) -> Sta
     ).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now), caller__in=("", task.subject))
     for rule in candidates.order_by("created_at", "pk"):
         if conditions_hold(rule.conditions, arguments):
+            # Read only once a rule matches: for a tenant's server, its row.
+            schema = (tool_spec(task.agent, server, tool) or {}).get("schema")
+            if undeclared_fields(arguments, schema):
+                return None
             return rule
     return None
 

@@ -19,7 +19,7 @@ import unicodedata
 from typing import Any
 
 from runtime.agents.title_syntax import PATH_RE, TEMPLATE_RE, TITLE_MAX, call_terms
-from runtime.agents.tools import policy_rule
+from runtime.agents.tools import Policy
 from runtime.decisions.decision_models import Interaction
 
 REDACTED = "•••"
@@ -31,14 +31,16 @@ VALUE_MAX = 40
 _INVISIBLE = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 
 
-def held_call_record(*, agent, server: str, tool: str, arguments: Any) -> dict:
+def held_call_record(*, server: str, tool: str, arguments: Any, policy: Policy) -> dict:
     """What an approval of a held call records as ``request["call"]`` when it opens: the
-    call, and the title and redaction its policy entry gives now."""
+    call, and the title and redaction of the policy rule that holds it now (of a conditional
+    entry, the rule that matched: runtime.agents.policies.policy_rule_for)."""
+    rule = policy.rule.rule if policy.rule is not None else {}
     return {
         "server": server,
         "tool": tool,
         "arguments": arguments if isinstance(arguments, dict) else {},
-        **call_terms(policy_rule(agent, server, tool)),
+        **call_terms(rule),
     }
 
 

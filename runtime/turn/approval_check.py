@@ -8,6 +8,7 @@ from django.utils import timezone
 from runtime.agents.ladders import expiry_seconds
 from runtime.agents.tools import policy_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.interactions import approval_request
 from runtime.decisions.receipts import (
     receipt_binding,
     receipt_mismatch,
@@ -80,7 +81,8 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
         },
     )
     logger.warning("approval of %s void: %s", effect.public_id, reason)
-    if policy_for(task.agent, effect.server, effect.tool).action == "deny":
+    policy = policy_for(task.agent, effect.server, effect.tool, effect.arguments)
+    if policy.action == "deny":
         why = f"denied by the tool policy (it changed after the approval: {reason})"
         Effect.objects.filter(pk=effect.pk, state=Effect.State.APPROVED).update(
             state=Effect.State.DENIED,
@@ -93,18 +95,23 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     Effect.objects.filter(pk=effect.pk, state=Effect.State.APPROVED).update(
         state=Effect.State.HELD, approved_by=""
     )
-    # An AGENT.md ladder's expire step for this tool, else the agent's interactionTtlSeconds.
-    expiry = expiry_seconds(task.agent, tool=f"{effect.server}/{effect.tool}")
+    # The expire step of the policy rule's ladder, else of an AGENT.md ladder for this tool,
+    # else the agent's interactionTtlSeconds.
+    request = approval_request(step=effect.step, policy=policy)
+    expiry = expiry_seconds(
+        task.agent, tool=f"{effect.server}/{effect.tool}", steps=request.get("ladder")
+    )
     expires_at = timezone.now() + timedelta(seconds=expiry)
     # The call as it stands now, under the title and redaction its policy gives now.
     call = held_call_record(
-        agent=task.agent, server=effect.server, tool=effect.tool, arguments=effect.arguments
+        server=effect.server, tool=effect.tool, arguments=effect.arguments, policy=policy
     )
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
         Interaction.objects.filter(pk=interaction.pk).update(
-            request={**(interaction.request or {}), "call": call},
+            # Reopened under the rule that holds the call now (its version, stages, ladder).
+            request={**(interaction.request or {}), **request, "call": call},
             state=Interaction.State.OPEN,
             answer=None,
             answered_by="",
@@ -128,7 +135,6 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
         # approvers and the number of approvals the policy asks for today.
         prompt = f"Approve {effect.server} / {effect.tool}?"
         detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
-        policy = policy_for(task.agent, effect.server, effect.tool)
         interaction = Interaction.objects.create(
             public_id=effect.public_id,
             tenant_id=task.tenant_id,
@@ -137,12 +143,12 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             kind=Interaction.Kind.APPROVAL,
             prompt=prompt,
             detail=detail,
-            request={"step": effect.step, "call": call},
+            request={**request, "call": call},
             subject=task.subject,
             deciders=policy.deciders,
             approvers=list(policy.approvers),
             approvals_required=policy.required,
-            risk=tool_trust(task.agent, effect.server, effect.tool).risk,
+            risk=tool_trust(task.agent, effect.server, effect.tool, effect.arguments).risk,
             expires_at=expires_at,
         )
     text = (

@@ -27,7 +27,7 @@ from runtime.agents.tools import (
 )
 from runtime.agents.toolservers import server_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
-from runtime.decisions.interactions import interaction_open
+from runtime.decisions.interactions import approval_request, interaction_open
 from runtime.decisions.receipts import tool_trust
 from runtime.decisions.rules import rule_for_call, rule_use_record
 from runtime.decisions.summaries import held_call_record
@@ -195,7 +195,7 @@ class ToolCalls:
 
     def journal_call(self, task: Task, step: int, action: CallTool, spec: dict) -> bool:
         """Journal the call as an effect under the tool policy: allow, deny or hold."""
-        policy = policy_for(task.agent, action.server, action.tool)
+        policy = policy_for(task.agent, action.server, action.tool, action.arguments)
         # A standing rule made from an earlier decision allows a matching held call.
         rule = (
             rule_for_call(
@@ -250,20 +250,20 @@ class ToolCalls:
                     "reason": spec.get("reason", "The tool policy holds this call for a person."),
                 },
                 request={
-                    "step": step,
+                    **approval_request(step=step, policy=policy),
                     # What every surface summarises the held call from (issue 25).
                     "call": held_call_record(
-                        agent=task.agent,
                         server=action.server,
                         tool=action.tool,
                         arguments=action.arguments,
+                        policy=policy,
                     ),
                 },
                 state=TaskState.AUTH_REQUIRED,
                 deciders=policy.deciders,
                 approvers=policy.approvers,
                 approvals_required=policy.required,
-                risk=tool_trust(task.agent, action.server, action.tool).risk,
+                risk=tool_trust(task.agent, action.server, action.tool, action.arguments).risk,
                 also=TURN_FIELDS,
             )
             return False
@@ -402,7 +402,9 @@ class ToolCalls:
                             effect_id=effect.public_id,
                             subject=task.subject,
                             # The policy's own timeout for the tool, else the server's.
-                            timeout=policy_for(task.agent, effect.server, effect.tool).timeout,
+                            timeout=policy_for(
+                                task.agent, effect.server, effect.tool, effect.arguments
+                            ).timeout,
                         ),
                     )
                 outcome, ok = {"result": result}, True

@@ -159,7 +159,7 @@ def test_bulk_leaves_out_two_person_and_not_allowed_items(agents, held):
         {"decision": "approve", "ids": [two.public_id, admins.public_id, plain.public_id]},
     )
     html = response.content.decode()
-    assert "two people must approve" in html and "Only admins may decide" in html
+    assert "2 people must approve" in html and "Only admins may decide" in html
     states = dict(Interaction.objects.values_list("public_id", "state"))
     assert states == {two.public_id: "open", admins.public_id: "open", plain.public_id: "answered"}
 

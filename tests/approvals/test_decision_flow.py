@@ -13,10 +13,11 @@ from django.test import Client
 from django.urls import reverse
 
 from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.agents.policies import policy_rule_for
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
+from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.flow import BULK, PAGE, Decision, decision_take
-from runtime.decisions.receipts import policy_version
 from runtime.kernel.errors import ChannelRefused, DecisionMisfit, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.models import ApiToken, Membership, User
@@ -341,7 +342,10 @@ def test_a_tightened_policy_reaches_an_open_approval(agents, holder):
         (side.admin.subject, True),
         ("user:admin2@acme.test", True),
     ]
-    assert {r.policy_version for r in receipts} == {policy_version(agent)}
+    # Both bound the version of the tool's entry that held the call (issue 31).
+    effect = held_call_of(approval)
+    held_by = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
+    assert {r.policy_version for r in receipts} == {held_by.version}
     assert run(approval.task).state == TaskState.COMPLETED
     assert DemoRecord.objects.filter(effect_id=approval.public_id).count() == 1
 

@@ -62,7 +62,7 @@ def test_the_link_shows_a_confirm_page_and_the_post_decides_once(
     page = client.get(links["approve"])
     assert page.status_code == 200
     text = page.content.decode()
-    assert f"build=&quot;{BUILD}&quot;, environment=&quot;staging&quot;" in text
+    assert f"Deploy {BUILD} to staging" in text
     assert "Approve this call?" in text
     interaction.refresh_from_db()
     assert interaction.state == "open" and not Receipt.objects.exists()  # GET decides nothing

@@ -46,7 +46,7 @@ def test_an_approval_in_slack_is_decided_by_the_member_who_clicked_and_the_messa
     text = json.dumps(message)
     # The summary and the arguments, the agent, the caller; Approve and Deny.
     assert (
-        f'build=\\"{BUILD}\\", environment=\\"staging\\"' in text
+        f"Deploy {BUILD} to staging" in text
         and '\\"environment\\": \\"staging\\"' in text
     )
     assert "*Caller:* partner:acme-client" in text and "*Agent:* deployer" in text
@@ -394,7 +394,13 @@ def test_the_message_follows_decisions_elsewhere_voids_and_the_expiry(
     ts, _ = posted(slack_app)
     decide(interaction, approved=True)  # on the page; the turn is not resumed yet
     agent = Agent.objects.get(tenant=interaction.tenant, slug="deployer")
-    Agent.objects.filter(pk=agent.pk).update(tool_policy={**agent.tool_policy, "deploy": "approve"})
+    # The rule that holds the call changes (another tool's entry would void nothing).
+    Agent.objects.filter(pk=agent.pk).update(
+        tool_policy={
+            **agent.tool_policy,
+            "deploy/deploy_build": {"action": "approve", "editable": True},
+        }
+    )
     with capture(execute=True):
         run(interaction.task)  # void: the policy changed since the approval
     # Each update shows the item as it stands when sent: open again, with its buttons.

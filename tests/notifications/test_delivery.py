@@ -44,7 +44,7 @@ def test_a_held_call_notifies_each_matching_channel_once(
     link = f"https://countersign.example/inbox/{interaction.public_id}/"
     assert link in body and "deployer" in body.lower() and agents.a.subject in body
     # The held call's summary and arguments go with it by default (issue 25, item 1).
-    assert f'build="{BUILD}", environment="staging"' in mail.outbox[0].subject
+    assert f"Deploy {BUILD} to staging" in mail.outbox[0].subject
     assert f'"build": "{BUILD}"' in body and '"environment": "staging"' in body
 
     assert len(slack.events) == 1
@@ -62,7 +62,7 @@ def test_a_held_call_notifies_each_matching_channel_once(
     assert event["data"]["tool"] == "deploy/deploy_build"
     assert event["data"]["url"] == link
     assert event["data"]["arguments"] == {"build": BUILD, "environment": "staging"}
-    assert event["data"]["summary"] == f'build="{BUILD}", environment="staging"'
+    assert event["data"]["summary"] == f"Deploy {BUILD} to staging"
     assert hook.requests[0]["headers"]["webhook-id"].startswith("msg_")
 
     # The fan-out again (a redelivered message) sends nothing twice.

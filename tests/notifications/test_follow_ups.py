@@ -39,7 +39,13 @@ def test_a_webhook_hears_decided_voided_and_expired_once_each(
     # is the turn's resumption; the policy changes before the worker sends the call.
     decide(interaction, approved=True, reason="go ahead")
     agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
-    Agent.objects.filter(pk=agent.pk).update(tool_policy={**agent.tool_policy, "deploy": "approve"})
+    # The rule that holds the call changes (another tool's entry would void nothing).
+    Agent.objects.filter(pk=agent.pk).update(
+        tool_policy={
+            **agent.tool_policy,
+            "deploy/deploy_build": {"action": "approve", "editable": True},
+        }
+    )
     with capture(execute=True):
         task = run(interaction.task)  # the approval is void: nothing is sent
     assert task.state == TaskState.AUTH_REQUIRED

@@ -153,7 +153,7 @@ def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
     assert "2 item(s)" in mail.outbox[0].subject
     assert mail.outbox[0].body.count("/inbox/") == 2
     # Each item with its summary and arguments: a staging and a production deploy differ.
-    assert 'build="b-2", environment="production"' in mail.outbox[0].body
+    assert "Deploy b-2 to production" in mail.outbox[0].body
     assert '"environment": "staging"' in mail.outbox[0].body
 
     # Nothing new: no digest; something new within the 30 minutes waits for them to pass.

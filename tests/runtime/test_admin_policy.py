@@ -65,8 +65,13 @@ def errors(response) -> str:
 def test_the_table_has_a_column_per_policy_key_of_the_agentfile_schema(shipper, agents):
     client = tenant_admin_client(agents.a)
     html = page_of(client, shipper)
-    schema_keys = AGENT_SCHEMA["properties"]["policy"]["additionalProperties"]["else"]["properties"]
-    assert list(schema_keys) == [key.name for key in POLICY_KEYS]
+    entry = AGENT_SCHEMA["properties"]["policy"]["additionalProperties"]["else"]["else"]
+    # A column per key (the title and redact ones too); the key a column cannot show
+    # (stages) comes after them.
+    schema_keys = list(entry["properties"])
+    assert schema_keys[: len(POLICY_KEYS)] == [key.name for key in POLICY_KEYS]
+    assert {"title", "redact"} <= {key.name for key in POLICY_KEYS}
+    assert schema_keys[len(POLICY_KEYS) :] == ["stages"]
     start = html.index('class="policy-table"')
     header = html[start : html.index("</thead>", start)]
     for key in POLICY_KEYS:
@@ -164,7 +169,7 @@ def test_the_keys_of_an_entry_are_edited_with_their_widgets(shipper, agents):
         ({"approvers": "bosses"}, "deploy/deploy_build.approvers.0: 'bosses' is not admin"),
         (
             {"approvers": "caller", "required": "2"},
-            "deploy/deploy_build.required: two people must approve",
+            "deploy/deploy_build.required: 2 people must approve",
         ),
         ({"ladder": "remind after soon"}, "is not a duration"),
         ({"action": "", "risk": "high"}, "choose a decision"),
@@ -214,11 +219,11 @@ def test_the_json_view_edits_the_same_policy_and_is_checked_the_same(shipper, ag
     client = tenant_admin_client(agents.a)
     data = form_data(page_of(client, shipper))
     data["policy-json"] = json.dumps(
-        {"policy": {"deploy/deploy_build": {"action": "approve", "required": 3}}, "ladder": {}}
+        {"policy": {"deploy/deploy_build": {"action": "approve", "required": 21}}, "ladder": {}}
     )
     response = client.post(f"/admin/runtime/agent/{shipper.pk}/change/", data)
     assert response.status_code == HTTPStatus.OK
-    assert "deploy/deploy_build.required: must be 1 or 2" in errors(response)
+    assert "deploy/deploy_build.required: must be a whole number from 1 to 20" in errors(response)
     data["policy-json"] = "{not json"
     response = client.post(f"/admin/runtime/agent/{shipper.pk}/change/", data)
     assert "JSON:" in errors(response)

@@ -242,9 +242,9 @@ def test_an_openai_agent_file_loads_its_parameters_memory_and_policy_fields(worl
     assert agent.model["max_tokens_field"] == "max_tokens"
     assert agent.model["memory"] == {"turns": 5, "tokens": 2000}
     assert agent.model["limits"]["bad_replies"] == 0
-    policy = policy_for(agent, "deploy", "deploy_build")
+    policy = policy_for(agent, "deploy", "deploy_build", {})
     assert (policy.approvers, policy.deciders, policy.timeout) == (("caller",), "either", 90.0)
-    assert policy_for(agent, "deploy", "other").deciders == "operators"  # the default
+    assert policy_for(agent, "deploy", "other", {}).deciders == "operators"  # the default
 
 
 @pytest.mark.parametrize(

@@ -78,16 +78,16 @@ def test_policy_reads_approvers_and_required(make_agent):
             "github": {"action": "approve", "approvers": ["operator", "caller"]},
         },
     )
-    named = policy_for(agent, "deploy", "deploy_build")
+    named = policy_for(agent, "deploy", "deploy_build", {})
     assert (named.approvers, named.required, named.deciders) == (
         ("admin", "group:sre"),
         1,
         "operators",
     )
-    two = policy_for(agent, "deploy", "other")
+    two = policy_for(agent, "deploy", "other", {})
     # Two people decide: the caller's in-band answer is never one of them.
     assert (two.required, two.deciders) == (2, "operators")
-    assert policy_for(agent, "github", "x").deciders == "either"
+    assert policy_for(agent, "github", "x", {}).deciders == "either"
 
 
 def test_an_approval_records_its_approvers_and_refuses_others_with_the_reason(agents, holder):
@@ -271,15 +271,15 @@ def test_widen_to_is_only_for_escalation_steps_of_deciding_roles():
 
 
 def test_an_approval_under_another_policy_version_no_longer_counts(agents, holder):
-    """What trusta's void does (a policy change between approvals): the first approval
-    approved the old policy, so a second person's approval under the new one is 1 of 2,
-    and the first person may approve again."""
+    """What trusta's void does (a change of the tool's entry between approvals): the first
+    approval approved the old entry, so a second person's approval under the new one is 1 of
+    2, and the first person may approve again."""
     side = agents.a
     interaction = holder({"action": "approve", "required": 2})(side)
     operator, admin = member(side, "operator"), member(side, "admin")
     answer(interaction, operator)
     agent = interaction.task.agent
-    agent.tool_policy = {**agent.tool_policy, "github": "deny"}
+    agent.tool_policy = {"deploy/deploy_build": {"action": "approve", "required": 2, "bulk": False}}
     agent.save()
 
     still = answer(interaction, admin)

@@ -43,7 +43,8 @@ def test_approvers_and_required_load(tmp_path):
         ("{action: approve, approvers: [boss]}", "approvers.0", "is not admin, operator"),
         ("{action: approve, approvers: []}", "approvers", "must be a list of admin"),
         ("{action: approve, approvers: admin}", "approvers", "must be a list of admin"),
-        ("{action: approve, required: 3}", "required", "must be 1 or 2"),
+        ("{action: approve, required: 21}", "required", "must be a whole number from 1 to 20"),
+        ("{action: approve, required: 0}", "required", "must be a whole number from 1 to 20"),
         ("{action: approve, approvers: [caller, admin], required: 2}", "required", "caller"),
         ("{action: approve, approvers: ['group:no spaces']}", "approvers.0", "group:<name>"),
     ],
@@ -78,6 +79,6 @@ def test_admin_form_refuses_the_same(world):
 
     bad = form('{"deploy": {"action": "approve", "approvers": ["caller"], "required": 2}}')
     assert not bad.is_valid()
-    assert "deploy.required: two people must approve" in str(bad.errors["policy"])
+    assert "deploy.required: 2 people must approve" in str(bad.errors["policy"])
     good = form('{"deploy": {"action": "approve", "approvers": ["operator"], "required": 2}}')
     assert good.is_valid(), good.errors

@@ -69,10 +69,15 @@ def test_the_assistant_has_the_deployer_and_coder_tools_under_their_policies(mon
         ("deploy", "deploy_build"),
         ("github", "create_pull_request"),
     }
+    # The deployer's conditional entry (production needs two people), as the deployer has it.
     assert assistant.tool_policy == {
-        "deploy/deploy_build": "approve",
+        "deploy/deploy_build": deployer.tool_policy["deploy/deploy_build"],
         "github/create_pull_request": "approve",
     }
+    assert [rule["action"] for rule in assistant.tool_policy["deploy/deploy_build"]] == [
+        "approve",
+        "approve",
+    ]
     assert assistant.model["model"] == "gpt-4o-mini"  # the default without OPENAI_MODEL
 
 

@@ -13,9 +13,10 @@ from django.test import RequestFactory
 
 from a2a_endpoint.wire import event_wire, task_wire
 from runtime.agents.agent_models import Agent, DemoRecord
+from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interactions import interactions_expire
-from runtime.decisions.receipts import canonical_hash, policy_version, receipt_record
+from runtime.decisions.receipts import canonical_hash, receipt_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
@@ -81,7 +82,13 @@ def test_every_decision_on_a_held_call_stores_a_receipt_of_what_it_bound(agents,
     # The SHA-256 of the canonical arguments, the same bytes as the effect journal's hash.
     assert receipt.arguments_hash == canonical_hash({"environment": "staging", "build": "b-1"})
     assert canonical_hash({"b": 1, "a": "é"}) == arguments_hash({"a": "é", "b": 1})
-    assert receipt.policy_version == policy_version(agent) == canonical_hash(agent.tool_policy)
+    # The version of the entry that held the call (issue 31): its key and the entry as written.
+    held_by = policy_rule_for(agent, "deploy", "deploy_build", effect.arguments)
+    assert receipt.policy_version == held_by.version
+    assert held_by.version == canonical_hash(
+        {"entry": "deploy/deploy_build", "rule": agent.tool_policy["deploy/deploy_build"]}
+    )
+    assert (receipt.policy_entry, receipt.policy_rule) == ("deploy/deploy_build", None)
     assert (receipt.decider, receipt.channel) == ("user:operator@acme.test", "page")
     assert (receipt.server, receipt.tool, receipt.effect_public_id) == (
         "deploy",
@@ -129,9 +136,9 @@ def test_a_policy_change_between_approval_and_send_voids_it_and_the_call_is_not_
     agent = deploy_agent(make_agent, "approve")
     approval = held(agents)
     decide(approval, approved=True)
-    # An admin changes the agent's policy after the approval, before the turn sends the call.
+    # An admin changes the tool's entry after the approval, before the turn sends the call.
     Agent.objects.filter(pk=agent.pk).update(
-        tool_policy={"deploy/deploy_build": "approve", "deploy": "approve"}
+        tool_policy={"deploy/deploy_build": {"action": "approve", "bulk": False}}
     )
     task = run(approval.task)
     assert not DemoRecord.objects.exists()  # the call was not sent
@@ -151,8 +158,11 @@ def test_a_policy_change_between_approval_and_send_voids_it_and_the_call_is_not_
     decide(approval, approved=True)
     assert run(approval.task).state == TaskState.COMPLETED
     assert DemoRecord.objects.count() == 1
-    latest = Receipt.objects.filter(decision="approved").order_by("-id").first()
-    assert latest.policy_version == policy_version(Agent.objects.get(pk=agent.pk))
+    first, latest = Receipt.objects.filter(decision="approved").order_by("id")
+    now = policy_rule_for(
+        Agent.objects.get(pk=agent.pk), "deploy", "deploy_build", effect.arguments
+    )
+    assert latest.policy_version == now.version != first.policy_version
 
 
 def test_a_policy_that_now_denies_the_tool_denies_the_approved_call(agents, make_agent):

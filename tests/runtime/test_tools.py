@@ -209,10 +209,10 @@ def test_a_policy_may_forbid_bulk_decisions_and_allows_them_otherwise():
             "github": "approve",
         }
     )
-    assert policy_for(agent, "deploy", "deploy_build").bulk is False
-    assert policy_for(agent, "deploy", "rollback").bulk is True
-    assert policy_for(agent, "github", "open_pr").bulk is True
-    assert policy_for(agent, "other", "x").bulk is True
+    assert policy_for(agent, "deploy", "deploy_build", {}).bulk is False
+    assert policy_for(agent, "deploy", "rollback", {}).bulk is True
+    assert policy_for(agent, "github", "open_pr", {}).bulk is True
+    assert policy_for(agent, "other", "x", {}).bulk is True
 
 
 def test_a_demo_deployment_sent_again_finds_its_first_record(agents):

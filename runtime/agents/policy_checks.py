@@ -1,0 +1,150 @@
+"""What a tool policy's JSON Schema (runtime.agents.agentfile.AGENT_SCHEMA) cannot say about
+its entries: approvers, required and stages, deciders with approvers, a timeout's duration, a
+rule's ladder, a conditional entry's conditions and the order of its rules, and conditions on
+fields the tool's declared schema does not have. AGENT.md's load and Django admin's policy
+editor both check with these (runtime.agents.agentfile.policy_problems), with field paths
+inside the policy."""
+
+from runtime.agents.approver_syntax import approvers_problem
+from runtime.agents.conditions import (
+    MAX_CONDITIONS,
+    OPS,
+    condition_field_problem,
+    conditions_shape_problem,
+    schema_fields,
+)
+from runtime.agents.ladders import LadderError, steps_parse
+from runtime.agents.title_syntax import redact_problem, title_problem
+from runtime.agents.tools import timeout_seconds
+
+# A rule's ``when``: the shape of its conditions (conditions_shape_problem checks the rest).
+WHEN_SCHEMA = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": MAX_CONDITIONS,
+    "x-message": f"must be a list of 1 to {MAX_CONDITIONS} conditions {{field, op, value}}",
+    "items": {
+        "type": "object",
+        "required": ["field", "op", "value"],
+        "additionalProperties": False,
+        "x-message": "must be a condition {field, op, value}",
+        "properties": {
+            "field": {"type": "string", "minLength": 1, "x-message": "must be a field's path"},
+            "op": {"enum": list(OPS)},
+            "value": {},
+        },
+    },
+}
+
+
+def _entry_problems(rule: dict) -> list[tuple[list, str]]:
+    """What the schema cannot say about one entry or rule: approvers, required and stages,
+    deciders with approvers, a timeout's duration, a rule's ladder, a title's template and
+    redact's names."""
+    problems = []
+    problem = approvers_problem(rule)
+    if problem:
+        # "stages.0.approvers" as a path: indexes as numbers, so the file's line is found.
+        path = [int(part) if part.isdigit() else part for part in problem[0].split(".")]
+        problems.append((path, problem[1]))
+    if rule.get("deciders") == "caller" and rule.get("approvers"):
+        problems.append((["deciders"], "give either deciders: caller or approvers"))
+    if "stages" in rule and rule.get("action") != "approve":
+        problems.append((["stages"], "stages are for action: approve"))
+    if "timeout" in rule:
+        try:
+            timeout_seconds(rule["timeout"])
+        except ValueError as exc:
+            problems.append((["timeout"], str(exc)))
+    if "ladder" in rule:
+        try:
+            steps_parse(rule["ladder"])
+        except LadderError as exc:
+            problems.append((["ladder", *exc.path], exc.message))
+    for name, check in (("title", title_problem), ("redact", redact_problem)):
+        problem = check(rule[name]) if name in rule else None
+        if problem:
+            problems.append(([name], problem))
+    return problems
+
+
+def _rules_problems(rules: list) -> list[tuple[list, str]]:
+    """A conditional entry's rules: each rule's keys and conditions, and their order."""
+    problems = []
+    for index, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            continue  # the schema said so
+        problems += [([index, *path], message) for path, message in _entry_problems(rule)]
+        if "when" in rule:
+            problem = conditions_shape_problem(rule["when"])
+            if problem:
+                problems.append(([index, "when", *problem[0]], problem[1]))
+        elif index < len(rules) - 1:
+            problems.append(
+                (
+                    [index],
+                    "a rule without when holds every call: the rules after it would never be "
+                    "used (put it last, as the default)",
+                )
+            )
+    return problems
+
+
+def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
+    """What the schema cannot say about a policy's entries (see _entry_problems), and of a
+    conditional entry's rules their conditions and order."""
+    problems = []
+    for key, entry in policy.items():
+        if isinstance(entry, dict):
+            # An entry's unknown keys are kept (admin's JSON view); these two would be read
+            # as if the entry were conditional, and it is not.
+            if "when" in entry:
+                problems.append(
+                    (
+                        [key, "when"],
+                        "conditions are for the rules of a list: write the entry "
+                        "as a list of rules, the last without when",
+                    )
+                )
+            if "ladder" in entry:
+                problems.append(
+                    (
+                        [key, "ladder"],
+                        "a tool's ladder goes under ladder.tools (or in a rule "
+                        "of a conditional entry)",
+                    )
+                )
+            problems += [([key, *path], message) for path, message in _entry_problems(entry)]
+        elif isinstance(entry, list):
+            problems += [([key, *path], message) for path, message in _rules_problems(entry)]
+    return problems
+
+
+def policy_tools_problems(policy: dict, tools: list) -> list[tuple[list, str]]:
+    """Conditions of a ``server/tool`` entry on fields its tool's declared schema does not
+    have, or with an op or value its field cannot take: such a rule would never hold (a typo
+    in ``when`` letting production through to the default). Tools without a declared schema
+    (a tenant server's, discovered) are checked when their calls are held, not here."""
+    problems = []
+    for key, entry in (policy or {}).items():
+        if not isinstance(entry, list) or "/" not in key:
+            continue
+        server, _, name = key.partition("/")
+        spec = next(
+            (
+                t
+                for t in tools or []
+                if isinstance(t, dict) and t.get("server") == server and t.get("tool") == name
+            ),
+            None,
+        )
+        fields = schema_fields(spec.get("schema")) if spec else {}
+        if not fields:
+            continue
+        for index, rule in enumerate(entry):
+            when = rule.get("when") if isinstance(rule, dict) else None
+            for number, condition in enumerate(when if isinstance(when, list) else []):
+                problem = condition_field_problem(condition, fields)
+                if problem:
+                    problems.append(([key, index, "when", number, *problem[0]], problem[1]))
+    return problems

@@ -45,10 +45,7 @@ def test_an_approval_in_slack_is_decided_by_the_member_who_clicked_and_the_messa
     assert message["channel"] == SLACK_CHANNEL
     text = json.dumps(message)
     # The summary and the arguments, the agent, the caller; Approve and Deny.
-    assert (
-        f"Deploy {BUILD} to staging" in text
-        and '\\"environment\\": \\"staging\\"' in text
-    )
+    assert f"Deploy {BUILD} to staging" in text and '\\"environment\\": \\"staging\\"' in text
     assert "*Caller:* partner:acme-client" in text and "*Agent:* deployer" in text
     assert "*Expires:* <!date^" in text  # in each reader's time zone
     assert {"cs_approve", "cs_deny", "cs_open"} <= set(action_ids(message))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
+from runtime.agents.title_syntax import call_terms
 from runtime.agents.tools import policy_for
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.decisions.decision_selectors import held_call_of
@@ -319,6 +320,7 @@ def approval_gate(
                 stepped_up=decider.stepped_up,
                 reason=f"{len(approvals)} of {needs.required}: the call waits "
                 "for another person's approval",
+                redact=tuple(call_terms((interaction.request or {}).get("call")).get("redact", ())),
             )
         audit_record(
             tenant_id=interaction.tenant_id,

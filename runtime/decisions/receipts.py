@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.tools import tool_spec, validate_arguments
+from runtime.agents.title_syntax import call_terms
+from runtime.agents.tools import policy_rule, tool_spec, validate_arguments
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.summaries import held_call_summary, redacted
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import InvalidParams
@@ -99,6 +101,8 @@ def receipt_record(
     stepped_up: bool = False,
     rule_id: str = "",
     reason: str = "",
+    shown_arguments: dict | None = None,
+    redact: tuple[str, ...] = (),
 ) -> Receipt:
     """Write the receipt of one decision on ``effect`` in the caller's transaction.
 
@@ -106,8 +110,11 @@ def receipt_record(
     not given); the effect's current ``arguments_hash`` is what will be sent (after an edit,
     the edited arguments'). The policy version is read from ``agent`` as the caller holds it.
     Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
-    as ``decider``.
+    as ``decider``. The arguments themselves are kept too, ``shown_arguments`` (the effect's
+    when not given) and those sent, with the fields of ``redact`` and of the tool's policy
+    entry now as ``•••``.
     """
+    hidden = receipt_redaction(agent, effect, redact)
     receipt = Receipt(
         tenant_id=effect.tenant_id,
         agent_slug=agent.slug,
@@ -122,6 +129,10 @@ def receipt_record(
         arguments_hash=shown_hash or effect.arguments_hash,
         sent_arguments_hash=effect.arguments_hash,
         edited=edited,
+        arguments=redacted(
+            shown_arguments if shown_arguments is not None else effect.arguments, hidden
+        ),
+        sent_arguments=redacted(effect.arguments, hidden),
         policy_version=policy_version(agent),
         stepped_up=stepped_up,
         rule_id=rule_id,
@@ -131,6 +142,13 @@ def receipt_record(
     # listens for a receipt's save; the model's own save() only refuses updates.
     row_insert(receipt)
     return receipt
+
+
+def receipt_redaction(agent: Agent, effect: Effect, recorded=()) -> list[str]:
+    """What a receipt keeps as ``•••``: what the approval recorded when it opened, and what
+    the tool's policy entry says now (a receipt is never rewritten: the stricter of both)."""
+    now = call_terms(policy_rule(agent, effect.server, effect.tool)).get("redact", [])
+    return list(dict.fromkeys([*recorded, *now]))
 
 
 def receipt_binding(effect: Effect) -> Receipt | None:
@@ -201,13 +219,21 @@ def decision_edit_apply(
     new_hash = canonical_hash(arguments)
     if new_hash == effect.arguments_hash:
         return False
-    effect.arguments = arguments
-    effect.arguments_hash = new_hash
     moved = Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
         arguments=arguments, arguments_hash=new_hash
     )
     if moved != 1:
         raise InvalidParams("arguments", "the call is no longer held; its arguments stay")
+    # The item's record of its call follows (written by its close): the arguments sent,
+    # and those the decider was shown (the receipt keeps both).
+    call = (interaction.request or {}).get("call")
+    if isinstance(call, dict):
+        interaction.request = {
+            **interaction.request,
+            "call": {**call, "arguments": arguments, "shownArguments": effect.arguments},
+        }
+    effect.arguments = arguments
+    effect.arguments_hash = new_hash
     return True
 
 
@@ -233,6 +259,9 @@ def decision_receipt(
         decision = Receipt.Decision.APPROVED
     else:
         decision = Receipt.Decision.DENIED
+    call = (interaction.request or {}).get("call")
+    call = call if isinstance(call, dict) else {}
+    shown = call.get("shownArguments") if edited else None
     return receipt_record(
         effect=effect,
         agent=task.agent,
@@ -244,6 +273,8 @@ def decision_receipt(
         edited=edited,
         stepped_up=stepped_up,
         reason=str(answer.get("reason", "")),
+        shown_arguments=shown if isinstance(shown, dict) else None,
+        redact=tuple(call_terms(call).get("redact", ())),
     )
 
 
@@ -288,7 +319,18 @@ def audit_decision(*, interaction: Interaction, task: Task) -> AuditEvent:
         via=interaction.answered_via,
         interaction=interaction,
         task=task,
-        detail={"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer},
+        detail={
+            "kind": interaction.kind,
+            "prompt": interaction.prompt,
+            "answer": answer,
+            # What was decided, as every list shows it (redacted): the audit row says it
+            # even once the item is gone.
+            **(
+                {"summary": held_call_summary(interaction)}
+                if interaction.kind == "approval"
+                else {}
+            ),
+        },
     )
 
 

@@ -14,6 +14,7 @@ from runtime.decisions.receipts import (
     receipt_record,
     tool_trust,
 )
+from runtime.decisions.search import listing_columns
 from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
@@ -103,8 +104,17 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
+        request = {**(interaction.request or {}), "call": call}
         Interaction.objects.filter(pk=interaction.pk).update(
-            request={**(interaction.request or {}), "call": call},
+            request=request,
+            **listing_columns(
+                task=task,
+                public_id=interaction.public_id,
+                kind=interaction.kind,
+                prompt=prompt,
+                detail=detail,
+                request=request,
+            ),
             state=Interaction.State.OPEN,
             answer=None,
             answered_by="",
@@ -124,7 +134,16 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
         prompt = f"Approve {effect.server} / {effect.tool}?"
         detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
         policy = policy_for(task.agent, effect.server, effect.tool)
+        request = {"step": effect.step, "call": call}
         interaction = Interaction.objects.create(
+            **listing_columns(
+                task=task,
+                public_id=effect.public_id,
+                kind=Interaction.Kind.APPROVAL,
+                prompt=prompt,
+                detail=detail,
+                request=request,
+            ),
             public_id=effect.public_id,
             tenant_id=task.tenant_id,
             task=task,
@@ -132,7 +151,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             kind=Interaction.Kind.APPROVAL,
             prompt=prompt,
             detail=detail,
-            request={"step": effect.step, "call": call},
+            request=request,
             subject=task.subject,
             deciders=policy.deciders,
             approvers=list(policy.approvers),

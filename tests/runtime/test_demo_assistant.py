@@ -70,7 +70,7 @@ def test_the_assistant_has_the_deployer_and_coder_tools_under_their_policies(mon
         ("github", "create_pull_request"),
     }
     assert assistant.tool_policy == {
-        "deploy/deploy_build": "approve",
+        "deploy/deploy_build": {"action": "approve", "title": "Deploy {build} to {environment}"},
         "github/create_pull_request": "approve",
     }
     assert assistant.model["model"] == "gpt-4o-mini"  # the default without OPENAI_MODEL

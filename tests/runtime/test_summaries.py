@@ -187,8 +187,19 @@ def test_a_held_call_records_its_call_and_its_policy_title_and_redaction(make_ag
     assert held_call_summary(interaction) == f"Deploy {REDACTED} to production"
 
 
-def test_a_demo_approval_without_a_title_summarises_its_pairs(agents):
+def test_a_demo_deployment_is_summarised_by_its_title(agents):
     interaction = Maker(agents.a).approval(build="2026.10.06-1")
+    assert held_call_summary(interaction) == "Deploy 2026.10.06-1 to staging"
+
+
+def test_an_approval_without_a_title_summarises_its_pairs(make_agent, agents):
+    make_agent(
+        "untitled",
+        [deploy_step("staging", build="2026.10.06-1")],
+        tools=[DEPLOY_TOOL],
+        tool_policy={"deploy/deploy_build": "approve"},
+    )
+    interaction = open_interaction(run(send(agents.a, "untitled")))
     assert held_call_summary(interaction) == 'build="2026.10.06-1", environment="staging"'
 
 

@@ -241,3 +241,20 @@ def test_the_search_can_be_read_through_the_trigram_index(agents, shipper):
         cursor.execute(f"SELECT COUNT(*) FROM ({sql}) found", params)
         assert cursor.fetchone()[0] == 1
     assert "interaction_search_trgm" in plan, plan
+
+
+def test_the_migration_fills_in_search_text_and_summary_of_items_there_were(agents, shipper):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("runtime.migrations.0019_interaction_search_text")
+    approval = held(agents.a, "2026.12.07-1", "production")
+    question = agents.a.extra["make"].question()
+    Interaction.objects.update(search_text="", summary="")
+    migration.search_texts_fill(apps, None)
+    approval.refresh_from_db()
+    question.refresh_from_db()
+    assert approval.summary == "Deploy 2026.12.07-1 to production"
+    assert "environment=production" in approval.search_text and SECRET not in approval.search_text
+    assert question.summary == "" and question.prompt.casefold() in question.search_text

@@ -165,3 +165,16 @@ def test_the_demo_deployer_reports_what_was_sent_after_an_edit(agents):
     )
     done = run(approval.task)
     assert status_text(done) == "Deployed build ed-2 to production."
+
+
+def test_the_demo_deployer_names_the_call_an_operator_said_happened(agents):
+    from tests.core import status_text
+
+    effect = agents.a.extra["make"].uncertain()  # deploy build 2026.10.06-1 to staging
+    client = agents.a.client_for(agents.a.operator)
+    client.post(
+        reverse("approvals:effect", args=[effect.public_id]),
+        {"resolution": "happened", "result": '{"deploymentId": "dep-9"}'},
+    )
+    # The result the operator gave names no build: the call's own arguments do.
+    assert status_text(run(effect.task)) == "Deployed build 2026.10.06-1 to staging."

@@ -22,6 +22,7 @@ from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.facts import approval_progress
 from runtime.decisions.flow import AllowSimilar, Decision
 from runtime.decisions.rules import DURATIONS, FOREVER
+from runtime.decisions.summaries import held_call_view
 
 
 def wire_time(value: datetime | None) -> str | None:
@@ -32,14 +33,24 @@ def wire_time(value: datetime | None) -> str | None:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-class HeldCallSerializer(serializers.Serializer):
+class HeldCallSummarySerializer(serializers.Serializer):
+    """A held call as every list shows it (runtime.decisions.summaries.held_call_view)."""
+
     server = serializers.CharField()
     tool = serializers.CharField()
-    arguments = serializers.JSONField()
-    argumentsHash = serializers.CharField(  # noqa: N815 - the wire's spelling
-        source="arguments_hash", help_text="SHA-256 of the canonical arguments (the receipt's)."
+    arguments = serializers.JSONField(
+        help_text='The call\'s arguments; the fields its policy redacts are "•••".'
     )
-    state = serializers.CharField()
+    summary = serializers.CharField(
+        help_text="One line: the policy's title over the arguments, else key=value pairs."
+    )
+
+
+class HeldCallSerializer(HeldCallSummarySerializer):
+    argumentsHash = serializers.CharField(  # noqa: N815 - the wire's spelling
+        help_text="SHA-256 of the canonical arguments, redacted ones included (the receipt's)."
+    )
+    state = serializers.CharField(help_text="The effect's state: held, approved, sent, ...")
 
 
 class InteractionSerializer(serializers.Serializer):
@@ -75,6 +86,9 @@ class InteractionSerializer(serializers.Serializer):
     answeredBy = serializers.CharField(source="answered_by", allow_blank=True)
     answeredVia = serializers.CharField(source="answered_via", allow_blank=True)
     answeredAt = serializers.DateTimeField(source="answered_at", allow_null=True)
+    heldCall = serializers.SerializerMethodField(
+        help_text='For an approval: the call it holds, its redacted fields as "•••".'
+    )
 
     def get_choices(self, obj) -> list[str]:
         return [str(c) for c in (obj.request or {}).get("choices") or []]
@@ -105,7 +119,12 @@ class InteractionSerializer(serializers.Serializer):
             "answeredBy": instance.answered_by,
             "answeredVia": instance.answered_via,
             "answeredAt": wire_time(instance.answered_at),
+            "heldCall": held_call_view(instance),
         }
+
+    @extend_schema_field(HeldCallSummarySerializer(allow_null=True))
+    def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
+        return held_call_view(obj)
 
     def get_approvers(self, obj) -> list[str]:
         return effective_approvers(obj) if obj.kind == Interaction.Kind.APPROVAL else []
@@ -143,7 +162,8 @@ class InteractionDetailSerializer(InteractionSerializer):
     never less than when it opened)."""
 
     heldCall = serializers.SerializerMethodField(
-        help_text="For an approval: the call it holds, with the exact arguments that will be sent."
+        help_text="For an approval: the call it holds, with the arguments that will be sent "
+        '(redacted fields as "•••") and their hash.'
     )
     heldBy = serializers.SerializerMethodField(
         help_text="For an approval: the entry (and rule) of the tool policy that held the call."
@@ -161,7 +181,10 @@ class InteractionDetailSerializer(InteractionSerializer):
     @extend_schema_field(HeldCallSerializer(allow_null=True))
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
         effect = held_call_of(obj)
-        return HeldCallSerializer(effect).data if effect else None
+        view = held_call_view(obj, arguments=effect.arguments) if effect else None
+        if view is None:
+            return None
+        return {**view, "argumentsHash": effect.arguments_hash, "state": effect.state}
 
     @extend_schema_field(PolicyRuleSerializer(allow_null=True))
     def get_heldBy(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling

@@ -1,7 +1,11 @@
 """Bulk triage: approve or deny many open approvals with one reason, each decided on its own
 by the one decision flow (channel ``bulk``: its own transaction, audit entry and race). What
 bulk triage leaves out (questions, ``bulk: false``, two people, who may not decide, a step-up
-not made) is the flow's to say; this view lists each item's outcome."""
+not made) is the flow's to say; this view lists each item's outcome. An approval first
+shows the summaries of what it would approve, and approves those, each bound to the hash of
+the arguments summarised (issue 25)."""
+
+import re
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -12,9 +16,11 @@ from django.views.decorators.http import require_POST
 from approvals.decision_views import decider_of
 from approvals.inbox_views import inbox_filters_from
 from runtime.agents.agent_selectors import agents_for_tenant
-from runtime.decisions.decision_selectors import interactions_for_bulk
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.decision_selectors import held_call_hashes, interactions_for_bulk
 from runtime.decisions.flow import BULK, Decision, decision_take
 from runtime.decisions.inbox import inbox_interactions
+from runtime.decisions.summaries import held_call_summary
 from runtime.kernel.errors import (
     AlreadyDecided,
     ChannelRefused,
@@ -43,12 +49,22 @@ def inbox_bulk(request):
     if problem:
         messages.error(request, problem)
         return redirect("approvals:inbox")
-    decision = Decision(approved=choice == "approve", reason=reason)
     found = interactions_for_bulk(tenant=tenant, public_ids=ids)
+    if choice == "approve" and request.POST.get("confirmed") != "1":
+        return _bulk_confirm(request, ids, found, reason=reason)
     decider = decider_of(request)
     results = [
         _bulk_outcome(
-            item_id, found.get(item_id), tenant=tenant, decider=decider, decision=decision
+            item_id,
+            found.get(item_id),
+            tenant=tenant,
+            decider=decider,
+            # An approval binds the arguments whose summary the confirmation showed.
+            decision=Decision(
+                approved=choice == "approve",
+                reason=reason,
+                shown_hash=_shown_hash(request.POST.get(f"shown-{item_id}", "")),
+            ),
         )
         for item_id in ids
     ]
@@ -65,6 +81,41 @@ def inbox_bulk(request):
             "results": results,
             "summary": summary,
         },
+    )
+
+
+def _shown_hash(raw: str) -> str | None:
+    return raw if re.fullmatch(r"[0-9a-f]{64}", raw) else None
+
+
+def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
+    """Before a bulk approval: the summary of every item it would approve (the ids resolved
+    from a filter, so that what is approved is what was shown), each with the hash of its
+    arguments, and those it leaves out whatever happens, saying why."""
+    hashes = held_call_hashes(tenant=request.membership.tenant, public_ids=ids)
+    rows, left_out = [], []
+    for item_id in ids:
+        interaction = found.get(item_id)
+        if interaction is None:
+            left_out.append({"public_id": item_id, "prompt": "", "text": "No such interaction."})
+            continue
+        row = {
+            "public_id": item_id,
+            "prompt": interaction.prompt,
+            "summary": held_call_summary(interaction),
+            "url": reverse("approvals:interaction", args=[item_id]),
+            "hash": hashes.get(item_id, ""),
+        }
+        if interaction.kind != Interaction.Kind.APPROVAL:
+            left_out.append({**row, "text": f"A {interaction.kind} is answered on its own page."})
+        elif interaction.state != Interaction.State.OPEN:
+            left_out.append({**row, "text": f"Already {interaction.get_state_display()}."})
+        else:
+            rows.append(row)
+    return render(
+        request,
+        "approvals/bulk_confirm.html",
+        {"nav": "inbox", "rows": rows, "left_out": left_out, "reason": reason},
     )
 
 
@@ -93,7 +144,11 @@ def _bulk_ids(request, tenant) -> tuple[list[str], str]:
 
 def _bulk_outcome(item_id: str, interaction, *, tenant, decider, decision: Decision) -> dict:
     """Decide one item on its own (its own transaction, audit entry and race)."""
-    row = {"public_id": item_id, "prompt": interaction.prompt if interaction else ""}
+    row = {
+        "public_id": item_id,
+        "prompt": interaction.prompt if interaction else "",
+        "summary": held_call_summary(interaction) if interaction else "",
+    }
     if interaction is None:
         return {**row, "outcome": "missing", "text": "No such interaction."}
     row["url"] = reverse("approvals:interaction", args=[interaction.public_id])

@@ -14,15 +14,17 @@ from django.views.decorators.http import require_http_methods
 from approvals.access import effect_for_member, interaction_for_member
 from approvals.decision_form import DecisionPost, decided_text, edit_form, rule_form
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from approvals.inbox_views import carried_query, inbox_next, inbox_url
 from approvals.presenting import pretty, visible_messages
 from approvals.stepup import step_up_redirect, stepped_up
 from notifications.selectors import deliveries_for_interaction, ladder_steps_for
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect
-from runtime.decisions.decision_selectors import effect_resolutions
+from runtime.decisions.decision_selectors import approval_of_effect, effect_resolutions
 from runtime.decisions.effects import effect_resolve
 from runtime.decisions.facts import DecisionFacts, decision_facts
 from runtime.decisions.flow import PAGE, decision_take
+from runtime.decisions.summaries import effect_call_view, held_call_summary, held_call_view
 from runtime.kernel.errors import (
     AlreadyDecided,
     ChannelRefused,
@@ -85,8 +87,23 @@ def interaction_detail(request, public_id: str):
     if decided.rule_refused is not None:
         # The approval stands (its own transaction); only the rule was not made.
         messages.error(request, f"Approved, but no rule was made: {decided.rule_refused.message}")
-    messages.success(request, decided_text(decided, posted.decision))
-    return redirect("approvals:interaction", public_id=interaction.public_id)
+    return _moved_on(request, decided, posted.decision)
+
+
+def _moved_on(request, decided, decision):
+    """After a decision the person moves on to the next open item of the list they came
+    from (the page's query carries its filters), told what they decided and on what; when
+    nothing else waits, back to the inbox."""
+    interaction = decided.interaction
+    what = interaction.prompt.removesuffix("?")
+    summary = held_call_summary(interaction)
+    done = f"{decided_text(decided, decision)} ({what}{': ' + summary if summary else ''})"
+    following = inbox_next(request, after=interaction)
+    if following is None:
+        messages.success(request, f"{done} Nothing else is waiting.")
+        return redirect(inbox_url(carried_query(request.GET)))
+    messages.success(request, f"{done} Next: {following['prompt']}")
+    return redirect(following["url"])
 
 
 def _decision_page(
@@ -97,8 +114,12 @@ def _decision_page(
     forms = posted.forms if posted else {}
     is_admin = request.membership.role == "admin"
     may_decide_call = facts.may_decide and held is not None
+    query = carried_query(request.GET)
+    call = held_call_view(interaction, reveal=True, arguments=held.arguments) if held else None
     context = {
         "nav": "inbox",
+        "back_url": inbox_url(query),
+        "summary": call["summary"] if call else "",
         "interaction": interaction,
         "task": interaction.task,
         "facts": facts,
@@ -114,7 +135,7 @@ def _decision_page(
         "answer_form": forms.get("answer") or AnswerForm(interaction=interaction),
         "edit_form": forms.get("edit") or edit_form(facts),
         "rule_form": (forms.get("rule") or rule_form(facts, is_admin=is_admin))
-        if may_decide_call and facts.approve_refusal is None
+        if may_decide_call and facts.may_approve
         else None,
         "rule_why_not": facts.rule_refusal if may_decide_call else "",
         "trust": facts,
@@ -137,11 +158,16 @@ def _decision_page(
 
 def _effect_page(request, effect: Effect, *, form=None, status=200):
     labels = dict(EffectResolveForm.RESOLUTIONS)
+    # Redacted: only an approval's own page shows a redacted value.
+    call = effect_call_view(
+        effect, agent=effect.task.agent, interaction=approval_of_effect(effect=effect)
+    )
     context = {
         "nav": "inbox",
         "effect": effect,
         "task": effect.task,
-        "arguments": pretty(effect.arguments),
+        "summary": call["summary"],
+        "arguments": pretty(call["arguments"]),
         "outcome": pretty(effect.outcome) if effect.outcome is not None else None,
         "messages_shown": visible_messages(effect.task),
         "resolutions": [

@@ -22,6 +22,7 @@ from approvals.presenting import (
     when_text,
 )
 from notifications.selectors import ladder_positions
+from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.approvers import approvals_progress
 from runtime.decisions.inbox import (
     INBOX_KINDS,
@@ -32,20 +33,33 @@ from runtime.decisions.inbox import (
 from tenants.access import member_required
 
 
-def inbox_rows(items, *, now: datetime) -> list[dict]:
+def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> list[dict]:
     """What the inbox's list shows of each item, worked out once here, not by template filters
-    (a page of 50 items formats 200 times; the filters cost more than the page's queries)."""
+    (a page of 50 items formats 200 times; the filters cost more than the page's queries).
+
+    ``subject``: who looks (an approval they gave of two is marked theirs); ``query``: the
+    inbox's filters, carried to each item's page so that deciding there moves on to the next
+    item of the same list."""
     interaction_url = reverse("approvals:interaction", args=["-"])[: -len("-/")]
     effect_url = reverse("approvals:effect", args=["-"])[: -len("-/")]
+    carried = f"?{query}" if query else ""
     rows = []
     for item in items:
         created, created_title = when_text(item.created_at)
         base = effect_url if item.kind == "uncertain" else interaction_url
+        interaction = item.interaction
         row = {
             "kind": item.kind,
             "public_id": item.public_id,
-            "url": f"{base}{quote(item.public_id, safe=URL_SAFE)}/",
+            "url": f"{base}{quote(item.public_id, safe=URL_SAFE)}/"
+            + (carried if item.kind != "uncertain" else ""),
             "prompt": item.prompt,
+            "summary": interaction.summary if interaction else "",
+            "approved_by_me": bool(
+                interaction
+                and subject
+                and any(a.get("by") == subject for a in interaction.approvals or ())
+            ),
             "state": item.interaction.state if item.interaction else "open",
             "task_id": item.task.public_id,
             "agent_name": item.agent.name,
@@ -60,7 +74,7 @@ def inbox_rows(items, *, now: datetime) -> list[dict]:
             expires, expires_title = when_text(item.expires_at)
             row["expires"] = expires
             row["expires_title"] = expires_title
-            row["expires_in"] = span_text((item.expires_at - now).total_seconds()) or "0 minutes"
+            row["expires_in"] = span_text((item.expires_at - now).total_seconds()) or "a minute"
         rows.append(row)
     return rows
 
@@ -181,7 +195,12 @@ def _inbox_context(request) -> dict:
     return {
         "nav": "inbox",
         "items": with_ladders(
-            inbox_rows(page.items, now=now),
+            inbox_rows(
+                page.items,
+                now=now,
+                subject=request.user.subject,
+                query=carried_query(newest),
+            ),
             page.items,
             tenant=tenant,
         ),
@@ -218,3 +237,42 @@ def inbox_fragment(request):
     response = render(request, "approvals/_inbox_list.html", _inbox_context(request))
     response["Cache-Control"] = "no-store"
     return response
+
+
+# --- moving on after a decision -------------------------------------------------------------
+
+# How many items past the decided one are looked at for one the person may still act on.
+_NEXT_LOOKAHEAD = 10
+
+
+def inbox_url(query: str = "") -> str:
+    """The inbox, with the filters an item's page carried."""
+    return reverse("approvals:inbox") + (f"?{query}" if query else "")
+
+
+def inbox_next(request, *, after) -> dict | None:
+    """The open item the person moves on to after deciding ``after`` (an interaction): the
+    next one of the inbox's list their filters make (the item page's query), older first,
+    then from the newest; never one they approved already (two people). None: nothing else
+    is waiting. Two queries at most, each a keyset page."""
+    tenant = request.membership.tenant
+    agents = agents_for_tenant(tenant=tenant)
+    filters = inbox_filters_from(request.GET, agents=agents)
+    args = {**filters.selector_args(now=timezone.now()), "state": "open"}
+    subject = request.user.subject
+    query = carried_query(request.GET)
+    for cursor in ((after.created_at, 1, after.pk), None):
+        page = inbox_page(tenant=tenant, cursor=cursor, page_size=_NEXT_LOOKAHEAD, **args)
+        for row in inbox_rows(page.items, now=timezone.now(), subject=subject, query=query):
+            if row["public_id"] != after.public_id and not row["approved_by_me"]:
+                return row
+    return None
+
+
+def carried_query(params) -> str:
+    """The inbox filters among ``params``, as an item's page carries them."""
+    kept = params.copy()
+    for name in list(kept):
+        if name not in INBOX_PARAMS or name == "before":
+            del kept[name]
+    return kept.urlencode()

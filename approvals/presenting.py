@@ -60,9 +60,19 @@ def span_text(seconds: float) -> str:
 
 
 def when_text(moment: datetime) -> tuple[str, str]:
-    """An aware time as (ISO 8601, "30 Nov 2026, 11:41:46") in the site's time zone."""
-    local = timezone.localtime(moment)
-    return local.isoformat(), f"{local.day} {local:%b %Y, %H:%M:%S}"
+    """An aware time as (ISO 8601 to the second, "30 Nov 2026, 11:41:46 CET") in the current
+    time zone (the tenant's, tenants.access.member_required): never microseconds."""
+    local = timezone.localtime(moment).replace(microsecond=0)
+    return local.isoformat(), f"{local.day} {local:%b %Y, %H:%M:%S} {local.tzname() or ''}".strip()
+
+
+def relative_text(moment: datetime, now: datetime) -> str:
+    """ "3 hours ago", "in 23 hours", "just now": a time as far from ``now``."""
+    seconds = (moment - now).total_seconds()
+    span = span_text(abs(seconds))
+    if not span:
+        return "just now"
+    return f"in {span}" if seconds > 0 else f"{span} ago"
 
 
 def keyset_cursor_parse(raw: str) -> tuple[datetime, int, int] | None:

@@ -16,6 +16,7 @@ from approvals.access import task_for_member
 from approvals.presenting import message_view, pretty, visible_messages
 from runtime.decisions.decision_selectors import task_effects, task_interactions
 from runtime.decisions.receipts import receipts_for
+from runtime.decisions.summaries import effect_call_view
 from runtime.kernel import extensions as ext
 from runtime.kernel.presence import streams_attached
 from runtime.kernel.task_models import TaskState
@@ -60,7 +61,9 @@ def _artifact_views(task) -> list[dict]:
 
 
 def _event_views(events) -> list[dict]:
-    shown = []
+    """The task's states over time; a run of the same status update (a turn's "working"
+    after each step) is one row saying how many times it came, first to last."""
+    shown: list[dict] = []
     for event in events:
         payload = event.payload or {}
         text = ""
@@ -71,7 +74,18 @@ def _event_views(events) -> list[dict]:
         else:
             artifact = (payload.get("artifactUpdate") or {}).get("artifact") or {}
             text = f"artifact {artifact.get('name') or artifact.get('artifactId', '')}"
-        shown.append({"event": event, "text": text})
+        last = shown[-1] if shown else None
+        if (
+            last is not None
+            and event.kind == "status"
+            and last["event"].kind == "status"
+            and last["event"].state == event.state
+            and last["text"] == text
+        ):
+            last["repeats"] += 1
+            last["last"] = event
+            continue
+        shown.append({"event": event, "text": text, "repeats": 1, "last": event})
     return shown
 
 
@@ -80,6 +94,12 @@ def _event_views(events) -> list[dict]:
 def task_detail(request, public_id: str):
     task = task_for_member(request, public_id)
     effects = task_effects(task=task)
+    interactions = task_interactions(task=task)
+    by_id = {i.public_id: i for i in interactions}
+    calls = [
+        (e, effect_call_view(e, agent=task.agent, interaction=by_id.get(e.public_id)))
+        for e in effects
+    ]
     return render(
         request,
         "approvals/task_detail.html",
@@ -89,8 +109,12 @@ def task_detail(request, public_id: str):
             "events": _event_views(task_events(task=task)),
             "artifacts": _artifact_views(task),
             "messages_shown": visible_messages(task),
-            "effects": [{"effect": e, "arguments": pretty(e.arguments)} for e in effects],
-            "interactions": task_interactions(task=task),
+            # Redacted as on every list: the decision page alone shows a redacted value.
+            "effects": [
+                {"effect": e, "arguments": pretty(view["arguments"]), "summary": view["summary"]}
+                for e, view in calls
+            ],
+            "interactions": interactions,
             "push_deliveries": push_deliveries_for_task(tenant=task.tenant, task=task),
             "receipts": receipts_for(tenant=task.tenant, task_public_id=task.public_id),
             "streams_attached": streams_attached(task.pk),

@@ -103,6 +103,13 @@ def main() -> int:
             {"kind": "question", "agent": "code-reviewer"},
         ),
         ("inbox page 3", page, *deep(page, "/inbox/", {}, "page")),
+        # Search (issue 25): one column, a trigram index. A common term (one approval in
+        # ten goes to production), a rare one (one build), none, and with a filter.
+        ("inbox ?q=production", page, "/inbox/", {"q": "production"}),
+        ("inbox ?q=b-4242", page, "/inbox/", {"q": "b-4242"}),
+        ("inbox ?q=no-such-thing", page, "/inbox/", {"q": "no-such-thing"}),
+        ("inbox ?q=staging&kind=approval", page, "/inbox/", {"q": "staging", "kind": "approval"}),
+        ("inbox ?q=deployer (agent)", page, "/inbox/", {"q": "deployer"}),
         ("inbox fragment", page, "/inbox/fragment", {}),
         ("REST list", api, "/api/v1/interactions", {}),
         ("REST ?state=open", api, "/api/v1/interactions", {"state": "open"}),

@@ -1,7 +1,8 @@
 """Seed a tenant with an inbox at scale: N pending interactions and M decided ones.
 
 Rows are written with bulk_create (contexts, tasks, interactions, a few uncertain effects),
-not through the turn loop: what is measured is reading them. The tenant gets the demo agents,
+not through the turn loop: what is measured is reading them. Approvals hold a deployment's
+call as the turn loop records it, with the search text and summary it writes (issue 25). The tenant gets the demo agents,
 an operator (e-mail ``operator@<slug>.test``) and an operator API token, printed at the end.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/countersign_bench \\
@@ -33,6 +34,8 @@ def seed(*, slug: str, pending: int, decided: int, uncertain: int, rng: random.R
     from runtime.agents.agent_models import Agent
     from runtime.agents.demo import seed_demo_agents
     from runtime.decisions.decision_models import Effect, Interaction
+    from runtime.decisions.search import search_text
+    from runtime.decisions.summaries import held_call_summary
     from runtime.kernel.task_models import Context, Task, TaskState
     from tenants.models import ApiToken, Membership, Tenant, User
     from tenants.tokens import api_token_create
@@ -41,6 +44,7 @@ def seed(*, slug: str, pending: int, decided: int, uncertain: int, rng: random.R
     tenant = Tenant.objects.create(slug=slug, name=f"Inbox bench {slug}")
     seed_demo_agents(tenant=tenant)
     agents = list(Agent.objects.filter(tenant=tenant).order_by("slug"))
+    agents_by_id = {agent.pk: agent for agent in agents}
     email = f"operator@{slug}.test"
     user = User.objects.filter(email=email).first() or User.objects.create_user(
         email=email, password=uuid.uuid4().hex
@@ -116,16 +120,49 @@ def seed(*, slug: str, pending: int, decided: int, uncertain: int, rng: random.R
             continue
         kind = KINDS[i % len(KINDS)]
         is_pending = i < pending
+        public_id = f"ix-{uuid.uuid4().hex}"
+        if kind == "approval":
+            # A held deployment as the turn loop records it (issue 25): the call, its
+            # arguments and the policy's title; one in ten goes to production.
+            environment = "production" if i % 10 == 0 else "staging"
+            prompt = "Approve deploy / deploy_build?"
+            detail = {"server": "deploy", "tool": "deploy_build", "reason": "bench"}
+            request = {
+                "step": 1,
+                "call": {
+                    "server": "deploy",
+                    "tool": "deploy_build",
+                    "arguments": {"build": f"b-{i}", "environment": environment},
+                    "title": "Deploy {build} to {environment}",
+                },
+            }
+        else:
+            prompt = f"{kind} #{i}: deploy build b-{i} to staging?"
+            detail = {}
+            request = {"choices": ["staging", "production"]} if kind == "question" else {}
+        agent = agents_by_id[task.agent_id]
         interactions.append(
             Interaction(
-                public_id=f"ix-{uuid.uuid4().hex}",
+                public_id=public_id,
                 tenant=tenant,
                 task=task,
                 agent_id=task.agent_id,
                 kind=kind,
-                prompt=f"{kind} #{i}: deploy build b-{i} to staging?",
-                detail={"reason": "bench"} if kind == "approval" else {},
-                request={"choices": ["staging", "production"]} if kind == "question" else {},
+                prompt=prompt,
+                detail=detail,
+                request=request,
+                search_text=search_text(
+                    public_id=public_id,
+                    kind=kind,
+                    prompt=prompt,
+                    subject=task.subject,
+                    task_public_id=task.public_id,
+                    agent_slug=agent.slug,
+                    agent_name=agent.name,
+                    detail=detail,
+                    request=request,
+                ),
+                summary=held_call_summary(Interaction(kind=kind, detail=detail, request=request)),
                 subject=task.subject,
                 state="open" if is_pending else rng.choice(DECIDED_STATES),
                 answer=None if is_pending else {"approved": True},

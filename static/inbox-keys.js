@@ -1,11 +1,11 @@
-// The inbox's keyboard: j/k move, o/Enter open, x select, a approve, d deny (with a reason
-// box), ? help. Every one of these is also a link, a checkbox or a button on the pages.
+// The inbox's keyboard: j/k move, o/Enter open, x select, a and d open the approval asking
+// to approve or deny it (static/decision-keys.js: the page shows the arguments, and a
+// second key decides), ? help. Every one of these is also a link, a checkbox or a button.
 (function () {
   "use strict";
   var list = document.getElementById("inbox-list");
   var help = document.getElementById("keyboard-help");
   var helpButton = document.getElementById("keyboard-help-toggle");
-  var quick = document.getElementById("quick-form");
   if (!list) return;
   var currentId = null;
 
@@ -49,37 +49,18 @@
   }
 
   function decide(decision) {
+    // Never from the list: the item's page shows what is decided, then asks.
     var item = current();
-    if (!item || !quick || item.getAttribute("data-kind") !== "approval") return;
-    quick.action = item.getAttribute("data-url");
-    document.getElementById("quick-decision").value = decision;
-    var target = document.getElementById("quick-target");
-    if (target) target.textContent = item.querySelector("a[id^='item-']").textContent;
-    if (decision === "approve") {
-      document.getElementById("quick-reason").value = "";
-      quick.submit();
-      return;
-    }
-    quick.hidden = false;
-    document.getElementById("quick-reason").focus();
+    if (!item || item.getAttribute("data-kind") !== "approval") return;
+    window.location.assign(item.getAttribute("data-url") + "#" + decision);
   }
 
   if (helpButton) helpButton.addEventListener("click", toggleHelp);
-  if (quick) {
-    document.getElementById("quick-cancel").addEventListener("click", function () {
-      quick.hidden = true;
-      select(current());
-    });
-  }
 
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     var tag = (event.target.tagName || "").toLowerCase();
     if (tag === "input" || tag === "textarea" || tag === "select" || event.target.isContentEditable) {
-      if (event.key === "Escape" && quick && !quick.hidden) {
-        quick.hidden = true;
-        select(current());
-      }
       return;
     }
     // Buttons and other links keep their own Enter and Space.

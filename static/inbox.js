@@ -31,10 +31,9 @@
   }
 
   function busy() {
-    // A selection or an open reason box is the person's work in progress: do not swap it away.
-    var quick = document.getElementById("quick-form");
+    // A selection is the person's work in progress: do not swap it away.
     return !!list.querySelector("input[type=checkbox]:checked") ||
-      (quick && !quick.hidden) || (document.getElementById("bulk-all") || {}).checked;
+      (document.getElementById("bulk-all") || {}).checked;
   }
 
   function poll() {

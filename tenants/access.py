@@ -5,6 +5,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
+from django.utils import timezone
 
 
 def member_required(view):
@@ -15,7 +16,9 @@ def member_required(view):
     def wrapper(request, *args, **kwargs):
         if not request.membership:
             return render(request, "tenants/no_tenant.html", status=403)
-        return view(request, *args, **kwargs)
+        # The pages show times in the tenant's time zone (issue 25).
+        with timezone.override(request.membership.tenant.zone):
+            return view(request, *args, **kwargs)
 
     return wrapper
 

@@ -59,8 +59,16 @@ class TenantAdmin(TenantScopedAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["slug", "name"]
-        return ["slug", "name", "active", "deactivated_at", "deactivated_by", "created_at"]
+            return ["slug", "name", "time_zone"]
+        return [
+            "slug",
+            "name",
+            "time_zone",
+            "active",
+            "deactivated_at",
+            "deactivated_by",
+            "created_at",
+        ]
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if obj is None else {}

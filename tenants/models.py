@@ -1,4 +1,5 @@
 import uuid
+import zoneinfo
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, BaseUserManager
@@ -73,6 +74,21 @@ class User(AbstractUser):
             yield self._session_hash(secret=fallback_secret)
 
 
+def zone_named(name: str):
+    """The IANA time zone ``name``, or None."""
+    if not name:
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def time_zone_check(name: str) -> None:
+    if name and zone_named(name) is None:
+        raise ValidationError(f"{name!r} is not a time zone (such as Europe/Berlin or UTC).")
+
+
 class Tenant(models.Model):
     """An organisation; every other row belongs to exactly one tenant."""
 
@@ -85,6 +101,13 @@ class Tenant(models.Model):
     )
     deactivated_at = models.DateTimeField(null=True, blank=True, editable=False)
     deactivated_by = models.CharField(max_length=200, blank=True, editable=False)
+    time_zone = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[time_zone_check],
+        help_text="The IANA time zone its members' pages show times in (Europe/Berlin); "
+        "empty: the site's TIME_ZONE.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -92,6 +115,11 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def zone(self):
+        """The tenant's time zone (the site's TIME_ZONE when it names none, or none known)."""
+        return zone_named(self.time_zone) or timezone.get_default_timezone()
 
 
 class Membership(models.Model):

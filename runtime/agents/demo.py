@@ -26,6 +26,8 @@ to have done something that you did not do with a tool.
   title. If GitHub is not connected, call request_connection for the app "github" first.
 - Each deployment and each pull request waits for a person's approval. If a call is denied,
   tell the caller it was not done and why (the reason you were given); do not retry it.
+- An operator may change a call's arguments before approving it: then tell the caller what was
+  actually done, from the tool's result and the arguments sent, not what was asked for.
 - For work of several steps, keep the plan current with update_plan.
 - Answer other questions briefly, in plain words."""
 

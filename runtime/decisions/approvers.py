@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
 from runtime.agents.policies import PolicyRule, Stage
+from runtime.agents.title_syntax import call_terms
 from runtime.agents.tools import policy_for
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.decisions.decision_selectors import held_call_of
@@ -444,6 +445,7 @@ def approval_gate(
                 stepped_up=decider.stepped_up,
                 reason=f"{len(approvals)} of {needs.required}: the call waits for {waits}",
                 channel_user=decider.channel_user,
+                redact=tuple(call_terms((interaction.request or {}).get("call")).get("redact", ())),
             )
         detail = {
             "kind": interaction.kind,

@@ -71,6 +71,12 @@ class Interaction(models.Model):
     answer_message_id = models.CharField(max_length=200, blank=True)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(default=timezone.now)
+    # What the inbox's search looks in (runtime.decisions.search): written when it opens,
+    # never a redacted value; a trigram index on PostgreSQL (migration 0019).
+    search_text = models.TextField(blank=True, default="", editable=False)
+    # A held call's one-line summary, redacted (runtime.decisions.summaries), written with
+    # search_text: what a list shows without reading the call's arguments.
+    summary = models.CharField(max_length=250, blank=True, default="", editable=False)
 
     class Meta:
         indexes = [
@@ -216,6 +222,13 @@ class Receipt(AppendOnlyModel):
         max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."
     )
     edited = models.BooleanField(default=False)
+    # The values themselves (issue 25), after the policy's ``redact`` (runtime.decisions.
+    # summaries): an auditor tells staging from production without the database. Receipts
+    # written before carry none ({}).
+    arguments = models.JSONField(default=dict, blank=True, help_text="The arguments shown.")
+    sent_arguments = models.JSONField(
+        default=dict, blank=True, help_text="The arguments to send (differ when edited)."
+    )
     policy_version = models.CharField(
         max_length=64,
         help_text="SHA-256 of the policy entry (or rule of it) that held the call "

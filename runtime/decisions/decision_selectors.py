@@ -92,6 +92,13 @@ def held_call_known(interaction: Interaction, effect: Effect | None) -> None:
 _HELD_CALL = "_held_call"
 
 
+def approval_of_effect(*, effect: Effect) -> Interaction | None:
+    """The approval that held ``effect``, if a person was asked (its id is the effect's)."""
+    return Interaction.objects.filter(
+        tenant_id=effect.tenant_id, task_id=effect.task_id, public_id=effect.public_id
+    ).first()
+
+
 def effect_for_tenant(*, tenant, public_id: str) -> Effect | None:
     return (
         Effect.objects.filter(tenant=tenant, public_id=public_id)
@@ -129,6 +136,15 @@ def interactions_for_bulk(*, tenant, public_ids: list[str]) -> dict[str, Interac
         "task", "task__agent"
     )
     return {row.public_id: row for row in rows}
+
+
+def held_call_hashes(*, tenant, public_ids: list[str]) -> dict[str, str]:
+    """The arguments hash of the held call of each approval (by its public id, the effect's
+    own): one query, whatever the number."""
+    rows = Effect.objects.filter(tenant=tenant, public_id__in=public_ids).values_list(
+        "public_id", "arguments_hash"
+    )
+    return dict(rows)
 
 
 def rules_for_tenant(*, tenant, active_only: bool = False, limit: int = 500):

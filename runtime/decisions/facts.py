@@ -68,7 +68,8 @@ class DecisionFacts:
 
     @property
     def may_approve(self) -> bool:
-        return self.may_decide and self.approve_refusal is None
+        # One who gave the first of two approvals is not offered Approve again.
+        return self.may_decide and self.approve_refusal is None and not self.approved_already
 
     @property
     def may_make_rule(self) -> bool:

@@ -1,4 +1,5 @@
-"""The operators' inbox and audit trail: keyset pages of open items and of decisions."""
+"""The operators' inbox: keyset pages of open items (the audit trail's are in
+runtime.decisions.audit_trail)."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -8,8 +9,8 @@ from django.db.models.functions import Coalesce
 
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.search import search_query
 from runtime.kernel.task_models import (
-    AuditEvent,
     Task,
 )
 
@@ -40,12 +41,14 @@ INBOX_PAGE_SIZE = 50
 _INBOX_RANK = {"interaction": 1, "effect": 0}
 # What the inbox shows of an interaction (approvals.inbox_views.inbox_rows): none of its JSON but
 # the approvals a two-person rule counts. A held call's arguments (``request``) and the rest
-# are read when the interaction is opened, not for each row of a page.
+# are read when the interaction is opened, not for each row of a page: a row shows the
+# call's one-line summary, written when it was held (runtime.decisions.search).
 _INBOX_INTERACTION_FIELDS = (
     "public_id",
     "tenant",
     "kind",
     "prompt",
+    "summary",
     "approvals_required",
     "approvals",
     "state",
@@ -100,7 +103,8 @@ def inbox_page(
     Open interactions and uncertain effects, merged: two queries whatever the page holds
     (each reads at most ``page_size + 1`` rows through an index, see migration 0006).
     ``state`` "decided" or "expired" lists closed interactions instead (no effects);
-    ``search`` matches prompt, agent, caller and task id; ``caller`` is a subject.
+    ``search`` matches prompt, agent, caller, task id and a held call's arguments (never
+    a redacted one: runtime.decisions.search); ``caller`` is a subject.
     """
     items: list[tuple[tuple, InboxItem]] = []
     if kind != "uncertain":
@@ -226,14 +230,8 @@ def inbox_interactions(
     if caller:
         rows = rows.filter(subject=caller)
     if search:
-        rows = rows.filter(
-            Q(prompt__icontains=search)
-            | Q(public_id__icontains=search)
-            | Q(subject__icontains=search)
-            | Q(task__agent__slug__icontains=search)
-            | Q(task__agent__name__icontains=search)
-            | Q(task__public_id__icontains=search)
-        )
+        # One column, a trigram index on PostgreSQL (runtime.decisions.search).
+        rows = rows.filter(search_text__contains=search_query(search))
     if created_after is not None:
         rows = rows.filter(created_at__gte=created_after)
     if created_before is not None:
@@ -289,62 +287,3 @@ def agents_with_open_counts(*, tenant) -> list[Agent]:
 def inbox_counts(*, agents: list[Agent]) -> dict[str, int]:
     """Open items per kind over ``agents`` (from agents_with_open_counts)."""
     return {kind: sum(a.open_counts[kind] for a in agents) for kind in INBOX_KINDS}
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """A row of the audit page: a decision (AuditEvent) or a connection change."""
-
-    source: str  # decision | connection
-    pk: int
-    created_at: datetime
-    actor: str
-    action: str
-    via: str
-    event: object
-
-
-# Ties on created_at are broken by source (decisions first) and then by id, both descending,
-# so the keyset cursor (created_at, source rank, id) names one place in the merged order.
-_AUDIT_RANK = {"decision": 1, "connection": 0}
-
-
-def _after_cursor(rows, rank: int, cursor):
-    if cursor is None:
-        return rows
-    ts, cursor_rank, cursor_pk = cursor
-    if rank < cursor_rank:
-        return rows.filter(created_at__lte=ts)
-    if rank > cursor_rank:
-        return rows.filter(created_at__lt=ts)
-    return rows.filter(Q(created_at__lt=ts) | Q(created_at=ts, pk__lt=cursor_pk))
-
-
-def audit_page(
-    *, tenant, cursor: tuple[datetime, int, int] | None, page_size: int = 50
-) -> tuple[list[AuditEntry], tuple[datetime, int, int] | None]:
-    """A keyset page of the tenant's decisions and connection changes, newest first."""
-    from connections.models import ConnectionAuditEvent
-
-    decisions = _after_cursor(
-        AuditEvent.objects.filter(tenant=tenant).select_related("task", "interaction"),
-        _AUDIT_RANK["decision"],
-        cursor,
-    ).order_by("-created_at", "-pk")[: page_size + 1]
-    connections = _after_cursor(
-        ConnectionAuditEvent.objects.filter(tenant=tenant).select_related("app"),
-        _AUDIT_RANK["connection"],
-        cursor,
-    ).order_by("-created_at", "-pk")[: page_size + 1]
-    entries = [
-        AuditEntry("decision", e.pk, e.created_at, e.actor, e.action, e.via, e) for e in decisions
-    ] + [
-        AuditEntry("connection", e.pk, e.created_at, e.actor, e.action, "page", e)
-        for e in connections
-    ]
-    entries.sort(key=lambda e: (e.created_at, _AUDIT_RANK[e.source], e.pk), reverse=True)
-    page = entries[:page_size]
-    more = len(entries) > page_size
-    last = page[-1] if page and more else None
-    next_cursor = (last.created_at, _AUDIT_RANK[last.source], last.pk) if last else None
-    return page, next_cursor

@@ -17,6 +17,7 @@ from runtime.decisions.decision_metrics import decision_observe
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.decision_selectors import held_call_known, held_call_of
 from runtime.decisions.receipts import audit_decision, decision_outcome, decision_receipt
+from runtime.decisions.search import listing_columns
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import AlreadyDecided, TaskNotFound
 from runtime.kernel.rowsql import Columns, Statements, column, row_move
@@ -56,6 +57,9 @@ def interaction_open(
     ``approvers``, ``approvals_required`` and ``risk``: what the held call's policy asks for as
     it opens; a decision never asks less (runtime.decisions.approvers.approval_needs)."""
     interaction = Interaction.objects.create(
+        **listing_columns(
+            task=task, public_id=public_id, kind=kind, prompt=prompt, detail=detail, request=request
+        ),
         public_id=public_id,
         tenant_id=task.tenant_id,
         task=task,
@@ -154,6 +158,18 @@ def interaction_close(
         "answered_at": timezone.now(),
         "answer_message_id": message_id,
     }
+    if edited:
+        # The call's record, with the arguments sent (receipts.decision_edit_apply), and
+        # what the item is found by with them.
+        decision["request"] = interaction.request
+        decision |= listing_columns(
+            task=task,
+            public_id=interaction.public_id,
+            kind=interaction.kind,
+            prompt=interaction.prompt,
+            detail=interaction.detail,
+            request=interaction.request,
+        )
     claimed = row_move(
         Interaction, interaction.pk, where={"state": Interaction.State.OPEN}, values=decision
     )

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.policies import policy_rule_for
+from runtime.agents.policies import PolicyRule, policy_rule_for
+from runtime.agents.title_syntax import call_terms
 from runtime.agents.tools import tool_spec, validate_arguments
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.summaries import held_call_summary, redacted
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import InvalidParams
@@ -100,6 +102,8 @@ def receipt_record(
     rule_id: str = "",
     reason: str = "",
     channel_user: str = "",
+    shown_arguments: dict | None = None,
+    redact: tuple[str, ...] = (),
 ) -> Receipt:
     """Write the receipt of one decision on ``effect`` in the caller's transaction.
 
@@ -109,9 +113,12 @@ def receipt_record(
     ``agent`` as the caller holds it, with the entry and the rule's number.
     Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
     as ``decider``. ``channel_user``: who the channel knew the decider as (a Slack user id,
-    the address an e-mail link was sent to).
+    the address an e-mail link was sent to). The arguments themselves are kept too,
+    ``shown_arguments`` (the effect's when not given) and those sent, with the fields of
+    ``redact`` and of the rule that holds the call now as ``•••``.
     """
     held = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
+    hidden = receipt_redaction(held, redact)
     receipt = Receipt(
         tenant_id=effect.tenant_id,
         agent_slug=agent.slug,
@@ -127,6 +134,10 @@ def receipt_record(
         arguments_hash=shown_hash or effect.arguments_hash,
         sent_arguments_hash=effect.arguments_hash,
         edited=edited,
+        arguments=redacted(
+            shown_arguments if shown_arguments is not None else effect.arguments, hidden
+        ),
+        sent_arguments=redacted(effect.arguments, hidden),
         policy_version=held.version,
         policy_entry=held.entry,
         policy_rule=held.number,
@@ -138,6 +149,14 @@ def receipt_record(
     # listens for a receipt's save; the model's own save() only refuses updates.
     row_insert(receipt)
     return receipt
+
+
+def receipt_redaction(held: PolicyRule, recorded=()) -> list[str]:
+    """What a receipt keeps as ``•••``: what the approval recorded when it opened, and what
+    the rule that holds the call says now (``held``: a receipt is never rewritten, so the
+    stricter of both)."""
+    now = call_terms(held.rule).get("redact", [])
+    return list(dict.fromkeys([*recorded, *now]))
 
 
 def receipt_binding(effect: Effect) -> Receipt | None:
@@ -226,13 +245,21 @@ def decision_edit_apply(
             f"({edited.label()}), not the one that held this call ({held.label()}); deny it "
             "and let the agent make that call, or edit within this rule",
         )
-    effect.arguments = arguments
-    effect.arguments_hash = new_hash
     moved = Effect.objects.filter(pk=effect.pk, state=Effect.State.HELD).update(
         arguments=arguments, arguments_hash=new_hash
     )
     if moved != 1:
         raise InvalidParams("arguments", "the call is no longer held; its arguments stay")
+    # The item's record of its call follows (written by its close): the arguments sent,
+    # and those the decider was shown (the receipt keeps both).
+    call = (interaction.request or {}).get("call")
+    if isinstance(call, dict):
+        interaction.request = {
+            **interaction.request,
+            "call": {**call, "arguments": arguments, "shownArguments": effect.arguments},
+        }
+    effect.arguments = arguments
+    effect.arguments_hash = new_hash
     return True
 
 
@@ -259,6 +286,9 @@ def decision_receipt(
         decision = Receipt.Decision.APPROVED
     else:
         decision = Receipt.Decision.DENIED
+    call = (interaction.request or {}).get("call")
+    call = call if isinstance(call, dict) else {}
+    shown = call.get("shownArguments") if edited else None
     return receipt_record(
         effect=effect,
         agent=task.agent,
@@ -271,6 +301,8 @@ def decision_receipt(
         stepped_up=stepped_up,
         reason=str(answer.get("reason", "")),
         channel_user=channel_user,
+        shown_arguments=shown if isinstance(shown, dict) else None,
+        redact=tuple(call_terms(call).get("redact", ())),
     )
 
 
@@ -311,6 +343,10 @@ def audit_decision(
     answer = interaction.answer or {}
     action = decision_word(interaction)
     detail = {"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer}
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # What was decided, as every list shows it (redacted): the audit row says it even
+        # once the item is gone.
+        detail["summary"] = held_call_summary(interaction)
     if decider_kind:
         # A person, a program or the caller (runtime.decisions.approvers.Decider): what the
         # follow-ups of a decision say of who took it.

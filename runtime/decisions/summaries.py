@@ -19,7 +19,7 @@ import unicodedata
 from typing import Any
 
 from runtime.agents.title_syntax import PATH_RE, TEMPLATE_RE, TITLE_MAX, call_terms
-from runtime.agents.tools import Policy
+from runtime.agents.tools import Policy, policy_for
 from runtime.decisions.decision_models import Interaction
 
 REDACTED = "•••"
@@ -47,10 +47,14 @@ def held_call_record(*, server: str, tool: str, arguments: Any, policy: Policy) 
 # --- the view ------------------------------------------------------------------------------
 
 
-def held_call_view(interaction: Interaction, *, reveal: bool = False) -> dict | None:
+def held_call_view(
+    interaction: Interaction, *, reveal: bool = False, arguments: dict | None = None
+) -> dict | None:
     """``{"server", "tool", "arguments", "summary"}`` of an approval of a held call, None for
     any other interaction. Redacted fields are ``•••`` in the arguments and the summary
-    unless ``reveal`` (the decision page only). Reads the interaction's own row."""
+    unless ``reveal`` (the decision page only). Reads the interaction's own row; a surface
+    that shows the held call's effect beside it (its hash) passes the effect's
+    ``arguments``, summarised under the terms the interaction recorded."""
     if interaction.kind != Interaction.Kind.APPROVAL:
         return None
     request = interaction.request if isinstance(interaction.request, dict) else {}
@@ -61,7 +65,8 @@ def held_call_view(interaction: Interaction, *, reveal: bool = False) -> dict | 
         if not detail.get("server"):
             return None
         call = {"server": detail.get("server"), "tool": detail.get("tool", "")}
-    arguments = call.get("arguments")
+    if arguments is None:
+        arguments = call.get("arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
     terms = call_terms(call)
     if not reveal:
@@ -74,6 +79,23 @@ def held_call_view(interaction: Interaction, *, reveal: bool = False) -> dict | 
         "arguments": arguments,
         "summary": summary,
     }
+
+
+def effect_call_view(effect, *, agent, interaction: Interaction | None = None) -> dict:
+    """``held_call_view`` of any journalled call (a task page's effects): under the terms
+    its approval recorded, or, for a call no person was asked about (the policy or a
+    standing rule allowed it), those of the tool's policy entry now."""
+    if interaction is not None and interaction.kind == Interaction.Kind.APPROVAL:
+        view = held_call_view(interaction, arguments=effect.arguments)
+        if view is not None:
+            return view
+    call = held_call_record(
+        server=effect.server,
+        tool=effect.tool,
+        arguments=effect.arguments,
+        policy=policy_for(agent, effect.server, effect.tool, effect.arguments),
+    )
+    return held_call_view(Interaction(kind=Interaction.Kind.APPROVAL, request={"call": call}))
 
 
 def held_call_summary(interaction: Interaction) -> str:

@@ -25,27 +25,44 @@ def _terms(entry) -> dict:
 def held_calls_record(apps, schema_editor):
     Interaction = apps.get_model("runtime", "Interaction")
     Effect = apps.get_model("runtime", "Effect")
-    rows = Interaction.objects.filter(kind="approval").select_related("agent")
+    rows = Interaction.objects.filter(kind="approval").select_related("agent").order_by("pk")
+    batch = []
     for interaction in rows.iterator(chunk_size=500):
         request = interaction.request if isinstance(interaction.request, dict) else {}
-        if isinstance(request.get("call"), dict):
-            continue
-        effect = Effect.objects.filter(
-            tenant_id=interaction.tenant_id,
-            task_id=interaction.task_id,
-            public_id=interaction.public_id,
-        ).first()
+        if not isinstance(request.get("call"), dict):
+            batch.append(interaction)
+        if len(batch) >= 500:
+            _record(Interaction, Effect, batch)
+            batch = []
+    if batch:
+        _record(Interaction, Effect, batch)
+
+
+def _record(Interaction, Effect, batch) -> None:  # noqa: N803 - historical models
+    # One read of the batch's effects (an approval's id is its effect's), one write.
+    effects = {
+        (e.tenant_id, e.task_id, e.public_id): e
+        for e in Effect.objects.filter(public_id__in=[i.public_id for i in batch])
+    }
+    changed = []
+    for interaction in batch:
+        effect = effects.get((interaction.tenant_id, interaction.task_id, interaction.public_id))
         if effect is None:
             continue
         rules = interaction.agent.tool_policy or {}
         entry = rules.get(f"{effect.server}/{effect.tool}", rules.get(effect.server))
-        request["call"] = {
-            "server": effect.server,
-            "tool": effect.tool,
-            "arguments": effect.arguments if isinstance(effect.arguments, dict) else {},
-            **_terms(entry),
+        request = interaction.request if isinstance(interaction.request, dict) else {}
+        interaction.request = {
+            **request,
+            "call": {
+                "server": effect.server,
+                "tool": effect.tool,
+                "arguments": effect.arguments if isinstance(effect.arguments, dict) else {},
+                **_terms(entry),
+            },
         }
-        Interaction.objects.filter(pk=interaction.pk).update(request=request)
+        changed.append(interaction)
+    Interaction.objects.bulk_update(changed, ["request"])
 
 
 class Migration(migrations.Migration):

@@ -15,6 +15,7 @@ from runtime.decisions.receipts import (
     receipt_record,
     tool_trust,
 )
+from runtime.decisions.search import listing_columns
 from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
@@ -97,9 +98,9 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     )
     # The expire step of the policy rule's ladder, else of an AGENT.md ladder for this tool,
     # else the agent's interactionTtlSeconds.
-    request = approval_request(step=effect.step, policy=policy)
+    held_by = approval_request(step=effect.step, policy=policy)
     expiry = expiry_seconds(
-        task.agent, tool=f"{effect.server}/{effect.tool}", steps=request.get("ladder")
+        task.agent, tool=f"{effect.server}/{effect.tool}", steps=held_by.get("ladder")
     )
     expires_at = timezone.now() + timedelta(seconds=expiry)
     # The call as it stands now, under the title and redaction its policy gives now.
@@ -109,9 +110,18 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
+        # Reopened under the rule that holds the call now (its version, stages, ladder).
+        request = {**(interaction.request or {}), **held_by, "call": call}
         Interaction.objects.filter(pk=interaction.pk).update(
-            # Reopened under the rule that holds the call now (its version, stages, ladder).
-            request={**(interaction.request or {}), **request, "call": call},
+            request=request,
+            **listing_columns(
+                task=task,
+                public_id=interaction.public_id,
+                kind=interaction.kind,
+                prompt=prompt,
+                detail=detail,
+                request=request,
+            ),
             state=Interaction.State.OPEN,
             answer=None,
             answered_by="",
@@ -135,7 +145,16 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
         # approvers and the number of approvals the policy asks for today.
         prompt = f"Approve {effect.server} / {effect.tool}?"
         detail = {"server": effect.server, "tool": effect.tool, "reason": reason, "voided": True}
+        request = {**held_by, "call": call}
         interaction = Interaction.objects.create(
+            **listing_columns(
+                task=task,
+                public_id=effect.public_id,
+                kind=Interaction.Kind.APPROVAL,
+                prompt=prompt,
+                detail=detail,
+                request=request,
+            ),
             public_id=effect.public_id,
             tenant_id=task.tenant_id,
             task=task,
@@ -143,7 +162,7 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             kind=Interaction.Kind.APPROVAL,
             prompt=prompt,
             detail=detail,
-            request={**request, "call": call},
+            request=request,
             subject=task.subject,
             deciders=policy.deciders,
             approvers=list(policy.approvers),

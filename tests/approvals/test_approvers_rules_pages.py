@@ -156,7 +156,11 @@ def test_bulk_leaves_out_two_person_and_not_allowed_items(agents, held):
     plain = held(side, "approve", slug="plain")
     response = side.client_for(side.operator).post(
         reverse("approvals:inbox_bulk"),
-        {"decision": "approve", "ids": [two.public_id, admins.public_id, plain.public_id]},
+        {
+            "decision": "approve",
+            "confirmed": "1",
+            "ids": [two.public_id, admins.public_id, plain.public_id],
+        },
     )
     html = response.content.decode()
     assert "2 people must approve" in html and "Only admins may decide" in html

@@ -25,6 +25,9 @@ def outcomes(response) -> dict[str, str]:
 
 
 def bulk_post(client, **data):
+    """A bulk decision; an approval as confirmed on the page of summaries it shows first."""
+    if data.get("decision") == "approve":
+        data.setdefault("confirmed", "1")
     return client.post(reverse("approvals:inbox_bulk"), data)
 
 
@@ -145,7 +148,10 @@ def test_select_all_matching_the_filter_decides_only_what_matches(transactional_
     wanted = [make.approval(build=f"w{i}") for i in range(3)]
     others = [make.approval(build=f"o{i}") for i in range(2)]
     for interaction in others:
-        Interaction.objects.filter(pk=interaction.pk).update(prompt="something else entirely")
+        # What the search looks in is written when an item opens (runtime.decisions.search).
+        Interaction.objects.filter(pk=interaction.pk).update(
+            prompt="something else entirely", search_text="something else entirely"
+        )
     theirs = agents.b.extra["make"].approval(build="w9")
     client = side.client_for(side.operator)
     result = outcomes(

@@ -127,7 +127,7 @@ def test_every_channel_decides_through_the_one_flow_once_per_decision(agents, ca
         assert rest_answer(over_rest, token, approved=False).status_code == HTTPStatus.OK
         bulk = operator.post(
             reverse("approvals:inbox_bulk"),
-            {"decision": "approve", "ids": [i.public_id for i in in_bulk]},
+            {"decision": "approve", "confirmed": "1", "ids": [i.public_id for i in in_bulk]},
         )
         assert bulk.status_code == HTTPStatus.OK
         reply(in_band_item.task, None, metadata=in_band(in_band_item, approved=True))

@@ -23,6 +23,7 @@ from approvals.api_serializers import InteractionDetailSerializer, InteractionSe
 from approvals.presenting import span_text
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.search import search_text
 from runtime.kernel.task_models import Context, Task, TaskState
 
 pytestmark = pytest.mark.django_db
@@ -105,6 +106,7 @@ def seed(tenant, *, pending: int, decided: int, uncertain: int) -> dict:
             continue
         kind = KINDS[i % 3]
         is_open = i < pending
+        request = {"choices": ["a", "b"]} if kind == "question" else {}
         interactions.append(
             Interaction(
                 public_id=public_id,
@@ -113,8 +115,20 @@ def seed(tenant, *, pending: int, decided: int, uncertain: int) -> dict:
                 agent_id=task.agent_id,
                 kind=kind,
                 prompt=f"{kind} {i}",
-                request={"choices": ["a", "b"]} if kind == "question" else {},
+                request=request,
                 detail={"n": i},
+                # What interaction_open writes (runtime.decisions.search).
+                search_text=search_text(
+                    public_id=public_id,
+                    kind=kind,
+                    prompt=f"{kind} {i}",
+                    subject=task.subject,
+                    task_public_id=task.public_id,
+                    agent_slug=slug,
+                    agent_name=agents[slug].name,
+                    detail={"n": i},
+                    request=request,
+                ),
                 subject=task.subject,
                 state=Interaction.State.OPEN if is_open else Interaction.State.ANSWERED,
                 answer=None if is_open else {"approved": True},

@@ -165,7 +165,8 @@ def test_a_recent_sign_in_counts_and_an_old_one_does_not(agents, make_agent, set
     client = agents.a.client_for(agents.a.operator)
     client.logout()
     client.post(reverse("account_login"), {"login": agents.a.operator.email, "password": PASSWORD})
-    assert client.post(page(first), {"decision": "approve"})["Location"] == page(first)
+    # Approved, the operator moves on to the next open item (issue 25).
+    assert client.post(page(first), {"decision": "approve"})["Location"] == page(second)
     assert Receipt.objects.get().stepped_up
     settings.STEP_UP_SECONDS = 0
     response = client.post(page(second), {"decision": "approve"})
@@ -178,7 +179,8 @@ def test_bulk_leaves_out_high_risk_approvals_without_step_up(agents, make_agent)
     approval = held(agents.a)
     client = agents.a.client_for(agents.a.operator)
     response = client.post(
-        reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": [approval.public_id]}
+        reverse("approvals:inbox_bulk"),
+        {"decision": "approve", "confirmed": "1", "ids": [approval.public_id]},
     )
     assert "needs a recent re-authentication" in response.content.decode()
     assert open_interaction(approval.task).pk == approval.pk
@@ -189,7 +191,8 @@ def test_a_bulk_decision_stores_its_receipt_with_the_bulk_channel(agents, make_a
     approval = held(agents.a)
     client = agents.a.client_for(agents.a.operator)
     client.post(
-        reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": [approval.public_id]}
+        reverse("approvals:inbox_bulk"),
+        {"decision": "approve", "confirmed": "1", "ids": [approval.public_id]},
     )
     receipt = Receipt.objects.get()
     assert (receipt.channel, receipt.decision) == ("bulk", "approved")

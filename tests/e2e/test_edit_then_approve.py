@@ -52,8 +52,8 @@ def test_operator_edits_a_held_deploy_then_approves_it(live_stack, demo, browser
     assert record.data == {"build": "2026.12.01-2", "environment": "production"}
     receipt = Receipt.objects.get(effect_public_id=effect.public_id)
     assert receipt.edited and receipt.arguments_hash != receipt.sent_arguments_hash
-    # The receipt is on the decision page once the page is loaded again.
-    page.reload()
+    # The receipt is on the decision page (approved, the operator moved on: issue 25).
+    page.goto(f"{live_stack.url}/inbox/{effect.public_id}/")
     page.locator(f"#receipt-{receipt.public_id}").wait_for()
     page.screenshot(path=str(artifacts / "edit-then-approve-receipt.png"), full_page=True)
     context.close()

@@ -43,13 +43,16 @@ def test_keyboard_open_and_approve_then_bulk_deny(live_stack, demo, browser, art
     page.wait_for_url(f"{live_stack.url}{first_url}")
     page.get_by_role("button", name="Approve").wait_for()
 
-    # Back in the inbox: j then a approves the selected item.
+    # Back in the inbox: j then a opens the selected item asking to approve it (issue 25:
+    # never blind from the list); a again approves it.
     page.goto(f"{live_stack.url}/inbox/?kind=approval")
     page.keyboard.press("j")
     page.keyboard.press("j")
     second_url = page.locator(f"{ITEMS}.current").get_attribute("data-url")
     page.keyboard.press("a")
     page.wait_for_url(f"{live_stack.url}{second_url}")
+    page.locator("#confirm-bar").wait_for()
+    page.keyboard.press("a")
     page.get_by_text("Approved.").wait_for()
     page.screenshot(path=str(artifacts / "keyboard-approved.png"), full_page=True)
 

@@ -204,6 +204,16 @@ class ScriptedModel:
             ),
             None,
         )
+        # The arguments the last call went out with: an operator's edit, else the call's own
+        # (what the demo deployer reports, issue 25: never what was merely asked for).
+        asked = next(
+            (
+                (e.get("action") or {}).get("arguments")
+                for e in view.transcript
+                if e["type"] == "action" and e.get("step") == last.get("step")
+            ),
+            None,
+        )
         earlier = [
             {
                 "turn": record.get("turn"),
@@ -229,6 +239,7 @@ class ScriptedModel:
                 "reason": last.get("reason") or last.get("error") or "",
                 "edited": edit is not None,
                 "arguments": edit.get("arguments") if edit else None,
+                "sent": (edit.get("arguments") if edit else asked) or {},
             },
         }
         start = 0 if view.last_cursor is None else view.last_cursor + 1

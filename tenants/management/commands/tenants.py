@@ -16,6 +16,11 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="Create a tenant.")
         create.add_argument("slug", help="Its slug, in URLs: /a2a/<slug>/<agent>.")
         create.add_argument("--name", default="", help="Its display name (default: the slug).")
+        create.add_argument(
+            "--time-zone",
+            default="",
+            help="The IANA time zone its pages show times in (default: the site's TIME_ZONE).",
+        )
         sub.add_parser("list", help="List tenants.")
         for action, text in (
             (
@@ -53,7 +58,9 @@ class Command(BaseCommand):
         slug = options["slug"].strip()
         if Tenant.objects.filter(slug=slug).exists():
             raise CommandError(f"Tenant {slug!r} exists already.")
-        tenant = Tenant(slug=slug, name=(options["name"] or slug).strip())
+        tenant = Tenant(
+            slug=slug, name=(options["name"] or slug).strip(), time_zone=options["time_zone"]
+        )
         try:
             tenant.full_clean()
         except ValidationError as exc:

@@ -54,6 +54,7 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
         (
             "runtime.admin",
             "runtime.admin_policy",
+            "runtime.admin_push",
             "runtime.apps",
             "runtime.models",
             "runtime.receivers",

@@ -5,12 +5,12 @@ import time
 import pytest
 from django.test import Client
 
-from a2a_endpoint import push_configs, push_delivery
-from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from connections.outbound import OutboundRefused, fetch_url
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
+from runtime.kernel.push import push_configs, push_delivery
+from runtime.kernel.push.push_models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from runtime.kernel.task_models import Task, TaskEvent
 from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.receiver import Receiver
@@ -365,12 +365,12 @@ def test_an_admin_enables_a_disabled_config_again_and_cannot_edit_its_state(push
 
     # The change form shows the state but has no field for it: a save from the form would
     # enable the config without the task's lock (push_delivery.ACTIVE_CONFIGS relies on it).
-    form = staff.get(f"/admin/a2a_endpoint/pushconfig/{config.pk}/change/").content.decode()
+    form = staff.get(f"/admin/runtime/pushconfig/{config.pk}/change/").content.decode()
     assert "the receiver answered 410 Gone" in form
     assert 'name="disabled_at' not in form and 'name="disabled_reason"' not in form
 
     response = staff.post(
-        "/admin/a2a_endpoint/pushconfig/",
+        "/admin/runtime/pushconfig/",
         {"action": "enable", "_selected_action": [config.pk]},
         follow=True,
     )
@@ -584,7 +584,7 @@ def test_a_url_with_a_leading_zero_octet_is_refused_at_the_edge(push_world):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_push_config_that_can_never_work_is_given_up_not_retried_forever(push_world, eager):
-    from a2a_endpoint.tasks import sweep_push
+    from runtime.tasks import sweep_push
 
     PushSettings.objects.filter(tenant=push_world.a.tenant).update(allowed_hosts="*")
     a = push_world.a
@@ -628,7 +628,7 @@ def test_a_push_config_that_can_never_work_is_given_up_not_retried_forever(push_
     assert "the URL can never work" in page and "canonical IPv4" in page
     a.admin.is_staff = a.admin.is_superuser = True
     a.admin.save(update_fields=["is_staff", "is_superuser"])
-    admin_page = a.client_for(a.admin).get("/admin/a2a_endpoint/pushconfig/").content.decode()
+    admin_page = a.client_for(a.admin).get("/admin/runtime/pushconfig/").content.decode()
     assert "the URL can never work" in admin_page
 
 
@@ -664,7 +664,7 @@ def test_a_transient_failure_records_attempts_with_backoff(push_world, settings)
 def test_the_sweep_leaves_a_config_alone_while_its_first_delivery_backs_off(
     push_world, settings, monkeypatch
 ):
-    from a2a_endpoint.tasks import sweep_push
+    from runtime.tasks import sweep_push
 
     settings.PUSH_RETRY_BASE_SECONDS = 60
     url = f"http://127.0.0.1:{free_loopback_port()}/hook"  # nothing listens there
@@ -707,7 +707,7 @@ def test_an_unexpected_error_is_an_attempt_not_a_crash(push_world, receiver, mon
     def broken(*args, **kwargs):
         raise RuntimeError("the event cannot be serialised")
 
-    monkeypatch.setattr(push_delivery, "event_wire", broken)
+    monkeypatch.setattr(push_delivery, "_body_writer", broken)
     retry = push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
     assert retry is not None
     first = PushDelivery.objects.order_by("seq").first()
@@ -757,11 +757,18 @@ def test_push_token_is_encrypted_at_rest(push_world, receiver):
 def test_the_migration_encrypts_the_tokens_already_stored(push_world):
     import importlib
 
-    from django.apps import apps
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
 
     from connections.crypto import secret_decrypt
 
     migration = importlib.import_module("a2a_endpoint.migrations.0002_push_token_encrypted")
+    # The models as that migration knew them (they are the runtime app's since its 0018).
+    apps = (
+        MigrationLoader(connection)
+        .project_state(("a2a_endpoint", "0002_push_token_encrypted"))
+        .apps
+    )
     task_id = send(push_world.a, "support", "hello")
     task = Task.objects.get(public_id=task_id)
     for public_id, token in (("with", "old-plaintext"), ("without", "")):
@@ -786,8 +793,8 @@ def test_the_migration_encrypts_the_tokens_already_stored(push_world):
 def test_a_token_that_cannot_be_sent_as_a_header_gives_the_config_up_without_quoting_it(
     push_world, receiver, eager
 ):
-    from a2a_endpoint.tasks import sweep_push
     from connections.crypto import secret_encrypt
+    from runtime.tasks import sweep_push
 
     a = push_world.a
     task_id = send(a, "support", "hello")

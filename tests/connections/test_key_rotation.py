@@ -12,14 +12,14 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from a2a_endpoint.models import PushConfig
-from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import InvalidToken, secret_decrypt, secret_is_current
 from connections.models import Connection
 from connections.selectors import connection_secret_for
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import Credential
 from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
+from runtime.kernel.push.push_models import PushConfig
+from runtime.kernel.push.push_selectors import push_settings_for
 
 OLD, NEW, STRANGER = "the-old-key-" + "o" * 40, "the-new-key-" + "n" * 40, "s" * 50
 GITHUB_TOKEN = "ghp_" + "a" * 36
@@ -108,7 +108,7 @@ def test_rotate_secrets_reencrypts_everything_so_the_new_key_alone_reads_it(
     settings.CONNECTIONS_ENCRYPTION_KEY = "  " + NEW + " , " + OLD  # the environment's form
     out = rotate()
     assert "connections.Connection.access_token_encrypted: 1 re-encrypted" in out
-    assert "a2a_endpoint.PushConfig.auth_credentials: 1 re-encrypted" in out
+    assert "runtime.PushConfig.auth_credentials: 1 re-encrypted" in out
     assert "runtime.Credential.secret_encrypted: 1 re-encrypted" in out
     after = stored()
     assert len(after) == 4 and not set(before) & set(after)

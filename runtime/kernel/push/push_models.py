@@ -4,6 +4,9 @@ A config belongs to one task and to the subject that created it. Each status or 
 event of the task (runtime.kernel.task_models.TaskEvent, the outbox) becomes one PushDelivery per active
 config in the same transaction as the event, so no event is lost between a change and its
 delivery; Celery workers then POST them, a config's deliveries strictly in event order.
+
+The ``runtime`` app's models since issue 24 (they were ``a2a_endpoint``'s): their tables kept
+their names (``db_table``), and no row moved (runtime/migrations/0018_push_models_from_a2a_endpoint.py).
 """
 
 import base64
@@ -41,6 +44,7 @@ class PushSettings(models.Model):
     rotated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "a2a_endpoint_pushsettings"
         verbose_name_plural = "push settings"
 
     def __str__(self) -> str:
@@ -76,7 +80,7 @@ class PushConfig(models.Model):
     public_id = models.CharField(max_length=200)
     url = models.URLField(max_length=2000)
     receiver = models.CharField(max_length=300, help_text="host:port; concurrency is per receiver")
-    # The receiver's notification token, Fernet-encrypted (a2a_endpoint.push_configs caps the
+    # The receiver's notification token, Fernet-encrypted (runtime.kernel.push.push_configs caps the
     # plaintext at 1000 characters; the ciphertext is longer, hence a TextField).
     token = models.TextField(blank=True, help_text="Fernet-encrypted")
     auth_scheme = models.CharField(max_length=100, blank=True)
@@ -94,6 +98,7 @@ class PushConfig(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "a2a_endpoint_pushconfig"
         constraints = [
             models.UniqueConstraint(fields=["task", "public_id"], name="pushconfig_id_per_task")
         ]
@@ -134,6 +139,7 @@ class PushDelivery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "a2a_endpoint_pushdelivery"
         constraints = [
             models.UniqueConstraint(fields=["config", "event"], name="pushdelivery_once")
         ]
@@ -156,6 +162,7 @@ class PushAttempt(models.Model):
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "a2a_endpoint_pushattempt"
         ordering = ["delivery", "at", "id"]
 
     def __str__(self) -> str:
@@ -176,6 +183,7 @@ class PushReceiverSlot(models.Model):
     until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "a2a_endpoint_pushreceiverslot"
         constraints = [models.UniqueConstraint(fields=["receiver", "slot"], name="pushslot_unique")]
 
     def __str__(self) -> str:

@@ -1,7 +1,9 @@
+"""Django admin for push notifications: a tenant's push settings, configs, deliveries."""
+
 from django.contrib import admin, messages
 
-from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
-from a2a_endpoint.push_configs import push_config_enable, push_secret_rotate
+from runtime.kernel.push.push_configs import push_config_enable, push_secret_rotate
+from runtime.kernel.push.push_models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from tenants.admin_scope import TenantScopedAdmin, TenantScopedInline
 
 

@@ -2,7 +2,7 @@
 
 A config names a task's receiver URL, its token and authentication; creating one checks the
 URL against the tenant's allowed hosts (connections.outbound), no network I/O. Delivering to
-it is a2a_endpoint.push_delivery's business.
+it is runtime.kernel.push.push_delivery's business.
 """
 
 import uuid
@@ -12,12 +12,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from a2a_endpoint.models import PushConfig, PushSettings
-from a2a_endpoint.push_delivery import push_deliveries_backfill
-from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url, url_parse
 from runtime.kernel.errors import InvalidParams, TaskNotFound
+from runtime.kernel.push.push_delivery import push_deliveries_backfill
+from runtime.kernel.push.push_models import PushConfig, PushSettings
+from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.task_models import Task
 from runtime.kernel.task_selectors import task_for_caller
 

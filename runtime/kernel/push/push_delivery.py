@@ -31,6 +31,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
@@ -41,26 +42,23 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from a2a_endpoint.files import files_base, linker
-from a2a_endpoint.models import (
+from config.celery import queue
+from config.logging import log_context
+from connections.crypto import InvalidToken, secret_decrypt
+from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
+from runtime.kernel import rowsql
+from runtime.kernel.push.push_models import (
     PushAttempt,
     PushConfig,
     PushDelivery,
     PushReceiverSlot,
     PushSettings,
 )
-from a2a_endpoint.selectors import push_settings_for
-from a2a_endpoint.tasks import deliver_push as deliver_push_task
-from a2a_endpoint.wire import event_wire
-from a2a_endpoint.wire03 import push_body_out
-from config.celery import queue
-from config.logging import log_context
-from connections.crypto import InvalidToken, secret_decrypt
-from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
-from runtime.kernel import rowsql
+from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.rowsql import Columns
 from runtime.kernel.task_models import Task, TaskEvent
 from runtime.kernel.task_state import LockedFact, lock_memo
+from runtime.tasks import deliver_push as deliver_push_task
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -73,6 +71,30 @@ LEASE_SECONDS = 120
 BUSY_RETRY_SECONDS = 2.0
 # How long a slot holder goes on with the receiver's other configs (_drain_receiver).
 DRAIN_SECONDS = 30.0
+
+
+# --- the bodies -----------------------------------------------------------------------------
+
+# A body is what the A2A wire says of the event, for the dialect the config was registered in
+# (a 1.0 StreamResponse, a 0.3 Task) and the extensions its request activated, with download
+# links to the task's files: the A2A edge's to write (a2a_endpoint.push_bodies), and the core
+# never imports an edge. So the a2a_endpoint app hands its writer over as it starts
+# (A2aEndpointConfig.ready calls push_body_writer_set), and deliveries call it by name.
+PushBodyWriter = Callable[[PushConfig, TaskEvent], dict]
+_body_writer: PushBodyWriter | None = None
+
+
+def push_body_writer_set(writer: PushBodyWriter) -> None:
+    """Write push bodies with ``writer(config, event)`` (the a2a_endpoint app's, at ready())."""
+    global _body_writer
+    _body_writer = writer
+
+
+def push_body(config: PushConfig, event: TaskEvent) -> dict:
+    """The JSON body of ``event`` for ``config``'s receiver."""
+    if _body_writer is None:
+        raise RuntimeError("no push body writer is set (the a2a_endpoint app sets it)")
+    return _body_writer(config, event)
 
 
 # --- queueing -----------------------------------------------------------------------------
@@ -390,20 +412,7 @@ def _post(
     except OutboundRefused as exc:
         return _Outcome(error=f"refused: {exc}", unusable=str(exc))
     try:
-        # Download links in artifacts are absolute only with PUBLIC_BASE_URL (there is no
-        # request to take a host from); a receiver can always GetTask for fresh ones.
-        link = linker(
-            config.task,
-            lambda: files_base(
-                settings.PUBLIC_BASE_URL, config.tenant.slug, config.task.agent.slug
-            ),
-        )
-        result = event_wire(delivery.event.payload, frozenset(config.activated), link)
-        if config.dialect == "0.3":
-            # A config registered in 0.3 gets 0.3 bodies (no 0.3 receiver reads a 1.0
-            # StreamResponse): the Task as of the event, as the a2a-sdk's 0.3 servers send.
-            result = push_body_out(result, delivery.event.state)
-        body = json.dumps(result)
+        body = json.dumps(push_body(config, delivery.event))
         response = client.post(
             config.url, content=body, headers=_headers(config, delivery, body, push)
         )

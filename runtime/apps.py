@@ -12,15 +12,9 @@ class RuntimeConfig(AppConfig):
 
     def ready(self) -> None:
         from connections.signals import app_connected
-        from runtime.kernel.push.push_delivery import ACTIVE_CONFIGS, queue_deliveries
-        from runtime.kernel.signals import task_event_written
-        from runtime.kernel.task_models import TaskEvent
-        from runtime.kernel.task_state import locked_fact_register
         from runtime.receivers import app_connected_received, tenant_changed_received
         from tenants.signals import tenant_changed
 
-        task_event_written.connect(queue_deliveries, sender=TaskEvent, dispatch_uid="push-queue")
-        locked_fact_register(ACTIVE_CONFIGS)
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
         tenant_changed.connect(tenant_changed_received, dispatch_uid="runtime-tenant-changed")
         observability_setup()

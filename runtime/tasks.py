@@ -52,10 +52,11 @@ def deliver_push(self, config_pk: int) -> None:
 
 @shared_task(ignore_result=True)
 def sweep_push() -> int:
-    """Deliveries that are due but have no message in the broker (lost, or a long retry)."""
-    from runtime.kernel.push.push_delivery import configs_due
+    """Deliveries that are due but have no message in the broker (lost, or a long retry),
+    and configs with an event that has no delivery (push_deliver queues it first)."""
+    from runtime.kernel.push.push_delivery import configs_due, configs_missing_deliveries
 
-    due = configs_due()
+    due = sorted(set(configs_due()) | set(configs_missing_deliveries()))
     for pk in due:
         deliver_push.apply_async((pk,), queue=queue())
     return len(due)

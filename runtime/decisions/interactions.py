@@ -23,9 +23,6 @@ from runtime.kernel.shapes import agent_message
 from runtime.kernel.signals import interaction_opened
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_state import (
-    locked_facts_memo,
-    locked_facts_sql,
-    memo_while_locked,
     task_pause,
     task_status_set,
     turn_enqueue,
@@ -195,7 +192,7 @@ class _DecisionReads(Statements):
         # locks the database.
         lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
         task = (
-            f"SELECT {self.task.sql()}, {self.agent.sql()}{locked_facts_sql(q, t)} "
+            f"SELECT {self.task.sql()}, {self.agent.sql()} "
             f"FROM {q(Task._meta.db_table)} {t} "
             f"INNER JOIN {q(Agent._meta.db_table)} {a} "
             f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
@@ -219,16 +216,16 @@ class _DecisionReads(Statements):
         )
         return task, interaction
 
-    def task_locked(self, *, tenant, interaction_id: str) -> tuple[Task | None, dict]:
-        """The task, locked, and the lock memo its locked facts make (LockedFact)."""
+    def task_locked(self, *, tenant, interaction_id: str) -> Task | None:
+        """The task, locked, with its agent."""
         with connection.cursor() as cursor:
             cursor.execute(self.sql()[0], [tenant.pk, tenant.pk, interaction_id])
             row = cursor.fetchone()
         if row is None:
-            return None, {}
+            return None
         task = self.task.build(row)
         _AGENT.set_cached_value(task, self.agent.build(row, len(self.task)))
-        return task, locked_facts_memo(row)
+        return task
 
     def interaction_of(self, *, task: Task, interaction_id: str) -> Interaction | None:
         """The interaction with its (locked) task cached, and its held call known."""
@@ -260,7 +257,7 @@ def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, I
     transaction; TaskNotFound for another tenant's id as for a missing one."""
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
-    task, memo = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
+    task = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
     interaction = (
         _decision_reads.interaction_of(task=task, interaction_id=interaction_id)
         if task is not None
@@ -268,8 +265,7 @@ def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, I
     )
     if interaction is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
-    with memo_while_locked(task, memo):
-        yield task, interaction
+    yield task, interaction
 
 
 def interactions_expire(*, now=None) -> int:

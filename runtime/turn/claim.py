@@ -29,8 +29,6 @@ from runtime.kernel.task_models import (
 from runtime.kernel.task_state import (
     LEASE_FIELDS,
     TurnBatch,
-    locked_facts_memo,
-    locked_facts_sql,
     task_save,
     task_status_set,
 )
@@ -100,7 +98,7 @@ class _ClaimRead(Statements):
         lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
         return (
             f"SELECT {self.task.sql()}, {self.tenant.sql()}, {self.agent.sql()}, "
-            f"{earlier_open}{locked_facts_sql(q, q('t'))} FROM {table} {q('t')} "
+            f"{earlier_open} FROM {table} {q('t')} "
             f"INNER JOIN {q(Tenant._meta.db_table)} {q('n')} "
             f"ON {q('n')}.{q(Tenant._meta.pk.column)} = "
             f"{q('t')}.{q(meta.get_field('tenant').column)} "
@@ -110,9 +108,8 @@ class _ClaimRead(Statements):
             f"WHERE {q('t')}.{q(meta.pk.column)} = %s{lock}"
         )
 
-    def __call__(self, task_pk: int) -> tuple[Task, bool, dict] | None:
-        """The locked task (its tenant and agent cached on it), whether it must wait, and the
-        lock memo its locked facts make (runtime.kernel.task_state.LockedFact)."""
+    def __call__(self, task_pk: int) -> tuple[Task, bool] | None:
+        """The locked task (its tenant and agent cached on it), and whether it must wait."""
         with rowsql.cursor() as cursor:
             cursor.execute(self.sql(), [*_TERMINAL, task_pk])
             row = cursor.fetchone()
@@ -123,7 +120,7 @@ class _ClaimRead(Statements):
         _TENANT.set_cached_value(task, self.tenant.build(row, at))
         at += len(self.tenant)
         _AGENT.set_cached_value(task, self.agent.build(row, at))
-        return task, bool(row[at + len(self.agent)]), locked_facts_memo(row)
+        return task, bool(row[at + len(self.agent)])
 
 
 _TERMINAL = sorted(TERMINAL_STATES)
@@ -174,7 +171,7 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
     read = _claim_read(task_pk)
     if read is None:
         return None
-    task, waits_for_earlier, memo = read
+    task, waits_for_earlier = read
     if task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
         return None
     now = timezone.now()
@@ -201,7 +198,6 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         }
     )
     if batch is not None:
-        batch.memo.update(memo)
         task.turn_batch = batch
     claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
     if task.state == TaskState.SUBMITTED:

@@ -21,7 +21,6 @@ from runtime.kernel import extensions as ext
 from runtime.kernel import rowsql
 from runtime.kernel.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
 from runtime.kernel.files import url_parts
-from runtime.kernel.signals import task_event_written
 from runtime.kernel.task_models import (
     ANONYMOUS,
     TERMINAL_STATES,
@@ -233,7 +232,6 @@ def _turn_start(
         )
         event = task_first_event(task)
         _turn_rows_write(context if new_context else None, task, event)
-        task_event_written.send(sender=TaskEvent, task=task, event=event)
         # A queued turn is published too: its claim waits for the turn before it to end
         # (runtime.turn.claim), and that end starts it (context_next_start) unless it was
         # committing as this message came in, in which case the claim is what starts it.

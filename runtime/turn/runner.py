@@ -53,9 +53,7 @@ from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import (
     STATUS_FIELDS,
     TurnBatch,
-    batch_events_write,
-    locked_facts_memo,
-    locked_facts_sql,
+    events_write,
     task_end,
     task_save,
     task_status_set,
@@ -151,7 +149,7 @@ class TurnRunner(ToolCalls):
         if tool_policy != self.task.agent.tool_policy:
             self.task.agent.tool_policy = tool_policy
         self._atomic = atomic
-        self.task.turn_batch = TurnBatch(locked_facts_memo(held))
+        self.task.turn_batch = TurnBatch()
         return self.task
 
     def commit(self) -> None:
@@ -163,7 +161,7 @@ class TurnRunner(ToolCalls):
         batch: TurnBatch = task.turn_batch
         try:
             try:
-                batch_events_write(task, batch)
+                events_write(task, batch.events)
             finally:
                 task.turn_batch = None
             if batch.fields:
@@ -535,7 +533,7 @@ def _held_sql() -> str:
     )
     lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
     return (
-        f"SELECT {_POLICY_COLUMNS.sql()}{locked_facts_sql(q, q('t'))} "
+        f"SELECT {_POLICY_COLUMNS.sql()} "
         f"FROM {q(meta.db_table)} {q('t')} "
         f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
         f"ON {q('a')}.{q(Agent._meta.pk.column)} = {q('t')}.{agent} "

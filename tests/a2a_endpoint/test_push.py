@@ -364,7 +364,7 @@ def test_an_admin_enables_a_disabled_config_again_and_cannot_edit_its_state(push
     staff = a.client_for(a.admin)
 
     # The change form shows the state but has no field for it: a save from the form would
-    # enable the config without the task's lock (push_delivery.ACTIVE_CONFIGS relies on it).
+    # enable the config without the task's lock (push_config_enable sets its from_seq under it).
     form = staff.get(f"/admin/runtime/pushconfig/{config.pk}/change/").content.decode()
     assert "the receiver answered 410 Gone" in form
     assert 'name="disabled_at' not in form and 'name="disabled_reason"' not in form

@@ -88,7 +88,8 @@ def push_config_create(
     with transaction.atomic():
         # The task row lock orders this against the worker's event writes (which hold the
         # same lock): every event is either already here (from_start queues it) or is
-        # written after the config exists (queue_deliveries finds the config).
+        # written after the config commits, by a statement that then finds the config
+        # (runtime.kernel.store.task_events_insert).
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
         push_url_check(tenant=tenant, url=config.url)
         values = {
@@ -106,7 +107,13 @@ def push_config_create(
             "disabled_reason": "",
         }
         found, _ = PushConfig.objects.update_or_create(
-            task=task, public_id=config.id or str(uuid.uuid4()), defaults=values
+            task=task,
+            public_id=config.id or str(uuid.uuid4()),
+            defaults=values,
+            # The first event it has: the task's next one (read under the lock, which every
+            # event's write holds too), or all of them for a config sent with the message.
+            # A config replaced (same id) keeps its own.
+            create_defaults={**values, "from_seq": 1 if from_start else task.event_seq + 1},
         )
         if from_start:
             push_deliveries_backfill(config=found)
@@ -115,13 +122,16 @@ def push_config_create(
 
 def push_config_enable(config: PushConfig) -> bool:
     """Deliver to a disabled config again (an admin's decision, e.g. after a 410 that the
-    receiver has since fixed); False when it was not disabled. Under the task's row lock, as
-    configs are made: a transaction of that task that is running trusts what its lock read
-    about the task's active configs (push_delivery.ACTIVE_CONFIGS)."""
+    receiver has since fixed), from the task's next event on; False when it was not
+    disabled. Under the task's row lock, as configs are made, so that the next event is
+    the first the config is given again (the events written while it was disabled stay
+    undelivered, as the receiver asked)."""
     with transaction.atomic():
-        Task.objects.select_for_update().filter(pk=config.task_id).first()
+        task = Task.objects.select_for_update().filter(pk=config.task_id).first()
+        if task is None:
+            return False
         enabled = PushConfig.objects.filter(pk=config.pk, disabled_at__isnull=False).update(
-            disabled_at=None, disabled_reason=""
+            disabled_at=None, disabled_reason="", from_seq=task.event_seq + 1
         )
     return enabled == 1
 

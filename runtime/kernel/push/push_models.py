@@ -92,6 +92,9 @@ class PushConfig(models.Model):
     dialect = models.CharField(max_length=8, default="1.0")
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=300, blank=True)
+    # The task's first event this config is given (1: it came with the message that made the
+    # task), and every event after it (push_delivery.push_deliveries_fill).
+    from_seq = models.PositiveIntegerField(default=1)
     # One worker delivers a config at a time, which keeps its events in order.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)

@@ -11,21 +11,19 @@ The turn runner makes several steps in one transaction (runtime.turn.runner): it
 made once, when it commits (``task_save``; runtime.kernel.wakeups.task_changed).
 """
 
-import functools
 from collections.abc import Iterable
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
 from config.celery import queue as celery_queue
 from runtime.kernel import extensions as ext
-from runtime.kernel import rowsql
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
 from runtime.kernel.rowsql import row_update
 from runtime.kernel.shapes import status_payload
-from runtime.kernel.store import task_events_insert
-from runtime.kernel.task_models import Task, TaskEvent, TaskState
+from runtime.kernel.store import context_next_turn, task_events_insert
+from runtime.kernel.task_models import Task, TaskEvent
 from runtime.kernel.wakeups import announcement, task_changed
 from runtime.tasks import run_turn as run_turn_task
 
@@ -239,20 +237,6 @@ def _turn_publish(task_pk: int) -> None:
 
 def context_next_start(task: Task) -> None:
     """The task reached a terminal state: the context's next queued turn may start."""
-    with rowsql.cursor() as cursor:
-        cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
-        following = cursor.fetchone()
+    following = context_next_turn(task)
     if following is not None:
-        _turn_enqueue_pk(following[0])
-
-
-@functools.cache
-def _next_turn_sql() -> str:
-    """context_next_start's read, written once (the ORM compiled it for every turn's end)."""
-    q = connection.ops.quote_name
-    meta = Task._meta
-    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
-    return (
-        f"SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} "
-        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
-    )
+        _turn_enqueue_pk(following)

@@ -3,12 +3,10 @@ as an effect under the tool policy (allowed, denied, or held for a person) befor
 the journal says "sending" before the call leaves, so a lost outcome is seen as uncertain,
 never as "not sent"."""
 
-import functools
 import hashlib
 import json
 import logging
 
-from django.db import connection
 from django.utils import timezone
 
 from runtime.agents.llm.actions import CallTool
@@ -26,13 +24,14 @@ from runtime.agents.tools import (
     validate_arguments,
 )
 from runtime.agents.toolservers import server_for
-from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.interactions import interaction_open
 from runtime.decisions.receipts import tool_trust
 from runtime.decisions.rules import rule_for_call, rule_use_record
 from runtime.kernel import extensions as ext
-from runtime.kernel.rowsql import Columns, Statements, column, row_move
+from runtime.kernel.rowsql import row_move
 from runtime.kernel.shapes import agent_message
+from runtime.kernel.store import call_journal_read
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_pause, with_plan
 from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
@@ -52,61 +51,6 @@ def arguments_hash(arguments: dict) -> str:
     return hashlib.sha256(
         json.dumps(arguments, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
-
-
-class _JournalRead(Statements):
-    """continue_call's reads, written once: the step's effect, the interaction that holds it
-    (an approval's id is its effect's) and the effect's latest receipt (what its sending must
-    still match, runtime.turn.approval_check), in one statement.
-
-    As querysets they were three statements, each compiled anew: a third of the worker's CPU
-    for a turn resumed by an approval (bench/decisions.py, py-spy).
-    """
-
-    def __init__(self) -> None:
-        self.effect = Columns(Effect, "e")
-        self.interaction = Columns(Interaction, "i")
-        self.receipt = Columns(Receipt, "r")
-        super().__init__()
-
-    def build(self, connection) -> str:
-        q, col = connection.ops.quote_name, functools.partial(column, using=connection.alias)
-        e, i, r, latest = q("e"), q("i"), q("r"), q("latest")
-        receipts, receipt_pk = q(Receipt._meta.db_table), q(Receipt._meta.pk.column)
-        # The latest receipt as receipt_binding orders them (Receipt.Meta.ordering).
-        return (
-            f"SELECT {self.effect.sql()}, {self.interaction.sql()}, {self.receipt.sql()} "
-            f"FROM {q(Effect._meta.db_table)} {e} "
-            f"LEFT JOIN {q(Interaction._meta.db_table)} {i} "
-            f"ON {i}.{col(Interaction, 'tenant')} = {e}.{col(Effect, 'tenant')} "
-            f"AND {i}.{col(Interaction, 'public_id')} = {e}.{col(Effect, 'public_id')} "
-            f"LEFT JOIN {receipts} {r} ON {r}.{receipt_pk} = ("
-            f"SELECT {latest}.{receipt_pk} FROM {receipts} {latest} "
-            f"WHERE {latest}.{col(Receipt, 'tenant')} = {e}.{col(Effect, 'tenant')} "
-            f"AND {latest}.{col(Receipt, 'effect_public_id')} = {e}.{col(Effect, 'public_id')} "
-            f"ORDER BY {latest}.{col(Receipt, 'created_at')} DESC, {latest}.{receipt_pk} DESC "
-            f"LIMIT 1) "
-            f"WHERE {e}.{col(Effect, 'task')} = %s AND {e}.{col(Effect, 'step')} = %s"
-        )
-
-    def __call__(
-        self, *, task: Task, step: int
-    ) -> tuple[Effect | None, Interaction | None, Receipt | None]:
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql(), [task.pk, step])
-            row = cursor.fetchone()
-        if row is None:
-            return None, None, None
-        effect = self.effect.build(row)
-        effect.task = task
-        at = len(self.effect)
-        interaction = self.interaction.build(row, at) if row[at] is not None else None
-        at += len(self.interaction)
-        receipt = self.receipt.build(row, at) if row[at] is not None else None
-        return effect, interaction, receipt
-
-
-_journal_read = _JournalRead()
 
 
 class ToolCalls:
@@ -270,7 +214,7 @@ class ToolCalls:
         # A receipt read under the task's lock (a transaction is open) is the one the send
         # checks: a decision or a void writes receipts under that lock too.
         locked = self._atomic is not None
-        effect, interaction, receipt = _journal_read(task=task, step=step)
+        effect, interaction, receipt = call_journal_read(task=task, step=step)
         if effect is None:
             task = self.write()
             tool_result_record(

@@ -16,14 +16,12 @@ message's claim changes the run id), so it keeps the row in memory from the clai
 transaction starts by locking the row on condition that it is still this run's (``write``).
 """
 
-import functools
 import logging
 from decimal import Decimal
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from config.logging import log_context
-from runtime.agents.agent_models import Agent
 from runtime.agents.limits import action_error, bad_reply_error, steps_error, tokens_error
 from runtime.agents.llm.actions import (
     AdvancePlan,
@@ -46,9 +44,8 @@ from runtime.agents.llm.registry import model_for
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interaction_open
 from runtime.kernel import extensions as ext
-from runtime.kernel import rowsql
-from runtime.kernel.rowsql import Columns
 from runtime.kernel.shapes import agent_message
+from runtime.kernel.store import task_lock_for_run
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import (
     STATUS_FIELDS,
@@ -133,19 +130,15 @@ class TurnRunner(ToolCalls):
             # agent's tool policy comes along in the same statement: the run may have waited
             # (a model, a tool, a fetch) while an admin changed it, and every call it journals
             # or sends from here on is judged by the policy in force now.
-            with rowsql.cursor() as cursor:
-                cursor.execute(
-                    _held_sql(),
-                    [self.task_pk, self.run_id, self.worker_id, TaskState.WORKING],
-                )
-                held = cursor.fetchone()
+            tool_policy = task_lock_for_run(
+                task_pk=self.task_pk, run_id=self.run_id, worker_id=self.worker_id
+            )
         except BaseException as exc:
             atomic.__exit__(type(exc), exc, exc.__traceback__)
             raise
-        if held is None:
+        if tool_policy is None:
             atomic.__exit__(None, None, None)
             raise LeaseLost()
-        tool_policy = _POLICY_COLUMNS.build(held).tool_policy
         if tool_policy != self.task.agent.tool_policy:
             self.task.agent.tool_policy = tool_policy
         self._atomic = atomic
@@ -518,28 +511,6 @@ class TurnRunner(ToolCalls):
         }
         task_end(task, state, message, status_ext=with_plan(task, status_ext), also=TURN_FIELDS)
         logger.info("turn finished: %s", state)
-
-
-_POLICY_COLUMNS = Columns(Agent, "a", ["id", "tool_policy"])
-
-
-@functools.cache
-def _held_sql() -> str:
-    """``write``'s locked read, written once: the ORM compiled it for every batch."""
-    q = connection.ops.quote_name
-    meta = Task._meta
-    pk, run_id, lease_owner, state, agent = (
-        q(meta.get_field(f).column) for f in ("id", "run_id", "lease_owner", "state", "agent")
-    )
-    lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
-    return (
-        f"SELECT {_POLICY_COLUMNS.sql()} "
-        f"FROM {q(meta.db_table)} {q('t')} "
-        f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
-        f"ON {q('a')}.{q(Agent._meta.pk.column)} = {q('t')}.{agent} "
-        f"WHERE {q('t')}.{pk} = %s AND {q('t')}.{run_id} = %s "
-        f"AND {q('t')}.{lease_owner} = %s AND {q('t')}.{state} = %s{lock}"
-    )
 
 
 def turn_run(*, task_pk: int, worker_id: str) -> None:

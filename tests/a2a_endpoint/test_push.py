@@ -823,3 +823,29 @@ def test_a_token_that_cannot_be_sent_as_a_header_gives_the_config_up_without_quo
     errors += list(PushDelivery.objects.values_list("last_error", flat=True))
     assert errors and not any("hush" in e for e in errors)
     assert receiver.events == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "retry_after",
+    ["9" * 40, "99999999999", "Fri, 31 Dec 9999 23:59:59 GMT"],
+    ids=["forty-nines", "eleven-nines", "year-9999"],
+)
+def test_a_retry_after_past_the_retry_window_gives_the_delivery_up(
+    push_world, receiver, retry_after
+):
+    # Issue 28: Retry-After 999...9 made a date no datetime holds, an OverflowError on every
+    # attempt. A receiver that asks for a retry later than PUSH_RETRY_HOURS gets none.
+    receiver.script, receiver.retry_after = [429], retry_after
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    config = PushConfig.objects.get()
+
+    push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
+
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.GAVE_UP and first.attempts == 1
+    assert first.last_error == "HTTP 429; gave up after 24 hours"
+    # The deliveries behind it go on.
+    drain()
+    assert len(receiver.events) == TaskEvent.objects.filter(task__public_id=task_id).count() - 1

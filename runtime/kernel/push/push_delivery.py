@@ -357,15 +357,20 @@ def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSe
 
 
 def _retry_after(response: httpx.Response) -> float | None:
+    """The receiver's Retry-After, in seconds from now (a number, or an HTTP date), at most
+    just past the retry window: a later one is a delivery given up (``_attempt``), and a
+    receiver's ``999...9`` made a date no datetime holds, an OverflowError on every attempt."""
     value = response.headers.get("Retry-After")
     if not value:
         return None
     if value.strip().isdigit():
-        return float(value.strip())
-    try:
-        return max(0.0, (parsedate_to_datetime(value) - timezone.now()).total_seconds())
-    except (TypeError, ValueError):
-        return None
+        seconds = float(value.strip())
+    else:
+        try:
+            seconds = (parsedate_to_datetime(value) - timezone.now()).total_seconds()
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return min(max(0.0, seconds), settings.PUSH_RETRY_HOURS * 3600.0 + 1)
 
 
 def backoff_seconds(attempts: int) -> float:

@@ -8,6 +8,7 @@ class RuntimeConfig(AppConfig):
         "Credential": ("secret_encrypted",),
         "ToolServer": ("signing_secret_encrypted",),
         "PushConfig": ("token", "auth_credentials"),
+        "PushSettings": ("secret_encrypted", "previous_secret_encrypted"),
     }
 
     def ready(self) -> None:

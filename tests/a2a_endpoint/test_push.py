@@ -849,3 +849,88 @@ def test_a_retry_after_past_the_retry_window_gives_the_delivery_up(
     # The deliveries behind it go on.
     drain()
     assert len(receiver.events) == TaskEvent.objects.filter(task__public_id=task_id).count() - 1
+
+
+def stored_push_secrets(tenant) -> tuple[str, str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT secret_encrypted, previous_secret_encrypted FROM a2a_endpoint_pushsettings "
+            "WHERE tenant_id = %s",
+            [tenant.pk],
+        )
+        return cursor.fetchone()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_push_signing_secret_is_encrypted_at_rest_and_rotates(push_world):
+    from connections.crypto import secret_decrypt
+
+    tenant = push_world.a.tenant
+    push = PushSettings.objects.get(tenant=tenant)
+    secret, previous = stored_push_secrets(tenant)
+    assert push.secret.startswith("whsec_") and "whsec_" not in secret and previous == ""
+    assert secret_decrypt(secret) == push.secret
+
+    rotated = push_configs.push_secret_rotate(tenant=tenant)
+
+    secret, previous = stored_push_secrets(tenant)
+    assert "whsec_" not in secret and "whsec_" not in previous
+    assert secret_decrypt(previous) == push.secret != rotated.secret == secret_decrypt(secret)
+    assert rotated.signing_secrets() == [rotated.secret, push.secret]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_the_push_secrets_already_stored(push_world):
+    import importlib
+
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    tenant = push_world.a.tenant
+    migration = importlib.import_module("runtime.migrations.0020_push_secret_encrypted")
+    plain = "whsec_" + "c2VjcmV0LWluLXRoZS1jbGVhci0zMi1ieXRlcyEhISE="
+    with connection.cursor() as cursor:  # as rows were before the migration
+        cursor.execute(
+            "UPDATE a2a_endpoint_pushsettings SET secret_encrypted = %s, "
+            "previous_secret_encrypted = %s WHERE tenant_id = %s",
+            [plain, "", tenant.pk],
+        )
+    apps = MigrationLoader(connection).project_state(("runtime", "0020_push_secret_encrypted")).apps
+
+    migration.secrets_encrypt(apps, None)
+
+    secret, previous = stored_push_secrets(tenant)
+    assert plain not in secret and previous == ""
+    assert PushSettings.objects.get(tenant=tenant).secret == plain
+    migration.secrets_decrypt(apps, None)  # and back
+    assert stored_push_secrets(tenant) == (plain, "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_push_secret_no_key_opens_is_an_attempt_that_says_so(push_world, receiver, settings):
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    settings.CONNECTIONS_ENCRYPTION_KEY = ["a-key-that-never-encrypted-anything-" + "x" * 20]
+
+    push_delivery.push_deliver(config_pk=PushConfig.objects.get().pk, worker_id="w")
+
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.PENDING and first.attempts == 1
+    assert "push signing secret" in first.last_error and "cannot be decrypted" in first.last_error
+    assert receiver.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_shows_the_signing_secret_it_stores_encrypted(push_world):
+    a = push_world.a
+    push = PushSettings.objects.get(tenant=a.tenant)
+    a.admin.is_staff = a.admin.is_superuser = True
+    a.admin.save(update_fields=["is_staff", "is_superuser"])
+
+    page = a.client_for(a.admin).get(f"/admin/runtime/pushsettings/{push.pk}/change/")
+
+    assert page.status_code == 200
+    assert push.secret in page.content.decode()
+    assert push.secret_encrypted not in page.content.decode()

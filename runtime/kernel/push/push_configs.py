@@ -34,7 +34,12 @@ def push_secret_rotate(*, tenant) -> PushSettings:
         found = PushSettings.objects.select_for_update().get(pk=push_settings_for(tenant=tenant).pk)
         found.rotate(timedelta(hours=settings.PUSH_SECRET_GRACE_HOURS))
         found.save(
-            update_fields=["secret", "previous_secret", "previous_valid_until", "rotated_at"]
+            update_fields=[
+                "secret_encrypted",
+                "previous_secret_encrypted",
+                "previous_valid_until",
+                "rotated_at",
+            ]
         )
     return found
 

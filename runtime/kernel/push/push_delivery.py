@@ -57,6 +57,7 @@ from runtime.kernel.push.push_models import (
     PushDelivery,
     PushReceiverSlot,
     PushSettings,
+    SecretUnreadable,
 )
 from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.task_models import TaskEvent
@@ -417,6 +418,10 @@ def _post(
         # be. The library's message quotes the header's value, a secret, so it is not kept.
         reason = "the config's token or credentials cannot be sent in an HTTP header"
         return _Outcome(error=f"refused: {reason}", unusable=reason)
+    except SecretUnreadable as exc:
+        # The tenant's signing secret needs a key no longer configured: rotating the secret
+        # in admin (or the key back) lets the next attempt through.
+        return _Outcome(error=str(exc), retry_in=backoff_seconds(delivery.attempts))
     except httpx.TimeoutException:
         return _Outcome(error="timed out", retry_in=backoff_seconds(delivery.attempts))
     except httpx.HTTPError as exc:

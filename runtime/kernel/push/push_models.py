@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.db import models
 from django.utils import timezone
 
-from connections.crypto import InvalidToken, secret_decrypt
+from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from runtime.kernel.task_models import Task, TaskEvent
 from tenants.models import Tenant
 
@@ -29,12 +29,23 @@ def new_webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+def new_webhook_secret_encrypted() -> str:
+    """A new signing secret, as PushSettings stores it."""
+    return secret_encrypt(new_webhook_secret())
+
+
 class PushSettings(models.Model):
-    """A tenant's push signing secret (rotatable) and the receiver hosts it allows."""
+    """A tenant's push signing secret (rotatable) and the receiver hosts it allows.
+
+    The secrets are stored Fernet-encrypted (connections.crypto), as every secret at rest;
+    ``secret`` and ``previous_secret`` are their plaintexts, which requests are signed with
+    and the tenant's admin reads in Django admin to set up a receiver."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="push_settings")
-    secret = models.CharField(max_length=100, default=new_webhook_secret)
-    previous_secret = models.CharField(max_length=100, blank=True)
+    secret_encrypted = models.TextField(
+        default=new_webhook_secret_encrypted, help_text="Fernet-encrypted"
+    )
+    previous_secret_encrypted = models.TextField(blank=True, help_text="Fernet-encrypted")
     previous_valid_until = models.DateTimeField(null=True, blank=True)
     allowed_hosts = models.TextField(
         blank=True,
@@ -54,21 +65,51 @@ class PushSettings(models.Model):
     def host_patterns(self) -> list[str]:
         return [line.strip() for line in self.allowed_hosts.splitlines() if line.strip()]
 
+    @property
+    def secret(self) -> str:
+        """The signing secret; raises SecretUnreadable when no key opens it."""
+        return _plaintext(self.secret_encrypted, self.tenant_id)
+
+    @property
+    def previous_secret(self) -> str:
+        return _plaintext(self.previous_secret_encrypted, self.tenant_id)
+
     def signing_secrets(self, now=None) -> list[str]:
         """The secrets to sign with: the current one, and the previous one in its grace period
         (receivers that still hold the old secret keep verifying)."""
         now = now or timezone.now()
         out = [self.secret]
-        if self.previous_secret and self.previous_valid_until and self.previous_valid_until > now:
+        if (
+            self.previous_secret_encrypted
+            and self.previous_valid_until
+            and self.previous_valid_until > now
+        ):
             out.append(self.previous_secret)
         return out
 
     def rotate(self, grace: timedelta) -> None:
         now = timezone.now()
-        self.previous_secret = self.secret
+        self.previous_secret_encrypted = self.secret_encrypted
         self.previous_valid_until = now + grace
-        self.secret = new_webhook_secret()
+        self.secret_encrypted = new_webhook_secret_encrypted()
         self.rotated_at = now
+
+
+class SecretUnreadable(Exception):
+    """A stored secret that none of the configured keys opens (CONNECTIONS_ENCRYPTION_KEY
+    changed without rotate_secrets)."""
+
+
+def _plaintext(ciphertext: str, tenant_id: int) -> str:
+    if not ciphertext:
+        return ""
+    try:
+        return secret_decrypt(ciphertext)
+    except InvalidToken:
+        raise SecretUnreadable(
+            f"the push signing secret of tenant {tenant_id} cannot be decrypted (the encryption "
+            "key changed?); rotate it in admin"
+        ) from None
 
 
 class PushConfig(models.Model):

@@ -11,9 +11,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from a2a_endpoint.jsonrpc import STREAMING_METHODS
 from a2a_endpoint.methods import HANDLERS
-from a2a_endpoint.models import PushDelivery
 from config import metrics
 from config.tracing import request_span
+from runtime.kernel.push.push_models import PushDelivery
 
 KNOWN_METHODS = frozenset(HANDLERS) | frozenset(STREAMING_METHODS) | {"GetExtendedAgentCard"}
 

@@ -470,7 +470,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
-# Push notifications and outbound fetches (a2a_endpoint.push_configs, a2a_endpoint.push_delivery, connections.outbound).
+# Push notifications and outbound fetches (runtime.kernel.push.push_configs, runtime.kernel.push.push_delivery, connections.outbound).
 # Loopback and private addresses are refused unless this is on (local development, the TCK).
 PUSH_ALLOW_PRIVATE_HOSTS = env_bool("PUSH_ALLOW_PRIVATE_HOSTS", False)
 PUSH_TIMEOUT_SECONDS = env_int("PUSH_TIMEOUT_SECONDS", 10)
@@ -479,7 +479,7 @@ PUSH_MAX_CONCURRENCY_PER_RECEIVER = env_int("PUSH_MAX_CONCURRENCY_PER_RECEIVER",
 PUSH_SECRET_GRACE_HOURS = env_int("PUSH_SECRET_GRACE_HOURS", 24)
 PUSH_SWEEP_SECONDS = env_int("PUSH_SWEEP_SECONDS", 30)
 CELERY_BEAT_SCHEDULE["sweep-push"] = {
-    "task": "a2a_endpoint.tasks.sweep_push",
+    "task": "runtime.tasks.sweep_push",
     "schedule": float(PUSH_SWEEP_SECONDS),
 }
 # files/v1: signed download links, incoming url parts, raw part size.

@@ -11,6 +11,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.debug import sensitive_post_parameters
 
+from runtime import admin_push  # noqa: F401  (registers the push models' admin)
 from runtime.admin_policy import PolicyTableField, tool_keys
 from runtime.agents.agent_models import (
     Agent,

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import jsonschema
-from django.db import connection
 
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.agents.agent_models import ToolServer as ServerRow
 from runtime.agents.approver_syntax import MAX_REQUIRED, MAX_STAGES
 from runtime.agents.ladders import duration_seconds
 from runtime.agents.policies import PolicyRule, Stage, policy_rule_for
-from runtime.kernel import rowsql
+from runtime.kernel.store import demo_record_insert
 
 BUILTIN_SERVER = "countersign"
 REQUEST_CONNECTION = "request_connection"
@@ -259,29 +258,10 @@ def demo_record(*, effect_id: str, tenant, server: str, kind: str, data: dict) -
     own around the insert, on every deployment (a resumed deployer turn's wait on the tool,
     bench/decisions.py)."""
     record = DemoRecord(tenant=tenant, server=server, kind=kind, effect_id=effect_id, data=data)
-    sql, fields = _demo_insert()
-    values = [field.get_db_prep_save(field.pre_save(record, True), connection) for field in fields]
-    with rowsql.cursor() as cursor:
-        cursor.execute(sql, values)
-        row = cursor.fetchone()
-    if row is not None:
-        return row[0]
+    inserted = demo_record_insert(record)
+    if inserted is not None:
+        return inserted
     return DemoRecord.objects.filter(effect_id=effect_id).values_list("pk", flat=True).get()
-
-
-@functools.cache
-def _demo_insert() -> tuple[str, tuple]:
-    q = connection.ops.quote_name
-    meta = DemoRecord._meta
-    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
-    columns = ", ".join(q(f.column) for f in fields)
-    values = ", ".join(["%s"] * len(fields))
-    return (
-        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({values}) "
-        f"ON CONFLICT ({q(meta.get_field('effect_id').column)}) DO NOTHING "
-        f"RETURNING {q(meta.pk.column)}",
-        fields,
-    )
 
 
 class DeployServer:

@@ -6,9 +6,9 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
-from a2a_endpoint.models import PushConfig, PushSettings
 from config.celery import app
 from runtime.decisions.decision_models import Interaction
+from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Context, Task, TaskEvent
 from tenants.tokens import api_token_create
 from tests.a2a_client import (

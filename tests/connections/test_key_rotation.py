@@ -12,14 +12,14 @@ from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from a2a_endpoint.models import PushConfig
-from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import InvalidToken, secret_decrypt, secret_is_current
 from connections.models import Connection
 from connections.selectors import connection_secret_for
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import Credential
 from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
+from runtime.kernel.push.push_models import PushConfig, PushSettings
+from runtime.kernel.push.push_selectors import push_settings_for
 
 OLD, NEW, STRANGER = "the-old-key-" + "o" * 40, "the-new-key-" + "n" * 40, "s" * 50
 GITHUB_TOKEN = "ghp_" + "a" * 36
@@ -27,13 +27,15 @@ MODEL_KEY = "sk-test-" + "k" * 30
 
 
 def stored() -> list[str]:
-    """Every ciphertext at rest, in the four fields that hold one."""
+    """Every ciphertext at rest, in the five fields that hold one."""
     values = []
     for row in Connection.objects.values_list("access_token_encrypted", "refresh_token_encrypted"):
         values.extend(row)
     for row in PushConfig.objects.values_list("token", "auth_credentials"):
         values.extend(row)
     values.extend(Credential.objects.values_list("secret_encrypted", flat=True))
+    for row in PushSettings.objects.values_list("secret_encrypted", "previous_secret_encrypted"):
+        values.extend(row)
     return [value for value in values if value]
 
 
@@ -44,10 +46,12 @@ def readable(side) -> tuple:
         config.token_plaintext(),
         secret_decrypt(config.auth_credentials),
         credential_value(tenant=side.tenant, name="OPENAI_API_KEY"),
+        push_settings_for(tenant=side.tenant).secret,
     )
 
 
-EXPECTED = (GITHUB_TOKEN, "push-tok", "push-cred", MODEL_KEY)
+def expected(side) -> tuple:
+    return (GITHUB_TOKEN, "push-tok", "push-cred", MODEL_KEY, side.extra["push_secret"])
 
 
 @pytest.fixture
@@ -62,6 +66,8 @@ def secrets_at_rest(transactional_db, agents, github, settings):
     push = push_settings_for(tenant=side.tenant)
     push.allowed_hosts = "*.acme.test"
     push.save(update_fields=["allowed_hosts"])
+    side.extra["push_secret"] = push.secret
+    assert push.secret.startswith("whsec_")
     message = {"messageId": "rot-1", "role": "ROLE_USER", "parts": [{"text": "How do I log in?"}]}
     configuration = {
         "returnImmediately": True,
@@ -83,7 +89,7 @@ def secrets_at_rest(transactional_db, agents, github, settings):
         headers={"Authorization": f"Bearer {side.token}", "A2A-Version": "1.0"},
     )
     assert "result" in response.json(), response.content
-    assert len(stored()) == 4 and readable(side) == EXPECTED
+    assert len(stored()) == 5 and readable(side) == expected(side)
     return side
 
 
@@ -95,9 +101,9 @@ def rotate(*args) -> str:
 
 def test_old_secrets_stay_readable_with_a_new_key_first(secrets_at_rest, settings):
     settings.CONNECTIONS_ENCRYPTION_KEY = [NEW, OLD]
-    assert readable(secrets_at_rest) == EXPECTED
+    assert readable(secrets_at_rest) == expected(secrets_at_rest)
     assert not any(secret_is_current(value) for value in stored())
-    with pytest.raises(CommandError, match="4 secret\\(s\\) still need an older key"):
+    with pytest.raises(CommandError, match="5 secret\\(s\\) still need an older key"):
         rotate("--check")
 
 
@@ -108,15 +114,16 @@ def test_rotate_secrets_reencrypts_everything_so_the_new_key_alone_reads_it(
     settings.CONNECTIONS_ENCRYPTION_KEY = "  " + NEW + " , " + OLD  # the environment's form
     out = rotate()
     assert "connections.Connection.access_token_encrypted: 1 re-encrypted" in out
-    assert "a2a_endpoint.PushConfig.auth_credentials: 1 re-encrypted" in out
+    assert "runtime.PushConfig.auth_credentials: 1 re-encrypted" in out
     assert "runtime.Credential.secret_encrypted: 1 re-encrypted" in out
+    assert "runtime.PushSettings.secret_encrypted: 1 re-encrypted" in out
     after = stored()
-    assert len(after) == 4 and not set(before) & set(after)
+    assert len(after) == 5 and not set(before) & set(after)
     assert all(secret_is_current(value) for value in after)
     assert "opens with the first key alone" in rotate("--check")
 
     settings.CONNECTIONS_ENCRYPTION_KEY = [NEW]
-    assert readable(secrets_at_rest) == EXPECTED
+    assert readable(secrets_at_rest) == expected(secrets_at_rest)
     settings.CONNECTIONS_ENCRYPTION_KEY = [OLD]  # the old key no longer opens any of them
     for value in after:
         with pytest.raises(InvalidToken):
@@ -128,13 +135,13 @@ def test_rotate_secrets_reencrypts_everything_so_the_new_key_alone_reads_it(
 def test_secrets_no_key_opens_are_named_and_left_as_they_were(secrets_at_rest, settings):
     before = stored()
     settings.CONNECTIONS_ENCRYPTION_KEY = [STRANGER]
-    with pytest.raises(CommandError, match="4 secret\\(s\\) open with none") as raised:
+    with pytest.raises(CommandError, match="5 secret\\(s\\) open with none") as raised:
         rotate()
     assert "runtime.Credential.secret_encrypted pk=" in str(raised.value)
     assert MODEL_KEY not in str(raised.value) and GITHUB_TOKEN not in str(raised.value)
     assert stored() == before
     settings.CONNECTIONS_ENCRYPTION_KEY = [OLD]
-    assert readable(secrets_at_rest) == EXPECTED
+    assert readable(secrets_at_rest) == expected(secrets_at_rest)
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,6 @@ from runtime.agents.tools import (
     REQUEST_CONNECTION_SCHEMA,
     CallContext,
     Policy,
-    ToolError,
-    ToolOutcomeLost,
     policy_for,
     tool_spec,
     tool_unavailable,
@@ -42,6 +40,7 @@ from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_pause, with_plan
 from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
 from runtime.turn.batch import Outbound, Step, turn_save
+from runtime.turn.elicitation import call_made, elicitation_ask
 from runtime.turn.results import result_capped
 from runtime.turn.transcript import (
     TURN_FIELDS,
@@ -326,6 +325,8 @@ def _send(
         subject=task.subject,
         # The policy's own timeout for the tool, else the server's.
         timeout=policy_for(task.agent, effect.server, effect.tool, effect.arguments).timeout,
+        # The run's MCP sessions (runtime.turn.runner): one per tool server for the run.
+        sessions=getattr(task, "tool_sessions", None),
     )
     # The journal says "sending" and is committed before the call leaves (this block ends
     # first), so a crash after this point is seen as an uncertain outcome, never as "not sent".
@@ -336,19 +337,17 @@ def _send(
 
 
 def _call(server, effect: Effect, context: CallContext) -> tuple[str, object]:
-    """The tool call itself (network I/O, no transaction open): ("ok", its result), ("lost",
-    why: sent, and no answer in time) or ("error", why)."""
-    try:
-        return "ok", server.call(effect.tool, effect.arguments, context)
-    except ToolOutcomeLost as exc:
-        return "lost", str(exc)
-    except ToolError as exc:
-        return "error", str(exc)
+    """The tool call itself (network I/O, no transaction open): runtime.turn.elicitation's
+    call_made outcomes."""
+    return call_made(lambda: server.call(effect.tool, effect.arguments, context))
 
 
 def _sent(task: Task, effect: Effect, outcome: tuple[str, object]) -> Step:
     """Record the call's outcome (and its tool result for the model) in the block after it."""
     kind, value = outcome
+    if kind == "asks":
+        # The server asks a person something, and the call stays open until it has the answer.
+        return elicitation_ask(task, effect, value, sent=_sent)
     if kind == "lost":
         # Sent, and no answer in time: the tool may have acted. Uncertain (effects/v1) for an
         # operator to resolve, as after a crash; an idempotent tool's call is simply failed

@@ -18,6 +18,8 @@ from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import Task, TaskState
+from runtime.kernel.wakeups import task_announcements_heard, task_changed
+from runtime.turn.cancel import task_cancel
 from runtime.turn.claim import turn_claim, turns_to_sweep
 from runtime.turn.runner import turn_run
 from tests.core import REPORT_RESULT, in_band, reply, run, send, status_text
@@ -331,3 +333,32 @@ def test_a_worker_that_loses_the_turn_mid_question_leaves_the_call_uncertain(
     assert effects(task) == [("book", Effect.State.UNCERTAIN)]
     assert task.status_ext[ext.EFFECTS]["uncertain"]
     assert task.state == TaskState.WORKING
+
+
+def test_a_task_canceled_mid_question_stops_the_run_and_the_server_hears_cancel(
+    agents, booker, server
+):
+    booker(place="Chez Nous")
+    task = send(agents.a, "booker", "book")
+    worker = Worker(task)
+    question = question_of(task)
+    task_cancel(
+        tenant=task.tenant, agent=task.agent, subject=task.subject, task_id=task.public_id
+    )
+    task = worker.join()  # the wait found the question closed, and the run stopped
+    assert task.state == TaskState.CANCELED
+    question.refresh_from_db()
+    assert question.state == Interaction.State.CANCELED
+    # The run's sessions closed: the open question was answered cancel first.
+    assert wait_for(lambda: server.elicited, "the server to hear it") == [
+        {"action": "cancel", "content": None}
+    ]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY")
+def test_the_wait_for_an_answer_is_woken_by_the_tasks_announcement(agents, booker):
+    booker()
+    task = send(agents.a, "booker", "book")
+    with task_announcements_heard() as heard:
+        task_changed(task)  # what every answer does as it commits
+        assert heard(task.pk, 60) is True

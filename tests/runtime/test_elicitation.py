@@ -342,9 +342,7 @@ def test_a_task_canceled_mid_question_stops_the_run_and_the_server_hears_cancel(
     task = send(agents.a, "booker", "book")
     worker = Worker(task)
     question = question_of(task)
-    task_cancel(
-        tenant=task.tenant, agent=task.agent, subject=task.subject, task_id=task.public_id
-    )
+    task_cancel(tenant=task.tenant, agent=task.agent, subject=task.subject, task_id=task.public_id)
     task = worker.join()  # the wait found the question closed, and the run stopped
     assert task.state == TaskState.CANCELED
     question.refresh_from_db()

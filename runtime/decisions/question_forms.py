@@ -55,7 +55,13 @@ class FormField:
 
 
 def _text(value: Any, limit: int) -> str:
-    return value.strip()[:limit] if isinstance(value, str) else ""
+    # PostgreSQL's JSON keeps no NUL: a server's text loses them rather than fail the turn.
+    return value.replace("\x00", "").strip()[:limit] if isinstance(value, str) else ""
+
+
+def _plain(value: Any) -> bool:
+    """A string PostgreSQL's JSON can keep (no NUL)."""
+    return isinstance(value, str) and "\x00" not in value
 
 
 def _number(value: Any) -> float | int | None:
@@ -74,16 +80,12 @@ def _choices(spec: dict, where: str) -> list[dict] | None:
             raise FormError(f"{where}: oneOf/anyOf must list the choices")
         out = []
         for item in titled:
-            if not isinstance(item, dict) or not isinstance(item.get("const"), str):
+            if not isinstance(item, dict) or not _plain(item.get("const")):
                 raise FormError(f"{where}: each choice needs a string const")
             out.append({"const": item["const"], "title": _text(item.get("title"), TITLE_MAX)})
     elif "enum" in spec:
         values, names = spec["enum"], spec.get("enumNames")
-        if (
-            not isinstance(values, list)
-            or not values
-            or not all(isinstance(v, str) for v in values)
-        ):
+        if not isinstance(values, list) or not values or not all(_plain(v) for v in values):
             raise FormError(f"{where}: enum must list strings")
         names = names if isinstance(names, list) and len(names) == len(values) else []
         out = [
@@ -116,7 +118,7 @@ def _property_clean(name: str, spec: Any) -> dict:
                     kept[key] = spec[key]
             if spec.get("format") in FORMATS:
                 kept["format"] = spec["format"]
-        if isinstance(spec.get("default"), str):
+        if _plain(spec.get("default")):
             kept["default"] = spec["default"][:TEXT_MAX]
     elif kind in ("number", "integer"):
         for key in ("minimum", "maximum"):
@@ -137,7 +139,7 @@ def _property_clean(name: str, spec: Any) -> dict:
             if _count(spec.get(key)) is not None:
                 kept[key] = spec[key]
         default = spec.get("default")
-        if isinstance(default, list) and all(isinstance(v, str) for v in default):
+        if isinstance(default, list) and all(_plain(v) for v in default):
             kept["default"] = default
     else:
         raise FormError(f"{where}: type must be string, number, integer, boolean or array")
@@ -153,7 +155,9 @@ def form_clean(schema: Any) -> dict:
         raise FormError("properties must be an object")
     if len(properties) > PROPERTIES_MAX:
         raise FormError(f"more than {PROPERTIES_MAX} fields")
-    kept = {str(name)[:100]: _property_clean(str(name), spec) for name, spec in properties.items()}
+    if not all(_plain(name) and name for name in properties):
+        raise FormError("a field's name must be text")
+    kept = {name[:100]: _property_clean(name, spec) for name, spec in properties.items()}
     required = schema.get("required") or []
     if not isinstance(required, list):
         raise FormError("required must list field names")
@@ -217,7 +221,7 @@ def field_value_check(field: FormField, value: Any) -> Any:
         return value
     allowed = [c for c, _ in field.choices]
     if field.kind == "choices":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list) or not all(_plain(v) for v in value):
             raise FormError("must be a list of choices")
         wrong = [v for v in value if v not in allowed]
         if wrong:
@@ -228,7 +232,7 @@ def field_value_check(field: FormField, value: Any) -> Any:
         if field.max_items is not None and len(value) > field.max_items:
             raise FormError(f"choose at most {field.max_items}")
         return value
-    if not isinstance(value, str):
+    if not _plain(value):
         raise FormError("must be text")
     if field.kind == "choice":
         if value not in allowed:

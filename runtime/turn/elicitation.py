@@ -83,7 +83,8 @@ def _question(effect: Effect, asks: ToolAsks) -> tuple[dict, dict] | None:
     where = {"server": effect.server, "tool": effect.tool}
     if asks.mode == "url":
         parts = urlsplit(asks.url)
-        if parts.scheme not in ("http", "https") or not parts.netloc or len(asks.url) > 2000:
+        bad = "\x00" in asks.url or len(asks.url) > 2000
+        if parts.scheme not in ("http", "https") or not parts.netloc or bad:
             return None
         return {**where, "elicitation": "url", "url": asks.url}, NO_FIELDS
     if asks.mode != "form":
@@ -106,7 +107,7 @@ def elicitation_ask(task: Task, effect: Effect, asks: ToolAsks, *, sent: Sent) -
         return _answered_now(asks, CANCEL, effect, sent)
     detail, form = question
     worker_id = task.lease_owner
-    prompt = " ".join(asks.message.split())[:PROMPT_MAX] or (
+    prompt = " ".join(asks.message.replace("\x00", "").split())[:PROMPT_MAX] or (
         f"{effect.server} / {effect.tool} asks for your input."
     )
     interaction = interaction_open(

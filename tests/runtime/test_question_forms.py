@@ -178,3 +178,14 @@ def test_decline_cancel_and_the_short_answers():
 def test_a_form_of_one_field_takes_a_plain_text_reply(spec, text, value):
     form = form_clean({"properties": {"only": spec}})
     assert form_answer_read(form, text) == {"action": "accept", "content": {"only": value}}
+
+
+def test_nul_never_reaches_the_database():
+    """PostgreSQL's JSON keeps no NUL: a server's text loses it, a choice or an answer with
+    one is refused."""
+    form = form_clean({"properties": {"a": {"type": "string", "title": "A\x00b"}}})
+    assert form["properties"]["a"]["title"] == "Ab"
+    with pytest.raises(FormError):
+        form_clean({"properties": {"a": {"type": "string", "enum": ["x\x00"]}}})
+    with pytest.raises(InvalidParams, match="must be text"):
+        form_answer_read(form, {"a": "x\x00y"})

@@ -188,6 +188,12 @@ class ApproverGroup(models.Model):
         return f"group:{self.slug}"
 
 
+# Subjects the system itself decides as (the expiry, a void, a ladder, a standing rule): no
+# token acts as one (ApiToken.clean), and no person or program deciding as one is ever a
+# decider (runtime.decisions.approvers), so the audit never names the system for a person.
+RESERVED_SUBJECT_PREFIXES = ("system:", "rule:")
+
+
 class ApiToken(models.Model):
     """A bearer token for partner agents and programs.
 
@@ -246,6 +252,16 @@ class ApiToken(models.Model):
         if self.subject == "anonymous" or self.subject.startswith("anonymous:"):
             raise ValidationError(
                 {"subject": "anonymous and anonymous:... are reserved for callers without a token."}
+            )
+        # The system decides as system:... and rule:... (the expiry, a void, a standing rule):
+        # a token acting as one would make the audit name the system for its decisions
+        # (issue 28, finding 4).
+        if self.subject.startswith(RESERVED_SUBJECT_PREFIXES):
+            raise ValidationError(
+                {
+                    "subject": f"{' and '.join(p + '...' for p in RESERVED_SUBJECT_PREFIXES)} "
+                    "are reserved for the system's own decisions."
+                }
             )
 
     def may_call(self, agent_slug: str) -> bool:

@@ -53,6 +53,9 @@ def test_tokens_create_an_operator_token_for_some_agents_that_expires(acme):
     [
         (["--tenant", "nope", "--subject", "partner:x"], "No tenant 'nope'"),
         (["--tenant", "acme", "--subject", "anonymous:x"], "subject: anonymous"),
+        # The system's own subjects (issue 28, finding 4): no token acts as one.
+        (["--tenant", "acme", "--subject", "system:expiry"], "reserved for the system"),
+        (["--tenant", "acme", "--subject", "rule:rul_1"], "reserved for the system"),
         (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "0"], "positive"),
     ],
 )

@@ -435,6 +435,9 @@ CREDENTIAL_ENV_NAMES = env_list("CREDENTIAL_ENV_NAMES", ["OPENAI_API_KEY"])
 # times in all, with exponential backoff from MODEL_RETRY_BASE_SECONDS (or Retry-After).
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
 MODEL_TIMEOUT_SECONDS = env_int("MODEL_TIMEOUT_SECONDS", 120)
+# The largest reply of a hosted model and of an HTTP agent (provider: http) read, in bytes.
+MODEL_REPLY_MAX_BYTES = env_int("MODEL_REPLY_MAX_BYTES", 4 * 1024 * 1024)
+AGENT_REPLY_MAX_BYTES = env_int("AGENT_REPLY_MAX_BYTES", 1024 * 1024)
 MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 5)
 MODEL_RETRY_BASE_SECONDS = env_int("MODEL_RETRY_BASE_SECONDS", 1)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
@@ -469,10 +472,22 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# Every outbound request (connections.outbound's guarded clients) ends within its caller's
+# timeout in all (connect, send, the headers and every read of the body together: a server
+# that trickles is cut off at it), and reads at most this much body unless its caller has a
+# limit of its own (PUSH_REPLY_MAX_BYTES, FILES_FETCH_MAX_BYTES, TOOL_*_MAX_BYTES, MODEL_...).
+OUTBOUND_MAX_RESPONSE_BYTES = env_int("OUTBOUND_MAX_RESPONSE_BYTES", 1024 * 1024)
+# Tenants' tool servers (runtime.agents.toolservers): the largest answer to a call, and to a
+# discovery (tools/list, list_tools), read.
+TOOL_RESULT_MAX_BYTES = env_int("TOOL_RESULT_MAX_BYTES", 10 * 1024 * 1024)
+TOOL_LIST_MAX_BYTES = env_int("TOOL_LIST_MAX_BYTES", 4 * 1024 * 1024)
+
 # Push notifications and outbound fetches (a2a_endpoint.push_configs, a2a_endpoint.push_delivery, connections.outbound).
 # Loopback and private addresses are refused unless this is on (local development, the TCK).
 PUSH_ALLOW_PRIVATE_HOSTS = env_bool("PUSH_ALLOW_PRIVATE_HOSTS", False)
 PUSH_TIMEOUT_SECONDS = env_int("PUSH_TIMEOUT_SECONDS", 10)
+# Of a receiver's reply only the status counts: at most this much of its body is read.
+PUSH_REPLY_MAX_BYTES = env_int("PUSH_REPLY_MAX_BYTES", 64 * 1024)
 PUSH_RETRY_HOURS = env_int("PUSH_RETRY_HOURS", 24)
 PUSH_MAX_CONCURRENCY_PER_RECEIVER = env_int("PUSH_MAX_CONCURRENCY_PER_RECEIVER", 4)
 PUSH_SECRET_GRACE_HOURS = env_int("PUSH_SECRET_GRACE_HOURS", 24)

@@ -34,6 +34,7 @@ from runtime.agents.llm.openai_spec import ModelSpecError
 from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
 from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
+from runtime.agents.schema_refs import schema_problem
 from runtime.agents.tools import timeout_seconds
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
@@ -514,18 +515,12 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     tools = data.get("tools", []) or []
     for i, tool in enumerate(tools):
         # A tool's arguments are checked against its schema when the model calls it; a schema
-        # that is no JSON Schema (say {type: 12}) is this file's error, not a failed call.
+        # that is no JSON Schema (say {type: 12}), or that refers outside itself (a $ref that
+        # would be fetched), is this file's error, not a failed call.
         if "schema" in tool:
-            checker = jsonschema.validators.validator_for(
-                tool["schema"], default=jsonschema.Draft202012Validator
-            )
-            try:
-                checker.check_schema(tool["schema"])
-            except jsonschema.SchemaError as exc:
-                fail(
-                    ["tools", i, "schema", *exc.absolute_path],
-                    f"is not a valid JSON Schema: {exc.message}",
-                )
+            problem = schema_problem(tool["schema"])
+            if problem is not None:
+                fail(["tools", i, "schema", *problem[0]], problem[1])
 
     policy = data.get("policy", {}) or {}
     for field_path, message in policy_rule_problems(policy)[:1]:

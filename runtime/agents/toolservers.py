@@ -33,6 +33,7 @@ from connections.outbound import (
 )
 from connections.outbound_limits import ResponseTooLarge
 from runtime.agents.agent_models import ToolServer
+from runtime.agents.schema_refs import remote_ref, remote_ref_message
 from runtime.agents.tools import SERVERS, CallContext, ToolError, ToolOutcomeLost
 from runtime.agents.tools import ToolServer as CallableServer
 
@@ -139,6 +140,11 @@ def clean_tools(raw: Any) -> list[dict]:
             continue
         schema = item.get("inputSchema")
         description = item.get("description")
+        found = remote_ref(schema) if isinstance(schema, dict) else None
+        if found is not None:
+            # Never fetched, at a call or here: the whole refresh is refused, naming the field.
+            where = ".".join(map(str, ["inputSchema", *found[0]]))
+            raise DiscoveryError(f"the tool {name}: {where}: {remote_ref_message(found[1])}")
         seen.add(name)
         tools.append(
             {

@@ -461,6 +461,9 @@ A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
 A2A_STREAM_KEEPALIVE_SECONDS = env_int("A2A_STREAM_KEEPALIVE_SECONDS", 15)
 A2A_STREAMS_PER_PROCESS = env_int("A2A_STREAMS_PER_PROCESS", 2000)
 A2A_STREAMS_PER_TOKEN = env_int("A2A_STREAMS_PER_TOKEN", 100)
+# How long one write of a stream may wait for its client to read (the connection's buffers
+# are full) before the stream is ended and the connection dropped.
+A2A_STREAM_WRITE_TIMEOUT_SECONDS = env_int("A2A_STREAM_WRITE_TIMEOUT_SECONDS", 30)
 # How long a streamed send holds its first event while the turn has only started, so that a
 # direct reply can still be sent as a Message (a stream is one Message or a Task's events).
 A2A_STREAM_FIRST_EVENT_MS = env_int("A2A_STREAM_FIRST_EVENT_MS", 1000)

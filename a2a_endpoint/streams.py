@@ -83,7 +83,9 @@ class _Registry:
             if self.total >= settings.A2A_STREAMS_PER_PROCESS:
                 raise too_many_streams("process", settings.A2A_STREAMS_PER_PROCESS)
             if self.per_token[key] >= settings.A2A_STREAMS_PER_TOKEN:
-                raise too_many_streams("token", settings.A2A_STREAMS_PER_TOKEN)
+                # Per token's subject; callers without a token, per address (Caller.limit_key).
+                scope = "address" if len(key) > 2 else "token"
+                raise too_many_streams(scope, settings.A2A_STREAMS_PER_TOKEN)
             self.per_token[key] += 1
             self.total += 1
         return Slot(self, key)
@@ -509,7 +511,7 @@ async def stream_open(
     ends; ``direct`` (a 0.x message/stream that starts a turn) streams as _Stream.run_direct;
     without ``envelope`` each event is the bare StreamResponse (HTTP+JSON, a2a_endpoint.rest)."""
     params = _params(params)
-    slot = REGISTRY.take((caller.tenant.pk, caller.subject))
+    slot = REGISTRY.take(caller.limit_key)
     try:
         if method == "SendStreamingMessage":
             task, _configuration, history_length, _queued = await message_accept(

@@ -388,6 +388,41 @@ def policy_problems(policy) -> list[tuple[list, str]]:
 
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+ALIAS_REFUSED = (
+    "YAML anchors and aliases (&name, *name) are not allowed: write the value out where it is used"
+)
+
+
+class AliasFound(Exception):
+    def __init__(self, line: int):
+        self.line = line
+
+
+def _front_load(front: str, loader_class):
+    """The front matter's data, refusing any alias (AliasFound, with the anchor's line): an
+    alias is one node shared by several places, and what is made of the data (the JSON kept
+    in the database, the schema checks) writes it out at each, so 542 bytes of nested aliases
+    became 5.2 MB (issue 28). The nodes are walked once each, before anything is built."""
+    loader = loader_class(front)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        seen: set[int] = set()
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if id(current) in seen:
+                raise AliasFound(current.start_mark.line)
+            seen.add(id(current))
+            if isinstance(current, yaml.MappingNode):
+                for key, value in current.value:
+                    stack.extend((key, value))
+            elif isinstance(current, yaml.SequenceNode):
+                stack.extend(current.value)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def parse_agent_file(path: Path | str) -> AgentSpec:
@@ -416,13 +451,21 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     try:
         # libyaml's parser with PyYAML's own safe constructor: the same data, several times
         # faster than the pure-Python parser (which a test's setup ran for every agent file).
-        data = yaml.load(front, Loader=_FAST_LOADER) or {}
+        data = _front_load(front, _FAST_LOADER) or {}
     except yaml.YAMLError:
         data = None  # told below by the pure-Python parser, as it always was
+    except AliasFound as found:
+        raise AgentFileError(
+            str(path), found.line + offset, "front matter", ALIAS_REFUSED
+        ) from None
     if data is None:
         try:
             composed()
-            data = yaml.safe_load(front) or {}
+            data = _front_load(front, yaml.SafeLoader) or {}
+        except AliasFound as found:
+            raise AgentFileError(
+                str(path), found.line + offset, "front matter", ALIAS_REFUSED
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise AgentFileError(

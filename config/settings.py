@@ -361,7 +361,9 @@ LOGGING = {
     },
     "formatters": {
         "text": {
-            "format": "%(asctime)s %(levelname)s %(name)s [%(process)d] "
+            # One line per record: control characters in a value are written escaped.
+            "()": "config.logging.TextFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s [%(process)d] "
             "task=%(task_id)s tenant=%(tenant)s subject=%(subject)s trace=%(trace_id)s %(message)s",
         },
         "json": {"()": "config.logging.JsonFormatter"},

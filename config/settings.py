@@ -39,6 +39,12 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Earlier SECRET_KEYs, comma-separated (or SECRET_KEY_FALLBACKS_FILE), still accepted for
+# what they signed (sessions, password reset and invitation links, file download links)
+# while SECRET_KEY takes over: the rotation README "Running in production" describes.
+SECRET_KEY_FALLBACKS = [
+    key.strip() for key in env_secret("SECRET_KEY_FALLBACKS").split(",") if key.strip()
+]
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"] if DEBUG else []
 )
@@ -335,11 +341,12 @@ DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD") or DEMO_OPERATOR_P
 # The keys that encrypt stored secrets at rest (connections/crypto.py: Fernet, key derived by
 # HKDF). Any long random strings, comma-separated: the first encrypts, all decrypt, so a new
 # key goes first and `manage.py rotate_secrets` re-encrypts everything under it before the
-# old one is dropped. Defaults to SECRET_KEY; set it on its own in production.
-# SECRET_KEY is one key as it is (it may hold a comma); the setting is a list.
+# old one is dropped. Defaults to SECRET_KEY, then its fallbacks (so that a rotated
+# SECRET_KEY still reads what the old one encrypted until rotate_secrets has run); set it on
+# its own in production. SECRET_KEY is one key as it is (it may hold a comma).
 CONNECTIONS_ENCRYPTION_KEY = [
     key.strip() for key in env_secret("CONNECTIONS_ENCRYPTION_KEY").split(",") if key.strip()
-] or [SECRET_KEY]
+] or [SECRET_KEY, *SECRET_KEY_FALLBACKS]
 # How long an operator has to finish an OAuth2 connect at the provider, in seconds.
 CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 

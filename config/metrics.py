@@ -74,6 +74,12 @@ DECISION_LATENCY = Histogram(
     ["kind", "via"],
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 7 * 86400),
 )
+NOTIFICATIONS = Counter(
+    "countersign_notifications",
+    "Notification attempts by channel kind (email, slack, webhook) and outcome: sent, "
+    "failed (tried again later) or gave_up (failed for good).",
+    ["kind", "outcome"],
+)
 
 # name -> a function returning the families it reads (from the database) at scrape time.
 _collectors: dict[str, Callable[[], Iterable[Metric]]] = {}

@@ -44,6 +44,7 @@ from runtime.turn.transcript import (
     approval_reason,
     tool_result_record,
 )
+from runtime.turn.turn_metrics import call_span
 
 logger = logging.getLogger(__name__)
 
@@ -383,7 +384,10 @@ class ToolCalls:
             outcome, ok = {"error": f"{gone}; not sent"}, False
         else:
             try:
-                with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
+                with (
+                    lease_kept(task_pk=self.task_pk, worker_id=self.worker_id),
+                    call_span(task, effect),
+                ):
                     result = server.call(
                         effect.tool,
                         effect.arguments,

@@ -3,9 +3,9 @@ gave the URL: a push receiver that trickles or floods its reply is an attempt th
 is retried; a url part that trickles or is huge is that part failed, and the turn goes on."""
 
 import pytest
-from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery
 
-from a2a_endpoint import push_delivery
+from runtime.kernel.push import push_delivery
+from runtime.kernel.push.push_models import PushAttempt, PushConfig, PushDelivery
 from runtime.kernel.task_models import TaskFile, TaskState
 from tests.a2a_endpoint.test_files import files_world, inputs_entry, status_text
 from tests.a2a_endpoint.test_files import send as send_parts

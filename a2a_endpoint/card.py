@@ -41,7 +41,7 @@ def agent_card(request, agent: Agent, *, legacy: bool = False) -> dict:
         ],
         "capabilities": {
             # SSE streams (a2a_endpoint.streams); updates also reach callers by push
-            # (a2a_endpoint.push_delivery).
+            # (runtime.kernel.push.push_delivery).
             "streaming": True,
             "pushNotifications": True,
             "extendedAgentCard": False,

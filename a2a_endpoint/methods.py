@@ -14,13 +14,14 @@ from urllib.parse import urlsplit
 from a2a import types as a2a
 from django.conf import settings
 
-from a2a_endpoint import errors, push_configs, wire
+from a2a_endpoint import errors, wire
 from a2a_endpoint.asyncdb import async_reads, db, task_read, tasks_page_read, wait_for_settled
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.inputs import length_check
-from a2a_endpoint.models import PushConfig
 from config.logging import bind
 from runtime.decisions.decision_models import Interaction
+from runtime.kernel.push import push_configs
+from runtime.kernel.push.push_models import PushConfig
 from runtime.kernel.task_models import SETTLED_STATES, Task, TaskState
 from runtime.kernel.task_selectors import task_for_caller, tasks_page
 from runtime.kernel.wakeups import announcements_mark

@@ -1,7 +1,7 @@
 """The 0.3 (and 0.2.5) shapes of what the 1.0 wire writes: tasks, messages, parts, stream
 events and push bodies. Pure functions of the 1.0 ProtoJSON dicts (a2a_endpoint.wire), shared
-by the 0.3 dialect of the endpoint (a2a_endpoint.dialect03) and by push delivery to configs
-registered in 0.3 (a2a_endpoint.push_delivery); they import nothing of the endpoint.
+by the 0.3 dialect of the endpoint (a2a_endpoint.dialect03) and by the push bodies of configs
+registered in 0.3 (a2a_endpoint.push_bodies); they import nothing of the endpoint.
 
 Seed 004 (the Wildo host, 0.2.5) is the rule of this dialect: a pause for a person is
 ``input-required`` whatever its kind (an approval, a connection), since the dialect's callers

@@ -11,7 +11,6 @@ from django.shortcuts import render
 from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_GET
 
-from a2a_endpoint.selectors import push_deliveries_for_task
 from approvals.access import task_for_member
 from approvals.presenting import message_view, pretty, visible_messages
 from runtime.decisions.decision_selectors import task_effects, task_interactions
@@ -19,6 +18,7 @@ from runtime.decisions.receipts import receipts_for
 from runtime.decisions.summaries import effect_call_view
 from runtime.kernel import extensions as ext
 from runtime.kernel.presence import streams_attached
+from runtime.kernel.push.push_selectors import push_deliveries_for_task
 from runtime.kernel.task_models import TaskState
 from runtime.kernel.task_selectors import task_events, tasks_for_tenant
 from tenants.access import member_required

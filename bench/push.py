@@ -25,9 +25,9 @@ django.setup()
 
 from django.db import transaction  # noqa: E402
 
-from a2a_endpoint.models import PushDelivery, PushSettings  # noqa: E402
-from a2a_endpoint.push_configs import ConfigInput, push_config_create  # noqa: E402
 from runtime.agents.agent_models import Agent  # noqa: E402
+from runtime.kernel.push.push_configs import ConfigInput, push_config_create  # noqa: E402
+from runtime.kernel.push.push_models import PushDelivery, PushSettings  # noqa: E402
 from runtime.kernel.shapes import status_payload  # noqa: E402
 from runtime.kernel.task_models import Context, Task, TaskEvent  # noqa: E402
 from runtime.kernel.task_state import event_emit  # noqa: E402

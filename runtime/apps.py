@@ -7,6 +7,8 @@ class RuntimeConfig(AppConfig):
     encrypted_fields = {
         "Credential": ("secret_encrypted",),
         "ToolServer": ("signing_secret_encrypted",),
+        "PushConfig": ("token", "auth_credentials"),
+        "PushSettings": ("secret_encrypted", "previous_secret_encrypted"),
     }
 
     def ready(self) -> None:

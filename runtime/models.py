@@ -22,6 +22,14 @@ from runtime.decisions.decision_models import (
     new_receipt_id,
     new_rule_id,
 )
+from runtime.kernel.push.push_models import (
+    PushAttempt,
+    PushConfig,
+    PushDelivery,
+    PushReceiverSlot,
+    PushSettings,
+    new_webhook_secret,
+)
 from runtime.kernel.task_models import (
     ANONYMOUS,
     INTERRUPTED_STATES,
@@ -58,6 +66,11 @@ __all__ = [
     "Interaction",
     "InteractionApproval",
     "ModelPrice",
+    "PushAttempt",
+    "PushConfig",
+    "PushDelivery",
+    "PushReceiverSlot",
+    "PushSettings",
     "Receipt",
     "StandingRule",
     "Task",
@@ -74,4 +87,5 @@ __all__ = [
     "new_rule_id",
     "new_signing_secret",
     "new_trace_id",
+    "new_webhook_secret",
 ]

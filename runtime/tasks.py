@@ -4,6 +4,9 @@ Services import these tasks at the top (as ``run_turn_task``); these tasks impor
 inside their bodies, so that no import cycle runs through the task modules.
 """
 
+import os
+import socket
+
 from celery import shared_task
 
 from config.celery import queue
@@ -33,3 +36,27 @@ def expire_interactions() -> int:
     from runtime.decisions.interactions import interactions_expire
 
     return interactions_expire()
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def deliver_push(self, config_pk: int) -> None:
+    from runtime.kernel.push.push_delivery import MAX_COUNTDOWN, push_deliver
+
+    worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id or 'eager'}"
+    retry = push_deliver(config_pk=config_pk, worker_id=worker_id)
+    # Run eagerly (tests, CELERY_TASK_ALWAYS_EAGER) a retry would recurse at once; the sweep
+    # picks it up instead.
+    if retry is not None and retry <= MAX_COUNTDOWN and not self.request.is_eager:
+        deliver_push.apply_async((config_pk,), countdown=retry, queue=queue())
+
+
+@shared_task(ignore_result=True)
+def sweep_push() -> int:
+    """Deliveries that are due but have no message in the broker (lost, or a long retry),
+    and configs with an event that has no delivery (push_deliver queues it first)."""
+    from runtime.kernel.push.push_delivery import configs_due, configs_missing_deliveries
+
+    due = sorted(set(configs_due()) | set(configs_missing_deliveries()))
+    for pk in due:
+        deliver_push.apply_async((pk,), queue=queue())
+    return len(due)

@@ -263,6 +263,15 @@ class ApiToken(models.Model):
                     "are reserved for the system's own decisions."
                 }
             )
+        # A subject is written into log lines, the audit and receipts: a line break or other
+        # control character in it would forge a line of its own there.
+        for field in ("subject", "name"):
+            value = getattr(self, field) or ""
+            bad = next((c for c in value if not c.isprintable()), None)
+            if bad is not None:
+                raise ValidationError(
+                    {field: f"must not contain control characters (found {bad!r})."}
+                )
 
     def may_call(self, agent_slug: str) -> bool:
         return self.all_agents or agent_slug in (self.agent_slugs or [])

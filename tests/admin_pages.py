@@ -9,8 +9,6 @@ from html.parser import HTMLParser
 from django.test import Client
 from django.utils import timezone
 
-from a2a_endpoint.models import PushConfig, PushDelivery
-from a2a_endpoint.selectors import push_settings_for
 from connections.models import App, Connection, ConnectionAuditEvent
 from integrations.email_links import email_link_mint
 from integrations.models import SlackUser
@@ -19,6 +17,8 @@ from notifications.models import Channel, Delivery, Ladder, Preference
 from runtime.agents.agent_models import AnnotationPolicy, ToolServer
 from runtime.agents.credentials import credential_set
 from runtime.decisions.decision_models import Interaction, StandingRule
+from runtime.kernel.push.push_models import PushConfig, PushDelivery
+from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.task_models import AuditEvent, Task, TaskEvent
 from tenants.models import ApproverGroup, Membership
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send

@@ -48,24 +48,39 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
 # The core's sub-packages, lowest first (README "Architecture"): each imports only those below
 # it. The app's own modules sit on top: Django's (admin, apps, the models re-exported for
 # Django), the receivers of other apps' signals and the commands. The Celery task module is
-# at the bottom: services import its tasks at the top, and its task bodies import the
-# services they run (deferred, as for cycles).
+# with the kernel: services import its tasks at the top, and its task bodies import the
+# services they run (deferred, as for cycles). Under everything, the schema: each domain's
+# models (they import only models) and the store, the hand-written statements that join
+# tables of several domains (runtime.kernel.store) on rowsql's compiled-once machinery. A
+# module belongs to the layer of its longest matching prefix.
 CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (
-        4,
+        5,
         (
             "runtime.admin",
             "runtime.admin_policy",
+            "runtime.admin_push",
             "runtime.apps",
             "runtime.models",
             "runtime.receivers",
             "runtime.management",
         ),
     ),
-    (3, ("runtime.turn",)),
-    (2, ("runtime.decisions",)),
-    (1, ("runtime.agents",)),
-    (0, ("runtime.kernel", "runtime.tasks")),
+    (4, ("runtime.turn",)),
+    (3, ("runtime.decisions",)),
+    (2, ("runtime.agents",)),
+    (1, ("runtime.kernel", "runtime.tasks")),
+    (
+        0,
+        (
+            "runtime.kernel.task_models",
+            "runtime.kernel.push.push_models",
+            "runtime.agents.agent_models",
+            "runtime.decisions.decision_models",
+            "runtime.kernel.rowsql",
+            "runtime.kernel.store",
+        ),
+    ),
 ]
 CORE = "runtime"
 
@@ -98,6 +113,8 @@ class Module:
     path: str
     imports: list[Import] = field(default_factory=list)
     http_calls: list[int] = field(default_factory=list)
+    sql_calls: list[int] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
     lines: int = 0
 
 
@@ -158,6 +175,20 @@ def parse_module(name: str, path: str, source: str) -> Module:
             and node.func.attr in HTTP_CALLS
         ):
             module.http_calls.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "raw")
+        ):
+            module.sql_calls.append(node.lineno)
+        if isinstance(node, ast.Name):
+            module.names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            module.names.add(node.attr)
+        elif isinstance(node, ast.alias):
+            module.names.add(node.asname or node.name.rpartition(".")[2])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            module.names.add(node.value)
     return module
 
 
@@ -197,10 +228,16 @@ def violations_layers(modules: dict[str, Module]) -> list[str]:
 
 
 def core_layer_of(module: str) -> int | None:
-    """The module's sub-layer in the core, or None outside the core (or the package itself)."""
-    for rank, prefixes in CORE_LAYERS:
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return rank
+    """The module's sub-layer in the core (that of its longest matching prefix), or None
+    outside the core (or the package itself)."""
+    matches = [
+        (len(p), rank)
+        for rank, prefixes in CORE_LAYERS
+        for p in prefixes
+        if module == p or module.startswith(p + ".")
+    ]
+    if matches:
+        return max(matches)[1]
     if module.startswith(CORE + "."):
         raise AssertionError(f"{module} belongs to no layer of the core; add it to CORE_LAYERS")
     return None
@@ -331,6 +368,39 @@ def violations_module_sizes(modules: dict[str, Module]) -> list[str]:
     return out
 
 
+# Where SQL is written by hand (a cursor's execute, a raw queryset): the core's store, and the
+# few reads that cannot be statements of the core. Everything else goes through the ORM (or
+# rowsql's compiled-once saves).
+SQL_MODULES = {
+    "runtime.kernel.store": "the core's hand-written statements",
+    "runtime.kernel.rowsql": "the ORM's saves, compiled once (the store's machinery)",
+    "runtime.kernel.wakeups": "NOTIFY and LISTEN",
+    "a2a_endpoint.asyncdb": "the A2A edge's reads on psycopg's async pool",
+    "runtime.decisions.inbox": "the inbox's counts per agent (a raw queryset)",
+    "config.health": "SELECT 1",
+}
+
+
+def violations_sql(modules: dict[str, Module]) -> list[str]:
+    """Hand-written SQL only in the store (runtime.kernel.store) and the few modules that
+    must (SQL_MODULES)."""
+    return [
+        f"{m.path}:{line} executes SQL of its own; put it in runtime.kernel.store"
+        for m in modules.values()
+        if m.name not in SQL_MODULES
+        for line in m.sql_calls
+    ]
+
+
+# Issue 24: a side effect is called by name, and test switches live in tests.
+GONE = ("LockedFact", "task_event_written")
+
+
+def violations_gone_names(modules: dict[str, Module]) -> list[str]:
+    """``LockedFact`` and ``task_event_written`` are gone from product code."""
+    return [f"{m.path} names {name}" for m in modules.values() for name in GONE if name in m.names]
+
+
 RULES = [
     violations_layers,
     violations_core_layers,
@@ -340,6 +410,8 @@ RULES = [
     violations_celery,
     violations_outbound,
     violations_module_sizes,
+    violations_sql,
+    violations_gone_names,
 ]
 
 
@@ -420,8 +492,8 @@ def test_a_core_sub_package_importing_a_higher_one_is_reported_but_not_from_a_ta
         **{"runtime.tasks": "def run():\n    from runtime.turn.runner import turn_run\n"},
     )
     assert violations_core_layers(tree) == [
-        "runtime/kernel/task_state.py:1 runtime.kernel.task_state (core layer 0) imports "
-        "runtime.turn.runner (core layer 3)"
+        "runtime/kernel/task_state.py:1 runtime.kernel.task_state (core layer 1) imports "
+        "runtime.turn.runner (core layer 4)"
     ]
 
 
@@ -445,4 +517,38 @@ def test_a_module_too_long_for_its_app_is_reported():
     assert violations_module_sizes(tree) == [
         "approvals/views.py has 501 lines (at most 500)",
         "a2a_endpoint/views.py has 801 lines (at most 800)",
+    ]
+
+
+def test_sql_outside_the_store_is_reported():
+    tree = made_up(
+        **{"runtime.turn.claim": "def f(c):\n    c.execute('SELECT 1')\n"},
+        **{"runtime.kernel.store": "def g(c):\n    c.execute('SELECT 1')\n"},
+        **{"approvals.views": "def h():\n    return Task.objects.raw('SELECT 1')\n"},
+    )
+    assert violations_sql(tree) == [
+        "runtime/turn/claim.py:2 executes SQL of its own; put it in runtime.kernel.store",
+        "approvals/views.py:2 executes SQL of its own; put it in runtime.kernel.store",
+    ]
+
+
+def test_the_names_issue_24_removed_are_reported_wherever_they_come_back():
+    tree = made_up(
+        **{"runtime.kernel.signals": "task_event_written = Signal()\n"},
+        **{"runtime.turn.runner": "from runtime.kernel.task_state import LockedFact\n"},
+    )
+    assert violations_gone_names(tree) == [
+        "runtime/kernel/signals.py names task_event_written",
+        "runtime/turn/runner.py names LockedFact",
+    ]
+
+
+def test_the_schema_sits_under_every_service_of_the_core():
+    tree = made_up(
+        **{"runtime.kernel.store": "from runtime.agents.agent_models import Agent\n"},
+        **{"runtime.agents.agent_models": "from runtime.kernel.task_state import task_save\n"},
+    )
+    assert violations_core_layers(tree) == [
+        "runtime/agents/agent_models.py:1 runtime.agents.agent_models (core layer 0) imports "
+        "runtime.kernel.task_state (core layer 1)"
     ]

@@ -8,30 +8,15 @@ open lookup would let any tenant's agent send, say, SECRET_KEY or DATABASE_URL t
 of its choosing.
 """
 
-import functools
-
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import transaction
 
 from config.env import env_secret
 from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from runtime.agents.agent_models import Credential
-from runtime.kernel import rowsql
 from runtime.kernel.audit import audit_record
-
-
-@functools.cache
-def _credential_sql() -> str:
-    """credential_value's read, written once: a hosted model's every call asks it (the ORM
-    compiled it each time). One row at most (unique per tenant), of a text column: no
-    conversion to apply."""
-    q = connection.ops.quote_name
-    meta = Credential._meta
-    tenant, name, secret = (
-        q(meta.get_field(f).column) for f in ("tenant", "name", "secret_encrypted")
-    )
-    return f"SELECT {secret} FROM {q(meta.db_table)} WHERE {tenant} = %s AND {name} = %s"
+from runtime.kernel.store import credential_secret_read
 
 
 class CredentialMissing(Exception):
@@ -49,10 +34,7 @@ def credential_value(*, tenant, name: str, environment: bool = True) -> str:
         raise CredentialMissing("no credential is named")
     encrypted = None
     if tenant is not None:
-        with rowsql.cursor() as cursor:
-            cursor.execute(_credential_sql(), [tenant.pk, name])
-            row = cursor.fetchone()
-        encrypted = row[0] if row is not None else None
+        encrypted = credential_secret_read(tenant=tenant, name=name)
     if encrypted is not None:
         try:
             return secret_decrypt(encrypted)

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import jsonschema
-from django.db import connection
 
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.agents.agent_models import ToolServer as ServerRow
 from runtime.agents.approver_syntax import MAX_REQUIRED, MAX_STAGES
 from runtime.agents.ladders import duration_seconds
 from runtime.agents.policies import PolicyRule, Stage, policy_rule_for
-from runtime.kernel import rowsql
+from runtime.agents.schema_refs import Unresolvable, local_validator
+from runtime.kernel.store import demo_record_insert
 
 BUILTIN_SERVER = "countersign"
 REQUEST_CONNECTION = "request_connection"
@@ -228,7 +228,15 @@ def validate_arguments(schema: dict | None, arguments: Any) -> str | None:
     except (TypeError, ValueError):
         return "the tool's schema is invalid: it is not JSON"
     # What jsonschema.validate raises: the error that best explains the misfit.
-    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    except Unresolvable as exc:
+        # A reference outside the schema (refused where schemas are taken in; one cached
+        # before that): never fetched (runtime.agents.schema_refs), so the call cannot be
+        # checked, and is not made.
+        return f"the tool's schema cannot be used: its reference {exc.ref!r} does not resolve (only references inside the schema are followed)"
+    except RecursionError:
+        return "the tool's schema cannot be used: its references loop"
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "arguments"
         return f"invalid arguments at {where}: {error.message}"
@@ -243,11 +251,9 @@ def _validator(schema_json: str):
     """A validator of the schema (given as canonical JSON), the schema checked once against
     its meta-schema: ``jsonschema.validate`` checked it on every call, about a tenth of the
     CPU of a turn that calls a tool (py-spy, bench/turn_cost.py). A schema that does not
-    check raises SchemaError, and is not kept."""
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    check raises SchemaError, and is not kept. Its references resolve inside it or not at
+    all: nothing is ever fetched (runtime.agents.schema_refs)."""
+    return local_validator(json.loads(schema_json))
 
 
 def demo_record(*, effect_id: str, tenant, server: str, kind: str, data: dict) -> int:
@@ -259,29 +265,10 @@ def demo_record(*, effect_id: str, tenant, server: str, kind: str, data: dict) -
     own around the insert, on every deployment (a resumed deployer turn's wait on the tool,
     bench/decisions.py)."""
     record = DemoRecord(tenant=tenant, server=server, kind=kind, effect_id=effect_id, data=data)
-    sql, fields = _demo_insert()
-    values = [field.get_db_prep_save(field.pre_save(record, True), connection) for field in fields]
-    with rowsql.cursor() as cursor:
-        cursor.execute(sql, values)
-        row = cursor.fetchone()
-    if row is not None:
-        return row[0]
+    inserted = demo_record_insert(record)
+    if inserted is not None:
+        return inserted
     return DemoRecord.objects.filter(effect_id=effect_id).values_list("pk", flat=True).get()
-
-
-@functools.cache
-def _demo_insert() -> tuple[str, tuple]:
-    q = connection.ops.quote_name
-    meta = DemoRecord._meta
-    fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
-    columns = ", ".join(q(f.column) for f in fields)
-    values = ", ".join(["%s"] * len(fields))
-    return (
-        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({values}) "
-        f"ON CONFLICT ({q(meta.get_field('effect_id').column)}) DO NOTHING "
-        f"RETURNING {q(meta.pk.column)}",
-        fields,
-    )
 
 
 class DeployServer:

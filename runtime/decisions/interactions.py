@@ -2,32 +2,28 @@
 answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn."""
 
 import contextlib
-import functools
 import logging
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from runtime.agents.agent_models import Agent
 from runtime.agents.ladders import LadderError, expiry_seconds, steps_parse, steps_stored
 from runtime.agents.tools import Policy
 from runtime.decisions.decision_metrics import decision_observe
-from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_known, held_call_of
 from runtime.decisions.receipts import audit_decision, decision_outcome, decision_receipt
 from runtime.decisions.search import listing_columns
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import AlreadyDecided, TaskNotFound
-from runtime.kernel.rowsql import Columns, Statements, column, row_move
+from runtime.kernel.rowsql import row_move
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.signals import interaction_changed, interaction_opened
+from runtime.kernel.store import decision_interaction_read, decision_task_lock
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_state import (
-    locked_facts_memo,
-    locked_facts_sql,
-    memo_while_locked,
     task_pause,
     task_status_set,
     turn_enqueue,
@@ -224,87 +220,6 @@ def interaction_close(
     return interaction
 
 
-class _DecisionReads(Statements):
-    """A decision's two reads, written once: the task locked (with its agent), found through
-    the interaction; then, under that lock, the interaction and the call it holds (an
-    approval's effect) in one statement.
-
-    As querysets (select_for_update through a join, select_related, then two more reads)
-    Django compiled them anew for every decision.
-    """
-
-    def __init__(self) -> None:
-        self.task = Columns(Task, "t")
-        self.agent = Columns(Agent, "a")
-        self.interaction = Columns(Interaction, "i")
-        self.effect = Columns(Effect, "e")
-        super().__init__()
-
-    def build(self, connection) -> tuple[str, str]:
-        q, col = connection.ops.quote_name, functools.partial(column, using=connection.alias)
-        t, a, i, e = q("t"), q("a"), q("i"), q("e")
-        # OF the task only (the same lock as in-band answers and the turn take). SQLite
-        # locks the database.
-        lock = f" FOR UPDATE OF {t}" if connection.features.has_select_for_update else ""
-        task = (
-            f"SELECT {self.task.sql()}, {self.agent.sql()}{locked_facts_sql(q, t)} "
-            f"FROM {q(Task._meta.db_table)} {t} "
-            f"INNER JOIN {q(Agent._meta.db_table)} {a} "
-            f"ON {a}.{col(Agent, 'id')} = {t}.{col(Task, 'agent')} "
-            f"WHERE {t}.{col(Task, 'tenant')} = %s AND {t}.{col(Task, 'id')} = "
-            f"(SELECT {i}.{col(Interaction, 'task')} FROM {q(Interaction._meta.db_table)} {i} "
-            f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
-            f"AND {i}.{col(Interaction, 'public_id')} = %s){lock}"
-        )
-        # The held call as runtime.decisions.decision_selectors.held_call_for finds it (the approval's id is
-        # its effect's); none for the other kinds.
-        interaction = (
-            f"SELECT {self.interaction.sql()}, {self.effect.sql()} "
-            f"FROM {q(Interaction._meta.db_table)} {i} "
-            f"LEFT JOIN {q(Effect._meta.db_table)} {e} "
-            f"ON {e}.{col(Effect, 'tenant')} = {i}.{col(Interaction, 'tenant')} "
-            f"AND {e}.{col(Effect, 'task')} = {i}.{col(Interaction, 'task')} "
-            f"AND {e}.{col(Effect, 'public_id')} = {i}.{col(Interaction, 'public_id')} "
-            f"AND {i}.{col(Interaction, 'kind')} = %s "
-            f"WHERE {i}.{col(Interaction, 'tenant')} = %s "
-            f"AND {i}.{col(Interaction, 'public_id')} = %s"
-        )
-        return task, interaction
-
-    def task_locked(self, *, tenant, interaction_id: str) -> tuple[Task | None, dict]:
-        """The task, locked, and the lock memo its locked facts make (LockedFact)."""
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql()[0], [tenant.pk, tenant.pk, interaction_id])
-            row = cursor.fetchone()
-        if row is None:
-            return None, {}
-        task = self.task.build(row)
-        _AGENT.set_cached_value(task, self.agent.build(row, len(self.task)))
-        return task, locked_facts_memo(row)
-
-    def interaction_of(self, *, task: Task, interaction_id: str) -> Interaction | None:
-        """The interaction with its (locked) task cached, and its held call known."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                self.sql()[1], [Interaction.Kind.APPROVAL, task.tenant_id, interaction_id]
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        interaction = self.interaction.build(row)
-        interaction.task = task
-        at = len(self.interaction)
-        effect = self.effect.build(row, at) if row[at] is not None else None
-        if effect is not None:
-            effect.task = task
-        held_call_known(interaction, effect)
-        return interaction
-
-
-_AGENT = Task._meta.get_field("agent")
-_decision_reads = _DecisionReads()
-
-
 @contextlib.contextmanager
 def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, Interaction]]:
     """The task of the tenant's interaction, locked, and the interaction read under that lock
@@ -312,16 +227,13 @@ def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, I
     transaction; TaskNotFound for another tenant's id as for a missing one."""
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
-    task, memo = _decision_reads.task_locked(tenant=tenant, interaction_id=interaction_id)
-    interaction = (
-        _decision_reads.interaction_of(task=task, interaction_id=interaction_id)
-        if task is not None
-        else None
-    )
-    if interaction is None:
+    task = decision_task_lock(tenant=tenant, interaction_id=interaction_id)
+    read = decision_interaction_read(task=task, interaction_id=interaction_id) if task else None
+    if read is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
-    with memo_while_locked(task, memo):
-        yield task, interaction
+    interaction, effect = read
+    held_call_known(interaction, effect)
+    yield task, interaction
 
 
 def interactions_expire(*, now=None) -> int:

@@ -54,7 +54,11 @@ def _fields(model: type[Model], names: Iterable[str] | None) -> tuple:
     return tuple(model._meta.get_field(name) for name in names)
 
 
-class _Insert:
+class Insert:
+    """A model's INSERT (``sql_of(rows)``: of that many rows, returning their keys where the
+    backend can), built once per process: row_insert's and rows_insert's, and the store's
+    (runtime.kernel.store) where it writes rows in a statement of its own."""
+
     def __init__(self, model: type[Model], fields: tuple, connection) -> None:
         meta = model._meta
         self.pk = meta.pk
@@ -78,6 +82,21 @@ class _Insert:
         if found is None:
             found = self._many[rows] = self.head + ", ".join([self.row] * rows) + self.tail
         return found
+
+    def values_of(self, obj: Model, connection) -> list | None:
+        """``obj``'s values for this INSERT, as ``save()`` writes them; None when one is an
+        expression (a ``db_default``, an ``F()``), which only the ORM writes."""
+        return _prepared(obj, self.fields, connection, add=True)
+
+
+def insert_of(model: type[Model], fields: Sequence[str] | None = None, using: str = "default"):
+    """``model``'s Insert (of ``fields``, by default all its concrete ones), built once."""
+    connection = connections[using]
+    key = (model, None if fields is None else tuple(fields), connection.vendor)
+    insert = _inserts.get(key)
+    if insert is None:
+        insert = _inserts[key] = Insert(model, _fields(model, fields), connection)
+    return insert
 
 
 class _Update:
@@ -107,12 +126,8 @@ def row_insert(obj: Model, fields: Sequence[str] | None = None, *, using: str = 
     """INSERT ``obj`` (its ``fields``, by default all its concrete ones; the others take their
     column defaults) and set its primary key, as ``save(force_insert=True)`` does."""
     connection = connections[using]
-    model = type(obj)
-    key = (model, None if fields is None else tuple(fields), connection.vendor)
-    insert = _inserts.get(key)
-    if insert is None:
-        insert = _inserts[key] = _Insert(model, _fields(model, fields), connection)
-    values = _prepared(obj, insert.fields, connection, add=True)
+    insert = insert_of(type(obj), fields, using)
+    values = insert.values_of(obj, connection)
     if values is None or (obj.pk is None and not insert.returning):
         obj.save(force_insert=True, using=using)
         return
@@ -134,18 +149,14 @@ def rows_insert(objs: Sequence[Model], *, using: str = "default") -> None:
     if not objs:
         return
     connection = connections[using]
-    model = type(objs[0])
-    key = (model, None, connection.vendor)
-    insert = _inserts.get(key)
-    if insert is None:
-        insert = _inserts[key] = _Insert(model, _fields(model, None), connection)
+    insert = insert_of(type(objs[0]), using=using)
     rows = None
     if (
         len(objs) > 1
         and connection.features.can_return_rows_from_bulk_insert
         and all(obj.pk is None for obj in objs)
     ):
-        rows = [_prepared(obj, insert.fields, connection, add=True) for obj in objs]
+        rows = [insert.values_of(obj, connection) for obj in objs]
     if rows is None or any(values is None for values in rows):
         for obj in objs:
             row_insert(obj, using=using)

@@ -2,10 +2,6 @@
 
 from django.dispatch import Signal
 
-# Sent inside the transaction that wrote a TaskEvent (kwargs: task, event). Receivers that
-# write rows (push deliveries) commit or roll back with the event itself.
-task_event_written = Signal()
-
 # Sent inside the transaction that opened an Interaction (kwargs: interaction). Receivers
 # that notify people defer their work to after the commit: a turn never waits on them.
 interaction_opened = Signal()

@@ -1,8 +1,8 @@
 """The one way to change a task's state.
 
 A status change is a contract, not one assignment: the previous status message moves into
-the history (as the a2a SDK's task manager does), an event records the change (and push
-delivery queues its deliveries in the same transaction), listeners are woken, and the row
+the history (as the a2a SDK's task manager does), an event records the change (and its push
+deliveries are queued by the same statement), listeners are woken, and the row
 is saved with every field the change touched. A task that ends also frees its lease and lets
 its context's next queued turn start. Callers hold the task's row lock in their transaction.
 
@@ -11,22 +11,20 @@ The turn runner makes several steps in one transaction (runtime.turn.runner): it
 made once, when it commits (``task_save``; runtime.kernel.wakeups.task_changed).
 """
 
-import functools
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
 from config.celery import queue as celery_queue
+from config.tracing import context_attached, context_for_later
 from runtime.kernel import extensions as ext
-from runtime.kernel import rowsql
-from runtime.kernel.rowsql import row_insert, row_update, rows_insert
+from runtime.kernel.push.push_delivery import push_deliveries_schedule
+from runtime.kernel.rowsql import row_update
 from runtime.kernel.shapes import status_payload
-from runtime.kernel.signals import task_event_written
-from runtime.kernel.task_models import Task, TaskEvent, TaskState
+from runtime.kernel.store import context_next_turn, task_events_insert
+from runtime.kernel.task_models import Task, TaskEvent
 from runtime.kernel.wakeups import announcement, task_changed
 from runtime.tasks import run_turn as run_turn_task
 
@@ -46,82 +44,14 @@ class TurnBatch:
     """What a turn's steps in one transaction left to write to the task row: the fields to
     save and whether to announce the change. The runner writes them, once, as it commits.
 
-    The batch holds the task's row lock from its first statement to its commit: ``memo``
-    keeps, for that long, what receivers of its events read under that lock. Its ``events``
-    are written together, in one statement, as it commits (``batch_events_write``): no one
-    outside the transaction could see them sooner."""
+    The batch holds the task's row lock from its first statement to its commit. Its
+    ``events`` are written together, in one statement, as it commits (``events_write``): no
+    one outside the transaction could see them sooner."""
 
-    def __init__(self, memo: dict | None = None) -> None:
+    def __init__(self) -> None:
         self.fields: set[str] = set()
         self.announce = False
-        self.memo: dict = memo or {}
         self.events: list[TaskEvent] = []
-
-
-def lock_memo(task: Task) -> dict | None:
-    """What receivers of the task's events may keep while its row stays locked: the turn
-    batch's memo, or a decision's (``memo_while_locked``); None when nothing holds the lock
-    for them."""
-    batch: TurnBatch | None = getattr(task, "turn_batch", None)
-    if batch is not None:
-        return batch.memo
-    return task.__dict__.get("_lock_memo")
-
-
-@contextmanager
-def memo_while_locked(task: Task, memo: dict):
-    """``memo`` is the task's lock memo (``lock_memo``) for the block, which the caller runs
-    holding the task's row lock, in the transaction that took it."""
-    task._lock_memo = memo
-    try:
-        yield
-    finally:
-        task.__dict__.pop("_lock_memo", None)
-
-
-@dataclass(frozen=True)
-class LockedFact:
-    """What a receiver of the task's events (runtime.kernel.signals.task_event_written) would read at
-    the first event of a transaction, asked instead in the statement that locks the task's
-    row: ``sql(quote_name, task_alias)`` is an SQL expression over the locked row, and
-    ``known(value)`` what its value puts in the lock memo under ``key`` (None: nothing is
-    known; the receiver reads for itself). A fact must hold until the lock goes: whatever
-    could change it takes the same lock."""
-
-    key: str
-    sql: Callable[[Callable[[str], str], str], str]
-    known: Callable[[object], object | None]
-
-
-_locked_facts: list[LockedFact] = []
-_locked_facts_asked = False
-
-
-def locked_fact_register(fact: LockedFact) -> None:
-    """Add a fact to the locked reads (call it from an AppConfig.ready: their statements are
-    written once, at their first use)."""
-    if _locked_facts_asked:
-        raise RuntimeError(f"{fact.key}: a locked read was written before this fact was added")
-    _locked_facts.append(fact)
-
-
-def locked_facts_sql(quote_name: Callable[[str], str], task_alias: str) -> str:
-    """The facts' columns for a locked read of the task as ``task_alias`` (quoted), each
-    after a comma; they go last in its row (``locked_facts_memo``)."""
-    global _locked_facts_asked
-    _locked_facts_asked = True
-    return "".join(f", {fact.sql(quote_name, task_alias)}" for fact in _locked_facts)
-
-
-def locked_facts_memo(row: Sequence) -> dict:
-    """The lock memo that the facts at the end of a locked read's ``row`` make."""
-    memo = {}
-    if _locked_facts:
-        for fact, value in zip(_locked_facts, row[-len(_locked_facts) :], strict=True):
-            known = fact.known(value)
-            if known is not None:
-                memo[fact.key] = known
-    return memo
 
 
 def task_save(task: Task, fields: Iterable[str], *, announce: bool = False) -> None:
@@ -173,23 +103,21 @@ def event_emit(
     if batch is not None:
         batch.events.append(event)
     else:
-        row_insert(event)
-        # Push delivery (a2a_endpoint.push) queues its deliveries in this same transaction.
-        task_event_written.send(sender=TaskEvent, task=task, event=event)
+        events_write(task, [event])
     # Streams watch every event, artifacts included.
     if announce:
         task_changed(task)
     return event
 
 
-def batch_events_write(task: Task, batch: TurnBatch) -> None:
-    """Write the events of a turn's batch, in one statement, and tell their receivers (push
-    delivery queues its deliveries) in the same transaction; call it with the batch still
-    on the task, whose memo the receivers share."""
-    rows_insert(batch.events)
-    for event in batch.events:
-        task_event_written.send(sender=TaskEvent, task=task, event=event)
-    batch.events = []
+def events_write(task: Task, events: list[TaskEvent]) -> None:
+    """Write the task's new events and queue their push deliveries, one to each of the
+    task's push configs, in one statement (runtime.kernel.store.task_events_insert); each
+    config that got one is delivered once this transaction commits. The caller holds the
+    task's row lock, under which configs are made too: no config made before an event
+    misses it, and none made after it gets it twice (push_config_create's backfill)."""
+    configs = task_events_insert(events)
+    push_deliveries_schedule(config_pks=configs)
 
 
 def with_plan(task: Task, status_ext: dict) -> dict:
@@ -228,8 +156,9 @@ def task_status_set(
 
 def task_first_event(task: Task) -> TaskEvent:
     """A new task's first status event, unsaved: the caller writes it with the task, whose
-    ``event_seq`` it sets (one INSERT of the task, no UPDATE after it), then sends
-    ``task_event_written`` for it.
+    ``event_seq`` it sets (one INSERT of the task, no UPDATE after it). No push config can
+    name the task yet: a config sent with the message is made after that commit, and is
+    given this event then (push_config_create's backfill).
 
     Nobody is woken (no NOTIFY): a waiter or a stream names a task by the id the transaction
     that makes it returns, so none can wait on it before that commit, and each reads the task
@@ -287,14 +216,22 @@ def turn_enqueue(task: Task) -> None:
 
 
 def _turn_enqueue_pk(task_pk: int) -> None:
-    transaction.on_commit(lambda: _turn_publish(task_pk))
+    # The trace of whoever enqueued it (a decision's span ends before its transaction
+    # commits): the turn is that span's child, or links to it (config.tracing).
+    context = context_for_later()
+    transaction.on_commit(lambda: _turn_publish(task_pk, context))
 
 
-def _turn_publish(task_pk: int) -> None:
+def _turn_publish(task_pk: int, context=None) -> None:
     """Publish ``run_turn(task_pk)``: the message ``apply_async`` sends (with its
     ``before_task_publish`` signal, which carries the trace, and the publish retry policy),
     without the per-call work a turn does not need: routing options, a result object, the
     parent task's bookkeeping. It was an eighth of the web's CPU per SendMessage."""
+    with context_attached(context):
+        _turn_message_send(task_pk)
+
+
+def _turn_message_send(task_pk: int) -> None:
     app = run_turn_task.app
     if app.conf.task_always_eager:
         # Tests run the turn in-process, as apply_async does in that mode.
@@ -309,20 +246,6 @@ def _turn_publish(task_pk: int) -> None:
 
 def context_next_start(task: Task) -> None:
     """The task reached a terminal state: the context's next queued turn may start."""
-    with rowsql.cursor() as cursor:
-        cursor.execute(_next_turn_sql(), [task.context_id, task.turn, TaskState.SUBMITTED])
-        following = cursor.fetchone()
+    following = context_next_turn(task)
     if following is not None:
-        _turn_enqueue_pk(following[0])
-
-
-@functools.cache
-def _next_turn_sql() -> str:
-    """context_next_start's read, written once (the ORM compiled it for every turn's end)."""
-    q = connection.ops.quote_name
-    meta = Task._meta
-    context, turn, state = (q(meta.get_field(f).column) for f in ("context", "turn", "state"))
-    return (
-        f"SELECT {q(meta.pk.column)} FROM {q(meta.db_table)} "
-        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
-    )
+        _turn_enqueue_pk(following)

@@ -1,7 +1,6 @@
 """A turn's lease: the worker that holds it runs the turn; when it runs out (the worker died)
 the sweep gives the turn to another worker."""
 
-import functools
 import logging
 import os
 import socket
@@ -16,10 +15,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect
-from runtime.kernel import rowsql
-from runtime.kernel.rowsql import Columns, Statements
+from runtime.kernel.store import task_claim_read, turn_earlier_open
 from runtime.kernel.task_models import (
     TERMINAL_STATES,
     Task,
@@ -29,12 +26,9 @@ from runtime.kernel.task_models import (
 from runtime.kernel.task_state import (
     LEASE_FIELDS,
     TurnBatch,
-    locked_facts_memo,
-    locked_facts_sql,
     task_save,
     task_status_set,
 )
-from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -69,112 +63,14 @@ def turn_claim(*, task_pk: int, worker_id: str) -> Task | None:
         return claim_locked(task_pk=task_pk, worker_id=worker_id)
 
 
-class _ClaimRead(Statements):
-    """The claim's locked read, written once: the task with its tenant and agent (the run
-    needs both), and whether an earlier turn of its context is still open.
-
-    As a queryset (select_for_update, select_related, an Exists annotation) Django compiled it
-    anew for every turn, which cost more of the worker's CPU than the statement itself.
-    """
-
-    def __init__(self) -> None:
-        self.task = Columns(Task, "t")
-        self.tenant = Columns(Tenant, "n")
-        self.agent = Columns(Agent, "a")
-        super().__init__()
-
-    def build(self, connection) -> str:
-        q = connection.ops.quote_name
-        table = q(Task._meta.db_table)
-        meta = Task._meta
-        column = {name: q(meta.get_field(name).column) for name in ("context", "turn")}
-        # Turns of one context run one at a time, in order (selectors.turn_may_start):
-        # asked in the same statement as the locked read, not in one more.
-        earlier = _earlier_open_where(
-            q, q("e"), f"{q('t')}.{column['context']}", f"{q('t')}.{column['turn']}"
-        )
-        earlier_open = f"EXISTS (SELECT 1 FROM {table} {q('e')} WHERE {earlier})"
-        # OF the task only. Locking the joined tenant row too serialised every turn of a
-        # tenant and deadlocked with the foreign-key checks of new tasks
-        # (bench/waiters.py, 1000 callers on PostgreSQL). SQLite locks the database.
-        lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
-        return (
-            f"SELECT {self.task.sql()}, {self.tenant.sql()}, {self.agent.sql()}, "
-            f"{earlier_open}{locked_facts_sql(q, q('t'))} FROM {table} {q('t')} "
-            f"INNER JOIN {q(Tenant._meta.db_table)} {q('n')} "
-            f"ON {q('n')}.{q(Tenant._meta.pk.column)} = "
-            f"{q('t')}.{q(meta.get_field('tenant').column)} "
-            f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
-            f"ON {q('a')}.{q(Agent._meta.pk.column)} = "
-            f"{q('t')}.{q(meta.get_field('agent').column)} "
-            f"WHERE {q('t')}.{q(meta.pk.column)} = %s{lock}"
-        )
-
-    def __call__(self, task_pk: int) -> tuple[Task, bool, dict] | None:
-        """The locked task (its tenant and agent cached on it), whether it must wait, and the
-        lock memo its locked facts make (runtime.kernel.task_state.LockedFact)."""
-        with rowsql.cursor() as cursor:
-            cursor.execute(self.sql(), [*_TERMINAL, task_pk])
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        task = self.task.build(row)
-        at = len(self.task)
-        _TENANT.set_cached_value(task, self.tenant.build(row, at))
-        at += len(self.tenant)
-        _AGENT.set_cached_value(task, self.agent.build(row, at))
-        return task, bool(row[at + len(self.agent)]), locked_facts_memo(row)
-
-
-_TERMINAL = sorted(TERMINAL_STATES)
-_TENANT = Task._meta.get_field("tenant")
-_AGENT = Task._meta.get_field("agent")
-_claim_read = _ClaimRead()
-
-
-def _earlier_turn_open(task: Task) -> bool:
-    """Whether an earlier turn of the task's context is still open, asked again once the
-    transactions that hold those turns' rows have ended.
-
-    A turn that ends looks for its context's next queued turn (context_next_start) before it
-    commits. A message that commits behind it in that moment still sees it open, is queued,
-    and is not found by it: its own claim (messages._turn_start publishes a queued turn too)
-    waits here for that end to commit, and goes on."""
-    if not connection.features.has_select_for_update:
-        return True  # SQLite: one writer at a time, nothing in flight to wait for
-    with rowsql.cursor() as cursor:
-        cursor.execute(_earlier_open_sql(), [task.context_id, task.turn, *_TERMINAL])
-        return cursor.fetchone() is not None
-
-
-@functools.cache
-def _earlier_open_sql() -> str:
-    # FOR SHARE waits for a transaction that holds such a row (a turn's end, a cancel), and
-    # then reads the row as it committed (PostgreSQL's READ COMMITTED): an ended turn drops out.
-    q = connection.ops.quote_name
-    table = q(Task._meta.db_table)
-    return f"SELECT 1 FROM {table} WHERE {_earlier_open_where(q, table, '%s', '%s')} FOR SHARE"
-
-
-def _earlier_open_where(q, alias: str, context: str, turn: str) -> str:
-    """Rows of ``alias`` (quoted) that are turns of ``context`` before ``turn`` (SQL for
-    them) and not ended; the terminal states are the statement's parameters (_TERMINAL)."""
-    column = {name: q(Task._meta.get_field(name).column) for name in ("context", "turn", "state")}
-    states = ", ".join(["%s"] * len(_TERMINAL))
-    return (
-        f"{alias}.{column['context']} = {context} AND {alias}.{column['turn']} < {turn} "
-        f"AND NOT ({alias}.{column['state']} IN ({states}))"
-    )
-
-
 def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None) -> Task | None:
     """``turn_claim`` inside the caller's transaction. With ``batch`` (the runner's, which goes
     on in the same transaction) the claimed task carries it: its save and its wake-up are made
     with the batch's, when the runner commits."""
-    read = _claim_read(task_pk)
+    read = task_claim_read(task_pk)
     if read is None:
         return None
-    task, waits_for_earlier, memo = read
+    task, waits_for_earlier = read
     if task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
         return None
     now = timezone.now()
@@ -183,7 +79,11 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         or task.lease_expires_at < now
         or task.lease_owner == worker_id
     )
-    if not free or (waits_for_earlier and _earlier_turn_open(task)):
+    # A turn that ends looks for its context's next queued turn (context_next_start) before
+    # it commits. A message that commits behind it in that moment still sees it open, is
+    # queued, and is not found by it: its own claim (intake publishes a queued turn too)
+    # waits for that end to commit (turn_earlier_open), and goes on.
+    if not free or (waits_for_earlier and turn_earlier_open(task)):
         return None
     previous = task.runs[-1]["runId"] if task.runs else None
     answered = [e for e in task.transcript if e["type"] == "answer"]
@@ -201,7 +101,6 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         }
     )
     if batch is not None:
-        batch.memo.update(memo)
         task.turn_batch = batch
     claimed = ("runs", "run_id", "attempts", *LEASE_FIELDS)
     if task.state == TaskState.SUBMITTED:

@@ -2,7 +2,6 @@
 names (in band)."""
 
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -18,16 +17,14 @@ from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.flow import INBAND, Decision, decision_take_locked
 from runtime.kernel import extensions as ext
-from runtime.kernel import rowsql
 from runtime.kernel.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
 from runtime.kernel.files import url_parts
-from runtime.kernel.signals import task_event_written
+from runtime.kernel.store import turn_rows_insert
 from runtime.kernel.task_models import (
     ANONYMOUS,
     TERMINAL_STATES,
     Context,
     Task,
-    TaskEvent,
     TaskState,
     anonymous_subject,
 )
@@ -175,7 +172,7 @@ def _turn_start(
     direct: bool = False,
 ) -> SendResult:
     text, data = message_content(message)
-    # A new context's rows are one statement on PostgreSQL (_turn_rows_write), a transaction
+    # A new context's rows are one statement on PostgreSQL (turn_rows_insert), a transaction
     # of its own: no BEGIN and COMMIT around it. Inside a caller's transaction (tests) the
     # savepoint stays, so that a refused retry leaves that transaction usable.
     alone = new_context and connection.vendor == "postgresql" and not connection.in_atomic_block
@@ -232,8 +229,7 @@ def _turn_start(
             ],
         )
         event = task_first_event(task)
-        _turn_rows_write(context if new_context else None, task, event)
-        task_event_written.send(sender=TaskEvent, task=task, event=event)
+        turn_rows_insert(context if new_context else None, task, event)
         # A queued turn is published too: its claim waits for the turn before it to end
         # (runtime.turn.claim), and that end starts it (context_next_start) unless it was
         # committing as this message came in, in which case the claim is what starts it.
@@ -250,78 +246,6 @@ def _turn_start(
         },
     )
     return SendResult(task=task, created=True, queued=busy)
-
-
-# The rows a turn's start writes, each with the foreign key (``link``) to the row before it.
-_TURN_ROWS = ((Context, None), (Task, "context"), (TaskEvent, "task"))
-_LINKS = dict(_TURN_ROWS)
-
-
-@functools.cache
-def _insert_fields(model) -> tuple:
-    """The columns an INSERT of ``model`` writes: all but the primary key (the database's)."""
-    return tuple(f for f in model._meta.concrete_fields if not f.primary_key)
-
-
-@functools.cache
-def _turn_rows_sql(with_context: bool) -> str:
-    """One PostgreSQL statement that inserts the turn's rows (a new context, the task, its
-    first event) and returns their ids: each row's ``link`` is the id the row before it got.
-    Written once per process from the models' ``_meta``; the ORM compiled an INSERT per row
-    on every send, and each was a round trip of its own."""
-    q = connection.ops.quote_name
-    rows = _TURN_ROWS if with_context else _TURN_ROWS[1:]
-    inserts, before = [], None
-    for model, link in rows:
-        fields = _insert_fields(model)
-        values = ", ".join(
-            f"(SELECT {q(before._meta.pk.column)} FROM {q(before._meta.model_name)})"
-            if before is not None and f.name == link
-            else "%s"
-            for f in fields
-        )
-        inserts.append(
-            f"{q(model._meta.model_name)} AS (INSERT INTO {q(model._meta.db_table)} "
-            f"({', '.join(q(f.column) for f in fields)}) VALUES ({values}) "
-            f"RETURNING {q(model._meta.pk.column)})"
-        )
-        before = model
-    ids = ", ".join(f"{q(m._meta.model_name)}.{q(m._meta.pk.column)}" for m, _ in rows)
-    names = ", ".join(q(m._meta.model_name) for m, _ in rows)
-    return f"WITH {', '.join(inserts)} SELECT {ids} FROM {names}"
-
-
-def _turn_rows_write(context: Context | None, task: Task, event: TaskEvent) -> None:
-    """Insert a new ``context`` (None: the task's context is there already), the task and its
-    first event, and give each object its id. In the caller's transaction."""
-    objs = [obj for obj in (context, task, event) if obj is not None]
-    if connection.vendor != "postgresql":
-        # Portable: one INSERT per row (runtime.kernel.rowsql), each object linked to the one before.
-        for before, obj in zip([None, *objs], objs, strict=False):
-            if before is not None:
-                setattr(obj, _LINKS[type(obj)], before)
-            rowsql.row_insert(obj)
-        return
-    values = []
-    for i, obj in enumerate(objs):
-        # The first row's foreign keys are all values; the others' link comes from the SQL.
-        link = _LINKS[type(obj)] if i else None
-        values += [
-            f.get_db_prep_save(f.pre_save(obj, True), connection)
-            for f in _insert_fields(type(obj))
-            if f.name != link
-        ]
-    # rowsql's cursor sends the parameters apart from the statement (the task's JSON is not
-    # quoted into its text).
-    with rowsql.cursor() as cursor:
-        cursor.execute(_turn_rows_sql(context is not None), values)
-        ids = cursor.fetchone()
-    for before, obj, pk in zip([None, *objs], objs, ids, strict=False):
-        obj.pk = pk
-        if before is not None:
-            setattr(obj, _LINKS[type(obj)], before)
-        obj._state.adding = False
-        obj._state.db = connection.alias
 
 
 def _context_turn_take(

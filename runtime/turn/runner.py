@@ -1,29 +1,19 @@
 """The turn loop: asks the model for the next action and applies it, step by step, until the
 turn pauses, finishes or loses its lease.
 
-Steps are committed in batches: a run writes in one transaction until it must wait on the
-network (a hosted model, a tool server, a url part, a scripted wait) or stops, and commits
-then. So every step that must be durable before something acts (a call journalled as
-"sending" before it leaves) is, and a run of steps that wait on nothing (the claim, a model's
-reply and the actions it holds, a scripted agent's steps, the finish) is one transaction:
-one lock, one save of the task row, one wake-up for its waiters (runtime.kernel.task_state.TurnBatch).
-A crash loses at most the uncommitted steps, which acted on nothing outside and are made
-again from the committed transcript.
-
-While it holds its lease the run is the only writer of its task row (answers, decisions and
-resolutions wait for a paused task; cancel changes the state; a sweep's or a duplicate
-message's claim changes the run id), so it keeps the row in memory from the claim on, and each
-transaction starts by locking the row on condition that it is still this run's (``write``).
+The steps run in the run's locked blocks (runtime.turn.batch): ``turn_run`` below is where the
+transactions are, and reads as the run goes. The claim's block runs the first steps; a step
+that must wait on the network returns what it waits for (an Outbound), the block commits, the
+wait is made with no transaction open (the lease kept, the database connection given back),
+and the next block applies its result and goes on. Every method of TurnRunner but ``wait``
+runs inside a block, on the locked task it is given.
 """
 
-import functools
 import logging
+from contextlib import ExitStack
 from decimal import Decimal
 
-from django.db import connection, transaction
-
 from config.logging import log_context
-from runtime.agents.agent_models import Agent
 from runtime.agents.limits import action_error, bad_reply_error, steps_error, tokens_error
 from runtime.agents.llm.actions import (
     AdvancePlan,
@@ -46,26 +36,13 @@ from runtime.agents.llm.registry import model_for
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interaction_open
 from runtime.kernel import extensions as ext
-from runtime.kernel import rowsql
-from runtime.kernel.rowsql import Columns
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.task_models import Task, TaskState, new_key
-from runtime.kernel.task_state import (
-    STATUS_FIELDS,
-    TurnBatch,
-    batch_events_write,
-    locked_facts_memo,
-    locked_facts_sql,
-    task_end,
-    task_save,
-    task_status_set,
-    task_write,
-    with_plan,
-)
-from runtime.kernel.wakeups import task_changed
+from runtime.kernel.task_state import task_end, task_status_set, with_plan
 from runtime.turn.artifacts import artifact_add
-from runtime.turn.calls import ToolCalls
-from runtime.turn.claim import LeaseLost, claim_locked, lease_expiry, lease_kept, lease_wait
+from runtime.turn.batch import Outbound, RunBatch, Step, turn_save
+from runtime.turn.calls import call_continue, call_start
+from runtime.turn.claim import LeaseLost, lease_kept, lease_wait
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
 from runtime.turn.memory import memory_record, memory_wanted
 from runtime.turn.transcript import (
@@ -88,202 +65,148 @@ COST_PLACES = Decimal("0.000001")  # Task.cost_usd's decimal places
 PLAN_LIMIT = 20
 
 
-class TurnRunner(ToolCalls):
-    def __init__(self, task: Task, worker_id: str):
-        self.task_pk = task.pk
-        self.worker_id = worker_id
-        # The claim's read of the task (tenant and agent joined): the run's copy of the row,
-        # which it alone changes while it holds the lease (see the module's docstring).
-        self.task = task
-        self.run_id = task.run_id
-        self.agent = task.agent
-        self.model = model_for(self.agent)
-        # A model that runs in this process (scripted) waits on nothing: its steps go on in
-        # the open transaction. Any other is asked with the transaction committed.
-        self.in_process = bool(getattr(self.model, "in_process", False))
-        self._atomic = None  # the open transaction of the current batch, if any
-
-    # --- transactions -----------------------------------------------------------------------
-
-    @classmethod
-    def claimed(cls, *, task_pk: int, worker_id: str) -> "TurnRunner | None":
-        """Claim the turn in a transaction that the run's first steps go on in."""
-        atomic = transaction.atomic()
-        atomic.__enter__()
+def turn_run(*, task_pk: int, worker_id: str) -> None:
+    """Claim and run (or resume) a turn until it pauses, finishes or loses its lease."""
+    batch = RunBatch(task_pk=task_pk, worker_id=worker_id)
+    with ExitStack() as run:
         try:
-            batch = TurnBatch()
-            task = claim_locked(task_pk=task_pk, worker_id=worker_id, batch=batch)
-            if task is None:
-                atomic.__exit__(None, None, None)
-                return None
-            runner = cls(task, worker_id)
-        except BaseException as exc:
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        runner._atomic = atomic
-        return runner
-
-    def write(self) -> Task:
-        """The task, to change in the open transaction; opening one (and locking the row,
-        on condition that it is still this run's) when none is. Raises LeaseLost."""
-        if self._atomic is not None:
-            return self.task
-        atomic = transaction.atomic()
-        atomic.__enter__()
-        try:
-            # Only the row's lock and the run's check: the row itself is in memory. The
-            # agent's tool policy comes along in the same statement: the run may have waited
-            # (a model, a tool, a fetch) while an admin changed it, and every call it journals
-            # or sends from here on is judged by the policy in force now.
-            with rowsql.cursor() as cursor:
-                cursor.execute(
-                    _held_sql(),
-                    [self.task_pk, self.run_id, self.worker_id, TaskState.WORKING],
-                )
-                held = cursor.fetchone()
-        except BaseException as exc:
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        if held is None:
-            atomic.__exit__(None, None, None)
-            raise LeaseLost()
-        tool_policy = _POLICY_COLUMNS.build(held).tool_policy
-        if tool_policy != self.task.agent.tool_policy:
-            self.task.agent.tool_policy = tool_policy
-        self._atomic = atomic
-        self.task.turn_batch = TurnBatch(locked_facts_memo(held))
-        return self.task
-
-    def commit(self) -> None:
-        """Save what the open transaction's steps changed, announce it once, and commit."""
-        atomic, self._atomic = self._atomic, None
-        if atomic is None:
-            return
-        task = self.task
-        batch: TurnBatch = task.turn_batch
-        try:
-            try:
-                batch_events_write(task, batch)
-            finally:
-                task.turn_batch = None
-            if batch.fields:
-                fields = set(batch.fields)
-                if task.lease_owner == self.worker_id:
-                    task.lease_expires_at = lease_expiry()  # every commit renews the lease
-                    fields.add("lease_expires_at")
-                # The row and its announcement (NOTIFY) in one statement.
-                task_write(task, fields, announce=batch.announce)
-            elif batch.announce:
-                task_changed(task)
-        except BaseException as exc:
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        atomic.__exit__(None, None, None)
-
-    def rollback(self, exc: BaseException) -> None:
-        atomic, self._atomic = self._atomic, None
-        if atomic is not None:
-            self.task.turn_batch = None
-            atomic.__exit__(type(exc), exc, exc.__traceback__)
-
-    def save(self, task: Task) -> None:
-        task_save(task, [*STATUS_FIELDS, *TURN_FIELDS])
-
-    # --- the loop -------------------------------------------------------------------------
-
-    def run(self) -> str:
-        """Run until the turn pauses, finishes or is taken away; return its state as this run
-        left it."""
-        try:
-            self.steps()
-            self.commit()
-        except BaseException as exc:
-            self.rollback(exc)
-            raise
-        return self.task.state
-
-    def steps(self) -> None:
-        for _ in range(MAX_STEPS):
-            task = self.task
-            if task.lease_owner != self.worker_id or task.state != TaskState.WORKING:
-                return
-            with log_context(
-                task_id=task.public_id,
-                tenant=task.tenant.slug,
-                subject=task.subject,
-                trace_id=task.trace_id,
-            ):
-                if not self.step(task):
+            with batch.claimed() as task:
+                if task is None:
                     return
-        try:
-            task = self.write()
-        except LeaseLost:
-            return
-        self.finish(task, TaskState.FAILED, "The turn took too many steps and was stopped.")
-
-    def step(self, task: Task) -> bool:
-        """Do one step; return False when the turn paused, finished or was taken away. What
-        it changed is committed by the next wait on the network or by ``commit``."""
-        if self._atomic is None:
-            self.task = task  # a caller may hand in the row as just read
-        try:
-            if self.fetch_inputs(task):
-                return True  # look again at the task as stored, inputs and all
-            if memory_wanted(task, self.model):
-                # The context's earlier turns, read once before the model is first asked.
-                task = self.write()
-                memory_record(task)
-                self.save(task)
-                return True
-            pending = pending_call(task)
-            if pending is not None:
-                return self.continue_call(task, pending)
-            queued = queued_next(task)
-            if queued is not None:
-                # The model's last reply held several actions: apply the next one, without
-                # asking the model again until each has its result.
-                call_id, action = queued
-                return self.apply(task, action, queued_id=call_id)
-            error = steps_error(task)
-            if error:
-                return self.stop(task, error)
-            view = turn_view(task, connected_apps=ConnectedApps(task.tenant))
-            try:
-                if self.in_process:
-                    action = self.model.next_action(view)
-                else:
-                    # A hosted model's call is network I/O (and may be retried with backoff):
-                    # it is asked with the steps so far committed, outside any lock, with the
-                    # lease kept and the database connection given back while it is out.
-                    self.commit()
-                    with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
-                        action = self.model.next_action(view)
-            except AgentError as exc:
-                return self.agent_failed(exc)
-            except ModelError as exc:
-                logger.warning("the model call failed: %s", exc)
-                return self.stop(task, str(exc))
-            problem = reply_problem(action)
-            if problem is not None and not self.unusable(problem, action):
-                return False
-            if isinstance(action, ModelTurn):
-                return self.model_turn(task, action)
-            return self.apply(task, action)
+                # Every line the turn logs names its task and tenant, a crash's traceback too.
+                run.enter_context(turn_logged(task))
+                observed = run.enter_context(turn_observed(task))
+                runner = TurnRunner(batch, task)
+                waiting = runner.steps(task)
+            # Each wait on the network, with no transaction open; then the block that applies
+            # its result and goes on until the next wait or the turn's end.
+            while waiting is not None:
+                result = runner.wait(waiting)
+                with batch.locked() as task:
+                    waiting = runner.steps(task, waiting.then(task, result))
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")
-            return False
+        except Exception:
+            logger.exception("the turn crashed")
+            raise
+        observed.state = batch.task.state
 
-    def stop(self, task: Task, text: str) -> bool:
+
+def turn_logged(task: Task):
+    """The log context of the turn's lines: its task, tenant, subject and trace."""
+    return log_context(
+        task_id=task.public_id,
+        tenant=task.tenant.slug,
+        subject=task.subject,
+        trace_id=task.trace_id,
+    )
+
+
+class TurnRunner:
+    """One run's steps. Each takes the locked task of the block it runs in and returns a Step:
+    True to go on, False when the turn stopped, or the network I/O it needs (Outbound)."""
+
+    def __init__(self, batch: RunBatch, task: Task):
+        self.batch = batch
+        self.worker_id = batch.worker_id
+        self.model = model_for(task.agent)
+        # A model that runs in this process (scripted) waits on nothing: it is asked inside
+        # the block. Any other is asked with the block committed (an Outbound).
+        self.in_process = bool(getattr(self.model, "in_process", False))
+        self.steps_taken = 0
+
+    def steps(self, task: Task, first: Step = True) -> Outbound | None:
+        """Run steps on the locked ``task`` (``first``: what the block's first one, the result of
+        a wait applied, said) until one waits on the network (returned) or the turn stops."""
+        outcome = first
+        while outcome is True:
+            if task.lease_owner != self.worker_id or task.state != TaskState.WORKING:
+                return None
+            if self.steps_taken >= MAX_STEPS:
+                self.finish(task, TaskState.FAILED, "The turn took too many steps and was stopped.")
+                return None
+            self.steps_taken += 1
+            outcome = self.step(task)
+        return outcome or None
+
+    def wait(self, waiting: Outbound):
+        """Make the network I/O a step asked for (no transaction is open): with the turn's
+        lease kept and the database connection given back while it is out."""
+        if waiting.keeps_lease:
+            return waiting.call()
+        with lease_kept(task_pk=self.batch.task_pk, worker_id=self.worker_id):
+            return waiting.call()
+
+    def step(self, task: Task) -> Step:
+        """Do the turn's next step."""
+        wanted = inputs_wanted(task)
+        if wanted:
+            # The caller's url parts, fetched once before the model's first step (files/v1):
+            # network I/O. Each part may take the fetch timeout, so several slow parts could
+            # outlast the lease: it is kept, or the sweep would hand the turn to another
+            # worker that fetches everything again, and again.
+            return Outbound(call=lambda: inputs_fetch(wanted), then=self.inputs_fetched)
+        if memory_wanted(task, self.model):
+            # The context's earlier turns, read once before the model is first asked.
+            memory_record(task)
+            turn_save(task)
+            return True
+        pending = pending_call(task)
+        if pending is not None:
+            return call_continue(task, pending)
+        queued = queued_next(task)
+        if queued is not None:
+            # The model's last reply held several actions: apply the next one, without
+            # asking the model again until each has its result.
+            call_id, action = queued
+            return self.apply(task, action, queued_id=call_id)
+        error = steps_error(task)
+        if error:
+            return self.stop(task, error)
+        view = turn_view(task, connected_apps=ConnectedApps(task.tenant))
+        if self.in_process:
+            return self.model_replied(task, self.model_asked(view))
+        # A hosted model's call is network I/O (and may be retried with backoff): asked with
+        # the steps so far committed, outside any lock.
+        return Outbound(call=lambda: self.model_asked(view), then=self.model_replied)
+
+    def model_asked(self, view):
+        """The model's next action, or the AgentError or ModelError that it raised."""
+        try:
+            return self.model.next_action(view)
+        except (AgentError, ModelError) as exc:
+            return exc
+
+    def model_replied(self, task: Task, action) -> Step:
+        if isinstance(action, AgentError):
+            return self.agent_failed(task, action)
+        if isinstance(action, ModelError):
+            logger.warning("the model call failed: %s", action)
+            return self.stop(task, str(action))
+        problem = reply_problem(action)
+        if problem is not None and not self.unusable(task, problem, action):
+            return False
+        if isinstance(action, ModelTurn):
+            return self.model_turn(task, action)
+        return self.apply(task, action)
+
+    def inputs_fetched(self, task: Task, fetched) -> Step:
+        """Store the url parts fetched; a part that could not be fetched is recorded as failed,
+        with why, for the model to see (files/v1: it fails that part, not the turn)."""
+        if not inputs_recorded(task):
+            inputs_store(task, fetched)
+            turn_save(task)
+        return True
+
+    def stop(self, task: Task, text: str) -> Step:
         """Fail the turn with ``text`` (a limit hit, a model that cannot answer)."""
-        task = self.write()
         self.finish(task, TaskState.FAILED, text)
         return False
 
-    def unusable(self, problem: str, reply) -> bool:
+    def unusable(self, task: Task, problem: str, reply) -> bool:
         """The model's reply could not be used: note it; its error goes back to the model
         (the reply's own steps), unless too many replies in a row could not be used, when
         the turn fails (loop.limits.bad_replies). Return False when it failed."""
-        task = self.write()
         streak = unusable_record(task, problem)
         logger.info("the model's reply could not be used (%s in a row): %s", streak, problem)
         error = bad_reply_error(task, streak, problem)
@@ -298,10 +221,9 @@ class TurnRunner(ToolCalls):
             return False
         return True
 
-    def model_turn(self, task: Task, turn: ModelTurn) -> bool:
+    def model_turn(self, task: Task, turn: ModelTurn) -> Step:
         """Record a model's reply (its queued actions and its usage); the actions it holds are
-        applied by the next steps, in the same transaction until one waits on the network."""
-        task = self.write()
+        applied by the next steps, in the same block until one waits on the network."""
         if not turn.actions:
             self.finish(task, TaskState.FAILED, "The model's reply held nothing to do.")
             return False
@@ -311,7 +233,7 @@ class TurnRunner(ToolCalls):
         if error:
             self.finish(task, TaskState.FAILED, error)
             return False
-        self.save(task)
+        turn_save(task)
         return True
 
     @staticmethod
@@ -323,36 +245,22 @@ class TurnRunner(ToolCalls):
             # reader of the stored row would.
             task.cost_usd = (task.cost_usd + cost).quantize(COST_PLACES)
 
-    def fetch_inputs(self, task: Task) -> bool:
-        """Fetch the caller's url parts once, before the model's first step; a part that cannot
-        be fetched is recorded as failed, with why, for the model to see (files/v1: it fails
-        that part, not the turn). Return True when this step stored them. Raises LeaseLost
-        when the turn was taken away meanwhile."""
-        wanted = inputs_wanted(task)
-        if not wanted:
-            return False
-        # Network I/O, so committed first and outside any lock. Each part may take the fetch
-        # timeout, so several slow parts could outlast the lease: keep it, or the sweep hands
-        # the turn to another worker that fetches everything again, and again.
-        self.commit()
-        with lease_kept(task_pk=self.task_pk, worker_id=self.worker_id):
-            fetched = inputs_fetch(wanted)
-        task = self.write()
-        if inputs_recorded(task):
-            return True
-        inputs_store(task, fetched)
-        self.save(task)
-        return True
-
     # --- the model's actions --------------------------------------------------------------
 
-    def apply(self, task: Task, action, queued_id: str | None = None) -> bool:
-        """Apply the model's action; return False when the turn stopped. ``queued_id``: the
-        action is the next queued one of the model's last reply."""
+    def apply(self, task: Task, action, queued_id: str | None = None) -> Step:
+        """Apply the model's action. ``queued_id``: the action is the next queued one of the
+        model's last reply. A wait is made first, with the block committed."""
         if isinstance(action, Wait):
-            self.commit()
-            lease_wait(task_pk=self.task_pk, worker_id=self.worker_id, seconds=action.seconds)
-        task = self.write()
+            return Outbound(
+                call=lambda: lease_wait(
+                    task_pk=self.batch.task_pk, worker_id=self.worker_id, seconds=action.seconds
+                ),
+                then=lambda task, _: self.applied(task, action, queued_id),
+                keeps_lease=True,  # lease_wait renews it, and stops when it is lost
+            )
+        return self.applied(task, action, queued_id)
+
+    def applied(self, task: Task, action, queued_id: str | None = None) -> Step:
         error = action_error(task, action)
         if error:
             self.finish(task, TaskState.FAILED, error)
@@ -375,14 +283,14 @@ class TurnRunner(ToolCalls):
             case Wait():
                 return self.waited(task, action)
             case CallTool():
-                return self.start_call(task, action)
+                return call_start(task, action)
             case BadToolCall():
                 return self.bad_call(task, action)
             case BadReply():
                 return self.bad_reply(task, action)
         raise TypeError(f"unknown action {action!r}")
 
-    def reply(self, task: Task, action: Reply) -> bool:
+    def reply(self, task: Task, action: Reply) -> Step:
         action_record(
             task, {"kind": "reply", "text": action.text, "direct": action.direct}, action.cursor
         )
@@ -392,7 +300,7 @@ class TurnRunner(ToolCalls):
         self.finish(task, TaskState.COMPLETED, message=message)
         return False
 
-    def fail(self, task: Task, action: Fail) -> bool:
+    def fail(self, task: Task, action: Fail) -> Step:
         action_record(
             task,
             {"kind": "reject" if action.reject else "fail", "text": action.text},
@@ -401,7 +309,7 @@ class TurnRunner(ToolCalls):
         self.finish(task, TaskState.REJECTED if action.reject else TaskState.FAILED, action.text)
         return False
 
-    def ask(self, task: Task, action: Ask) -> bool:
+    def ask(self, task: Task, action: Ask) -> Step:
         position = action_record(
             task,
             {"kind": "ask", "questionId": action.question_id, "prompt": action.prompt},
@@ -422,7 +330,7 @@ class TurnRunner(ToolCalls):
         )
         return False
 
-    def emit_artifact(self, task: Task, action: EmitArtifact) -> bool:
+    def emit_artifact(self, task: Task, action: EmitArtifact) -> Step:
         action_record(task, {"kind": "artifact", "artifactId": action.artifact_id}, action.cursor)
         try:
             artifact_add(task, action)
@@ -431,10 +339,10 @@ class TurnRunner(ToolCalls):
                 task, TaskState.FAILED, f"The agent made an artifact it cannot serve: {exc}"
             )
             return False
-        self.save(task)
+        turn_save(task)
         return True
 
-    def set_plan(self, task: Task, action: SetPlan) -> bool:
+    def set_plan(self, task: Task, action: SetPlan) -> Step:
         action_record(task, {"kind": "plan"}, action.cursor)
         task.plan = [
             {
@@ -447,7 +355,7 @@ class TurnRunner(ToolCalls):
         self.plan_status_set(task)
         return True
 
-    def advance_plan(self, task: Task, action: AdvancePlan) -> bool:
+    def advance_plan(self, task: Task, action: AdvancePlan) -> Step:
         action_record(
             task, {"kind": "progress", "step": action.step, "state": action.state}, action.cursor
         )
@@ -459,7 +367,7 @@ class TurnRunner(ToolCalls):
             }
             self.plan_status_set(task)
         else:
-            self.save(task)
+            turn_save(task)
         return True
 
     def plan_status_set(self, task: Task) -> None:
@@ -471,7 +379,7 @@ class TurnRunner(ToolCalls):
             also=TURN_FIELDS,
         )
 
-    def bad_call(self, task: Task, action: BadToolCall) -> bool:
+    def bad_call(self, task: Task, action: BadToolCall) -> Step:
         """A call that cannot be made: its error goes back to the model; nothing is sent."""
         step = action_record(
             task,
@@ -479,26 +387,25 @@ class TurnRunner(ToolCalls):
             action.cursor,
         )
         tool_result_record(task, step, ok=False, error=action.error)
-        self.save(task)
+        turn_save(task)
         return True
 
-    def bad_reply(self, task: Task, action: BadReply) -> bool:
+    def bad_reply(self, task: Task, action: BadReply) -> Step:
         """A reply that cannot be used at all: the model is told why when it is asked again."""
         action_record(task, {"kind": "bad_reply", "error": action.error[:1000]}, action.cursor)
-        self.save(task)
+        turn_save(task)
         return True
 
-    def waited(self, task: Task, action: Wait) -> bool:
+    def waited(self, task: Task, action: Wait) -> Step:
         action_record(task, {"kind": "wait", "seconds": action.seconds}, action.cursor)
-        self.save(task)
+        turn_save(task)
         return True
 
     # --- outcomes -------------------------------------------------------------------------
 
-    def agent_failed(self, exc: AgentError) -> bool:
+    def agent_failed(self, task: Task, exc: AgentError) -> Step:
         """The model gave no usable action: the turn fails with a message for the partner;
         what went wrong is logged and kept on the transcript's entry, for the admin only."""
-        task = self.write()
         logger.warning(
             "turn %s failed: the model gave no usable action: %s",
             task.public_id,
@@ -520,48 +427,3 @@ class TurnRunner(ToolCalls):
         }
         task_end(task, state, message, status_ext=with_plan(task, status_ext), also=TURN_FIELDS)
         logger.info("turn finished: %s", state)
-
-
-_POLICY_COLUMNS = Columns(Agent, "a", ["id", "tool_policy"])
-
-
-@functools.cache
-def _held_sql() -> str:
-    """``write``'s locked read, written once: the ORM compiled it for every batch."""
-    q = connection.ops.quote_name
-    meta = Task._meta
-    pk, run_id, lease_owner, state, agent = (
-        q(meta.get_field(f).column) for f in ("id", "run_id", "lease_owner", "state", "agent")
-    )
-    lock = f" FOR UPDATE OF {q('t')}" if connection.features.has_select_for_update else ""
-    return (
-        f"SELECT {_POLICY_COLUMNS.sql()}{locked_facts_sql(q, q('t'))} "
-        f"FROM {q(meta.db_table)} {q('t')} "
-        f"INNER JOIN {q(Agent._meta.db_table)} {q('a')} "
-        f"ON {q('a')}.{q(Agent._meta.pk.column)} = {q('t')}.{agent} "
-        f"WHERE {q('t')}.{pk} = %s AND {q('t')}.{run_id} = %s "
-        f"AND {q('t')}.{lease_owner} = %s AND {q('t')}.{state} = %s{lock}"
-    )
-
-
-def turn_run(*, task_pk: int, worker_id: str) -> None:
-    """Claim and run (or resume) a turn until it pauses, finishes or loses its lease."""
-    runner = TurnRunner.claimed(task_pk=task_pk, worker_id=worker_id)
-    if runner is None:
-        return
-    task = runner.task
-    # Every line the turn logs names its task and tenant, a crash's traceback too.
-    with (
-        log_context(
-            task_id=task.public_id,
-            tenant=task.tenant.slug,
-            subject=task.subject,
-            trace_id=task.trace_id,
-        ),
-        turn_observed(task) as observed,
-    ):
-        try:
-            observed.state = runner.run()
-        except Exception:
-            logger.exception("the turn crashed")
-            raise

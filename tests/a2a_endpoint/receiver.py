@@ -2,7 +2,7 @@
 
 It verifies every request's Standard Webhooks signature with the tenant's secret and
 records what it got; ``script`` lists the status codes to answer with, one per request,
-then 200; ``hold`` (a threading.Event) makes it wait before answering, like a slow server.
+then 200 (a 429 says ``Retry-After: <retry_after>``); ``hold`` (a threading.Event) makes it wait before answering, like a slow server.
 """
 
 import json
@@ -18,6 +18,7 @@ class Receiver:
         self.script = list(script or [])
         self.path = path
         self.hold: threading.Event | None = None
+        self.retry_after = "0"
         self.events: list[dict] = []  # verified bodies, in arrival order
         self.requests: list[dict] = []  # every request: headers, status answered
         self.bad_signatures = 0
@@ -70,7 +71,7 @@ class Receiver:
                         receiver.events.append(json.loads(body))
                 self.send_response(status)
                 if status == 429:
-                    self.send_header("Retry-After", "0")
+                    self.send_header("Retry-After", receiver.retry_after)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

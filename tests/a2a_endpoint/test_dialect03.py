@@ -10,9 +10,9 @@ from a2a.compat.v0_3 import types as v03
 from django.urls import reverse
 
 from a2a_endpoint import dialect03, wire03
-from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
+from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Task
 from tests.a2a_client import (
     as_task,

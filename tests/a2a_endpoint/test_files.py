@@ -537,6 +537,7 @@ class SlowFileServer(FileServer):
 def test_the_lease_is_kept_while_url_parts_are_fetched(files_world, settings):
     # Each part may take the fetch timeout; without the heartbeat, slow parts outlast the
     # lease, the sweep hands the turn to another worker, and that one fetches them again.
+    from runtime.turn.batch import RunBatch
     from runtime.turn.claim import turn_claim
     from runtime.turn.runner import TurnRunner
     from tests import core
@@ -552,7 +553,10 @@ def test_the_lease_is_kept_while_url_parts_are_fetched(files_world, settings):
             "read",
             parts=[{"text": "read"}, {"url": url, "mediaType": "text/plain"}],
         )
-        task = turn_claim(task_pk=task.pk, worker_id="first")
+        batch = RunBatch(task_pk=task.pk, worker_id="first")
+        with batch.claimed() as claimed:
+            runner = TurnRunner(batch, claimed)
+            fetch = runner.step(claimed)  # the url parts' fetch, made once this block commits
         taken = {}
 
         def second_worker():
@@ -562,9 +566,9 @@ def test_the_lease_is_kept_while_url_parts_are_fetched(files_world, settings):
 
         rival = threading.Thread(target=second_worker)
         rival.start()
-        runner = TurnRunner(task, "first")
-        runner.fetch_inputs(task)  # raises LeaseLost if the turn was taken
-        runner.commit()
+        fetched = runner.wait(fetch)
+        with batch.locked() as task:  # raises LeaseLost if the turn was taken
+            fetch.then(task, fetched)
         rival.join()
     finally:
         server.stop()

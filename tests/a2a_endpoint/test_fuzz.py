@@ -18,8 +18,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from a2a_endpoint.methods import HANDLERS
-from a2a_endpoint.models import PushSettings
 from runtime.kernel import extensions as ext
+from runtime.kernel.push.push_models import PushSettings
 from tests.a2a_client import post, rpc, task_of, user_message
 
 # The view closes its database connection after each request (asyncdb): tests commit.

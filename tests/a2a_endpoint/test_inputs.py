@@ -11,8 +11,8 @@ import json
 import pytest
 
 from a2a_endpoint import inputs, methods
-from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.decisions.decision_models import Interaction
+from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Task
 from tests.a2a_client import (
     answer_message,

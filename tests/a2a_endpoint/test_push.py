@@ -5,12 +5,12 @@ import time
 import pytest
 from django.test import Client
 
-from a2a_endpoint import push_configs, push_delivery
-from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from connections.outbound import OutboundRefused, fetch_url
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
+from runtime.kernel.push import push_configs, push_delivery
+from runtime.kernel.push.push_models import PushAttempt, PushConfig, PushDelivery, PushSettings
 from runtime.kernel.task_models import Task, TaskEvent
 from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.receiver import Receiver
@@ -364,13 +364,13 @@ def test_an_admin_enables_a_disabled_config_again_and_cannot_edit_its_state(push
     staff = a.client_for(a.admin)
 
     # The change form shows the state but has no field for it: a save from the form would
-    # enable the config without the task's lock (push_delivery.ACTIVE_CONFIGS relies on it).
-    form = staff.get(f"/admin/a2a_endpoint/pushconfig/{config.pk}/change/").content.decode()
+    # enable the config without the task's lock (push_config_enable sets its from_seq under it).
+    form = staff.get(f"/admin/runtime/pushconfig/{config.pk}/change/").content.decode()
     assert "the receiver answered 410 Gone" in form
     assert 'name="disabled_at' not in form and 'name="disabled_reason"' not in form
 
     response = staff.post(
-        "/admin/a2a_endpoint/pushconfig/",
+        "/admin/runtime/pushconfig/",
         {"action": "enable", "_selected_action": [config.pk]},
         follow=True,
     )
@@ -584,7 +584,7 @@ def test_a_url_with_a_leading_zero_octet_is_refused_at_the_edge(push_world):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_push_config_that_can_never_work_is_given_up_not_retried_forever(push_world, eager):
-    from a2a_endpoint.tasks import sweep_push
+    from runtime.tasks import sweep_push
 
     PushSettings.objects.filter(tenant=push_world.a.tenant).update(allowed_hosts="*")
     a = push_world.a
@@ -628,7 +628,7 @@ def test_a_push_config_that_can_never_work_is_given_up_not_retried_forever(push_
     assert "the URL can never work" in page and "canonical IPv4" in page
     a.admin.is_staff = a.admin.is_superuser = True
     a.admin.save(update_fields=["is_staff", "is_superuser"])
-    admin_page = a.client_for(a.admin).get("/admin/a2a_endpoint/pushconfig/").content.decode()
+    admin_page = a.client_for(a.admin).get("/admin/runtime/pushconfig/").content.decode()
     assert "the URL can never work" in admin_page
 
 
@@ -664,7 +664,7 @@ def test_a_transient_failure_records_attempts_with_backoff(push_world, settings)
 def test_the_sweep_leaves_a_config_alone_while_its_first_delivery_backs_off(
     push_world, settings, monkeypatch
 ):
-    from a2a_endpoint.tasks import sweep_push
+    from runtime.tasks import sweep_push
 
     settings.PUSH_RETRY_BASE_SECONDS = 60
     url = f"http://127.0.0.1:{free_loopback_port()}/hook"  # nothing listens there
@@ -707,7 +707,7 @@ def test_an_unexpected_error_is_an_attempt_not_a_crash(push_world, receiver, mon
     def broken(*args, **kwargs):
         raise RuntimeError("the event cannot be serialised")
 
-    monkeypatch.setattr(push_delivery, "event_wire", broken)
+    monkeypatch.setattr(push_delivery, "_body_writer", broken)
     retry = push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
     assert retry is not None
     first = PushDelivery.objects.order_by("seq").first()
@@ -757,11 +757,18 @@ def test_push_token_is_encrypted_at_rest(push_world, receiver):
 def test_the_migration_encrypts_the_tokens_already_stored(push_world):
     import importlib
 
-    from django.apps import apps
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
 
     from connections.crypto import secret_decrypt
 
     migration = importlib.import_module("a2a_endpoint.migrations.0002_push_token_encrypted")
+    # The models as that migration knew them (they are the runtime app's since its 0018).
+    apps = (
+        MigrationLoader(connection)
+        .project_state(("a2a_endpoint", "0002_push_token_encrypted"))
+        .apps
+    )
     task_id = send(push_world.a, "support", "hello")
     task = Task.objects.get(public_id=task_id)
     for public_id, token in (("with", "old-plaintext"), ("without", "")):
@@ -786,8 +793,8 @@ def test_the_migration_encrypts_the_tokens_already_stored(push_world):
 def test_a_token_that_cannot_be_sent_as_a_header_gives_the_config_up_without_quoting_it(
     push_world, receiver, eager
 ):
-    from a2a_endpoint.tasks import sweep_push
     from connections.crypto import secret_encrypt
+    from runtime.tasks import sweep_push
 
     a = push_world.a
     task_id = send(a, "support", "hello")
@@ -816,3 +823,114 @@ def test_a_token_that_cannot_be_sent_as_a_header_gives_the_config_up_without_quo
     errors += list(PushDelivery.objects.values_list("last_error", flat=True))
     assert errors and not any("hush" in e for e in errors)
     assert receiver.events == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "retry_after",
+    ["9" * 40, "99999999999", "Fri, 31 Dec 9999 23:59:59 GMT"],
+    ids=["forty-nines", "eleven-nines", "year-9999"],
+)
+def test_a_retry_after_past_the_retry_window_gives_the_delivery_up(
+    push_world, receiver, retry_after
+):
+    # Issue 28: Retry-After 999...9 made a date no datetime holds, an OverflowError on every
+    # attempt. A receiver that asks for a retry later than PUSH_RETRY_HOURS gets none.
+    receiver.script, receiver.retry_after = [429], retry_after
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    config = PushConfig.objects.get()
+
+    push_delivery.push_deliver(config_pk=config.pk, worker_id="w")
+
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.GAVE_UP and first.attempts == 1
+    assert first.last_error == "HTTP 429; gave up after 24 hours"
+    # The deliveries behind it go on.
+    drain()
+    assert len(receiver.events) == TaskEvent.objects.filter(task__public_id=task_id).count() - 1
+
+
+def stored_push_secrets(tenant) -> tuple[str, str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT secret_encrypted, previous_secret_encrypted FROM a2a_endpoint_pushsettings "
+            "WHERE tenant_id = %s",
+            [tenant.pk],
+        )
+        return cursor.fetchone()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_push_signing_secret_is_encrypted_at_rest_and_rotates(push_world):
+    from connections.crypto import secret_decrypt
+
+    tenant = push_world.a.tenant
+    push = PushSettings.objects.get(tenant=tenant)
+    secret, previous = stored_push_secrets(tenant)
+    assert push.secret.startswith("whsec_") and "whsec_" not in secret and previous == ""
+    assert secret_decrypt(secret) == push.secret
+
+    rotated = push_configs.push_secret_rotate(tenant=tenant)
+
+    secret, previous = stored_push_secrets(tenant)
+    assert "whsec_" not in secret and "whsec_" not in previous
+    assert secret_decrypt(previous) == push.secret != rotated.secret == secret_decrypt(secret)
+    assert rotated.signing_secrets() == [rotated.secret, push.secret]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_the_push_secrets_already_stored(push_world):
+    import importlib
+
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    tenant = push_world.a.tenant
+    migration = importlib.import_module("runtime.migrations.0025_push_secret_encrypted")
+    plain = "whsec_" + "c2VjcmV0LWluLXRoZS1jbGVhci0zMi1ieXRlcyEhISE="
+    with connection.cursor() as cursor:  # as rows were before the migration
+        cursor.execute(
+            "UPDATE a2a_endpoint_pushsettings SET secret_encrypted = %s, "
+            "previous_secret_encrypted = %s WHERE tenant_id = %s",
+            [plain, "", tenant.pk],
+        )
+    apps = MigrationLoader(connection).project_state(("runtime", "0025_push_secret_encrypted")).apps
+
+    migration.secrets_encrypt(apps, None)
+
+    secret, previous = stored_push_secrets(tenant)
+    assert plain not in secret and previous == ""
+    assert PushSettings.objects.get(tenant=tenant).secret == plain
+    migration.secrets_decrypt(apps, None)  # and back
+    assert stored_push_secrets(tenant) == (plain, "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_push_secret_no_key_opens_is_an_attempt_that_says_so(push_world, receiver, settings):
+    task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
+    run(task_id)
+    settings.CONNECTIONS_ENCRYPTION_KEY = ["a-key-that-never-encrypted-anything-" + "x" * 20]
+
+    push_delivery.push_deliver(config_pk=PushConfig.objects.get().pk, worker_id="w")
+
+    first = PushDelivery.objects.order_by("seq").first()
+    assert first.state == PushDelivery.State.PENDING and first.attempts == 1
+    assert "push signing secret" in first.last_error and "cannot be decrypted" in first.last_error
+    assert receiver.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_shows_the_signing_secret_it_stores_encrypted(push_world):
+    a = push_world.a
+    push = PushSettings.objects.get(tenant=a.tenant)
+    a.admin.is_staff = a.admin.is_superuser = True
+    a.admin.save(update_fields=["is_staff", "is_superuser"])
+
+    page = a.client_for(a.admin).get(f"/admin/runtime/pushsettings/{push.pk}/change/")
+
+    assert page.status_code == 200
+    assert push.secret in page.content.decode()
+    assert push.secret_encrypted not in page.content.decode()

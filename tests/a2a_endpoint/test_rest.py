@@ -10,8 +10,8 @@ from google.protobuf import json_format
 
 from a2a_endpoint import rest, views
 from a2a_endpoint.lean import LeanA2AHandler
-from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.kernel import extensions as ext
+from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Task
 from tests.a2a_client import result_of, rpc, sse_results, user_message
 

@@ -9,9 +9,9 @@ import pytest
 from a2a.compat.v0_3 import types as v03
 from django.urls import reverse
 
-from a2a_endpoint.models import PushConfig, PushSettings
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
+from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Task
 from tests.a2a_client import assert_error, result_of, rpc, sse_results
 from tests.core import flow_answer
@@ -220,8 +220,8 @@ def test_a_part_without_kind_but_one_content_is_read_as_that_kind(agents, client
 def test_a_0_3_push_config_receives_0_3_task_bodies_and_a_1_0_config_stream_responses(
     agents, client, settings
 ):
-    from a2a_endpoint import push_delivery
-    from a2a_endpoint.models import PushDelivery
+    from runtime.kernel.push import push_delivery
+    from runtime.kernel.push.push_models import PushDelivery
     from tests.a2a_endpoint.receiver import Receiver
 
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True

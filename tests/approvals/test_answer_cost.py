@@ -45,10 +45,10 @@ def test_an_approval_over_rest_is_one_transaction_of_seven_statements(agents, cl
     sql = [q["sql"] for q in captured.captured_queries]
     statements = [s for s in sql if not SAVEPOINT.match(s)]
     assert sum(1 for s in sql if s.startswith("SAVEPOINT")) == 1, statements
-    # In the decision's transaction: the task's lock (which also says whether the task has
-    # a push config: it has none, so none is read), the interaction with the call it holds
+    # In the decision's transaction: the task's lock, the interaction with the call it holds
     # (read once, under the lock: the body is checked against it there), the claim, the
-    # WORKING status event, the task's row (whose statement also sends the NOTIFY), the audit
+    # WORKING status event (whose statement also queues its push deliveries: the task has
+    # no config, so none), the task's row (whose statement also sends the NOTIFY), the audit
     # row, the receipt. (It was 13: the view read the interaction before the service read it
     # again, the held call was a read of its own, and the answer read it again; then 10,
     # with a read of the token's row on every request, now cached as the A2A endpoint's;

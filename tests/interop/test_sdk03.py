@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from a2a_endpoint.models import PushConfig, PushSettings
+from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tests.a2a_endpoint.receiver import Receiver

@@ -15,7 +15,8 @@ from runtime.decisions.effects import effect_resolve
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, NotAllowed, TaskNotFound
 from runtime.kernel.task_models import AuditEvent, Task
-from runtime.turn.claim import turn_claim, turns_to_sweep
+from runtime.turn.batch import RunBatch
+from runtime.turn.claim import turns_to_sweep
 from runtime.turn.intake import message_send
 from runtime.turn.runner import TurnRunner, turn_run
 from tests.core import DEPLOY_TOOL, message
@@ -52,10 +53,9 @@ def crashed(agents, make_agent):
             subject=agents.a.subject,
             message=message("go"),
         ).task
-        claimed = turn_claim(task_pk=task.pk, worker_id="w1")
-        runner = TurnRunner(claimed, "w1")
-        runner.step(Task.objects.get(pk=task.pk))  # the call is journalled
-        runner.commit()
+        batch = RunBatch(task_pk=task.pk, worker_id="w1")
+        with batch.claimed() as claimed:
+            assert TurnRunner(batch, claimed).step(claimed) is True  # the call is journalled
         effect = Effect.objects.get(task=task)
         assert effect.state == Effect.State.APPROVED
         # The worker marked it sending and died before it recorded the outcome.

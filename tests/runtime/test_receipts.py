@@ -233,7 +233,7 @@ def test_a_rule_approved_call_whose_policy_changed_is_put_to_a_person(
             effect=effect, agent=agent, decision="approved", decider="rule:r", channel="rule"
         )
         # The policy changes before the send: in the database, and for the run, which reads
-        # it with each of its transactions (runtime.turn.runner.TurnRunner.write).
+        # it with each of its transactions (runtime.turn.batch.RunBatch.locked).
         changed = {"deploy/deploy_build": "approve"}
         Agent.objects.filter(pk=agent.pk).update(tool_policy=changed)
         fields["task"].agent.tool_policy = changed

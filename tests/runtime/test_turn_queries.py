@@ -64,12 +64,15 @@ def test_a_turn_that_answers_at_once_is_one_transaction_of_four_statements(agent
     # An in-process model waits on nothing: claim, reply and finish commit together.
     assert cost.transactions == 1, cost
     # The claim (its locked read, which also asks whether an earlier turn of the context is
-    # still open and whether the task has a push config: it has none, so none is read), the
-    # context's next queued turn, the two status events (WORKING, COMPLETED; one INSERT as
-    # the transaction commits), one save of the row that also sends its NOTIFY.
+    # still open), the context's next queued turn, the two status events (WORKING,
+    # COMPLETED; one INSERT as the transaction commits, which also queues their push
+    # deliveries: the task has no config, so none), one save of the row that also sends its
+    # NOTIFY. No statement reads push configs of its own.
     assert len(cost.statements) == 4, cost
-    assert not any('"a2a_endpoint_pushconfig" "c"' in s for s in cost.statements), cost
-    assert cost.count("INSERT") == 1, cost
+    assert [s for s in cost.statements if '"a2a_endpoint_pushconfig"' in s] == [
+        s for s in cost.statements if s.startswith('WITH "ev" AS (INSERT INTO "runtime_taskevent"')
+    ], cost
+    assert cost.count("INSERT") == 0 and cost.count("WITH") == 1, cost
     assert cost.count("UPDATE") == 1 and cost.count("SELECT pg_notify") == 0, cost
     assert sum(1 for s in cost.statements if "RETURNING pg_notify(" in s) == 1, cost
 
@@ -108,10 +111,10 @@ def test_a_turn_on_a_hosted_model_commits_before_the_call_and_once_after(
     # The claim commits before the model is asked; the reply, its usage and the finish are
     # the second transaction.
     assert cost.transactions == 2, cost
-    # Claim: locked read (no push config, it says), WORKING event, save with its NOTIFY.
-    # The model's credential (read while the turn's connection is given back). Finish: the
-    # row's lock (still this run's? any push config?), the model's price, COMPLETED event,
-    # the context's next queued turn, save with its NOTIFY.
+    # Claim: locked read, WORKING event (and its push deliveries: none), save with its
+    # NOTIFY. The model's credential (read while the turn's connection is given back).
+    # Finish: the row's lock (still this run's?), the model's price, COMPLETED event, the
+    # context's next queued turn, save with its NOTIFY.
     assert len(cost.statements) == 9, cost
     assert cost.count("UPDATE") == 2 and cost.count("SELECT pg_notify") == 0, cost
     assert sum(1 for s in cost.statements if "RETURNING pg_notify(" in s) == 2, cost
@@ -177,9 +180,9 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     # Take: locked read; the effect with its interaction and the approval's receipt (does it
     # still bind? issue 13) in one read (they were three, runtime.turn.calls._JournalRead);
     # the effect approved and sending in one write (they were two); save.
-    # Finish: the row's lock (which says the task has no push config: none is read), effect
-    # closed, the context's next queued turn, three status events (one INSERT as the
-    # transaction commits), save with its NOTIFY.
+    # Finish: the row's lock, effect closed, the context's next queued turn, three status
+    # events (one INSERT as the transaction commits, with their push deliveries: none), save
+    # with its NOTIFY.
     assert len(cost.statements) - tool == 9, cost
     effect_writes = [s for s in cost.statements if s.startswith('UPDATE "runtime_effect"')]
     assert len(effect_writes) == 2, cost  # held to sending, then sending to succeeded
@@ -262,14 +265,3 @@ def test_a_turn_taken_over_while_its_model_is_asked_is_left_to_the_new_run(
         taken["task"].run_id,
     )
     assert not [e for e in task.transcript if e["type"] == "action"]
-
-
-def test_a_locked_fact_added_after_the_locked_reads_were_written_is_refused():
-    from runtime.kernel.task_state import LockedFact, locked_fact_register
-    from runtime.turn.claim import _claim_read
-
-    _claim_read.sql()  # the claim's locked read is written (as by the first turn of a process)
-    # The reads are written once, at their first use: a fact added later would be missing
-    # from them, and its receivers would trust a memo that nobody filled.
-    with pytest.raises(RuntimeError, match="written before"):
-        locked_fact_register(LockedFact(key="late", sql=lambda q, t: "TRUE", known=bool))

@@ -2,7 +2,7 @@
 
 A config names a task's receiver URL, its token and authentication; creating one checks the
 URL against the tenant's allowed hosts (connections.outbound), no network I/O. Delivering to
-it is a2a_endpoint.push_delivery's business.
+it is runtime.kernel.push.push_delivery's business.
 """
 
 import uuid
@@ -12,12 +12,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from a2a_endpoint.models import PushConfig, PushSettings
-from a2a_endpoint.push_delivery import push_deliveries_backfill
-from a2a_endpoint.selectors import push_settings_for
 from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url, url_parse
 from runtime.kernel.errors import InvalidParams, TaskNotFound
+from runtime.kernel.push.push_delivery import push_deliveries_backfill
+from runtime.kernel.push.push_models import PushConfig, PushSettings
+from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.task_models import Task
 from runtime.kernel.task_selectors import task_for_caller
 
@@ -34,7 +34,12 @@ def push_secret_rotate(*, tenant) -> PushSettings:
         found = PushSettings.objects.select_for_update().get(pk=push_settings_for(tenant=tenant).pk)
         found.rotate(timedelta(hours=settings.PUSH_SECRET_GRACE_HOURS))
         found.save(
-            update_fields=["secret", "previous_secret", "previous_valid_until", "rotated_at"]
+            update_fields=[
+                "secret_encrypted",
+                "previous_secret_encrypted",
+                "previous_valid_until",
+                "rotated_at",
+            ]
         )
     return found
 
@@ -88,7 +93,8 @@ def push_config_create(
     with transaction.atomic():
         # The task row lock orders this against the worker's event writes (which hold the
         # same lock): every event is either already here (from_start queues it) or is
-        # written after the config exists (queue_deliveries finds the config).
+        # written after the config commits, by a statement that then finds the config
+        # (runtime.kernel.store.task_events_insert).
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
         push_url_check(tenant=tenant, url=config.url)
         values = {
@@ -106,7 +112,13 @@ def push_config_create(
             "disabled_reason": "",
         }
         found, _ = PushConfig.objects.update_or_create(
-            task=task, public_id=config.id or str(uuid.uuid4()), defaults=values
+            task=task,
+            public_id=config.id or str(uuid.uuid4()),
+            defaults=values,
+            # The first event it has: the task's next one (read under the lock, which every
+            # event's write holds too), or all of them for a config sent with the message.
+            # A config replaced (same id) keeps its own.
+            create_defaults={**values, "from_seq": 1 if from_start else task.event_seq + 1},
         )
         if from_start:
             push_deliveries_backfill(config=found)
@@ -115,13 +127,16 @@ def push_config_create(
 
 def push_config_enable(config: PushConfig) -> bool:
     """Deliver to a disabled config again (an admin's decision, e.g. after a 410 that the
-    receiver has since fixed); False when it was not disabled. Under the task's row lock, as
-    configs are made: a transaction of that task that is running trusts what its lock read
-    about the task's active configs (push_delivery.ACTIVE_CONFIGS)."""
+    receiver has since fixed), from the task's next event on; False when it was not
+    disabled. Under the task's row lock, as configs are made, so that the next event is
+    the first the config is given again (the events written while it was disabled stay
+    undelivered, as the receiver asked)."""
     with transaction.atomic():
-        Task.objects.select_for_update().filter(pk=config.task_id).first()
+        task = Task.objects.select_for_update().filter(pk=config.task_id).first()
+        if task is None:
+            return False
         enabled = PushConfig.objects.filter(pk=config.pk, disabled_at__isnull=False).update(
-            disabled_at=None, disabled_reason=""
+            disabled_at=None, disabled_reason="", from_seq=task.event_seq + 1
         )
     return enabled == 1
 

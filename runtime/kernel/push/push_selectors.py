@@ -2,7 +2,7 @@
 
 from django.db.models import Prefetch
 
-from a2a_endpoint.models import PushAttempt, PushDelivery, PushSettings
+from runtime.kernel.push.push_models import PushAttempt, PushDelivery, PushSettings
 
 
 def push_deliveries_for_task(*, tenant, task) -> list[PushDelivery]:

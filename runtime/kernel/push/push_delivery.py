@@ -1,9 +1,14 @@
 """Push notification delivery (A2A §4.3; profile v2; reference §8).
 
 Delivery, in short:
-- Each TaskEvent becomes one PushDelivery per active config of its task, in the event's own
-  transaction (``queue_deliveries``, a receiver of runtime.kernel.signals.task_event_written), and
-  a Celery task is asked to deliver that config after the commit.
+- Each TaskEvent becomes one PushDelivery per active config of its task, in the statement
+  that writes the event (runtime.kernel.task_state.events_write: the core calls it where it
+  writes events), and a Celery task is asked to deliver that config after the commit. A
+  config sent with the message that made the task gets the task's events so far when it is
+  made (push_deliveries_backfill); a config has each event from its ``from_seq`` on, and an
+  event it should have and has no delivery for (none should) is queued before the config's
+  next round (push_deliveries_fill) or by the sweep (configs_missing_deliveries): each event
+  reaches each config once, in order.
 - One worker at a time delivers a config (a lease on the config row), oldest event first,
   and does not move past an event until it was delivered or given up: events arrive in
   order per task, at least once.
@@ -31,36 +36,32 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 
 import httpx
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from a2a_endpoint.files import files_base, linker
-from a2a_endpoint.models import (
+from config.celery import queue
+from config.logging import log_context
+from connections.crypto import InvalidToken, secret_decrypt
+from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
+from runtime.kernel.push.push_models import (
     PushAttempt,
     PushConfig,
     PushDelivery,
     PushReceiverSlot,
     PushSettings,
+    SecretUnreadable,
 )
-from a2a_endpoint.selectors import push_settings_for
-from a2a_endpoint.tasks import deliver_push as deliver_push_task
-from a2a_endpoint.wire import event_wire
-from a2a_endpoint.wire03 import push_body_out
-from config.celery import queue
-from config.logging import log_context
-from connections.crypto import InvalidToken, secret_decrypt
-from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
-from runtime.kernel import rowsql
-from runtime.kernel.rowsql import Columns
-from runtime.kernel.task_models import Task, TaskEvent
-from runtime.kernel.task_state import LockedFact, lock_memo
+from runtime.kernel.push.push_selectors import push_settings_for
+from runtime.kernel.task_models import TaskEvent
+from runtime.tasks import deliver_push as deliver_push_task
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -73,6 +74,30 @@ LEASE_SECONDS = 120
 BUSY_RETRY_SECONDS = 2.0
 # How long a slot holder goes on with the receiver's other configs (_drain_receiver).
 DRAIN_SECONDS = 30.0
+
+
+# --- the bodies -----------------------------------------------------------------------------
+
+# A body is what the A2A wire says of the event, for the dialect the config was registered in
+# (a 1.0 StreamResponse, a 0.3 Task) and the extensions its request activated, with download
+# links to the task's files: the A2A edge's to write (a2a_endpoint.push_bodies), and the core
+# never imports an edge. So the a2a_endpoint app hands its writer over as it starts
+# (A2aEndpointConfig.ready calls push_body_writer_set), and deliveries call it by name.
+PushBodyWriter = Callable[[PushConfig, TaskEvent], dict]
+_body_writer: PushBodyWriter | None = None
+
+
+def push_body_writer_set(writer: PushBodyWriter) -> None:
+    """Write push bodies with ``writer(config, event)`` (the a2a_endpoint app's, at ready())."""
+    global _body_writer
+    _body_writer = writer
+
+
+def push_body(config: PushConfig, event: TaskEvent) -> dict:
+    """The JSON body of ``event`` for ``config``'s receiver."""
+    if _body_writer is None:
+        raise RuntimeError("no push body writer is set (the a2a_endpoint app sets it)")
+    return _body_writer(config, event)
 
 
 # --- queueing -----------------------------------------------------------------------------
@@ -88,8 +113,13 @@ def _delivery(config: PushConfig, event: TaskEvent) -> PushDelivery:
     )
 
 
-def _schedule(config_pk: int) -> None:
-    transaction.on_commit(lambda: deliver_push_task.apply_async((config_pk,), queue=queue()))
+def push_deliveries_schedule(*, config_pks: Iterable[int]) -> None:
+    """Deliver these configs once this transaction commits (their deliveries were queued in
+    it: runtime.kernel.task_state.events_write, push_deliveries_backfill)."""
+    for config_pk in config_pks:
+        transaction.on_commit(
+            functools.partial(deliver_push_task.apply_async, (config_pk,), queue=queue())
+        )
 
 
 def push_deliveries_backfill(*, config: PushConfig) -> None:
@@ -97,78 +127,53 @@ def push_deliveries_backfill(*, config: PushConfig) -> None:
     the message that made the task); call it holding the task's row lock."""
     events = TaskEvent.objects.filter(task_id=config.task_id).order_by("seq")
     PushDelivery.objects.bulk_create([_delivery(config, e) for e in events], ignore_conflicts=True)
-    _schedule(config.pk)
+    push_deliveries_schedule(config_pks=[config.pk])
 
 
-def queue_deliveries(sender, *, task: Task, event: TaskEvent, **kwargs) -> None:
-    """One delivery per active config of the event's task, in the event's transaction."""
-    if event.seq == 1:
-        # A task's first event is written in the transaction that makes the task
-        # (runtime.turn.intake): no config can name the task yet. A config sent with the
-        # message is made after that commit, and push_deliveries_backfill gives it this event.
-        return
-    configs = _active_configs(task)
-    if not configs:
-        return
-    PushDelivery.objects.bulk_create([_delivery(c, event) for c in configs])
-    for config in configs:
-        _schedule(config.pk)
-
-
-def _active_configs(task: Task) -> list[PushConfig]:
-    # A turn's batch of steps (runtime.kernel.task_state.TurnBatch), or a decision, holds the task's
-    # row lock from its first statement to its commit, and configs are made (and enabled)
-    # under that same lock (push_config_create): the events of one transaction see the same
-    # configs, read once, or not at all when the locked read found none (ACTIVE_CONFIGS).
-    memo = lock_memo(task)
-    if memo is not None and "push_configs" in memo:
-        return memo["push_configs"]
-    with rowsql.cursor() as cursor:
-        cursor.execute(_active_configs_sql(), [task.tenant_id, task.pk])
-        configs = [_CONFIG_COLUMNS.build(row) for row in cursor.fetchall()]
-    if memo is not None:
-        memo["push_configs"] = configs
-    return configs
-
-
-def _active_where(q, alias: str, tenant: str, task: str) -> str:
-    """The task's active configs, as ``alias``: ``tenant`` and ``task`` are SQL for its ids."""
-    meta = PushConfig._meta
-    column = {f: q(meta.get_field(f).column) for f in ("tenant", "task", "disabled_at")}
-    return (
-        f"{q(alias)}.{column['tenant']} = {tenant} AND {q(alias)}.{column['task']} = {task} "
-        f"AND {q(alias)}.{column['disabled_at']} IS NULL"
+def _missing(config: PushConfig):
+    """The events of the config's task that it should have (from its ``from_seq`` on) and
+    has no delivery for."""
+    return TaskEvent.objects.filter(task_id=config.task_id, seq__gte=config.from_seq).exclude(
+        pk__in=PushDelivery.objects.filter(config_id=config.pk).values("event_id")
     )
 
 
-def _any_active_config_sql(q, task: str) -> str:
-    tenant, pk = (q(Task._meta.get_field(f).column) for f in ("tenant", "id"))
-    return (
-        f"EXISTS (SELECT 1 FROM {q(PushConfig._meta.db_table)} {q('pc')} "
-        f"WHERE {_active_where(q, 'pc', f'{task}.{tenant}', f'{task}.{pk}')})"
+def push_deliveries_fill(*, config: PushConfig) -> int:
+    """Queue a delivery of each event the config should have and has none for; return how
+    many. The events' writes queue them (events_write): this is the net under that, run
+    before each round of the config's deliveries (so that none goes out ahead of an earlier
+    event's) and by the sweep. Events are committed in seq order (the task's row lock), so
+    what it finds missing is older than anything not yet written."""
+    missing = list(_missing(config).order_by("seq"))
+    PushDelivery.objects.bulk_create([_delivery(config, e) for e in missing], ignore_conflicts=True)
+    if missing:
+        logger.warning(
+            "push %s: %s event(s) had no delivery (from #%s); queued now",
+            config.public_id,
+            len(missing),
+            missing[0].seq,
+        )
+    return len(missing)
+
+
+def configs_missing_deliveries(now=None) -> list[int]:
+    """Active configs with an event they should have and have no delivery for (the sweep's:
+    none should be). Only tasks whose status changed within PUSH_RETRY_HOURS are looked at:
+    every event is written with a status change or just before one, and a delivery older
+    than that would be given up anyway."""
+    now = now or timezone.now()
+    missing = TaskEvent.objects.filter(
+        task_id=OuterRef("task_id"), seq__gte=OuterRef("from_seq")
+    ).exclude(
+        pk__in=PushDelivery.objects.filter(config_id=OuterRef(OuterRef("pk"))).values("event_id")
     )
-
-
-# Most tasks have no push config: the statement that locks the task's row says so, and the
-# events of that transaction read none (a2a_endpoint.apps registers it).
-ACTIVE_CONFIGS = LockedFact(
-    key="push_configs",
-    sql=_any_active_config_sql,
-    known=lambda any_active: None if any_active else [],
-)
-
-
-_CONFIG_COLUMNS = Columns(PushConfig, "c")
-
-
-@functools.cache
-def _active_configs_sql() -> str:
-    """Every event's read, written once (the ORM compiled it for every turn's batch)."""
-    q = connection.ops.quote_name
-    meta = PushConfig._meta
-    return (
-        f"SELECT {_CONFIG_COLUMNS.sql()} FROM {q(meta.db_table)} {q('c')} "
-        f"WHERE {_active_where(q, 'c', '%s', '%s')} ORDER BY {q('c')}.{q(meta.pk.column)}"
+    return list(
+        PushConfig.objects.filter(
+            disabled_at__isnull=True,
+            task__status_timestamp__gte=now - timedelta(hours=settings.PUSH_RETRY_HOURS),
+        )
+        .filter(Exists(missing))
+        .values_list("pk", flat=True)[:1000]
     )
 
 
@@ -274,6 +279,7 @@ def _deliver_config(config: PushConfig, worker_id: str) -> float | None:
     with log_context(
         task_id=config.task.public_id, tenant=config.tenant.slug, trace_id=config.task.trace_id
     ):
+        push_deliveries_fill(config=config)
         return _deliver_due(config, worker_id)
 
 
@@ -307,7 +313,13 @@ def _drain_receiver(receiver: str, worker_id: str) -> None:
 
 
 def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
-    client = guarded_client(timeout=settings.PUSH_TIMEOUT_SECONDS, max_connections=1)
+    # PUSH_TIMEOUT_SECONDS is each attempt's total, PUSH_REPLY_MAX_BYTES the most of a reply
+    # read (connections.outbound): a receiver that trickles or floods is an attempt that failed.
+    client = guarded_client(
+        timeout=settings.PUSH_TIMEOUT_SECONDS,
+        max_connections=1,
+        max_response_bytes=settings.PUSH_REPLY_MAX_BYTES,
+    )
     # One read of the tenant's push settings (allowed hosts, signing secrets) per batch.
     push = push_settings_for(tenant=config.tenant)
     renewed = time.monotonic()
@@ -352,15 +364,20 @@ def _headers(config: PushConfig, delivery: PushDelivery, body: str, push: PushSe
 
 
 def _retry_after(response: httpx.Response) -> float | None:
+    """The receiver's Retry-After, in seconds from now (a number, or an HTTP date), at most
+    just past the retry window: a later one is a delivery given up (``_attempt``), and a
+    receiver's ``999...9`` made a date no datetime holds, an OverflowError on every attempt."""
     value = response.headers.get("Retry-After")
     if not value:
         return None
     if value.strip().isdigit():
-        return float(value.strip())
-    try:
-        return max(0.0, (parsedate_to_datetime(value) - timezone.now()).total_seconds())
-    except (TypeError, ValueError):
-        return None
+        seconds = float(value.strip())
+    else:
+        try:
+            seconds = (parsedate_to_datetime(value) - timezone.now()).total_seconds()
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return min(max(0.0, seconds), settings.PUSH_RETRY_HOURS * 3600.0 + 1)
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -390,20 +407,7 @@ def _post(
     except OutboundRefused as exc:
         return _Outcome(error=f"refused: {exc}", unusable=str(exc))
     try:
-        # Download links in artifacts are absolute only with PUBLIC_BASE_URL (there is no
-        # request to take a host from); a receiver can always GetTask for fresh ones.
-        link = linker(
-            config.task,
-            lambda: files_base(
-                settings.PUBLIC_BASE_URL, config.tenant.slug, config.task.agent.slug
-            ),
-        )
-        result = event_wire(delivery.event.payload, frozenset(config.activated), link)
-        if config.dialect == "0.3":
-            # A config registered in 0.3 gets 0.3 bodies (no 0.3 receiver reads a 1.0
-            # StreamResponse): the Task as of the event, as the a2a-sdk's 0.3 servers send.
-            result = push_body_out(result, delivery.event.state)
-        body = json.dumps(result)
+        body = json.dumps(push_body(config, delivery.event))
         response = client.post(
             config.url, content=body, headers=_headers(config, delivery, body, push)
         )
@@ -420,6 +424,10 @@ def _post(
         # be. The library's message quotes the header's value, a secret, so it is not kept.
         reason = "the config's token or credentials cannot be sent in an HTTP header"
         return _Outcome(error=f"refused: {reason}", unusable=reason)
+    except SecretUnreadable as exc:
+        # The tenant's signing secret needs a key no longer configured: rotating the secret
+        # in admin (or the key back) lets the next attempt through.
+        return _Outcome(error=str(exc), retry_in=backoff_seconds(delivery.attempts))
     except httpx.TimeoutException:
         return _Outcome(error="timed out", retry_in=backoff_seconds(delivery.attempts))
     except httpx.HTTPError as exc:

@@ -1,16 +1,34 @@
+"""Django admin for push notifications: a tenant's push settings, configs, deliveries."""
+
 from django.contrib import admin, messages
 
-from a2a_endpoint.models import PushAttempt, PushConfig, PushDelivery, PushSettings
-from a2a_endpoint.push_configs import push_config_enable, push_secret_rotate
+from runtime.kernel.push.push_configs import push_config_enable, push_secret_rotate
+from runtime.kernel.push.push_models import (
+    PushAttempt,
+    PushConfig,
+    PushDelivery,
+    PushSettings,
+    SecretUnreadable,
+)
 from tenants.admin_scope import TenantScopedAdmin, TenantScopedInline
 
 
 @admin.register(PushSettings)
 class PushSettingsAdmin(TenantScopedAdmin):
     list_display = ["tenant", "rotated_at", "previous_valid_until"]
-    fields = ["tenant", "allowed_hosts", "secret", "previous_valid_until", "rotated_at"]
-    readonly_fields = ["secret", "previous_valid_until", "rotated_at"]
+    fields = ["tenant", "allowed_hosts", "signing_secret", "previous_valid_until", "rotated_at"]
+    readonly_fields = ["signing_secret", "previous_valid_until", "rotated_at"]
     actions = ["rotate_secret"]
+
+    @admin.display(description="Signing secret")
+    def signing_secret(self, obj) -> str:
+        # Stored encrypted; shown to whoever may view the settings, to set up a receiver.
+        if obj.pk is None:
+            return "made when the settings are saved"
+        try:
+            return obj.secret
+        except SecretUnreadable as exc:
+            return str(exc)
 
     @admin.action(
         description="Rotate the push signing secret (the old one stays valid for the grace period)"

@@ -4,6 +4,9 @@ A config belongs to one task and to the subject that created it. Each status or 
 event of the task (runtime.kernel.task_models.TaskEvent, the outbox) becomes one PushDelivery per active
 config in the same transaction as the event, so no event is lost between a change and its
 delivery; Celery workers then POST them, a config's deliveries strictly in event order.
+
+The ``runtime`` app's models since issue 24 (they were ``a2a_endpoint``'s): their tables kept
+their names (``db_table``), and no row moved (runtime/migrations/0023_push_models_from_a2a_endpoint.py).
 """
 
 import base64
@@ -14,7 +17,7 @@ from datetime import timedelta
 from django.db import models
 from django.utils import timezone
 
-from connections.crypto import InvalidToken, secret_decrypt
+from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from runtime.kernel.task_models import Task, TaskEvent
 from tenants.models import Tenant
 
@@ -26,12 +29,23 @@ def new_webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+def new_webhook_secret_encrypted() -> str:
+    """A new signing secret, as PushSettings stores it."""
+    return secret_encrypt(new_webhook_secret())
+
+
 class PushSettings(models.Model):
-    """A tenant's push signing secret (rotatable) and the receiver hosts it allows."""
+    """A tenant's push signing secret (rotatable) and the receiver hosts it allows.
+
+    The secrets are stored Fernet-encrypted (connections.crypto), as every secret at rest;
+    ``secret`` and ``previous_secret`` are their plaintexts, which requests are signed with
+    and the tenant's admin reads in Django admin to set up a receiver."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="push_settings")
-    secret = models.CharField(max_length=100, default=new_webhook_secret)
-    previous_secret = models.CharField(max_length=100, blank=True)
+    secret_encrypted = models.TextField(
+        default=new_webhook_secret_encrypted, help_text="Fernet-encrypted"
+    )
+    previous_secret_encrypted = models.TextField(blank=True, help_text="Fernet-encrypted")
     previous_valid_until = models.DateTimeField(null=True, blank=True)
     allowed_hosts = models.TextField(
         blank=True,
@@ -41,6 +55,7 @@ class PushSettings(models.Model):
     rotated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "a2a_endpoint_pushsettings"
         verbose_name_plural = "push settings"
 
     def __str__(self) -> str:
@@ -50,21 +65,51 @@ class PushSettings(models.Model):
     def host_patterns(self) -> list[str]:
         return [line.strip() for line in self.allowed_hosts.splitlines() if line.strip()]
 
+    @property
+    def secret(self) -> str:
+        """The signing secret; raises SecretUnreadable when no key opens it."""
+        return _plaintext(self.secret_encrypted, self.tenant_id)
+
+    @property
+    def previous_secret(self) -> str:
+        return _plaintext(self.previous_secret_encrypted, self.tenant_id)
+
     def signing_secrets(self, now=None) -> list[str]:
         """The secrets to sign with: the current one, and the previous one in its grace period
         (receivers that still hold the old secret keep verifying)."""
         now = now or timezone.now()
         out = [self.secret]
-        if self.previous_secret and self.previous_valid_until and self.previous_valid_until > now:
+        if (
+            self.previous_secret_encrypted
+            and self.previous_valid_until
+            and self.previous_valid_until > now
+        ):
             out.append(self.previous_secret)
         return out
 
     def rotate(self, grace: timedelta) -> None:
         now = timezone.now()
-        self.previous_secret = self.secret
+        self.previous_secret_encrypted = self.secret_encrypted
         self.previous_valid_until = now + grace
-        self.secret = new_webhook_secret()
+        self.secret_encrypted = new_webhook_secret_encrypted()
         self.rotated_at = now
+
+
+class SecretUnreadable(Exception):
+    """A stored secret that none of the configured keys opens (CONNECTIONS_ENCRYPTION_KEY
+    changed without rotate_secrets)."""
+
+
+def _plaintext(ciphertext: str, tenant_id: int) -> str:
+    if not ciphertext:
+        return ""
+    try:
+        return secret_decrypt(ciphertext)
+    except InvalidToken:
+        raise SecretUnreadable(
+            f"the push signing secret of tenant {tenant_id} cannot be decrypted (the encryption "
+            "key changed?); rotate it in admin"
+        ) from None
 
 
 class PushConfig(models.Model):
@@ -76,7 +121,7 @@ class PushConfig(models.Model):
     public_id = models.CharField(max_length=200)
     url = models.URLField(max_length=2000)
     receiver = models.CharField(max_length=300, help_text="host:port; concurrency is per receiver")
-    # The receiver's notification token, Fernet-encrypted (a2a_endpoint.push_configs caps the
+    # The receiver's notification token, Fernet-encrypted (runtime.kernel.push.push_configs caps the
     # plaintext at 1000 characters; the ciphertext is longer, hence a TextField).
     token = models.TextField(blank=True, help_text="Fernet-encrypted")
     auth_scheme = models.CharField(max_length=100, blank=True)
@@ -88,12 +133,16 @@ class PushConfig(models.Model):
     dialect = models.CharField(max_length=8, default="1.0")
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=300, blank=True)
+    # The task's first event this config is given (1: it came with the message that made the
+    # task), and every event after it (push_delivery.push_deliveries_fill).
+    from_seq = models.PositiveIntegerField(default=1)
     # One worker delivers a config at a time, which keeps its events in order.
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "a2a_endpoint_pushconfig"
         constraints = [
             models.UniqueConstraint(fields=["task", "public_id"], name="pushconfig_id_per_task")
         ]
@@ -134,6 +183,7 @@ class PushDelivery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "a2a_endpoint_pushdelivery"
         constraints = [
             models.UniqueConstraint(fields=["config", "event"], name="pushdelivery_once")
         ]
@@ -156,6 +206,7 @@ class PushAttempt(models.Model):
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "a2a_endpoint_pushattempt"
         ordering = ["delivery", "at", "id"]
 
     def __str__(self) -> str:
@@ -176,6 +227,7 @@ class PushReceiverSlot(models.Model):
     until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "a2a_endpoint_pushreceiverslot"
         constraints = [models.UniqueConstraint(fields=["receiver", "slot"], name="pushslot_unique")]
 
     def __str__(self) -> str:

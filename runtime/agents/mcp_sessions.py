@@ -19,6 +19,7 @@ answered ``cancel``.
 """
 
 import logging
+import math
 import queue
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -27,11 +28,19 @@ from typing import Any
 import anyio
 import httpx
 from anyio.from_thread import start_blocking_portal
+from django.conf import settings
 
 from connections.outbound import guarded_async_client
+from connections.outbound_limits import ResponseTooLarge
 from runtime.agents.agent_models import ToolServer
 from runtime.agents.tools import ToolAsks, ToolError, ToolOutcomeLost
-from runtime.agents.toolservers import bearer_token, call_result, checked_url, mcp_failure
+from runtime.agents.toolservers import (
+    bearer_token,
+    call_result,
+    checked_url,
+    mcp_failure,
+    too_large,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +135,7 @@ class McpSession:
         self.client: Any = None  # mcp.ClientSession, used on the loop only
         self.host: Any = None  # the future of the task that holds the session open
         self.call_open: Call | None = None
+        self.overflow: ResponseTooLarge | None = None  # a reply cut at its byte cap
         self._closing: Any = None  # an anyio.Event, made on the loop
 
     def open(self, what: str) -> None:
@@ -143,13 +153,18 @@ class McpSession:
 
         self._closing = anyio.Event()
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-        # No read timeout on the connection: a call's answer may wait for a person (an
-        # elicitation), and the run bounds every wait itself (the call's timeout, the
-        # question's).
-        http_timeout = httpx.Timeout(timeout, read=None)
+        # No read timeout and no total deadline on the session's requests: a call's answer
+        # may wait for a person (an elicitation), its GET stream lasts as long as the run,
+        # and the run bounds each wait itself (Call.next: the call's timeout, the
+        # question's), cancelling the call and dropping the session when one runs out.
         async with (
             guarded_async_client(
-                timeout=http_timeout, headers=headers, max_connections=4
+                timeout=httpx.Timeout(timeout, read=None),
+                deadline=math.inf,
+                headers=headers,
+                max_connections=4,
+                max_response_bytes=settings.TOOL_RESULT_MAX_BYTES,
+                on_too_large=self._too_large,
             ) as http_client,
             streamable_http_client(self.row.url, http_client=http_client) as (read, write, *_),
             ClientSession(read, write, elicitation_callback=self._elicited) as client,
@@ -158,6 +173,14 @@ class McpSession:
                 await client.initialize()
             task_status.started(client)
             await self._closing.wait()
+
+    def _too_large(self, error: ResponseTooLarge) -> None:
+        """A reply passed TOOL_RESULT_MAX_BYTES (on the loop, from the transport, whose error
+        mcp only logs): the call in flight ends now, failed with that."""
+        self.overflow = error
+        call = self.call_open
+        if call is not None and call.future is not None:
+            call.future.cancel()
 
     def alive(self) -> bool:
         return self.host is not None and not self.host.done()
@@ -265,6 +288,10 @@ class Call:
         if kind == "asks":
             return asked
         session.call_open = None
+        if session.overflow is not None:
+            error, session.overflow = session.overflow, None
+            session.sessions.drop(session)  # a reply cut short: its state is nobody's guess
+            raise too_large(row.name, what, error)
         if self.future.cancelled():
             raise ToolError(f"the tool server {row.name} could not be reached")
         failure = self.future.exception()

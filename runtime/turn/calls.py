@@ -48,6 +48,7 @@ from runtime.turn.transcript import (
     approval_reason,
     tool_result_record,
 )
+from runtime.turn.turn_metrics import call_span
 
 logger = logging.getLogger(__name__)
 
@@ -331,15 +332,20 @@ def _send(
     # The journal says "sending" and is committed before the call leaves (this block ends
     # first), so a crash after this point is seen as an uncertain outcome, never as "not sent".
     return Outbound(
-        call=lambda: _call(server, effect, context),
+        call=lambda: _call(server, task, effect, context),
         then=lambda task, outcome: _sent(task, effect, outcome),
     )
 
 
-def _call(server, effect: Effect, context: CallContext) -> tuple[str, object]:
-    """The tool call itself (network I/O, no transaction open): runtime.turn.elicitation's
-    call_made outcomes."""
-    return call_made(lambda: server.call(effect.tool, effect.arguments, context))
+def _call(server, task: Task, effect: Effect, context: CallContext) -> tuple[str, object]:
+    """The tool call itself (network I/O, no transaction open), in a span of its own:
+    runtime.turn.elicitation's call_made outcomes."""
+
+    def spanned():
+        with call_span(task, effect):  # a call that fails ends its span with the fault
+            return server.call(effect.tool, effect.arguments, context)
+
+    return call_made(spanned)
 
 
 def _sent(task: Task, effect: Effect, outcome: tuple[str, object]) -> Step:

@@ -20,19 +20,27 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# The reference MCP server `everything` (npm) that tests/runtime/test_mcp_everything.py runs.
+EVERYTHING := tests/mcp_everything
+STAMPMCP := $(EVERYTHING)/node_modules/.installed
+
+$(STAMPMCP): $(EVERYTHING)/package.json $(EVERYTHING)/package-lock.json
+	npm ci --prefix $(EVERYTHING) --no-audit --no-fund --silent
+	touch $(STAMPMCP)
+
 $(STAMP03): tests/interop/sdk03/requirements.txt
 	$(PYTHON) -m venv $(VENV03)
 	$(VENV03)/bin/pip install --quiet -r tests/interop/sdk03/requirements.txt
 	touch $(STAMP03)
 
-install: $(STAMP) $(STAMP03)
+install: $(STAMP) $(STAMP03) $(STAMPMCP)
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	PORT=$(PORT) $(BIN)/python scripts/run.py
 
 # Tests keep their files (SQLite test database, filesystem queue) apart from `make run`'s.
-test: $(STAMP) $(STAMP03)
+test: $(STAMP) $(STAMP03) $(STAMPMCP)
 	VAR_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -44,4 +52,4 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(VENV03) var staticfiles .pytest_cache
+	rm -rf $(VENV) $(VENV03) var staticfiles .pytest_cache $(EVERYTHING)/node_modules

@@ -3,9 +3,11 @@ read into the decision flow's Decision, and the flow's refusals put on the form 
 
 The button pressed names the decision: ``approve``, ``deny``, ``approve_edited`` (edit then
 approve) and ``approve_rule`` (approve and allow similar calls) for an approval, ``answer``
-for a question, ``decline`` for a connection request.
+for a question (and ``decline`` for a tool server's form), ``decline`` for a connection
+request.
 """
 
+from approvals.elicitation_form import ElicitationForm, elicitation_of
 from approvals.forms import AllowSimilarForm, AnswerForm, ApprovalForm, ArgumentsForm
 from runtime.agents.conditions import conditions_text
 from runtime.decisions.decision_models import Interaction
@@ -50,6 +52,8 @@ class DecisionPost:
         kind = facts.interaction.kind
         if kind == Interaction.Kind.APPROVAL and self.choice in APPROVAL_CHOICES:
             self._approval(data, is_admin=is_admin)
+        elif elicitation_of(facts.interaction) and self.choice in ("answer", "decline"):
+            self._elicitation(data)
         elif kind == Interaction.Kind.QUESTION and self.choice == "answer":
             form = self.forms["answer"] = AnswerForm(data, interaction=facts.interaction)
             if form.is_valid():
@@ -58,6 +62,16 @@ class DecisionPost:
             self.decision = Decision(value=False)
         else:
             self.problem = "That is not a decision this interaction takes."
+
+    def _elicitation(self, data) -> None:
+        """A tool server's form (MCP elicitation): sent with its fields, or declined."""
+        if self.choice == "decline":
+            self.decision = Decision(value={"action": "decline"})
+            return
+        form = self.forms["answer"] = ElicitationForm(data, interaction=self.facts.interaction)
+        if form.is_valid():
+            content = form.cleaned_data["content"]
+            self.decision = Decision(value={"action": "accept", "content": content})
 
     def _approval(self, data, *, is_admin: bool) -> None:
         arguments = allow = None
@@ -119,6 +133,11 @@ def decided_text(decided: Decided, decision: Decision) -> str:
             "call is sent."
         )
     if interaction.kind == Interaction.Kind.QUESTION:
+        value = (interaction.answer or {}).get("value")
+        if elicitation_of(interaction) and isinstance(value, dict):
+            if value.get("action") == "decline":
+                return "Declined: the tool server is told so."
+            return "Sent to the tool server."
         return "Answered."
     if interaction.kind == Interaction.Kind.CONNECTION:
         return "Declined: the agent goes on without the connection."

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from approvals.access import effect_for_member, interaction_for_member
 from approvals.decision_form import DecisionPost, decided_text, edit_form, rule_form
+from approvals.elicitation_form import ElicitationForm, elicitation_of
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
 from approvals.inbox_views import carried_query, inbox_next, inbox_url
 from approvals.presenting import pretty, visible_messages
@@ -115,6 +116,7 @@ def _decision_page(
     is_admin = request.membership.role == "admin"
     may_decide_call = facts.may_decide and held is not None
     query = carried_query(request.GET)
+    elicitation = elicitation_of(interaction)  # a tool server's form, not free text
     call = held_call_view(interaction, reveal=True, arguments=held.arguments) if held else None
     context = {
         "nav": "inbox",
@@ -132,7 +134,12 @@ def _decision_page(
         "is_open": facts.is_open,
         "already": already,
         "approval_form": forms.get("approval") or ApprovalForm(),
-        "answer_form": forms.get("answer") or AnswerForm(interaction=interaction),
+        "answer_form": None
+        if elicitation
+        else forms.get("answer") or AnswerForm(interaction=interaction),
+        "elicitation_form": (forms.get("answer") or ElicitationForm(interaction=interaction))
+        if elicitation
+        else None,
         "edit_form": forms.get("edit") or edit_form(facts),
         "rule_form": (forms.get("rule") or rule_form(facts, is_admin=is_admin))
         if may_decide_call and facts.may_approve

@@ -426,6 +426,10 @@ TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
 # How long one wait on the network (a model or tool call) may keep its lease alive. The
 # threads pool cannot enforce Celery's time limits; past this the sweep takes the turn back.
 TURN_HOLD_MAX_SECONDS = env_int("TURN_HOLD_MAX_SECONDS", CELERY_TASK_TIME_LIMIT)
+# How long a tool server's question to a person (MCP elicitation) may keep its call open: the
+# worker waits that long for an answer, then tells the server "cancel". Below the Celery soft
+# time limit, which bounds the whole run on a prefork pool.
+MCP_ELICITATION_TIMEOUT_SECONDS = env_int("MCP_ELICITATION_TIMEOUT_SECONDS", 300)
 
 # What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
 # (runtime.agents.llm.prices). Admins may override a model's price in Django admin.

@@ -125,6 +125,8 @@ def _approval_actions(interaction: Interaction, facts: DecisionFacts, url: str) 
 
 def _question_actions(interaction: Interaction) -> list[dict]:
     request = interaction.request or {}
+    if isinstance(request.get("form"), dict):
+        return []  # a tool server's form (MCP elicitation) is filled in on its page
     choices = [str(c) for c in request.get("choices") or []]
     custom = bool(request.get("allowCustom")) or not choices
     if choices and not custom and len(choices) <= CHOICE_BUTTONS:

@@ -47,13 +47,32 @@ class CallContext:
     subject: str
     # Seconds the call may take (the policy's ``timeout``); None: the server's own.
     timeout: float | None = None
+    # The run's MCP sessions (runtime.agents.mcp_sessions.ToolSessions): one per tool server
+    # for the whole run of the turn. None: a call in a session of its own.
+    sessions: Any = None
+
+
+class ToolAsks:
+    """A call still open whose server asks a person something before it answers (MCP's
+    elicitation, runtime.agents.mcp_sessions): what ``ToolServer.call`` returns then.
+    ``answer`` gives the person's answer (MCP's ElicitResult: ``{action: accept | decline |
+    cancel, content?}``) to the server and waits for what comes next: the call's result (or
+    ToolError, ToolOutcomeLost), or another question."""
+
+    message: str
+    mode: str  # form (a schema to fill in) | url (a page to open)
+    schema: dict
+    url: str
+
+    def answer(self, result: dict) -> "dict | ToolAsks":
+        raise NotImplementedError
 
 
 class ToolServer(Protocol):
     """What the turn loop sends a call to: a demo server here, or a tenant's MCP or HTTP
     server (runtime.agents.toolservers); ``server_for`` there picks one."""
 
-    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict: ...
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> "dict | ToolAsks": ...
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,52 @@ def result_mapped(result) -> dict:
 # --- MCP ------------------------------------------------------------------------------------
 
 
+def mcp_failure(
+    exc: BaseException, *, server: ToolServer, what: str, timeout: float, sent: bool
+) -> ToolError:
+    """What a failed MCP request tells the model (ToolOutcomeLost when it went out and no
+    answer came in time: the server may have acted); anyio's task groups wrap what failed in
+    ExceptionGroups."""
+    from mcp.shared.exceptions import McpError
+
+    name = server.name
+    leaves = leaf_errors(exc)
+    for leaf in leaves:
+        if isinstance(leaf, ToolError):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, ResponseTooLarge):
+            return too_large(name, what, leaf)
+    for leaf in leaves:
+        if isinstance(leaf, McpError):
+            message = str(leaf.error.message)[:ERROR_TEXT_MAX]
+            return ToolError(f"{name} refused {what}: {message}")
+    for leaf in leaves:
+        if isinstance(leaf, TimeoutError | httpx.TimeoutException):
+            late = f"{name} did not answer {what} within {timeout:g}s"
+            if sent:
+                return ToolOutcomeLost(f"{late}; it may have acted")
+            return ToolError(late)
+        if isinstance(leaf, OutboundRefused):
+            return refused(name, leaf)
+        if isinstance(leaf, httpx.HTTPStatusError):
+            return ToolError(f"{name} answered {what} with HTTP {leaf.response.status_code}")
+    # The type names only: an exception's text may quote a request, headers included.
+    kinds = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
+    logger.warning("MCP server %s of %s failed (%s)", name, server.tenant_id, kinds)
+    return ToolError(f"the tool server {name} could not be reached ({kinds})")
+
+
+async def elicitation_unasked(context, params):
+    """A session of its own (discovery) declares elicitation, as a turn's sessions do
+    (runtime.agents.mcp_sessions), so that a server offers it the tools a turn may call (the
+    reference ``everything`` server lists its elicitation tools only to a client that
+    declares it); nobody is there to ask, so a request is cancelled."""
+    from mcp.types import ElicitResult
+
+    return ElicitResult(action="cancel")
+
+
 class McpToolServer:
     """A tenant's MCP server (streamable HTTP)."""
 
@@ -263,7 +309,7 @@ class McpToolServer:
                     on_too_large=stop,
                 ) as http_client,
                 streamable_http_client(self.row.url, http_client=http_client) as (read, write, *_),
-                ClientSession(read, write) as session,
+                ClientSession(read, write, elicitation_callback=elicitation_unasked) as session,
             ):
                 await session.initialize()
                 return await work(session)
@@ -277,14 +323,12 @@ class McpToolServer:
         sent: list | None = None,
         max_bytes: int | None = None,
     ):
-        """Run ``work(session)``; failures of the connection become ToolError. ``sent``: set
-        by ``work`` once its request has gone out, after which a timeout means the outcome
-        is lost (ToolOutcomeLost), not that nothing was done."""
-        from mcp.shared.exceptions import McpError
-
+        """Run ``work(session)`` in a session of its own (discovery); failures of the
+        connection become ToolError. ``sent``: set by ``work`` once its request has gone out,
+        after which a timeout means the outcome is lost (ToolOutcomeLost), not that nothing
+        was done."""
         checked_url(self.row)
         token = bearer_token(self.row)
-        name = self.row.name
         timeout = float(timeout or self.row.timeout_seconds)
         max_bytes = max_bytes or settings.TOOL_RESULT_MAX_BYTES
         try:
@@ -292,33 +336,9 @@ class McpToolServer:
         except ToolError:
             raise
         except Exception as exc:  # anyio's task groups wrap what failed in ExceptionGroups
-            leaves = leaf_errors(exc)
-            for leaf in leaves:
-                if isinstance(leaf, ToolError):
-                    raise leaf from None
-            for leaf in leaves:
-                if isinstance(leaf, ResponseTooLarge):
-                    raise too_large(name, what, leaf) from None
-            for leaf in leaves:
-                if isinstance(leaf, McpError):
-                    message = str(leaf.error.message)[:ERROR_TEXT_MAX]
-                    raise ToolError(f"{name} refused {what}: {message}") from None
-            for leaf in leaves:
-                if isinstance(leaf, TimeoutError | httpx.TimeoutException):
-                    late = f"{name} did not answer {what} within {timeout:g}s"
-                    if sent:
-                        raise ToolOutcomeLost(f"{late}; it may have acted") from None
-                    raise ToolError(late) from None
-                if isinstance(leaf, OutboundRefused):
-                    raise refused(name, leaf) from None
-                if isinstance(leaf, httpx.HTTPStatusError):
-                    raise ToolError(
-                        f"{name} answered {what} with HTTP {leaf.response.status_code}"
-                    ) from None
-            # The type names only: an exception's text may quote a request, headers included.
-            kinds = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
-            logger.warning("MCP server %s of %s failed (%s)", name, self.row.tenant_id, kinds)
-            raise ToolError(f"the tool server {name} could not be reached ({kinds})") from None
+            raise mcp_failure(
+                exc, server=self.row, what=what, timeout=timeout, sent=bool(sent)
+            ) from None
 
     def discover(self) -> list[dict]:
         async def work(session):
@@ -336,19 +356,30 @@ class McpToolServer:
         except ToolError as exc:
             raise DiscoveryError(str(exc)) from None
 
-    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+    def call(self, tool: str, arguments: dict, ctx: CallContext):
+        """``tools/call``. In a turn the call goes out on the run's session with this server
+        (``ctx.sessions``, runtime.agents.mcp_sessions), and may come back as the server's
+        question to a person (elicitation) while it stays open; else in a session of its own."""
+        if ctx.sessions is not None:
+            timeout = float(ctx.timeout or self.row.timeout_seconds)
+            return ctx.sessions.call(self, tool, arguments, timeout=timeout)
         sent: list = []
 
         async def work(session):
             sent.append(True)  # past initialize: the call itself goes out now
             return await session.call_tool(tool, arguments)
 
-        result = self.run(work, f"the call of {tool}", timeout=ctx.timeout, sent=sent)
-        if result.isError:
-            texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
-            text = "\n".join(texts).strip() or "the tool reported an error"
-            raise ToolError(text[:ERROR_TEXT_MAX])
-        return result_mapped(result)
+        return call_result(self.run(work, f"the call of {tool}", timeout=ctx.timeout, sent=sent))
+
+
+def call_result(result) -> dict:
+    """A ``tools/call`` result as the model gets it: an ``isError`` result is a ToolError
+    with its text."""
+    if result.isError:
+        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+        text = "\n".join(texts).strip() or "the tool reported an error"
+        raise ToolError(text[:ERROR_TEXT_MAX])
+    return result_mapped(result)
 
 
 # --- HTTP -----------------------------------------------------------------------------------

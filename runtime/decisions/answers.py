@@ -4,6 +4,7 @@ writes. A caller answers in a message (in band); an operator or a program answer
 from typing import Any
 
 from runtime.decisions.decision_models import Interaction
+from runtime.decisions.question_forms import form_answer_read
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, UnsupportedOperation
 
@@ -79,6 +80,10 @@ def connection_answer_is_yes(raw: Any) -> bool:
 
 
 def question_answer_validate(interaction: Interaction, value: Any) -> Any:
+    form = interaction.request.get("form")
+    if isinstance(form, dict):
+        # A tool server's elicitation: the answer is read into MCP's ElicitResult.
+        return form_answer_read(form, value, interaction_id=interaction.public_id)
     if value is None or (isinstance(value, str) and not value.strip()):
         raise InvalidParams("message.parts", "the answer is empty")
     choices = interaction.request.get("choices") or []

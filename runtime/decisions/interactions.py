@@ -242,11 +242,13 @@ def interactions_expire(*, now=None) -> int:
     pks = Interaction.objects.filter(state=Interaction.State.OPEN, expires_at__lte=now).values_list(
         "pk", flat=True
     )
-    return sum(_interaction_expire(pk) for pk in pks)
+    return sum(interaction_expire(pk=pk) for pk in pks)
 
 
 @transaction.atomic(durable=True)
-def _interaction_expire(pk: int) -> bool:
+def interaction_expire(*, pk: int) -> bool:
+    """Expire one interaction if it is still open (the beat's, and a tool server's question
+    whose wait ran out: runtime.turn.elicitation); False when it was closed already."""
     interaction = Interaction.objects.select_related("task").get(pk=pk)
     task = Task.objects.select_for_update().get(pk=interaction.task_id)
     interaction.refresh_from_db()

@@ -48,6 +48,50 @@ def announcement(task) -> tuple[str, str] | None:
     return CHANNEL, f"{task.pk}:{task.state}"
 
 
+def listen_params() -> dict:
+    """The connection parameters of a LISTEN connection: the default database's."""
+    settings = connections["default"].settings_dict
+    params = {
+        "dbname": settings["NAME"],
+        "user": settings.get("USER") or None,
+        "password": settings.get("PASSWORD") or None,
+        "host": settings.get("HOST") or None,
+        "port": settings.get("PORT") or None,
+    }
+    return {k: v for k, v in params.items() if v}
+
+
+@contextlib.contextmanager
+def task_announcements_heard(*, poll_seconds: float = 0.25):
+    """For a worker's thread that waits for a change of a task it does not hold (a question
+    its open tool call waits on, runtime.turn.elicitation): yields ``heard(task_pk, seconds)``,
+    which returns once the task is announced or ``seconds`` have passed; the caller then
+    reads what it waits for. On PostgreSQL a LISTEN connection of its own, listening before
+    the caller's first read (so no change after that read is missed); elsewhere (SQLite: no
+    NOTIFY) ``heard`` waits ``poll_seconds`` at most, and the caller reads again."""
+    if not notifications_available():
+        yield lambda task_pk, seconds: time.sleep(max(0.0, min(seconds, poll_seconds)))
+        return
+    import psycopg
+
+    conn = psycopg.connect(autocommit=True, **listen_params())
+    try:
+        conn.execute(f"LISTEN {CHANNEL}")
+
+        def heard(task_pk: int, seconds: float) -> bool:
+            wanted = f"{task_pk}:"
+            deadline = time.monotonic() + seconds
+            while (remaining := deadline - time.monotonic()) > 0:
+                for notify in conn.notifies(timeout=remaining, stop_after=1):
+                    if notify.payload.startswith(wanted):
+                        return True
+            return False
+
+        yield heard
+    finally:
+        conn.close()
+
+
 class Announcements:
     """The last state announced for each task, over one LISTEN connection's latest ``size``
     announcements; bounded, and it knows when it has forgotten one."""
@@ -98,15 +142,7 @@ class _Listener:
     async def _run(self) -> None:
         import psycopg
 
-        settings = connections["default"].settings_dict
-        params = {
-            "dbname": settings["NAME"],
-            "user": settings.get("USER") or None,
-            "password": settings.get("PASSWORD") or None,
-            "host": settings.get("HOST") or None,
-            "port": settings.get("PORT") or None,
-        }
-        params = {k: v for k, v in params.items() if v}
+        params = listen_params()
         backoff = 0.5
         while True:
             try:

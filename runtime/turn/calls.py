@@ -21,8 +21,6 @@ from runtime.agents.tools import (
     REQUEST_CONNECTION_SCHEMA,
     CallContext,
     Policy,
-    ToolError,
-    ToolOutcomeLost,
     policy_for,
     tool_spec,
     tool_unavailable,
@@ -42,6 +40,7 @@ from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_pause, with_plan
 from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
 from runtime.turn.batch import Outbound, Step, turn_save
+from runtime.turn.elicitation import call_made, elicitation_ask
 from runtime.turn.results import result_capped
 from runtime.turn.transcript import (
     TURN_FIELDS,
@@ -327,6 +326,8 @@ def _send(
         subject=task.subject,
         # The policy's own timeout for the tool, else the server's.
         timeout=policy_for(task.agent, effect.server, effect.tool, effect.arguments).timeout,
+        # The run's MCP sessions (runtime.turn.runner): one per tool server for the run.
+        sessions=getattr(task, "tool_sessions", None),
     )
     # The journal says "sending" and is committed before the call leaves (this block ends
     # first), so a crash after this point is seen as an uncertain outcome, never as "not sent".
@@ -338,19 +339,21 @@ def _send(
 
 def _call(server, task: Task, effect: Effect, context: CallContext) -> tuple[str, object]:
     """The tool call itself (network I/O, no transaction open), in a span of its own:
-    ("ok", its result), ("lost", why: sent, and no answer in time) or ("error", why)."""
-    try:
-        with call_span(task, effect):
-            return "ok", server.call(effect.tool, effect.arguments, context)
-    except ToolOutcomeLost as exc:
-        return "lost", str(exc)
-    except ToolError as exc:
-        return "error", str(exc)
+    runtime.turn.elicitation's call_made outcomes."""
+
+    def spanned():
+        with call_span(task, effect):  # a call that fails ends its span with the fault
+            return server.call(effect.tool, effect.arguments, context)
+
+    return call_made(spanned)
 
 
 def _sent(task: Task, effect: Effect, outcome: tuple[str, object]) -> Step:
     """Record the call's outcome (and its tool result for the model) in the block after it."""
     kind, value = outcome
+    if kind == "asks":
+        # The server asks a person something, and the call stays open until it has the answer.
+        return elicitation_ask(task, effect, value, sent=_sent)
     if kind == "lost":
         # Sent, and no answer in time: the tool may have acted. Uncertain (effects/v1) for an
         # operator to resolve, as after a crash; an idempotent tool's call is simply failed

@@ -33,6 +33,7 @@ from runtime.agents.llm.actions import (
 )
 from runtime.agents.llm.prices import cost_usd
 from runtime.agents.llm.registry import model_for
+from runtime.agents.mcp_sessions import ToolSessions
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interaction_open
 from runtime.kernel import extensions as ext
@@ -77,6 +78,9 @@ def turn_run(*, task_pk: int, worker_id: str) -> None:
                 run.enter_context(turn_logged(task))
                 observed = run.enter_context(turn_observed(task))
                 runner = TurnRunner(batch, task)
+                # One MCP session per tool server for the whole run, closed when the run
+                # stops (runtime.agents.mcp_sessions); its calls find them on the task.
+                task.tool_sessions = run.enter_context(ToolSessions())
                 waiting = runner.steps(task)
             # Each wait on the network, with no transaction open; then the block that applies
             # its result and goes on until the next wait or the turn's end.

@@ -453,3 +453,32 @@ def test_another_tenants_item_is_no_such_item(slack_app, held, slack_post, agent
     assert told(slack_app, ADMIN) == ["Nothing was decided: Countersign has no such item."]
     ours.refresh_from_db()
     assert ours.state == "open"
+
+
+def test_a_tool_servers_form_is_filled_in_on_its_page_not_in_slack(
+    slack_app, agents, make_agent, django_capture_on_commit_callbacks
+):
+    """An MCP elicitation's question (runtime.turn.elicitation) has fields of its own: Slack
+    offers no free-text answer for it, only the page."""
+    from django.db import transaction
+
+    from runtime.decisions.interactions import interaction_open
+    from runtime.kernel.task_models import Task, TaskState
+    from tests.core import CHOOSER, send
+
+    make_agent("asker", CHOOSER)
+    task = send(agents.a, "asker", "go")
+    form = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        locked = Task.objects.select_for_update().select_related("agent", "tenant").get(pk=task.pk)
+        interaction_open(
+            task=locked,
+            kind="question",
+            public_id="q_formform0001",
+            prompt="Which day?",
+            detail={"server": "tables", "tool": "book", "elicitation": "form", "form": form},
+            request={"step": 1, "elicitation": "form", "form": form},
+            state=TaskState.INPUT_REQUIRED,
+        )
+    _, message = posted(slack_app)
+    assert action_ids(message) == ["cs_open"]

@@ -141,7 +141,7 @@ def inbox_page(
             .order_by("-created_at", "-pk")[: page_size + 1]
         )
         rows = list(rows)
-        groups = _group_calls(tenant, [r.group_id for r in rows if r.group_id])
+        groups = group_calls(tenant, [r.group_id for r in rows if r.group_id])
         for interaction in rows:
             item = InboxItem(
                 kind=interaction.kind,
@@ -219,8 +219,9 @@ def inbox_page(
     )
 
 
-def _group_calls(tenant, group_ids: list[str]) -> dict[str, tuple[Interaction, ...]]:
-    """The calls of each approval group of a page, by group id, in the reply's order."""
+def group_calls(tenant, group_ids: list[str]) -> dict[str, tuple[Interaction, ...]]:
+    """The calls of each approval group of a page (the inbox's, bulk triage's), by group id,
+    in the reply's order: one query, whatever the number."""
     if not group_ids:
         return {}
     calls: dict[str, list[Interaction]] = {}

@@ -367,3 +367,31 @@ def test_a_canceled_task_closes_its_group_and_sends_nothing(acme, llm):
         assert c.state == Interaction.State.CANCELED
     assert set(Effect.objects.filter(task=task).values_list("state", flat=True)) == {"denied"}
     assert not DemoRecord.objects.exists()
+
+
+def test_a_void_approval_reopens_its_call_alone_as_the_groups_item(acme, llm):
+    task, (first, second) = held_group(acme, llm)
+    group_decide(acme.tenant, first.group_id, approved=True)
+    # The rule that held the calls changes before they are sent: both approvals are void.
+    planner(
+        acme.tenant,
+        policy={"deploy/deploy_build": {"action": "approve", "title": "Deploy {build}"}},
+    )
+    task = run(task)
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"
+    first.refresh_from_db()
+    assert first.state == Interaction.State.OPEN and first.detail["voided"] is True
+    # The reopened call is the group's one item in the inbox again.
+    assert list(Interaction.objects.filter(task=task, listed=True)) == [first]
+    assert not DemoRecord.objects.exists()
+    decide(first, approved=True)
+    task = run(task)
+    # The second call's approval is void in its turn: it reopens, the first was sent.
+    second.refresh_from_db()
+    assert second.state == Interaction.State.OPEN
+    assert list(Interaction.objects.filter(task=task, listed=True)) == [second]
+    assert list(DemoRecord.objects.values_list("effect_id", flat=True)) == [first.public_id]
+    decide(second, approved=True)
+    task = run(task)
+    assert task.state == "TASK_STATE_COMPLETED", status_text(task)
+    assert DemoRecord.objects.count() == 2

@@ -120,7 +120,7 @@ def group_pause_set(task: Task, *, group_id: str, members: list[Interaction], **
     )
 
 
-def group_call_closed(*, task: Task, interaction: Interaction, message: dict | None):
+def group_call_closed(*, task: Task, interaction: Interaction, message: dict | None) -> dict | None:
     """After ``interaction``, one call of a group, closed (interactions.interaction_close):
     the status extension that resumes the turn when it was the last one open (the outcome of
     each call of the group), or None when others still wait: then the group's inbox row moves

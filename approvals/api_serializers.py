@@ -89,6 +89,11 @@ class InteractionSerializer(serializers.Serializer):
     heldCall = serializers.SerializerMethodField(
         help_text='For an approval: the call it holds, its redacted fields as "•••".'
     )
+    groupId = serializers.CharField(  # noqa: N815 - the wire's spelling
+        allow_null=True,
+        help_text="The approval group of the calls of one model reply it belongs to (decide "
+        "it at /api/v1/groups/<groupId>), or null.",
+    )
 
     def get_choices(self, obj) -> list[str]:
         return [str(c) for c in (obj.request or {}).get("choices") or []]
@@ -120,6 +125,7 @@ class InteractionSerializer(serializers.Serializer):
             "answeredVia": instance.answered_via,
             "answeredAt": wire_time(instance.answered_at),
             "heldCall": held_call_view(instance),
+            "groupId": instance.group_id or None,
         }
 
     @extend_schema_field(HeldCallSummarySerializer(allow_null=True))

@@ -19,7 +19,8 @@ from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_hashes, interactions_for_bulk
 from runtime.decisions.flow import BULK, Decision, decision_take
-from runtime.decisions.inbox import inbox_interactions
+from runtime.decisions.group_flow import group_decision_take
+from runtime.decisions.inbox import group_calls, inbox_interactions
 from runtime.decisions.summaries import held_call_summary
 from runtime.kernel.errors import (
     AlreadyDecided,
@@ -53,8 +54,19 @@ def inbox_bulk(request):
     if choice == "approve" and request.POST.get("confirmed") != "1":
         return _bulk_confirm(request, ids, found, reason=reason)
     decider = decider_of(request)
+    groups = group_calls(tenant, [i.group_id for i in found.values() if i.group_id])
     results = [
-        _bulk_outcome(
+        _bulk_group_outcome(
+            found[item_id],
+            groups.get(found[item_id].group_id, ()),
+            tenant=tenant,
+            decider=decider,
+            approved=choice == "approve",
+            reason=reason,
+            post=request.POST,
+        )
+        if item_id in found and found[item_id].group_id
+        else _bulk_outcome(
             item_id,
             found.get(item_id),
             tenant=tenant,
@@ -92,7 +104,11 @@ def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
     """Before a bulk approval: the summary of every item it would approve (the ids resolved
     from a filter, so that what is approved is what was shown), each with the hash of its
     arguments, and those it leaves out whatever happens, saying why."""
-    hashes = held_call_hashes(tenant=request.membership.tenant, public_ids=ids)
+    tenant = request.membership.tenant
+    groups = group_calls(tenant, [i.group_id for i in found.values() if i.group_id])
+    # An approval group's item approves every call of it still open (at once: the group flow).
+    calls = [c.public_id for g in groups.values() for c in g]
+    hashes = held_call_hashes(tenant=tenant, public_ids=[*ids, *calls])
     rows, left_out = [], []
     for item_id in ids:
         interaction = found.get(item_id)
@@ -108,6 +124,28 @@ def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
         }
         if interaction.kind != Interaction.Kind.APPROVAL:
             left_out.append({**row, "text": f"A {interaction.kind} is answered on its own page."})
+        elif interaction.group_id:
+            waiting = [
+                {
+                    "public_id": c.public_id,
+                    "summary": c.summary,
+                    "hash": hashes.get(c.public_id, ""),
+                }
+                for c in groups.get(interaction.group_id, ())
+                if c.state == Interaction.State.OPEN
+            ]
+            if not waiting:
+                left_out.append({**row, "text": "Already decided."})
+                continue
+            size = len(groups.get(interaction.group_id, ()))
+            rows.append(
+                {
+                    **row,
+                    "prompt": f"Approve {len(waiting)} of the {size} calls of one reply",
+                    "summary": "",
+                    "group": waiting,
+                }
+            )
         elif interaction.state != Interaction.State.OPEN:
             left_out.append({**row, "text": f"Already {interaction.get_state_display()}."})
         else:
@@ -140,6 +178,57 @@ def _bulk_ids(request, tenant) -> tuple[list[str], str]:
     if len(ids) > BULK_MAX:
         return [], f"At most {BULK_MAX} items at once: narrow the filter."
     return ids, ""
+
+
+def _bulk_group_outcome(
+    listed, calls, *, tenant, decider, approved: bool, reason: str, post
+) -> dict:
+    """Decide an approval group's item: every call of it still open, at once (the group
+    flow: all of them or none), an approval bound to the arguments the confirmation showed."""
+    row = {
+        "public_id": listed.public_id,
+        "prompt": f"{len(calls)} calls of one reply",
+        "summary": "; ".join(c.summary for c in calls),
+        "url": reverse("approvals:interaction", args=[listed.public_id]),
+    }
+    shown = None
+    if approved:
+        shown = {
+            c.public_id: _shown_hash(post.get(f"shown-{c.public_id}", ""))
+            for c in calls
+            if f"shown-{c.public_id}" in post
+        }
+    try:
+        decided = group_decision_take(
+            tenant=tenant,
+            group_id=listed.group_id,
+            decider=decider,
+            decision=Decision(approved=approved, reason=reason),
+            channel=BULK,
+            shown=shown,
+        )
+    except (ChannelRefused, DeciderRefused) as exc:
+        return {**row, "outcome": "left_out", "text": f"Left out (every call): {exc.message}"}
+    except StepUpRequired:
+        return {
+            **row,
+            "outcome": "left_out",
+            "text": "Left out (every call): a call is marked risk: high and needs a recent "
+            "re-authentication (decide the group on its page).",
+        }
+    except AlreadyDecided as exc:
+        who = exc.interaction.answered_by or "someone"
+        return {
+            **row,
+            "outcome": "already",
+            "text": f"Not applied: call {exc.interaction.group_position + 1} was decided by "
+            f"{who} since.",
+        }
+    except (InvalidParams, TaskNotFound) as exc:
+        return {**row, "outcome": "error", "text": str(getattr(exc, "description", exc))}
+    done = len(decided.decided)
+    word = "Approved" if approved else "Denied"
+    return {**row, "outcome": "decided", "text": f"{word} {done} call{'s' if done != 1 else ''}."}
 
 
 def _bulk_outcome(item_id: str, interaction, *, tenant, decider, decision: Decision) -> dict:

@@ -15,6 +15,12 @@ from approvals.access import effect_for_member, interaction_for_member
 from approvals.decision_form import DecisionPost, decided_text, edit_form, rule_form
 from approvals.elicitation_form import ElicitationForm, elicitation_of
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
+from approvals.group_views import (
+    GROUP_CHOICES,
+    group_context,
+    group_decided_text,
+    group_decision_post,
+)
 from approvals.inbox_views import carried_query, inbox_next, inbox_url
 from approvals.presenting import pretty, visible_messages
 from approvals.stepup import step_up_redirect, stepped_up
@@ -53,6 +59,8 @@ def interaction_detail(request, public_id: str):
     if request.method == "GET":
         return _decision_page(request, facts)
     require_decider(request.membership)
+    if request.POST.get("decision") in GROUP_CHOICES:
+        return _group_decided(request, facts, decider)
     posted = DecisionPost(request.POST, facts=facts, is_admin=request.membership.role == "admin")
     if posted.decision is None:
         if posted.problem:
@@ -89,6 +97,49 @@ def interaction_detail(request, public_id: str):
         # The approval stands (its own transaction); only the rule was not made.
         messages.error(request, f"Approved, but no rule was made: {decided.rule_refused.message}")
     return _moved_on(request, decided, posted.decision)
+
+
+def _group_decided(request, facts: DecisionFacts, decider: Decider):
+    """The group's form on a call's page: every open call of its group decided at once."""
+    interaction = facts.interaction
+    if not interaction.group_id:
+        messages.error(request, "This call was held on its own: decide it with its own buttons.")
+        return _decision_page(request, facts, status=400)
+    try:
+        decided = group_decision_post(request.POST, interaction=interaction, decider=decider)
+    except StepUpRequired:
+        messages.info(
+            request,
+            "A call of this group is marked risk: high: confirm it is you, and your decision "
+            "is then taken.",
+        )
+        return step_up_redirect(request)
+    except AlreadyDecided as exc:
+        messages.error(
+            request,
+            f"Not applied: call {exc.interaction.group_position + 1} of the group was decided by "
+            f"{exc.interaction.answered_by or 'someone'} meanwhile. Look at the group again.",
+        )
+        # The page as it stands now: the group's calls, the one decided meanwhile included.
+        fresh = interaction_for_member(request, interaction.public_id)
+        return _decision_page(
+            request, decision_facts(interaction=fresh, decider=decider), status=409
+        )
+    except (DeciderRefused, ChannelRefused, NotAllowed) as exc:
+        messages.error(request, f"Not applied to any call of the group: {exc.message}")
+        return _decision_page(request, facts, status=403)
+    except InvalidParams as exc:
+        messages.error(request, f"Not applied to any call of the group: {exc.description}")
+        return _decision_page(request, facts, status=400)
+    except TaskNotFound as exc:
+        raise Http404("No such interaction.") from exc
+    done = group_decided_text(decided, approved=request.POST.get("decision") == "approve_group")
+    following = inbox_next(request, after=interaction)
+    if following is None:
+        messages.success(request, f"{done} Nothing else is waiting.")
+        return redirect(inbox_url(carried_query(request.GET)))
+    messages.success(request, f"{done} Next: {following['prompt']}")
+    return redirect(following["url"])
 
 
 def _moved_on(request, decided, decision):
@@ -156,6 +207,10 @@ def _decision_page(
         "approved_already": facts.approved_already,
         "deliveries": deliveries_for_interaction(tenant=tenant, interaction=interaction),
         "ladder_steps": ladder_steps_for(tenant=tenant, interaction=interaction),
+        # The calls held with this one, when its model reply held several (a group).
+        "group": group_context(interaction=interaction, decider=decider_of(request))
+        if interaction.group_id
+        else None,
     }
     return render(request, "approvals/interaction_detail.html", context, status=status)
 

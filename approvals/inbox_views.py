@@ -70,6 +70,8 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
             "expires": None,
             "progress": approvals_progress(item.interaction) if item.interaction else "",
         }
+        if item.group:
+            _group_row(row, item.group, url=f"{interaction_url}{{}}/{carried}")
         if item.expires_at:
             expires, expires_title = when_text(item.expires_at)
             row["expires"] = expires
@@ -77,6 +79,27 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
             row["expires_in"] = span_text((item.expires_at - now).total_seconds()) or "a minute"
         rows.append(row)
     return rows
+
+
+def _group_row(row: dict, calls, *, url: str) -> None:
+    """An approval group's item (runtime.decisions.approval_groups): one row for the calls of
+    one model reply, each call's summary in it, and how many still wait."""
+    waiting = sum(1 for call in calls if call.state == "open")
+    row["prompt"] = f"Approve {len(calls)} calls of one reply" + (
+        f" ({waiting} still open)" if 0 < waiting < len(calls) else ""
+    )
+    row["summary"] = ""
+    row["group"] = [
+        {
+            "public_id": call.public_id,
+            "position": call.group_position + 1,
+            "prompt": call.prompt,
+            "summary": call.summary,
+            "state": call.state,
+            "url": url.format(quote(call.public_id, safe=URL_SAFE)),
+        }
+        for call in calls
+    ]
 
 
 def ladder_text(step) -> str:

@@ -5,6 +5,7 @@ from approvals import (
     audit_views,
     bulk_views,
     decision_views,
+    group_api,
     inbox_views,
     rule_views,
     task_stop,
@@ -63,6 +64,12 @@ urlpatterns = [
         "api/v1/interactions/<public_id:public_id>/answer",
         api.interaction_answer_view,
         name="api_interaction_answer",
+    ),
+    path("api/v1/groups/<public_id:public_id>", group_api.group_detail, name="api_group"),
+    path(
+        "api/v1/groups/<public_id:public_id>/answer",
+        group_api.group_answer_view,
+        name="api_group_answer",
     ),
     path(
         "api/v1/tasks/<public_id:public_id>/cancel",

@@ -62,9 +62,13 @@ def headline(content: dict) -> str:
     """What the item is, in one line: the prompt's first line and the held call's summary."""
     prompt = one_line(content.get("prompt", ""), 400)
     summary = one_line(content.get("summary", ""), 400)
-    if summary and summary not in prompt:
-        return f"{prompt} {summary}".strip()
-    return prompt
+    line = f"{prompt} {summary}".strip() if summary and summary not in prompt else prompt
+    group = content.get("group")
+    if group:
+        # One call of an approval group: decided on its own here, or with the others on its
+        # page (the turn resumes once every call of the reply has its decision).
+        line += f" (call {group['position']} of {group['size']} of one reply)"
+    return line
 
 
 def person(subject: str) -> str:
@@ -117,6 +121,14 @@ def notification_content(delivery: Delivery) -> dict:
     tool = tool_of(interaction)
     if tool:
         content["tool"] = tool
+    if interaction.group_id:
+        content["group"] = {
+            "id": interaction.group_id,
+            "position": interaction.group_position + 1,
+            "size": Interaction.objects.filter(
+                tenant_id=interaction.tenant_id, group_id=interaction.group_id
+            ).count(),
+        }
     if delivery.event == Delivery.Event.ESCALATION:
         content["roles"] = list(delivery.roles)
     if not delivery.channel.omit_arguments:

@@ -25,6 +25,13 @@ def answer_from_message(interaction: Interaction, message: dict) -> dict:
         if not isinstance(extension, dict):
             raise InvalidParams(field, "must be an object {interactionId, approved | value}")
         if extension.get("interactionId") != interaction.public_id:
+            if interaction.group_id:
+                # The calls of a group are open together: the answer names one of them.
+                raise InvalidParams(
+                    f"{field}.interactionId",
+                    "does not name an open interaction of this task (its group "
+                    f"{interaction.group_id} waits on {interaction.public_id} first)",
+                )
             raise InvalidParams(
                 f"{field}.interactionId",
                 f"does not name the open interaction of this task ({interaction.public_id})",

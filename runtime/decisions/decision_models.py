@@ -77,6 +77,15 @@ class Interaction(models.Model):
     # A held call's one-line summary, redacted (runtime.decisions.summaries), written with
     # search_text: what a list shows without reading the call's arguments.
     summary = models.CharField(max_length=250, blank=True, default="", editable=False)
+    # An approval group (runtime.decisions.approval_groups): the held calls of one model reply,
+    # each its own interaction, open together and decided at once or call by call; the turn
+    # resumes once every one has its decision. ``group_id`` is "" for an interaction on its
+    # own; ``group_position`` is the call's place in the reply (from 0). ``listed``: the row
+    # the inbox shows for its group (one per group: the first call still open, else the last
+    # decided); always true for an interaction on its own.
+    group_id = models.CharField(max_length=40, blank=True, default="")
+    group_position = models.PositiveSmallIntegerField(default=0)
+    listed = models.BooleanField(default=True)
 
     class Meta:
         indexes = [
@@ -93,16 +102,27 @@ class Interaction(models.Model):
             ),
             # The inbox's open counts per agent and kind (runtime.decisions.inbox), read from the
             # index alone.
+            # Listed rows only: a group is one item of the inbox (migration 0026).
             models.Index(
                 fields=["tenant", "agent", "kind"],
-                condition=Q(state="open"),
-                name="interaction_open_by_agent",
+                condition=Q(state="open", listed=True),
+                name="interaction_listed_by_agent",
             ),
             models.Index(fields=["state", "expires_at"], name="interaction_expiry"),
+            # A group's calls, found by its id (the REST channel's /api/v1/groups/<id>).
+            models.Index(
+                fields=["tenant", "group_id"],
+                condition=~Q(group_id=""),
+                name="interaction_group",
+            ),
         ]
         constraints = [
+            # A task waits on one interaction, or on the calls of one group (each at its own
+            # position): never on two of either.
             models.UniqueConstraint(
-                fields=["task"], condition=Q(state="open"), name="interaction_one_open_per_task"
+                fields=["task", "group_position"],
+                condition=Q(state="open"),
+                name="interaction_one_open_per_task",
             )
         ]
 

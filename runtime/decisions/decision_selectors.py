@@ -187,6 +187,8 @@ _INTERACTION_LIST_FIELDS = (
     "answered_at",
     "expires_at",
     "created_at",
+    "group_id",
+    "group_position",
     "task__public_id",
     "task__wire_context_id",
     "task__subject",

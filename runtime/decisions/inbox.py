@@ -33,6 +33,8 @@ class InboxItem:
     expires_at: datetime | None
     interaction: Interaction | None = None
     effect: Effect | None = None
+    # An approval group's item (its listed row): every call of the group, in the reply's order.
+    group: tuple[Interaction, ...] = ()
 
 
 INBOX_PAGE_SIZE = 50
@@ -58,6 +60,20 @@ _INBOX_INTERACTION_FIELDS = (
     "task__subject",
     "task__agent__slug",
     "task__agent__name",
+    "group_id",
+)
+# What an approval group's item shows of each of its calls (one more query for a page that
+# holds groups, none for one that does not).
+_GROUP_CALL_FIELDS = (
+    "public_id",
+    "tenant",
+    "task",
+    "kind",
+    "prompt",
+    "summary",
+    "state",
+    "group_id",
+    "group_position",
 )
 
 
@@ -124,6 +140,8 @@ def inbox_page(
             .only(*_INBOX_INTERACTION_FIELDS)
             .order_by("-created_at", "-pk")[: page_size + 1]
         )
+        rows = list(rows)
+        groups = group_calls(tenant, [r.group_id for r in rows if r.group_id])
         for interaction in rows:
             item = InboxItem(
                 kind=interaction.kind,
@@ -135,6 +153,7 @@ def inbox_page(
                 created_at=interaction.created_at,
                 expires_at=interaction.expires_at,
                 interaction=interaction,
+                group=groups.get(interaction.group_id, ()),
             )
             items.append(
                 ((interaction.created_at, _INBOX_RANK["interaction"], interaction.pk), item)
@@ -200,6 +219,22 @@ def inbox_page(
     )
 
 
+def group_calls(tenant, group_ids: list[str]) -> dict[str, tuple[Interaction, ...]]:
+    """The calls of each approval group of a page (the inbox's, bulk triage's), by group id,
+    in the reply's order: one query, whatever the number."""
+    if not group_ids:
+        return {}
+    calls: dict[str, list[Interaction]] = {}
+    rows = (
+        Interaction.objects.filter(tenant=tenant, group_id__in=set(group_ids))
+        .only(*_GROUP_CALL_FIELDS)
+        .order_by("group_id", "group_position")
+    )
+    for row in rows:
+        calls.setdefault(row.group_id, []).append(row)
+    return {group_id: tuple(found) for group_id, found in calls.items()}
+
+
 # The inbox's states: what an interaction's state must be for each.
 INBOX_STATES = {
     "open": (Interaction.State.OPEN,),
@@ -219,9 +254,10 @@ def inbox_interactions(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
 ):
-    """The tenant's interactions the inbox's filters match (a queryset, unordered)."""
+    """The tenant's interactions the inbox's filters match (a queryset, unordered): one row
+    per approval group (its listed one), as for an interaction on its own."""
     rows = Interaction.objects.filter(
-        tenant=tenant, state__in=INBOX_STATES.get(state, INBOX_STATES["open"])
+        tenant=tenant, state__in=INBOX_STATES.get(state, INBOX_STATES["open"]), listed=True
     )
     if kind:
         rows = rows.filter(kind=kind)
@@ -240,8 +276,9 @@ def inbox_interactions(
 
 
 # The tenant's agents, each joined to its open items per kind (one row per agent and kind
-# that has any): interactions counted from the partial index interaction_open_by_agent
-# (tenant, agent, kind; open rows only) without reading the tasks, uncertain effects (few,
+# that has any): interactions counted from the partial index interaction_listed_by_agent
+# (tenant, agent, kind; open rows the inbox lists, one per approval group) without reading
+# the tasks, uncertain effects (few,
 # found by effect_state) joined to their tasks for the agent. A correlated count per agent
 # and kind let the planner scan every open interaction once per agent (400 ms at 10,000);
 # so did a join to the counts as a subquery, which PostgreSQL ran again for each agent of
@@ -250,7 +287,7 @@ _AGENTS_WITH_OPEN_COUNTS = f"""
 WITH c AS MATERIALIZED (
     SELECT agent_id, kind, COUNT(*) AS n
     FROM {Interaction._meta.db_table}
-    WHERE tenant_id = %(tenant)s AND state = %(open)s
+    WHERE tenant_id = %(tenant)s AND state = %(open)s AND listed
     GROUP BY agent_id, kind
     UNION ALL
     SELECT t.agent_id, %(uncertain)s, COUNT(*)

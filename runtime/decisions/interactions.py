@@ -11,11 +11,19 @@ from django.utils import timezone
 
 from runtime.agents.ladders import LadderError, expiry_seconds, steps_parse, steps_stored
 from runtime.agents.tools import Policy
+from runtime.decisions.approval_groups import (
+    HeldApproval,
+    group_call_closed,
+    group_pause_ext,
+    group_prompt,
+    interaction_wire,
+    new_group_id,
+)
 from runtime.decisions.decision_metrics import decision_observe
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_known, held_call_of
 from runtime.decisions.receipts import audit_decision, decision_outcome, decision_receipt
-from runtime.decisions.search import listing_columns
+from runtime.decisions.search import SEARCH_TEXT_MAX, listing_columns
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import AlreadyDecided, TaskNotFound
 from runtime.kernel.rowsql import row_move
@@ -52,7 +60,36 @@ def interaction_open(
 
     ``approvers``, ``approvals_required`` and ``risk``: what the held call's policy asks for as
     it opens; a decision never asks less (runtime.decisions.approvers.approval_needs)."""
-    interaction = Interaction.objects.create(
+    interaction = _interaction_row(
+        task=task,
+        kind=kind,
+        public_id=public_id,
+        prompt=prompt,
+        detail=detail,
+        request=request,
+        deciders=deciders,
+        approvers=list(approvers),
+        approvals_required=approvals_required,
+        risk=risk,
+    )
+    interaction.save(force_insert=True)
+    task_pause(
+        task,
+        state,
+        agent_message(task, prompt),
+        status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
+        also=also,
+    )
+    interaction_opened.send(sender=Interaction, interaction=interaction)
+    logger.info("turn paused: %s %s", kind, public_id)
+    return interaction
+
+
+def _interaction_row(
+    *, task: Task, kind: str, public_id: str, prompt: str, detail, request, **more
+):
+    """A new interaction of ``task``, not yet saved."""
+    return Interaction(
         **listing_columns(
             task=task, public_id=public_id, kind=kind, prompt=prompt, detail=detail, request=request
         ),
@@ -65,31 +102,57 @@ def interaction_open(
         detail=detail,
         request=request,
         subject=task.subject,
-        deciders=deciders,
-        approvers=list(approvers),
-        approvals_required=approvals_required,
-        risk=risk,
         expires_at=timezone.now()
         + timedelta(seconds=interaction_expiry_seconds(task, kind, detail, request)),
+        **more,
     )
-    extension = {
-        ext.INTERACTIONS: {
-            "interactionId": public_id,
-            "kind": kind,
-            "prompt": prompt,
-            "detail": detail,
-        }
-    }
+
+
+def interaction_group_open(
+    *, task: Task, calls: list[HeldApproval], also: Iterable[str] = ()
+) -> list[Interaction]:
+    """Pause the turn on the held calls of one model reply, as one approval group
+    (runtime.decisions.approval_groups), in the transaction that journalled them (the caller
+    holds the task lock): one approval per call, in the reply's order, the first listed in the
+    inbox for the group; one pause listing them all."""
+    group_id = new_group_id()
+    now = timezone.now()
+    rows = []
+    for position, call in enumerate(calls):
+        row = _interaction_row(
+            task=task,
+            kind=Interaction.Kind.APPROVAL,
+            public_id=call.public_id,
+            prompt=call.prompt,
+            detail=call.detail,
+            request=call.request,
+            deciders=call.deciders,
+            approvers=list(call.approvers),
+            approvals_required=call.approvals_required,
+            risk=call.risk,
+            group_id=group_id,
+            group_position=position,
+            listed=position == 0,
+            created_at=now,  # one moment: the inbox lists the group once, at its time
+        )
+        rows.append(row)
+    # Whichever call is the group's row in the inbox, the search finds the group by any of
+    # its calls (each call's own text never holds a value its policy redacts).
+    found = "\n".join(row.search_text for row in rows)[:SEARCH_TEXT_MAX]
+    for row in rows:
+        row.search_text = found
+        row.save(force_insert=True)
     task_pause(
         task,
-        state,
-        agent_message(task, prompt),
-        status_ext=with_plan(task, extension),
+        TaskState.AUTH_REQUIRED,
+        agent_message(task, group_prompt(rows, len(rows))),
+        status_ext=group_pause_ext(task, group_id=group_id, members=rows),
         also=also,
     )
-    interaction_opened.send(sender=Interaction, interaction=interaction)
-    logger.info("turn paused: %s %s", kind, public_id)
-    return interaction
+    for row in rows:
+        interaction_opened.send(sender=Interaction, interaction=row)
+    logger.info("turn paused: a group of %s approvals %s", len(rows), group_id)
+    return rows
 
 
 def interaction_expiry_seconds(task: Task, kind: str, detail: dict, request: dict) -> int:
@@ -192,13 +255,20 @@ def interaction_close(
         entry["step"] = interaction.request.get("step")
         entry["arguments"] = held_call_of(interaction).arguments
     task.transcript.append(entry)
-    task_status_set(
-        task,
-        TaskState.WORKING,
-        status_ext=decision_outcome(interaction),
-        history_append=message,
-        also=("transcript",),
+    # One call of a group: the turn resumes once the last of them has its decision.
+    resumed = (
+        group_call_closed(task=task, interaction=interaction, message=message)
+        if interaction.group_id
+        else decision_outcome(interaction)
     )
+    if resumed is not None:
+        task_status_set(
+            task,
+            TaskState.WORKING,
+            status_ext=resumed,
+            history_append=message,
+            also=("transcript",),
+        )
     audit = audit_decision(
         interaction=interaction, task=task, decider_kind=decider_kind, channel_user=channel_user
     )
@@ -210,7 +280,8 @@ def interaction_close(
         stepped_up=stepped_up,
         channel_user=channel_user,
     )
-    turn_enqueue(task)
+    if resumed is not None:
+        turn_enqueue(task)
     interaction_changed.send(
         sender=Interaction,
         interaction=interaction,

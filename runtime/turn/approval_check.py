@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from runtime.agents.ladders import expiry_seconds
 from runtime.agents.tools import policy_for
+from runtime.decisions.approval_groups import group_relist
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interactions import approval_request
 from runtime.decisions.receipts import (
@@ -134,6 +135,8 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
             expires_at=expires_at,
         )
         interaction.refresh_from_db()
+        # A call of a group opens again on its own: the group's row in the inbox again.
+        group_relist(interaction)
         # Those told of the approval hear that it is void and needs a new decision (a call
         # no person was asked about opens below, as a new approval).
         interaction_changed.send(

@@ -27,6 +27,7 @@ from runtime.agents.tools import (
     validate_arguments,
 )
 from runtime.agents.toolservers import server_for
+from runtime.decisions.approval_groups import HeldApproval
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.interactions import approval_request, interaction_open
 from runtime.decisions.receipts import tool_trust
@@ -129,6 +130,32 @@ def call_error(task: Task, action: CallTool, spec: dict | None) -> str | None:
 
 def _journal(task: Task, step: int, action: CallTool, spec: dict) -> Step:
     """Journal the call as an effect under the tool policy: allow, deny or hold."""
+    effect, policy = call_journal(task, step, action, spec)
+    if policy.action == "approve":
+        held = held_call_approval(task, effect, spec, policy)
+        interaction_open(
+            task=task,
+            kind=Interaction.Kind.APPROVAL,
+            public_id=held.public_id,
+            prompt=held.prompt,
+            detail=held.detail,
+            request=held.request,
+            state=TaskState.AUTH_REQUIRED,
+            deciders=held.deciders,
+            approvers=held.approvers,
+            approvals_required=held.approvals_required,
+            risk=held.risk,
+            also=TURN_FIELDS,
+        )
+        return False
+    turn_save(task)
+    return True  # allowed: the next step sends it (continue_call); denied: the model is told
+
+
+def call_journal(task: Task, step: int, action: CallTool, spec: dict) -> tuple[Effect, Policy]:
+    """Journal the call as an effect under the tool policy (a standing rule may allow a call
+    the policy holds): allowed (the next step sends it), denied (its tool.denied result is
+    recorded) or held (the caller asks a person: held_call_approval)."""
     policy = policy_for(task.agent, action.server, action.tool, action.arguments)
     # A standing rule made from an earlier decision allows a matching held call.
     rule = (
@@ -168,39 +195,34 @@ def _journal(task: Task, step: int, action: CallTool, spec: dict) -> Step:
         tool_result_record(
             task, step, ok=False, error="tool.denied", reason="denied by the tool policy"
         )
-        turn_save(task)
-        return True
-    if policy.action == "approve":
-        interaction_open(
-            task=task,
-            kind=Interaction.Kind.APPROVAL,
-            public_id=effect.public_id,  # interactions/v1: for a held call, the effect id
-            prompt=f"Approve {action.server} / {action.tool}?",
-            detail={
-                "server": action.server,
-                "tool": action.tool,
-                "reason": spec.get("reason", "The tool policy holds this call for a person."),
-            },
-            request={
-                **approval_request(step=step, policy=policy),
-                # What every surface summarises the held call from (issue 25).
-                "call": held_call_record(
-                    server=action.server,
-                    tool=action.tool,
-                    arguments=action.arguments,
-                    policy=policy,
-                ),
-            },
-            state=TaskState.AUTH_REQUIRED,
-            deciders=policy.deciders,
-            approvers=policy.approvers,
-            approvals_required=policy.required,
-            risk=tool_trust(task.agent, action.server, action.tool, action.arguments).risk,
-            also=TURN_FIELDS,
-        )
-        return False
-    turn_save(task)
-    return True  # allowed: the next step sends it (continue_call)
+    return effect, policy
+
+
+def held_call_approval(task: Task, effect: Effect, spec: dict, policy: Policy) -> HeldApproval:
+    """The approval that asks a person about the held call ``effect``."""
+    return HeldApproval(
+        public_id=effect.public_id,  # interactions/v1: for a held call, the effect id
+        prompt=f"Approve {effect.server} / {effect.tool}?",
+        detail={
+            "server": effect.server,
+            "tool": effect.tool,
+            "reason": spec.get("reason", "The tool policy holds this call for a person."),
+        },
+        request={
+            **approval_request(step=effect.step, policy=policy),
+            # What every surface summarises the held call from (issue 25).
+            "call": held_call_record(
+                server=effect.server,
+                tool=effect.tool,
+                arguments=effect.arguments,
+                policy=policy,
+            ),
+        },
+        deciders=policy.deciders,
+        approvers=tuple(policy.approvers),
+        approvals_required=policy.required,
+        risk=tool_trust(task.agent, effect.server, effect.tool, effect.arguments).risk,
+    )
 
 
 # --- a call in the journal -------------------------------------------------------------------

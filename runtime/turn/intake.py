@@ -319,7 +319,7 @@ def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> Se
             "Send a new message without taskId to start a new task in the same context.",
             taskId=task.public_id,
         )
-    interaction = task.interactions.filter(state=Interaction.State.OPEN).first()
+    interaction = _interaction_answered(task, message)
     if interaction is None:
         raise UnsupportedOperation(
             f"Task {task.public_id} is not waiting for input; it is {task.get_state_display()}.",
@@ -344,6 +344,24 @@ def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> Se
     return SendResult(task=task)
 
 
+def _interaction_answered(task: Task, message: dict) -> Interaction | None:
+    """The open interaction the caller's message answers: the one it names among those the
+    task waits on (the calls of an approval group are open together, and each is answered
+    on its own), else the first of them; None when the task waits on nothing."""
+    waiting = list(
+        task.interactions.filter(state=Interaction.State.OPEN).order_by("group_position")
+    )
+    named = _named_interaction(message)
+    return next((i for i in waiting if i.public_id == named), waiting[0] if waiting else None)
+
+
+def _named_interaction(message: dict) -> str | None:
+    metadata = message.get("metadata")
+    named = metadata.get(ext.INTERACTIONS) if isinstance(metadata, dict) else None
+    interaction_id = named.get("interactionId") if isinstance(named, dict) else None
+    return interaction_id if isinstance(interaction_id, str) and interaction_id else None
+
+
 def _in_band_decision(answer: dict, message: dict) -> Decision:
     """The caller's answer (runtime.decisions.answers.answer_from_message) as a Decision."""
     if "approved" in answer:
@@ -356,10 +374,8 @@ def _in_band_decision(answer: dict, message: dict) -> Decision:
 def _decided_check(task: Task, message: dict) -> None:
     """An answer that names an interaction someone else already decided (an operator, the
     expiry, a cancel) gets AlreadyDecided, saying by whom and when, whatever the task's state."""
-    metadata = message.get("metadata")
-    named = metadata.get(ext.INTERACTIONS) if isinstance(metadata, dict) else None
-    interaction_id = named.get("interactionId") if isinstance(named, dict) else None
-    if not isinstance(interaction_id, str) or not interaction_id:
+    interaction_id = _named_interaction(message)
+    if interaction_id is None:
         return
     interaction = task.interactions.filter(public_id=interaction_id).first()
     if interaction is not None and interaction.state != Interaction.State.OPEN:

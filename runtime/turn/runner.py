@@ -42,8 +42,9 @@ from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_end, task_status_set, with_plan
 from runtime.turn.artifacts import artifact_add
 from runtime.turn.batch import Outbound, RunBatch, Step, turn_save
-from runtime.turn.calls import call_continue, call_start
+from runtime.turn.calls import call_continue
 from runtime.turn.claim import LeaseLost, lease_kept, lease_wait
+from runtime.turn.groups import call_or_group_start
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
 from runtime.turn.memory import memory_record, memory_wanted
 from runtime.turn.transcript import (
@@ -287,7 +288,7 @@ class TurnRunner:
             case Wait():
                 return self.waited(task, action)
             case CallTool():
-                return call_start(task, action)
+                return call_or_group_start(task, action)
             case BadToolCall():
                 return self.bad_call(task, action)
             case BadReply():

@@ -67,9 +67,26 @@ def approval_reason(task: Task, effect_id: str) -> str:
 
 
 def pending_call(task: Task) -> dict | None:
-    """The last action, when it is a tool call still waiting for its result."""
+    """The last action, when it is a tool call still waiting for its result; of the calls of
+    one reply journalled together (runtime.turn.groups: their entries name the ``group``),
+    the first still waiting, so that they are sent in the reply's order."""
     actions = [e for e in task.transcript if e["type"] == "action"]
-    if not actions or actions[-1]["action"]["kind"] != "call":
+    if not actions:
+        return None
+    group = actions[-1].get("group")
+    if group is not None:
+        done = {e["step"] for e in task.transcript if e["type"] == "tool_result"}
+        return next(
+            (
+                e
+                for e in actions
+                if e.get("group") == group
+                and e["action"]["kind"] == "call"
+                and e["step"] not in done
+            ),
+            None,
+        )
+    if actions[-1]["action"]["kind"] != "call":
         return None
     step = actions[-1]["step"]
     if any(e["type"] == "tool_result" and e["step"] == step for e in task.transcript):
@@ -104,6 +121,21 @@ def queued_next(task: Task) -> tuple[str, Action] | None:
         return None
     queued = entry["queue"][len(entry["applied"])]
     return queued["id"], action_load(queued["action"])
+
+
+def queued_ahead(task: Task) -> list[tuple[str, Action]]:
+    """The actions of the model's last reply after the one being applied (queued_applied
+    marked it, and its entry is the next one recorded): (id, action) each, in order; [] when
+    the action being applied is not one of the reply's."""
+    entry = next((e for e in reversed(task.transcript) if e["type"] == "model"), None)
+    if entry is None or not entry["applied"]:
+        return []
+    if entry["applied"][-1]["step"] != len(task.transcript):
+        return []
+    return [
+        (queued["id"], action_load(queued["action"]))
+        for queued in entry["queue"][len(entry["applied"]) :]
+    ]
 
 
 def queued_applied(task: Task, call_id: str) -> None:

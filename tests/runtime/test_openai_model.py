@@ -541,7 +541,9 @@ def test_an_expired_question_and_approval_reach_the_model_as_such(agents, llm, m
     assert not DemoRecord.objects.exists()
 
 
-def test_two_held_calls_in_one_reply_are_decided_each_on_its_own(agents, llm, make_llm_agent):
+def test_two_held_calls_in_one_reply_open_together_and_are_decided_each_on_its_own(
+    agents, llm, make_llm_agent
+):
     make_llm_agent()
     production = {"build": "b-1", "environment": "production"}
     llm.play(
@@ -549,13 +551,14 @@ def test_two_held_calls_in_one_reply_are_decided_each_on_its_own(agents, llm, ma
         completion("Staging yes, production no."),
     )
     task = start(agents)
-    first = open_interaction(task)
+    # One approval group (issue 31, item 4): both calls held at once, one pause.
+    first, second = Interaction.objects.filter(task=task).order_by("group_position")
+    assert first.group_id and first.group_id == second.group_id
+    assert second.state == Interaction.State.OPEN
     decide(first, approved=True)
     task = run(task)
-    assert task.state == "TASK_STATE_AUTH_REQUIRED"
-    second = open_interaction(task)
-    assert second.pk != first.pk
-    assert DemoRecord.objects.count() == 1  # the first was sent before the second was held
+    assert task.state == "TASK_STATE_AUTH_REQUIRED"  # the turn waits for the second decision
+    assert not DemoRecord.objects.exists()  # nothing is sent before the group is decided
     assert len(llm.requests) == 1
     decide(second, approved=False, reason="not production")
     task = run(task)

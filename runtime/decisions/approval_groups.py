@@ -1,0 +1,163 @@
+"""Approval groups: the held calls of one model reply, open together (issue 31, item 4).
+
+When one reply of the model holds several calls that the tool policy holds for a person, they
+open as one group, in the transaction that journals them (runtime.turn.groups journals the
+calls, runtime.decisions.interactions.interaction_group_open opens them). Each call is an
+approval of its own (interactions/v1: one interaction per call, its id the effect's), with
+everything a decision checks and binds: who decides, step-up, quorum and stages, the receipt.
+What the group adds is what its calls share: one item in the inbox (the ``listed`` row), one
+pause on the wire listing them all, and one resume of the turn, once the last of them has its
+decision. A group is decided call by call (any channel, through the one decision flow) or at
+once (runtime.decisions.group_flow: the flow for each of its calls, in one transaction).
+
+The wire's pause keeps the first open call's interaction as its top-level fields, so a client
+that knows one interaction at a time answers it, finds the next one on the task, and so on;
+``groupId`` and ``interactions`` (every call still open) are for the clients that know groups;
+``outcomes`` says what became of those decided so far. Never a call's arguments (seed 000).
+
+Everything here runs inside the caller's transaction, with the task's row locked.
+"""
+
+from dataclasses import dataclass
+
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.receipts import decision_outcome
+from runtime.kernel import extensions as ext
+from runtime.kernel.shapes import agent_message
+from runtime.kernel.task_models import Task, TaskState, new_key
+from runtime.kernel.task_state import task_status_set, with_plan
+
+# How many of a group's calls the pause's text names before it counts the rest.
+PROMPT_NAMES = 5
+
+
+@dataclass(frozen=True)
+class HeldApproval:
+    """The approval that asks a person about one held call (runtime.turn.calls makes it): the
+    interaction's public id (the effect's), its prompt, wire detail and server-side request,
+    and what its policy asks for as it opens."""
+
+    public_id: str
+    prompt: str
+    detail: dict
+    request: dict
+    deciders: str = "operators"
+    approvers: tuple[str, ...] = ()
+    approvals_required: int = 1
+    risk: str = Interaction.Risk.NORMAL
+
+
+def new_group_id() -> str:
+    return new_key("grp_", 12)
+
+
+def group_members(*, task: Task, group_id: str) -> list[Interaction]:
+    """The group's calls, in the reply's order (read under the task's lock)."""
+    members = list(
+        Interaction.objects.filter(tenant_id=task.tenant_id, task=task, group_id=group_id).order_by(
+            "group_position"
+        )
+    )
+    for member in members:
+        member.task = task
+    return members
+
+
+def interaction_wire(interaction: Interaction) -> dict:
+    """An open interaction as interactions/v1 puts it on the status message (seed 000)."""
+    return {
+        "interactionId": interaction.public_id,
+        "kind": interaction.kind,
+        "prompt": interaction.prompt,
+        "detail": interaction.detail,
+    }
+
+
+def group_prompt(open_members: list[Interaction], size: int) -> str:
+    """The pause's text: how many calls wait, of how many, and which tools (never their
+    arguments)."""
+    names = [
+        f"{(m.detail or {}).get('server', '')} / {(m.detail or {}).get('tool', '')}"
+        for m in open_members[:PROMPT_NAMES]
+    ]
+    more = len(open_members) - len(names)
+    if more:
+        names.append(f"{more} more")
+    waiting = len(open_members)
+    counted = f"{waiting} call{'s' if waiting != 1 else ''}"
+    if waiting < size:
+        counted += f" of {size}"
+    return f"Approve {counted} of one reply: {'; '.join(names)}?"
+
+
+def group_pause_ext(task: Task, *, group_id: str, members: list[Interaction]) -> dict:
+    """The status extension of a task waiting on a group: the first open call's interaction
+    at the top (a client that knows one interaction answers it), the group's id, every call
+    still open, and the outcome of each one decided so far."""
+    waiting = [m for m in members if m.state == Interaction.State.OPEN]
+    data = {
+        **interaction_wire(waiting[0]),
+        "groupId": group_id,
+        "interactions": [interaction_wire(m) for m in waiting],
+    }
+    decided = [m for m in members if m.state != Interaction.State.OPEN]
+    if decided:
+        data["outcomes"] = [decision_outcome(m)[ext.INTERACTIONS] for m in decided]
+    return with_plan(task, {ext.INTERACTIONS: data})
+
+
+def group_pause_set(task: Task, *, group_id: str, members: list[Interaction], **changes) -> None:
+    """Say on the task what its group still waits for (a status update, still
+    AUTH_REQUIRED): after one of its calls is decided, so that the caller reads the calls
+    left, and a client that knows one interaction finds the next one at the top."""
+    waiting = [m for m in members if m.state == Interaction.State.OPEN]
+    task_status_set(
+        task,
+        TaskState.AUTH_REQUIRED,
+        message=agent_message(task, group_prompt(waiting, len(members))),
+        status_ext=group_pause_ext(task, group_id=group_id, members=members),
+        **changes,
+    )
+
+
+def group_call_closed(*, task: Task, interaction: Interaction, message: dict | None) -> dict | None:
+    """After ``interaction``, one call of a group, closed (interactions.interaction_close):
+    the status extension that resumes the turn when it was the last one open (the outcome of
+    each call of the group), or None when others still wait: then the group's inbox row moves
+    to the first of them, and the task says what it waits for now (unless the whole group is
+    being decided at once: runtime.decisions.group_flow says it once, at the end)."""
+    members = group_members(task=task, group_id=interaction.group_id)
+    waiting = [m for m in members if m.state == Interaction.State.OPEN]
+    if not waiting:
+        outcome = decision_outcome(interaction)
+        outcome[ext.INTERACTIONS] |= {
+            "groupId": interaction.group_id,
+            "outcomes": [decision_outcome(m)[ext.INTERACTIONS] for m in members],
+        }
+        return outcome
+    if interaction.listed:
+        # One row of the group is the inbox's item: the first call still open.
+        Interaction.objects.filter(pk=interaction.pk).update(listed=False)
+        Interaction.objects.filter(pk=waiting[0].pk).update(listed=True)
+        interaction.listed = False
+    if not getattr(task, "group_deciding", False):
+        group_pause_set(
+            task,
+            group_id=interaction.group_id,
+            members=members,
+            history_append=message,
+            also=("transcript",),
+        )
+    return None
+
+
+def group_relist(interaction: Interaction) -> None:
+    """A call of a group opens again on its own (its approval was void, runtime.turn
+    .approval_check): it is the group's row in the inbox again."""
+    if not interaction.group_id:
+        return
+    Interaction.objects.filter(
+        tenant_id=interaction.tenant_id, task_id=interaction.task_id, group_id=interaction.group_id
+    ).exclude(pk=interaction.pk).update(listed=False)
+    Interaction.objects.filter(pk=interaction.pk).update(listed=True)
+    interaction.listed = True

@@ -426,6 +426,9 @@ TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
 # How long one wait on the network (a model or tool call) may keep its lease alive. The
 # threads pool cannot enforce Celery's time limits; past this the sweep takes the turn back.
 TURN_HOLD_MAX_SECONDS = env_int("TURN_HOLD_MAX_SECONDS", CELERY_TASK_TIME_LIMIT)
+# How many runs of a turn may crash (or lose their worker) before it fails for good; an error
+# that can never succeed (data the database refuses, say) fails it at once (runtime.turn.outcomes).
+TURN_MAX_ATTEMPTS = env_int("TURN_MAX_ATTEMPTS", 3)
 
 # What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
 # (runtime.agents.llm.prices). Admins may override a model's price in Django admin.

@@ -464,9 +464,6 @@ A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
 A2A_INTAKE_CONCURRENCY = env_int("A2A_INTAKE_CONCURRENCY", 2 * A2A_DB_THREADS)
 # Connections of the A2A endpoint's async pool per web process (PostgreSQL): GetTask's read.
 A2A_DB_ASYNC_POOL_SIZE = env_int("A2A_DB_ASYNC_POOL_SIZE", 10)
-# Run them on the request's own thread instead (Django's default); tests that call the view
-# in-process need this to see their transaction.
-A2A_DB_THREAD_SENSITIVE = env_bool("A2A_DB_THREAD_SENSITIVE", False)
 # The largest JSON-RPC request body the A2A endpoint reads.
 A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
 # SSE streams (SendStreamingMessage, SubscribeToTask): a keep-alive comment this often, and

@@ -110,6 +110,26 @@ def _fast_password_hashing(settings):
 
 
 @pytest.fixture
+def postgres_only():
+    """Skip the test on SQLite: it needs PostgreSQL's row locks across connections, its
+    LISTEN/NOTIFY or its async reads (run it with DATABASE_URL, as CI does)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL): row locks, LISTEN/NOTIFY, async reads")
+
+
+@pytest.fixture
+def staff(db):
+    """A Django test client logged in as platform staff (a superuser)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.create_superuser(email="staff@countersign.test", password="x"))
+    return client
+
+
+@pytest.fixture
 def world(db) -> World:
     return World(a=make_side("acme"), b=make_side("globex"))
 

@@ -9,7 +9,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from a2a_endpoint import asyncdb, wire
@@ -136,12 +135,6 @@ def test_a_token_minted_after_an_unknown_prefix_was_tried_works_at_once(agents, 
     # sends none), as another process would write it.
     ApiToken.objects.bulk_create([row])
     result_of(list_tasks(client, token))
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the async reads are PostgreSQL's; on SQLite the endpoint uses the ORM's")
 
 
 def read_async(read=task_read, **scope):

@@ -5,7 +5,6 @@ TURN_MAX_ATTEMPTS times in all; and every line the turn logs names its task and 
 import logging
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
@@ -17,9 +16,6 @@ from tests.llm_stub import LLMStub, call, completion
 from tests.runtime.agent_server import AgentServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-postgres_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="PostgreSQL refuses NUL characters in JSON"
-)
 
 READER = {"provider": "scripted", "script": [{"steps": [{"reply": "Read: {{ files.0.text }}"}]}]}
 
@@ -51,7 +47,7 @@ class CountingFileServer(FileServer):
         handler.do_GET = counted
 
 
-@postgres_only
+@pytest.mark.usefixtures("postgres_only")  # PostgreSQL refuses NUL in JSON
 def test_a_url_part_whose_file_holds_a_nul_byte_fails_the_turn_at_once(agents, settings, caplog):
     settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     Agent.objects.create(
@@ -107,7 +103,7 @@ def byo(agents, settings, monkeypatch):
     server.stop()
 
 
-@postgres_only
+@pytest.mark.usefixtures("postgres_only")  # PostgreSQL refuses NUL in JSON
 def test_an_http_agents_reply_holding_a_nul_character_fails_the_turn_at_once(agents, byo):
     byo.script = [{"action": "reply", "text": "half\u0000way"}] * 3
     task = send(agents.a, "byo", "hello")

@@ -87,6 +87,8 @@ def interaction_open(
         status_ext=with_plan(task, extension),
         also=also,
     )
+    # Notifications (an edge the core does not import) fan the pause out to people; their
+    # receiver only defers that work until this transaction commits: it writes nothing here.
     interaction_opened.send(sender=Interaction, interaction=interaction)
     logger.info("turn paused: %s %s", kind, public_id)
     return interaction

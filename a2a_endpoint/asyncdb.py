@@ -13,6 +13,7 @@ import functools
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from operator import itemgetter
@@ -49,15 +50,11 @@ def _call_releasing(fn, *args, **kwargs):
             connection.close()
 
 
-# Tests that drive the view in-process turn A2A_DB_THREAD_SENSITIVE on, so that the view's
-# queries run on the test's thread and see the test's transaction.
 _DB_EXECUTOR = ThreadPoolExecutor(max_workers=settings.A2A_DB_THREADS, thread_name_prefix="a2a-db")
 
 
-async def db(fn, *args, **kwargs):
-    """Run ``fn`` on the shared database pool (the test's thread in tests) and await it."""
-    if settings.A2A_DB_THREAD_SENSITIVE:
-        return await sync_to_async(_call_releasing, thread_sensitive=True)(fn, *args, **kwargs)
+async def on_the_shared_pool(fn, *args, **kwargs):
+    """Run ``fn`` on the shared database threads, with a connection for that call only."""
     # In a copy of the caller's context (its log fields, its span), as sync_to_async runs it,
     # without asgiref's bookkeeping around each call (half the hop's CPU on the event loop):
     # nothing a database call sets in its context is read back by the view. A caller that
@@ -67,6 +64,22 @@ async def db(fn, *args, **kwargs):
         contextvars.copy_context().run,
         functools.partial(_call_releasing, fn, *args, **kwargs),
     )
+
+
+async def on_the_callers_thread(fn, *args, **kwargs):
+    """Run ``fn`` on the thread that called the view (Django's own way, thread-sensitive)."""
+    return await sync_to_async(_call_releasing, thread_sensitive=True)(fn, *args, **kwargs)
+
+
+# How db() runs a call: on the shared threads. A test that keeps its rows in its own open
+# transaction sees them only from its own thread, and runs its calls there instead
+# (tests/conftest.py puts on_the_callers_thread here): the one thing tests change.
+call_runner: Callable[..., Awaitable] = on_the_shared_pool
+
+
+async def db(fn, *args, **kwargs):
+    """Run ``fn``, a synchronous database call, on the shared threads and await it."""
+    return await call_runner(fn, *args, **kwargs)
 
 
 def _read_state(pk: int) -> str:
@@ -104,8 +117,8 @@ async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
 #
 # The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
 # thread, no ORM compilation. It reads the same row as runtime.kernel.task_selectors.task_for_caller, and
-# builds the same Task (Model.from_db; the turn runtime's columns deferred). Tests that drive the view in-process
-# (A2A_DB_THREAD_SENSITIVE) and SQLite use task_for_caller itself.
+# builds the same Task (Model.from_db; the turn runtime's columns deferred). SQLite, and tests
+# whose rows are in their own transaction (Bridge), use task_for_caller itself.
 
 # Every column but the turn runtime's own (never on the wire, and the largest): those stay
 # deferred on the Task these reads make.
@@ -129,11 +142,14 @@ _pools: dict = {}
 
 
 def async_reads() -> bool:
-    """Whether the endpoint reads tasks on the async pool (PostgreSQL, not in-process tests)."""
-    return (
-        not settings.A2A_DB_THREAD_SENSITIVE
-        and settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
-    )
+    """Whether the endpoint reads tasks on the async pool: once the server has opened it on its
+    event loop (PostgreSQL; pool_open, at the start of the ASGI process). Elsewhere (SQLite, a
+    server run without ASGI's lifespan, Django's test client, which runs each request on an
+    event loop of its own) tasks are read through the ORM."""
+    try:
+        return asyncio.get_running_loop() in _pools
+    except RuntimeError:
+        return False
 
 
 def _conninfo() -> str:
@@ -189,8 +205,17 @@ async def _open_pool() -> AsyncConnectionPool:
     return pool
 
 
+async def pool_open() -> None:
+    """Open the async pool on this event loop (config.asgi, as the server starts; PostgreSQL
+    only): from then on the endpoint reads tasks on it (async_reads). Its connections are made
+    in the background: a database that is not up yet delays the first read, not the start."""
+    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        await _pool()
+
+
 async def _pool() -> AsyncConnectionPool:
-    # One pool per event loop (uvicorn runs one); made on first use, by the first caller.
+    # One pool per event loop: the server's (uvicorn runs one), opened at its start; a direct
+    # caller on a loop of its own (a test) gets one made on first use.
     loop = asyncio.get_running_loop()
     opening = _pools.get(loop)
     if opening is None:

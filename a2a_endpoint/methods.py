@@ -7,7 +7,6 @@ import base64
 import binascii
 import json
 import re
-import weakref
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -76,41 +75,33 @@ def _message_bounds(message: dict) -> None:
         )
 
 
-class _Intake:
-    """At most A2A_INTAKE_CONCURRENCY messages taken in at once (``message_accept``), one
-    semaphore per event loop (each test has a loop of its own).
-
-    Without it a burst of 2,000 new calls queued 2,000 sends on the database threads and
-    kept the event loop busy parsing them: a caller whose task settled meanwhile waited
-    behind the burst for its answer (bench/waiters.py 2000 with the machine loaded: p99
-    2.6 s, the slowest 3.8 s; with it 136 and 443 ms). A waiting call costs nothing until it
-    is let in."""
-
-    def __init__(self) -> None:
-        self._loops: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def __call__(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        semaphore = self._loops.get(loop)
-        if semaphore is None:
-            semaphore = self._loops[loop] = asyncio.Semaphore(
-                max(1, settings.A2A_INTAKE_CONCURRENCY)
-            )
-        return semaphore
+# At most A2A_INTAKE_CONCURRENCY messages taken in at once per web process (message_accept):
+# one semaphore, made as the process starts (config.asgi's lifespan calls intake_open). Without
+# it a burst of 2,000 new calls queued 2,000 sends on the database threads and kept the event
+# loop busy parsing them: a caller whose task settled meanwhile waited behind the burst for its
+# answer (bench/waiters.py 2000 with the machine loaded: p99 2.6 s, the slowest 3.8 s; with it
+# 136 and 443 ms). A waiting call costs nothing until it is let in. A process started without
+# ASGI's lifespan (Django's test client) takes every message in at once.
+_intake: asyncio.Semaphore | None = None
 
 
-_intake = _Intake()
+def intake_open() -> None:
+    """Make the process's intake, on the event loop the server runs (at its start)."""
+    global _intake
+    _intake = asyncio.Semaphore(max(1, settings.A2A_INTAKE_CONCURRENCY))
 
 
 async def message_accept(caller: Caller, params: dict, *, direct: bool = False):
     """SendMessage up to the wait: parse, start or resume the task, register an inline push
     config. Returns (task, configuration or None, historyLength); a2a_endpoint.streams
-    streams from here. At most A2A_INTAKE_CONCURRENCY at once (``_Intake``).
+    streams from here. At most A2A_INTAKE_CONCURRENCY at once (``intake_open``).
 
     ``direct``: a 0.x direct send (seed 004), whose new task is handed to the caller only
     when the answer is a Task (Task.direct); a message with an inline push config asks to
     follow a task, so it is never direct."""
-    async with _intake():
+    if _intake is None:
+        return await _message_accept(caller, params, direct=direct)
+    async with _intake:
         return await _message_accept(caller, params, direct=direct)
 
 

@@ -15,12 +15,10 @@ from urllib.parse import parse_qsl
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import close_old_connections
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from a2a_endpoint import errors, inputs
-from a2a_endpoint.asyncdb import db
 from a2a_endpoint.identity import Caller, identify
 from a2a_endpoint.jsonrpc import (
     dispatch,
@@ -212,6 +210,3 @@ async def endpoint(request, tenant: str, agent: str, route: str = ""):
     except Exception:
         logger.exception("A2A request failed")
         return _error(errors.RpcError(-32603, "Internal error", "INTERNAL"), activated)
-    finally:
-        if settings.A2A_DB_THREAD_SENSITIVE:
-            await db(close_old_connections)

@@ -10,14 +10,12 @@ connection (a2a_endpoint.asyncdb).
 import logging
 
 from django.conf import settings
-from django.db import close_old_connections
 from django.http import HttpResponse, HttpResponseNotModified, JsonResponse
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from a2a_endpoint import dialect03, errors, inputs
-from a2a_endpoint.asyncdb import db
 from a2a_endpoint.card import agent_card, card_etag
 from a2a_endpoint.identity import Caller, identify
 from a2a_endpoint.jsonrpc import (
@@ -110,11 +108,6 @@ async def endpoint(request, tenant: str, agent: str):
         logger.exception("A2A request failed")
         a2a_error(-32603)
         return reply(errors.RpcError(-32603, "Internal error", "INTERNAL").body(request_id))
-    finally:
-        if settings.A2A_DB_THREAD_SENSITIVE:
-            # On the shared pool each call gives its connection back (asyncdb.db); on the
-            # request's own thread (tests) the connection is Django's to close.
-            await db(close_old_connections)
 
 
 @require_GET

@@ -87,14 +87,20 @@ async def lifespan(receive, send) -> None:
 
     At start the process begins listening for task changes (runtime.kernel.wakeups): a burst of
     blocking sends in its first moments then finds the listener connected, and each waits
-    without first reading the state of the task it has just made (announcements_mark).
+    without first reading the state of the task it has just made (announcements_mark). It
+    makes the A2A endpoint's intake (one semaphore for the process, on this event loop:
+    a2a_endpoint.methods.intake_open) and opens its async pool (a2a_endpoint.asyncdb).
     """
+    from a2a_endpoint.asyncdb import pool_open
+    from a2a_endpoint.methods import intake_open
     from runtime.kernel.wakeups import listen_start
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             listen_start()
+            intake_open()
+            await pool_open()
             gc_freeze()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":

@@ -30,6 +30,11 @@ def log_context(**values: object) -> Iterator[None]:
         _context.reset(token)
 
 
+def log_fields() -> dict[str, str]:
+    """The current context's values (to log with them from another thread)."""
+    return dict(_context.get())
+
+
 def bind(**values: object) -> None:
     """Add values to the current context until it ends (for request-scoped code)."""
     _context.set({**_context.get(), **{k: str(v) for k, v in values.items() if v is not None}})

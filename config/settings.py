@@ -430,6 +430,9 @@ TURN_HOLD_MAX_SECONDS = env_int("TURN_HOLD_MAX_SECONDS", CELERY_TASK_TIME_LIMIT)
 # worker waits that long for an answer, then tells the server "cancel". Below the Celery soft
 # time limit, which bounds the whole run on a prefork pool.
 MCP_ELICITATION_TIMEOUT_SECONDS = env_int("MCP_ELICITATION_TIMEOUT_SECONDS", 300)
+# How many runs of a turn may crash (or lose their worker) before it fails for good; an error
+# that can never succeed (data the database refuses, say) fails it at once (runtime.turn.outcomes).
+TURN_MAX_ATTEMPTS = env_int("TURN_MAX_ATTEMPTS", 3)
 
 # What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
 # (runtime.agents.llm.prices). Admins may override a model's price in Django admin.
@@ -465,9 +468,6 @@ A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)
 A2A_INTAKE_CONCURRENCY = env_int("A2A_INTAKE_CONCURRENCY", 2 * A2A_DB_THREADS)
 # Connections of the A2A endpoint's async pool per web process (PostgreSQL): GetTask's read.
 A2A_DB_ASYNC_POOL_SIZE = env_int("A2A_DB_ASYNC_POOL_SIZE", 10)
-# Run them on the request's own thread instead (Django's default); tests that call the view
-# in-process need this to see their transaction.
-A2A_DB_THREAD_SENSITIVE = env_bool("A2A_DB_THREAD_SENSITIVE", False)
 # The largest JSON-RPC request body the A2A endpoint reads.
 A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
 # SSE streams (SendStreamingMessage, SubscribeToTask): a keep-alive comment this often, and

@@ -5,6 +5,7 @@ import uuid
 
 import pytest
 
+from a2a_endpoint import asyncdb
 from runtime.agents.agentfile import AgentSpec, agent_upsert
 from runtime.agents.demo import seed_demo_agents
 from tenants.models import User
@@ -79,17 +80,53 @@ def _celery_queue_of_this_run(settings):
     settings.CELERY_TASK_DEFAULT_QUEUE = INPROC_QUEUE
 
 
+def _rows_in_its_own_transaction(request) -> bool:
+    """Whether the test's rows stay in a transaction of its own (django_db, not transactional)."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (
+        "transactional_db" in request.fixturenames
+        or "live_server" in request.fixturenames
+        or (marker is not None and bool(marker.kwargs.get("transaction", marker.args[:1])))
+    )
+    return not transactional and (marker is not None or "db" in request.fixturenames)
+
+
 @pytest.fixture(autouse=True)
-def _a2a_queries_on_the_test_thread(settings):
-    # The A2A view runs its queries on a shared pool in production (config/asgi.py); driven
-    # in-process by the test client, they must run on the test's thread to see its data.
-    settings.A2A_DB_THREAD_SENSITIVE = True
+def _a2a_db_thread_sensitive(request, monkeypatch):
+    """What was the A2A_DB_THREAD_SENSITIVE setting, now the tests' own (issue 24): the A2A
+    view runs its database calls on the shared threads (a2a_endpoint.asyncdb), and a test
+    that keeps its rows in its own open transaction sees them only from its own thread: its
+    calls run there. Every other test (transactional, live) reaches the database as
+    production does; the async pool's reads are the server's (opened at its start), which
+    the live stack runs and tests/a2a_endpoint/test_hot_path.py reads directly."""
+    if _rows_in_its_own_transaction(request):
+        monkeypatch.setattr(asyncdb, "call_runner", asyncdb.on_the_callers_thread)
 
 
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2's cost is for attackers, not for a test suite that creates dozens of users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def postgres_only():
+    """Skip the test on SQLite: it needs PostgreSQL's row locks across connections, its
+    LISTEN/NOTIFY or its async reads (run it with DATABASE_URL, as CI does)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL): row locks, LISTEN/NOTIFY, async reads")
+
+
+@pytest.fixture
+def staff(db):
+    """A Django test client logged in as platform staff (a superuser)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.create_superuser(email="staff@countersign.test", password="x"))
+    return client
 
 
 @pytest.fixture

@@ -393,11 +393,12 @@ def violations_sql(modules: dict[str, Module]) -> list[str]:
 
 
 # Issue 24: a side effect is called by name, and test switches live in tests.
-GONE = ("LockedFact", "task_event_written")
+GONE = ("LockedFact", "task_event_written", "A2A_DB_THREAD_SENSITIVE")
 
 
 def violations_gone_names(modules: dict[str, Module]) -> list[str]:
-    """``LockedFact`` and ``task_event_written`` are gone from product code."""
+    """``LockedFact``, ``task_event_written`` and ``A2A_DB_THREAD_SENSITIVE`` are gone from
+    product code (and the settings)."""
     return [f"{m.path} names {name}" for m in modules.values() for name in GONE if name in m.names]
 
 
@@ -535,10 +536,14 @@ def test_sql_outside_the_store_is_reported():
 def test_the_names_issue_24_removed_are_reported_wherever_they_come_back():
     tree = made_up(
         **{"runtime.kernel.signals": "task_event_written = Signal()\n"},
+        **{"a2a_endpoint.asyncdb": "if settings.A2A_DB_THREAD_SENSITIVE:\n    pass\n"},
+        **{"config.settings": "X = env_bool('A2A_DB_THREAD_SENSITIVE', False)\n"},
         **{"runtime.turn.runner": "from runtime.kernel.task_state import LockedFact\n"},
     )
     assert violations_gone_names(tree) == [
         "runtime/kernel/signals.py names task_event_written",
+        "a2a_endpoint/asyncdb.py names A2A_DB_THREAD_SENSITIVE",
+        "config/settings.py names A2A_DB_THREAD_SENSITIVE",
         "runtime/turn/runner.py names LockedFact",
     ]
 

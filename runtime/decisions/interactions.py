@@ -80,6 +80,8 @@ def interaction_open(
         status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
         also=also,
     )
+    # Notifications (an edge the core does not import) fan the pause out to people; their
+    # receiver only defers that work until this transaction commits: it writes nothing here.
     interaction_opened.send(sender=Interaction, interaction=interaction)
     logger.info("turn paused: %s %s", kind, public_id)
     return interaction
@@ -149,6 +151,8 @@ def interaction_group_open(
         status_ext=group_pause_ext(task, group_id=group_id, members=rows),
         also=also,
     )
+    # Notifications (an edge the core does not import) fan the pause out to people; their
+    # receiver only defers that work until this transaction commits: it writes nothing here.
     for row in rows:
         interaction_opened.send(sender=Interaction, interaction=row)
     logger.info("turn paused: a group of %s approvals %s", len(rows), group_id)

@@ -37,7 +37,7 @@ STATUS_FIELDS = (
     "history",
     "event_seq",
 )
-LEASE_FIELDS = ("lease_owner", "lease_expires_at")
+LEASE_FIELDS = ("lease_owner", "lease_expires_at", "attempts")
 
 
 class TurnBatch:
@@ -177,9 +177,12 @@ def task_first_event(task: Task) -> TaskEvent:
 
 
 def lease_release(task: Task) -> None:
-    """Free the turn's lease on the row in hand; task_pause and task_end save it."""
+    """Free the turn's lease on the row in hand; task_pause and task_end save it. The run
+    paused or ended: a turn resumed after it is a new run, whose attempts start afresh
+    (runtime.turn.outcomes)."""
     task.lease_owner = ""
     task.lease_expires_at = None
+    task.attempts = 0
 
 
 def task_pause(

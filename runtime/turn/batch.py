@@ -60,6 +60,9 @@ class RunBatch:
         self.worker_id = worker_id
         # The run's copy of the row (tenant and agent joined), from the claim on.
         self.task: Task | None = None
+        # The run's id once its claim has committed (a crash in the claim's block rolls the
+        # claim back with it: runtime.turn.outcomes.turn_crashed counts that attempt).
+        self.run_id: str | None = None
 
     @contextmanager
     def claimed(self) -> Iterator[Task | None]:
@@ -74,6 +77,7 @@ class RunBatch:
             self.task = task
             with self.written(task, writes):
                 yield task
+        self.run_id = task.run_id
 
     @contextmanager
     def locked(self) -> Iterator[Task]:

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config.logging import log_context, log_fields
 from runtime.decisions.decision_models import Effect
 from runtime.kernel.store import task_claim_read, turn_earlier_open
 from runtime.kernel.task_models import (
@@ -150,6 +151,8 @@ class LeaseHold:
     worker_id: str
     since: float = field(default_factory=time.monotonic)
     warned: bool = False
+    # The turn's log context (its task and tenant), for the renewer thread's lines about it.
+    log: dict = field(default_factory=log_fields)
 
 
 class LeaseRenewer:
@@ -223,11 +226,12 @@ class LeaseRenewer:
                 live.append(hold)
             elif not hold.warned:
                 hold.warned = True
-                logger.warning(
-                    "task %s: held for over %ss, its lease is no longer renewed",
-                    hold.task_pk,
-                    limit,
-                )
+                with log_context(**hold.log):
+                    logger.warning(
+                        "task %s: held for over %ss, its lease is no longer renewed",
+                        hold.task_pk,
+                        limit,
+                    )
         renewed = 0
         for i in range(0, len(live), self.BATCH):
             owned = Q()

@@ -39,7 +39,7 @@ from runtime.decisions.interactions import interaction_open
 from runtime.kernel import extensions as ext
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.task_models import Task, TaskState, new_key
-from runtime.kernel.task_state import task_end, task_status_set, with_plan
+from runtime.kernel.task_state import task_status_set
 from runtime.turn.artifacts import artifact_add
 from runtime.turn.batch import Outbound, RunBatch, Step, turn_save
 from runtime.turn.calls import call_continue
@@ -47,6 +47,13 @@ from runtime.turn.claim import LeaseLost, lease_kept, lease_wait
 from runtime.turn.groups import call_or_group_start
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
 from runtime.turn.memory import memory_record, memory_wanted
+from runtime.turn.outcomes import (
+    turn_attempts_max,
+    turn_attempts_spent,
+    turn_crashed,
+    turn_end,
+    turn_log_fields,
+)
 from runtime.turn.transcript import (
     TURN_FIELDS,
     ConnectedApps,
@@ -68,8 +75,10 @@ PLAN_LIMIT = 20
 
 
 def turn_run(*, task_pk: int, worker_id: str) -> None:
-    """Claim and run (or resume) a turn until it pauses, finishes or loses its lease."""
+    """Claim and run (or resume) a turn until it pauses, finishes or loses its lease. A crash
+    is logged and handled here (runtime.turn.outcomes.turn_crashed), never raised."""
     batch = RunBatch(task_pk=task_pk, worker_id=worker_id)
+    observed = None
     with ExitStack() as run:
         try:
             with batch.claimed() as task:
@@ -78,23 +87,37 @@ def turn_run(*, task_pk: int, worker_id: str) -> None:
                 # Every line the turn logs names its task and tenant, a crash's traceback too.
                 run.enter_context(turn_logged(task))
                 observed = run.enter_context(turn_observed(task))
-                runner = TurnRunner(batch, task)
-                # One MCP session per tool server for the whole run, closed when the run
-                # stops (runtime.agents.mcp_sessions); its calls find them on the task.
-                task.tool_sessions = run.enter_context(ToolSessions())
-                waiting = runner.steps(task)
+                if task.attempts > turn_attempts_max():
+                    turn_attempts_spent(task)  # its runs so far all crashed or were lost
+                    waiting = None
+                else:
+                    runner = TurnRunner(batch, task)
+                    # One MCP session per tool server for the whole run, closed when the run
+                    # stops (runtime.agents.mcp_sessions); its calls find them on the task.
+                    task.tool_sessions = run.enter_context(ToolSessions())
+                    waiting = runner.steps(task)
             # Each wait on the network, with no transaction open; then the block that applies
             # its result and goes on until the next wait or the turn's end.
             while waiting is not None:
                 result = runner.wait(waiting)
                 with batch.locked() as task:
                     waiting = runner.steps(task, waiting.then(task, result))
+            observed.state = batch.task.state
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")
-        except Exception:
+            if observed is not None:
+                observed.state = batch.task.state
+        except Exception as exc:
+            if observed is None:  # the claim never read its task
+                run.enter_context(log_context(**turn_log_fields(task_pk)))
+            else:
+                observed.state = "error"
             logger.exception("the turn crashed")
-            raise
-        observed.state = batch.task.state
+            # Not raised to Celery, whose own line would name neither the task nor the tenant.
+            try:
+                turn_crashed(task_pk=task_pk, worker_id=worker_id, run_id=batch.run_id, exc=exc)
+            except Exception:
+                logger.exception("the crash could not be recorded; the sweep retries the turn")
 
 
 def turn_logged(task: Task):
@@ -421,14 +444,4 @@ class TurnRunner:
         return False
 
     def finish(self, task: Task, state: str, text: str = "", message: dict | None = None) -> None:
-        message = message or agent_message(task, text)
-        status_ext = {
-            ext.TELEMETRY: {
-                "steps": task.steps,
-                "tokens": task.tokens,
-                "costUsd": float(task.cost_usd),
-                "traceId": task.trace_id,
-            }
-        }
-        task_end(task, state, message, status_ext=with_plan(task, status_ext), also=TURN_FIELDS)
-        logger.info("turn finished: %s", state)
+        turn_end(task, state, text, message)

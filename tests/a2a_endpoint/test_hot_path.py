@@ -9,10 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
-from a2a_endpoint import wire
+from a2a_endpoint import asyncdb, wire
 from a2a_endpoint.asyncdb import pool_close, task_read, tasks_page_read
 from a2a_endpoint.identity import agent_cache
 from runtime.agents.agent_models import Agent
@@ -65,8 +64,10 @@ def test_the_ttl_is_one_second():
 
 
 def test_a_get_task_with_warm_caches_makes_one_query(
-    agents, client, long_ttl, django_assert_num_queries
+    agents, client, long_ttl, django_assert_num_queries, monkeypatch
 ):
+    # Counted on this thread's connection: the calls run here, not on the shared threads.
+    monkeypatch.setattr(asyncdb, "call_runner", asyncdb.on_the_callers_thread)
     params = {"message": user_message(), "configuration": {"returnImmediately": True}}
     task = task_of(rpc(client, SUPPORT, "SendMessage", params, token=agents.a.token))
     with django_assert_num_queries(1):
@@ -134,12 +135,6 @@ def test_a_token_minted_after_an_unknown_prefix_was_tried_works_at_once(agents, 
     # sends none), as another process would write it.
     ApiToken.objects.bulk_create([row])
     result_of(list_tasks(client, token))
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the async reads are PostgreSQL's; on SQLite the endpoint uses the ORM's")
 
 
 def read_async(read=task_read, **scope):
@@ -227,6 +222,25 @@ def test_list_tasks_async_read_is_the_orm_read(agents, client, postgres_only):
     everything = {"context_id": None, "state": None, "status_after": None, "cursor": None}
     assert tasks_page(**scope, **everything, page_size=2)[1:] == (5, True)
     assert tasks_page(**scope, **everything | {"context_id": "ctx-1"}, page_size=9)[1] == 2
+
+
+@pytest.mark.postgres
+def test_tasks_are_read_on_the_async_pool_once_the_server_has_opened_it(postgres_only):
+    from a2a_endpoint.asyncdb import async_reads, pool_open
+
+    async def served():
+        before = async_reads()
+        await pool_open()  # as config.asgi's lifespan does at the server's start
+        try:
+            return before, async_reads()
+        finally:
+            await pool_close()
+
+    async def elsewhere():  # Django's test client: an event loop of each request's own
+        return async_reads()
+
+    assert asyncio.run(served()) == (False, True)
+    assert asyncio.run(elsewhere()) is False
 
 
 # --- against the live stack (uvicorn in another process, config/asgi.py) --------------------

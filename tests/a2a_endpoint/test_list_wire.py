@@ -10,7 +10,6 @@ from unittest import mock
 
 import orjson
 import pytest
-from django.db import connection
 
 from a2a_endpoint import wire
 from a2a_endpoint.asyncdb import pool_close, tasks_page_read
@@ -70,12 +69,6 @@ OPTIONS = {
     "include_artifacts": [False, True],
     "files_base": ["", "https://gw.example/a2a/acme/support/files/"],
 }
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the stored-text page is PostgreSQL's; on SQLite the endpoint uses the ORM's")
 
 
 def page_read(cursor=None, **scope):

@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from django.db import connection
 
 from a2a_endpoint.wire03 import state_out
 from runtime.kernel.task_models import TaskEvent, TaskState
@@ -21,13 +20,8 @@ from tenants.models import Tenant
 from tests.a2a_endpoint.receiver import Receiver
 from tests.live import LiveStack, wait_until
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="the race is PostgreSQL's: a locked read waits for the config's transaction",
-    ),
-]
+# The race is PostgreSQL's: a locked read waits for the config's transaction.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("postgres_only")]
 
 SUPPORT_TEXT = "How do I reset my password?"
 DEPLOY_TEXT = "deploy build 2026.10.06-1 to staging"

@@ -6,7 +6,7 @@ import threading
 from http import HTTPStatus
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 from django.test import Client
 from django.urls import reverse
 
@@ -29,12 +29,6 @@ def bulk_post(client, **data):
     if data.get("decision") == "approve":
         data.setdefault("confirmed", "1")
     return client.post(reverse("approvals:inbox_bulk"), data)
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the race needs PostgreSQL's row locks across connections (DATABASE_URL)")
 
 
 @pytest.mark.postgres

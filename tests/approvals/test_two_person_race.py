@@ -5,7 +5,7 @@ count, the task resumes once, and the tool is sent once."""
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.approvers import Decider
@@ -16,12 +16,6 @@ from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, flow_answer, run
 
 DECIDERS = 20
 ROUNDS = 3
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the race needs PostgreSQL's row locks across connections (DATABASE_URL)")
 
 
 def decide(index, interaction, barrier, outcomes):

@@ -7,19 +7,10 @@ from django.test import Client
 from connections.demo import seed_demo_apps
 from connections.models import App, Connection, ConnectionAuditEvent
 from connections.services import connection_connect_token
-from tenants.models import User
 
 pytestmark = pytest.mark.django_db
 
 TOKEN = "ghp_AdminMustNeverSeeThis0123456789"
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    user = User.objects.create_superuser(email="staff@countersign.test", password="x")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_connection_admin_lists_who_and_when_and_never_the_secret(world, github, staff):

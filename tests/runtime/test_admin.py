@@ -2,20 +2,11 @@ import json
 from http import HTTPStatus
 
 import pytest
-from django.test import Client
 
 from runtime.agents.agent_models import Agent
-from tenants.models import User
 from tests.admin_pages import form_data
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser(email="staff@countersign.test", password="x"))
-    return client
 
 
 def test_staff_edit_an_agent_in_admin(demo, staff):

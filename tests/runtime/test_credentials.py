@@ -5,24 +5,16 @@ from http import HTTPStatus
 
 import pytest
 from django.db import connection
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from runtime.agents.agent_models import Credential
 from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
 from runtime.kernel.task_models import AuditEvent
-from tenants.models import User
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "sk-test-0123456789abcdefghijklmnopqrstuvwxyz-WXYZ"
 OTHER_SECRET = "sk-other-9876543210zyxwvutsrqponmlkjihgfedcba-LMNO"
-
-
-@pytest.fixture
-def staff() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser(email="staff@countersign.test", password="x"))
-    return client
 
 
 @pytest.fixture(autouse=True)

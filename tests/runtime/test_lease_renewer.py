@@ -65,12 +65,27 @@ def test_one_update_renews_every_lease_still_held_by_its_worker(
     assert lease_renewer.held() == []
 
 
-def test_a_wait_held_past_its_limit_is_no_longer_renewed(agents, make_agent, settings):
+def test_a_wait_held_past_its_limit_is_no_longer_renewed(agents, make_agent, settings, caplog):
+    import logging
+
+    from config.logging import log_context
+
     (task,) = claimed_tasks(agents, make_agent, 1)
     expire_soon([task])
     settings.TURN_HOLD_MAX_SECONDS = 0
-    with lease_kept(task_pk=task.pk, worker_id=task.lease_owner):
-        assert lease_renewer.renew() == 0
+    renewed = []
+    with (
+        log_context(task_id=task.public_id, tenant="acme"),  # as the turn's run has
+        lease_kept(task_pk=task.pk, worker_id=task.lease_owner),
+        caplog.at_level(logging.WARNING, logger="runtime.turn.claim"),
+    ):
+        # The renewer's own thread (no log context of its own) says so, naming the turn.
+        renewer = threading.Thread(target=lambda: renewed.append(lease_renewer.renew()))
+        renewer.start()
+        renewer.join(10)
+    assert renewed == [0]
+    [warned] = [r for r in caplog.records if "no longer renewed" in r.getMessage()]
+    assert (warned.task_id, warned.tenant) == (task.public_id, "acme")
     settings.TURN_HOLD_MAX_SECONDS = 600
     with lease_kept(task_pk=task.pk, worker_id=task.lease_owner):
         assert lease_renewer.renew() == 1

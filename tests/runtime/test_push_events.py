@@ -17,10 +17,6 @@ from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.receiver import Receiver
 from tests.core import send
 
-postgres_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="PostgreSQL's row locks and snapshots"
-)
-
 
 @pytest.fixture
 def pushing(agents, settings):
@@ -55,7 +51,7 @@ def waiting_for_a_lock() -> bool:
         return cursor.fetchone()[0] > 0
 
 
-@postgres_only
+@pytest.mark.usefixtures("postgres_only")  # its row locks and snapshots
 @pytest.mark.django_db(transaction=True)
 def test_a_config_committed_while_the_worker_waits_for_the_task_lock_gets_every_event(pushing):
     # The message's inline config is made under the task's row lock while the worker's claim

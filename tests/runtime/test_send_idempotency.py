@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from runtime.agents.agent_models import Agent
 from runtime.kernel.task_models import Context, Task, TaskEvent
@@ -14,12 +14,6 @@ COPIES = 200
 # Each thread has its own connection; PostgreSQL's default max_connections (100) is shared
 # with the test database's own and other suites, so 40 threads send 5 copies each.
 THREADS = 40
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the race needs PostgreSQL's row locks across connections (DATABASE_URL)")
 
 
 def _send(side, agent, sent: dict, barrier: threading.Barrier, outcomes: list):

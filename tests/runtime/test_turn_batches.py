@@ -14,12 +14,8 @@ from runtime.turn.claim import LeaseLost
 from runtime.turn.runner import turn_run
 from tests.core import decide, open_interaction, send, start
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        connection.vendor != "postgresql", reason="row locks seen from another connection"
-    ),
-]
+# Row locks seen from another connection: PostgreSQL's.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("postgres_only")]
 
 
 def row_locked(task_pk: int) -> bool:

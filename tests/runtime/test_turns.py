@@ -269,7 +269,8 @@ def test_a_turn_that_crashes_logs_it_with_its_task_and_tenant(
             raise RuntimeError("a bug in a provider")
 
     monkeypatch.setattr("runtime.turn.runner.model_for", lambda agent: Broken())
-    with caplog.at_level(logging.ERROR, logger="runtime.turn.runner"), pytest.raises(RuntimeError):
+    # Handled, not raised: Celery's own line about it would name neither task nor tenant.
+    with caplog.at_level(logging.ERROR, logger="runtime.turn.runner"):
         turn_run(task_pk=task.pk, worker_id="w1")
     crashed = [r for r in caplog.records if r.getMessage() == "the turn crashed"]
     assert crashed and crashed[0].exc_info is not None

@@ -1,20 +1,11 @@
 from http import HTTPStatus
 
 import pytest
-from django.test import Client
 
 from tenants.models import ApiToken, Membership, User
 from tenants.tokens import authenticate_bearer
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    user = User.objects.create_superuser(email="staff@countersign.test", password="x")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_creating_a_token_shows_the_plaintext_once_and_never_again(world, staff):

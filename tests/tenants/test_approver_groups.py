@@ -3,19 +3,10 @@
 from http import HTTPStatus
 
 import pytest
-from django.test import Client
 
-from tenants.models import ApproverGroup, Membership, User
+from tenants.models import ApproverGroup, Membership
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    user = User.objects.create_superuser(email="staff@countersign.test", password="x")
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_staff_make_a_group_of_the_tenants_members(world, staff):

@@ -15,12 +15,6 @@ from runtime.kernel.task_models import SETTLED_STATES, TaskState
 TASK_PK = 987_654_321
 
 
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("wake-ups are PostgreSQL's LISTEN/NOTIFY (DATABASE_URL)")
-
-
 def test_announcements_give_the_last_state_after_a_mark():
     heard = notify.Announcements(size=10)
     heard.record(1, TaskState.WORKING)

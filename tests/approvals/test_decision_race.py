@@ -4,7 +4,7 @@ import threading
 import uuid
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Interaction
@@ -16,12 +16,6 @@ from tests.core import flow_answer, run
 
 DECIDERS = 50
 ROUNDS = 10
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the race needs PostgreSQL's row locks across connections (DATABASE_URL)")
 
 
 def decide(index: int, interaction: Interaction, side, barrier: threading.Barrier, outcomes):

@@ -6,7 +6,7 @@ gets exactly one decision, and the turn resumes once, when the last call has its
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.approvers import Decider
@@ -21,12 +21,6 @@ from tests.groups import held_group, model_stub, planner
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 ROUNDS = 8
-
-
-@pytest.fixture
-def postgres_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("the race needs PostgreSQL's row locks across connections (DATABASE_URL)")
 
 
 @pytest.fixture

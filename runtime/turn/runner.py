@@ -44,6 +44,7 @@ from runtime.turn.batch import Outbound, RunBatch, Step, turn_save
 from runtime.turn.calls import call_continue, call_start
 from runtime.turn.claim import LeaseLost, lease_kept, lease_wait
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
+from runtime.turn.live_output import LiveReply, live_asked, live_reply
 from runtime.turn.memory import memory_record, memory_wanted
 from runtime.turn.transcript import (
     TURN_FIELDS,
@@ -167,12 +168,16 @@ class TurnRunner:
         if self.in_process:
             return self.model_replied(task, self.model_asked(view))
         # A hosted model's call is network I/O (and may be retried with backoff): asked with
-        # the steps so far committed, outside any lock.
-        return Outbound(call=lambda: self.model_asked(view), then=self.model_replied)
+        # the steps so far committed, outside any lock; streamed when the turn's caller
+        # streams (live output).
+        live = live_reply(task, self.model)
+        return Outbound(call=lambda: self.model_asked(view, live), then=self.model_replied)
 
-    def model_asked(self, view):
+    def model_asked(self, view, live: LiveReply | None = None):
         """The model's next action, or the AgentError or ModelError that it raised."""
         try:
+            if live is not None:
+                return live_asked(self.model, view, live)
             return self.model.next_action(view)
         except (AgentError, ModelError) as exc:
             return exc

@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from config.metrics import A2A_WAITERS
 from runtime.kernel.errors import TaskNotFound
-from runtime.kernel.task_models import ANONYMOUS, SETTLED_STATES, Task
+from runtime.kernel.task_models import ANONYMOUS, SETTLED_STATES, TURN_RUNTIME_FIELDS, Task
 from runtime.kernel.wakeups import Mark, wait_for_state
 
 
@@ -109,8 +109,7 @@ async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
 
 # Every column but the turn runtime's own (never on the wire, and the largest): those stay
 # deferred on the Task these reads make.
-_TASK_RUNTIME_ONLY = {"transcript", "runs", "plan"}
-_TASK_FIELDS = [f for f in Task._meta.concrete_fields if f.name not in _TASK_RUNTIME_ONLY]
+_TASK_FIELDS = [f for f in Task._meta.concrete_fields if f.name not in TURN_RUNTIME_FIELDS]
 _TASK_COLUMNS = [f.column for f in _TASK_FIELDS]
 _TASK_ATTNAMES = [f.attname for f in _TASK_FIELDS]
 _TASK_TABLE = f'"{Task._meta.db_table}"'

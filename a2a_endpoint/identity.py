@@ -37,11 +37,15 @@ class Caller:
         subject: str,
         activated: frozenset,
         base_url: str | Callable[[], str] = "",
+        address: str = "",
     ):
         self.agent = agent
         self.tenant = agent.tenant
         self.subject = subject
         self.activated = activated
+        # The peer's address (the proxy's, behind one): what tells anonymous callers apart
+        # where they must be (the stream limit, a2a_endpoint.streams).
+        self.address = address
         # The A2A version the caller speaks: "1.0", or "0.3" (a2a_endpoint.dialect03).
         self.dialect = "1.0"
         self._base_url = base_url
@@ -53,6 +57,14 @@ class Caller:
         callable for that."""
         base_url = self._base_url() if callable(self._base_url) else self._base_url
         return files.files_base(base_url, self.agent.tenant.slug, self.agent.slug)
+
+    @property
+    def limit_key(self) -> tuple:
+        """Whose share of a per-caller limit this caller takes: its subject, or for callers
+        without a token (one subject for all of them) its address as well."""
+        if self.subject == ANONYMOUS:
+            return (self.tenant.pk, self.subject, self.address)
+        return (self.tenant.pk, self.subject)
 
     @property
     def scope(self) -> dict:

@@ -19,6 +19,7 @@ import logging
 import re
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import response_for_exception
@@ -47,6 +48,30 @@ REST_PATHS = re.compile(
 
 def _no_view(request):  # the middleware below are used for their hooks only
     raise AssertionError("not called")
+
+
+class StreamStalled(Exception):
+    """A stream's write waited too long for its client to read."""
+
+
+def _write_bounded(send, seconds: float):
+    async def bounded(message):
+        try:
+            await asyncio.wait_for(send(message), seconds)
+        except TimeoutError:
+            raise StreamStalled from None
+
+    return bounded
+
+
+def _connection_abort(send) -> None:
+    """Drop the connection with what is still buffered for it. Closing it would wait for the
+    client to read that first, which this one never does; ASGI has no abort, so this reaches
+    the server's transport where it can (uvicorn's ``send`` is its request cycle's method),
+    and otherwise the server closes the connection once the response ends unfinished."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is not None and hasattr(transport, "abort"):
+        transport.abort()
 
 
 class LeanA2AHandler(ASGIHandler):
@@ -131,4 +156,16 @@ class LeanA2AHandler(ASGIHandler):
             response = hook.process_response(request, response)
         if not response.streaming and not response.has_header("Content-Length"):
             response.headers["Content-Length"] = str(len(response.content))
-        await self.send_response(response, send)
+        if not response.streaming:
+            await self.send_response(response, send)
+            return
+        # A stream's client must read: a write that waits A2A_STREAM_WRITE_TIMEOUT_SECONDS
+        # for it (the socket's buffers are full) ends the stream and drops the connection,
+        # so that a client that never reads holds neither the frame it was sent nor a slot.
+        seconds = settings.A2A_STREAM_WRITE_TIMEOUT_SECONDS
+        try:
+            # Ending it closes the stream's generator, which gives its slot back.
+            await self.send_response(response, _write_bounded(send, seconds))
+        except StreamStalled:
+            logger.warning("A2A stream dropped: its client read nothing for %ss", seconds)
+            _connection_abort(send)

@@ -9,13 +9,23 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
+from a2a_endpoint import dialect03
 from a2a_endpoint.jsonrpc import STREAMING_METHODS
 from a2a_endpoint.methods import HANDLERS
 from config import metrics
 from config.tracing import request_span
 from runtime.kernel.push.push_models import PushDelivery
 
-KNOWN_METHODS = frozenset(HANDLERS) | frozenset(STREAMING_METHODS) | {"GetExtendedAgentCard"}
+# The methods of both dialects, each by its own name (message/send is not SendMessage: a
+# dashboard tells the 0.3 callers apart).
+KNOWN_METHODS = (
+    frozenset(HANDLERS)
+    | frozenset(STREAMING_METHODS)
+    | {"GetExtendedAgentCard"}
+    | frozenset(dialect03.HANDLERS)
+    | frozenset(dialect03.STREAMING_METHODS)
+    | {"agent/getAuthenticatedExtendedCard"}
+)
 
 
 @dataclass

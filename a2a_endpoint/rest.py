@@ -196,6 +196,7 @@ async def endpoint(request, tenant: str, agent: str, route: str = ""):
             subject,
             activated,
             lambda: settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
+            address=request.META.get("REMOTE_ADDR") or "",
         )
         params = _params(request, method, path_params)
         if method in STREAMING:

@@ -32,6 +32,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
 
 from a2a import types as a2a
 from django.conf import settings
@@ -47,7 +48,14 @@ from config.logging import bind
 from runtime.kernel.errors import TaskNotCancelable
 from runtime.kernel.live_channel import LiveText
 from runtime.kernel.presence import stream_alive, stream_attach, stream_detach
-from runtime.kernel.task_models import SETTLED_STATES, TERMINAL_STATES, Task, TaskEvent, TaskState
+from runtime.kernel.task_models import (
+    SETTLED_STATES,
+    TERMINAL_STATES,
+    TURN_RUNTIME_FIELDS,
+    Task,
+    TaskEvent,
+    TaskState,
+)
 from runtime.kernel.task_selectors import task_for_caller
 from runtime.kernel.wakeups import (
     SQLITE_POLL_SECONDS,
@@ -88,7 +96,9 @@ class _Registry:
             if self.total >= settings.A2A_STREAMS_PER_PROCESS:
                 raise too_many_streams("process", settings.A2A_STREAMS_PER_PROCESS)
             if self.per_token[key] >= settings.A2A_STREAMS_PER_TOKEN:
-                raise too_many_streams("token", settings.A2A_STREAMS_PER_TOKEN)
+                # Per token's subject; callers without a token, per address (Caller.limit_key).
+                scope = "address" if len(key) > 2 else "token"
+                raise too_many_streams(scope, settings.A2A_STREAMS_PER_TOKEN)
             self.per_token[key] += 1
             self.total += 1
         return Slot(self, key)
@@ -190,7 +200,50 @@ def _shutdown_hooks_install() -> None:
 
 
 def _task_load(pk: int) -> Task:
-    return Task.objects.select_related("tenant").get(pk=pk)
+    """The task as its first frame shows it: never the turn runtime's own columns (the
+    transcript is often the largest), which no stream reads."""
+    return Task.objects.select_related("tenant").defer(*TURN_RUNTIME_FIELDS).get(pk=pk)
+
+
+@dataclass(frozen=True)
+class _Glance:
+    """What a stream keeps of its task between frames (not the task: a stream that lives for
+    hours would hold its history and artifacts all along, 19 MB for a 3 MB task)."""
+
+    pk: int
+    tenant_id: int
+    public_id: str
+    subject: str
+    state: str
+    reply_message: dict | None = None
+    # Its last event's seq as last read, and its contextId (live output's frames name it).
+    event_seq: int = 0
+    wire_context_id: str = ""
+
+    @classmethod
+    def of(cls, task: Task) -> "_Glance":
+        return cls(
+            task.pk,
+            task.tenant_id,
+            task.public_id,
+            task.subject,
+            task.state,
+            event_seq=task.event_seq,
+            wire_context_id=task.wire_context_id,
+        )
+
+
+def _glance_load(glance: "_Glance") -> "_Glance":
+    """The task's state now (and a direct reply's Message once it is settled), one small read."""
+    state, reply, event_seq = (
+        Task.objects.filter(pk=glance.pk).values_list("state", "reply_message", "event_seq").get()
+    )
+    return replace(
+        glance,
+        state=state,
+        reply_message=reply if state in SETTLED_STATES else None,
+        event_seq=event_seq,
+    )
 
 
 def _task_wire(caller: Caller, task: Task, history_length: int | None) -> dict:
@@ -213,7 +266,7 @@ def _artifact_flags(result: dict) -> dict:
 
 
 def _events_after(
-    caller: Caller, task: Task, seq: int, upto: int | None = None
+    caller: Caller, task: "_Glance", seq: int, upto: int | None = None
 ) -> list[tuple[int, str, str, dict]]:
     """The task's events after ``seq`` (up to ``upto``, when given): (seq, kind, state,
     StreamResponse for this caller)."""
@@ -334,21 +387,26 @@ class _Stream:
         try:
             async with task_watch(task.pk) as queue:
                 self.slot.watch(queue, task.pk)
-                accepted = task
-                task = await db(_task_load, task.pk)
                 next_keepalive = time.monotonic() + keepalive
                 # The Task, then the events after it, from its event_seq. A send's stream
                 # starts from the task as the message left it, whatever the worker has done
                 # since: its caller sees every update of the turn, down to the one that ends
                 # it, however soon that came. A subscriber's starts from the task as it is now.
-                start = accepted if sending else task
-                first = await db(_task_wire, caller, start, history_length)
-                first_state, seq, latest = start.state, start.event_seq, task
+                start = task if sending else await db(_task_load, task.pk)
+                first = self.frame({"task": await db(_task_wire, caller, start, history_length)})
+                first_state, seq = start.state, start.event_seq
+                # From here on the stream holds its first frame until it is written, and a
+                # glance of the task: no Task row (its history, artifacts, transcript).
+                task = latest = _Glance.of(start)
+                start = None
                 # What to write after the first event, in order: the events up to the task as
-                # read above (announced before this stream listened), then what the queue
-                # brings.
+                # read once this stream listened (announced before it did), then what the
+                # queue brings.
                 items: list = [Announced(task.state, task.event_seq)]
                 if sending:
+                    # Where the turn is now: a fast worker may have answered already.
+                    latest = await db(_glance_load, task)
+                    items = [Announced(latest.state, latest.event_seq)]
                     # Hold the first event while the turn has only started: a direct reply
                     # is a Message, and a stream is either one Message or a Task's events.
                     hold_until = time.monotonic() + settings.A2A_STREAM_FIRST_EVENT_MS / 1000
@@ -362,13 +420,14 @@ class _Stream:
                         if any(isinstance(item, LiveText) for item in woken):
                             break  # the model is writing a reply: a task's (never direct)
                         events = await db(_events_after, caller, task, seq)
-                        latest = await db(_task_load, task.pk)
+                        latest = await db(_glance_load, latest)
                         if _informative(events):
                             break
                     if latest.reply_message and latest.state in TERMINAL_STATES:
                         yield self.frame({"message": latest.reply_message})
                         return
-                yield self.frame({"task": first})
+                yield first
+                first = None
                 # A send's stream ends at the pause its turn reached; a subscriber to a task
                 # waiting for input is watching for what follows the answer (the conformance
                 # kit's STREAM-SUB-002): its stream stays open until the next closing state.
@@ -415,7 +474,7 @@ class _Stream:
             async with task_watch(task.pk) as queue:
                 self.slot.watch(queue, task.pk)
                 next_keepalive = time.monotonic() + keepalive
-                latest = await db(_task_load, task.pk)
+                latest = await db(_glance_load, _Glance.of(task))
                 seq = latest.event_seq
                 while latest.state not in SETTLED_STATES:
                     if time.monotonic() >= next_keepalive:
@@ -436,20 +495,22 @@ class _Stream:
                             if message is not None:
                                 yield self.frame({"message": message})
                         elif not isinstance(item, Announced) or item.seq is None:
-                            latest = await db(_task_load, latest.pk)
+                            latest = await db(_glance_load, latest)
                         elif item.state in SETTLED_STATES:
                             # Settled as announced: the live text sent before it is written.
-                            latest = await db(_task_load, latest.pk)
+                            latest = await db(_glance_load, latest)
                             break
                         else:
                             seq = max(seq, item.seq)
-                reply = direct_reply(latest) if latest.state in SETTLED_STATES else None
+                # The settled task, read once (its turn runtime's columns left out).
+                settled = await db(_task_load, task.pk)
+                reply = direct_reply(settled) if settled.state in SETTLED_STATES else None
                 answered = True
                 if reply is not None:
                     yield self.frame({"message": reply})
                     return
-                await db(task_hand_out, task=latest)
-                yield self.frame({"task": await db(_task_wire, caller, latest, history_length)})
+                await db(task_hand_out, task=settled)
+                yield self.frame({"task": await db(_task_wire, caller, settled, history_length)})
         except Exception:
             logger.exception("A2A stream failed")
             yield self.error_frame(errors.RpcError(-32603, "Internal error", "INTERNAL"))
@@ -512,7 +573,7 @@ async def _subscribe_task(caller: Caller, params: dict) -> Task:
     request = wire.parse(params, a2a.SubscribeToTaskRequest)
     if not request.id:
         raise errors.invalid_params("id", "is required")
-    task = await db(task_for_caller, **caller.scope, task_id=request.id)
+    task = await db(task_for_caller, **caller.scope, task_id=request.id, wire_only=True)
     if task.is_terminal:
         raise errors.unsupported(
             f"Task {task.public_id} is {task.get_state_display()}; a terminal task has no more "
@@ -541,7 +602,7 @@ async def stream_open(
     ends; ``direct`` (a 0.x message/stream that starts a turn) streams as _Stream.run_direct;
     without ``envelope`` each event is the bare StreamResponse (HTTP+JSON, a2a_endpoint.rest)."""
     params = _params(params)
-    slot = REGISTRY.take((caller.tenant.pk, caller.subject))
+    slot = REGISTRY.take(caller.limit_key)
     try:
         if method == "SendStreamingMessage":
             task, _configuration, history_length, _queued = await message_accept(

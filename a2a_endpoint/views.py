@@ -80,6 +80,7 @@ async def endpoint(request, tenant: str, agent: str):
             subject,
             activated,
             lambda: settings.PUBLIC_BASE_URL or f"{request.scheme}://{request.get_host()}",
+            address=request.META.get("REMOTE_ADDR") or "",
         )
         if legacy:
             caller.dialect = "0.3"

@@ -40,14 +40,35 @@ def dotenv_load(path: Path | str | None = None) -> Path | None:
         if match is None:
             raise ImproperlyConfigured(f"{path}:{number}: not a NAME=value line.")
         name, value = match.group(1), match.group(2).strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        else:
-            value = re.split(r"\s+#", value, maxsplit=1)[0].rstrip()
-        values[name] = value
+        try:
+            values[name] = _dotenv_value(value)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{path}:{number}: {exc}") from None
     for name, value in values.items():
         os.environ.setdefault(name, value)
     return path
+
+
+def _dotenv_value(text: str) -> str:
+    """A value as written after ``NAME=``: quoted ('...' as it is; "..." with \\" and \\\\)
+    and then nothing but an optional ``# comment``, or unquoted up to a `` #`` comment."""
+    if not text or text[0] not in "'\"":
+        return re.split(r"\s+#", text, maxsplit=1)[0].rstrip()
+    quote, out, i = text[0], [], 1
+    while i < len(text):
+        char = text[i]
+        if quote == '"' and char == "\\" and i + 1 < len(text) and text[i + 1] in '"\\':
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if char == quote:
+            rest = text[i + 1 :].strip()
+            if rest and not rest.startswith("#"):
+                raise ValueError(f"text after the closing quote: {rest!r}")
+            return "".join(out)
+        out.append(char)
+        i += 1
+    raise ValueError(f"the value's {quote} quote is not closed")
 
 
 _TRUE = {"1", "true", "yes", "on"}

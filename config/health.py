@@ -8,9 +8,16 @@ the Celery broker, and the migration plan (every migration applied). 200 with
 ``{"status": "ok", "checks": {...}}`` when all pass; 503 with the same shape, ``"status":
 "fail"`` and each failed check's ``error`` (the exception's class; the detail goes to the
 log, since this page is public) or, for migrations, the unapplied ones.
+
+The page is open (probes and load balancers call it without credentials), so what it costs
+is bounded: an answer is reused for READY_CACHE_SECONDS by every caller of the process (a
+flood of /readyz runs the checks once a second, not once a call: they took ~10 ms of CPU,
+the migration plan most of it), and a migration plan found complete is trusted for
+MIGRATIONS_CACHE_SECONDS (a process's migrations change only with its code).
 """
 
 import logging
+import threading
 import time
 
 from django.conf import settings
@@ -23,6 +30,18 @@ from django.views.decorators.http import require_GET
 logger = logging.getLogger(__name__)
 
 BROKER_TIMEOUT_SECONDS = 2
+READY_CACHE_SECONDS = 1.0
+MIGRATIONS_CACHE_SECONDS = 60.0
+# The clock of the caches (tests move it).
+clock = time.monotonic
+_cache: dict = {}
+_cache_lock = threading.Lock()
+
+
+def readiness_forget() -> None:
+    """Drop the cached answer and migration plan (the next call checks everything)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 @require_GET
@@ -84,17 +103,41 @@ def migrations_check() -> dict:
 CHECKS = {"database": database_check, "broker": broker_check, "migrations": migrations_check}
 
 
-@require_GET
-@never_cache
-def readyz(request):
+def _checks_run(now: float) -> dict:
     checks = {}
     for name, check in CHECKS.items():
         if name == "migrations" and not checks["database"]["ok"]:
             checks[name] = {"ok": False, "error": "database unavailable", "ms": 0.0}
             continue
+        if name == "migrations" and _cache.get("migrations_ok_until", 0.0) > now:
+            checks[name] = {"ok": True, "ms": 0.0, "cached": True}
+            continue
         checks[name] = _timed(check)
-    ok = all(check["ok"] for check in checks.values())
-    body = {"status": "ok" if ok else "fail", "checks": checks}
-    if not ok:
-        body["failed"] = [name for name, check in checks.items() if not check["ok"]]
-    return JsonResponse(body, status=200 if ok else 503)
+        if name == "migrations" and checks[name]["ok"]:
+            _cache["migrations_ok_until"] = now + MIGRATIONS_CACHE_SECONDS
+    return checks
+
+
+def readiness() -> tuple[dict, int]:
+    """The readiness answer (body, status), checked at most once per READY_CACHE_SECONDS:
+    callers meanwhile wait for the one check in flight and share its answer."""
+    with _cache_lock:
+        now = clock()
+        answer = _cache.get("answer")
+        if answer is not None and now < _cache["answer_until"]:
+            return answer
+        checks = _checks_run(now)
+        ok = all(check["ok"] for check in checks.values())
+        body = {"status": "ok" if ok else "fail", "checks": checks}
+        if not ok:
+            body["failed"] = [name for name, check in checks.items() if not check["ok"]]
+        answer = (body, 200 if ok else 503)
+        _cache.update(answer=answer, answer_until=now + READY_CACHE_SECONDS)
+        return answer
+
+
+@require_GET
+@never_cache
+def readyz(request):
+    body, status = readiness()
+    return JsonResponse(body, status=status)

@@ -8,6 +8,7 @@ for a task id finds its lines in both processes.
 import contextvars
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -53,6 +54,32 @@ class ForbiddenOneLine(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+# Characters that end or rewrite a line in a terminal or a log file.
+_LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n``, ``\\x1b``): a value a caller
+    chose (a token's subject, a message's text) never starts a log line of its own."""
+    return _LINE_BREAKING.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
+class TextFormatter(logging.Formatter):
+    """The key=value text lines: the message and the context fields one line each (a
+    traceback still follows on lines of its own)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        names = ("message", *_FIELDS)
+        saved = {name: record.__dict__.get(name) for name in names}
+        try:
+            for name, value in saved.items():
+                if isinstance(value, str) and _LINE_BREAKING.search(value):
+                    record.__dict__[name] = one_line(value)
+            return super().formatMessage(record)
+        finally:
+            record.__dict__.update(saved)
 
 
 class JsonFormatter(logging.Formatter):

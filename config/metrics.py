@@ -81,6 +81,12 @@ DECISIONS = Counter(
     "recorded: one approval of several).",
     ["channel", "outcome"],
 )
+NOTIFICATIONS = Counter(
+    "countersign_notifications",
+    "Notification attempts by channel kind (email, slack, webhook) and outcome: sent, "
+    "failed (tried again later) or gave_up (failed for good).",
+    ["kind", "outcome"],
+)
 
 # name -> a function returning the families it reads (from the database) at scrape time.
 _collectors: dict[str, Callable[[], Iterable[Metric]]] = {}

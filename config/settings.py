@@ -39,6 +39,12 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Earlier SECRET_KEYs, comma-separated (or SECRET_KEY_FALLBACKS_FILE), still accepted for
+# what they signed (sessions, password reset and invitation links, file download links)
+# while SECRET_KEY takes over: the rotation README "Running in production" describes.
+SECRET_KEY_FALLBACKS = [
+    key.strip() for key in env_secret("SECRET_KEY_FALLBACKS").split(",") if key.strip()
+]
 ALLOWED_HOSTS = env_list(
     "ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"] if DEBUG else []
 )
@@ -336,11 +342,12 @@ DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD") or DEMO_OPERATOR_P
 # The keys that encrypt stored secrets at rest (connections/crypto.py: Fernet, key derived by
 # HKDF). Any long random strings, comma-separated: the first encrypts, all decrypt, so a new
 # key goes first and `manage.py rotate_secrets` re-encrypts everything under it before the
-# old one is dropped. Defaults to SECRET_KEY; set it on its own in production.
-# SECRET_KEY is one key as it is (it may hold a comma); the setting is a list.
+# old one is dropped. Defaults to SECRET_KEY, then its fallbacks (so that a rotated
+# SECRET_KEY still reads what the old one encrypted until rotate_secrets has run); set it on
+# its own in production. SECRET_KEY is one key as it is (it may hold a comma).
 CONNECTIONS_ENCRYPTION_KEY = [
     key.strip() for key in env_secret("CONNECTIONS_ENCRYPTION_KEY").split(",") if key.strip()
-] or [SECRET_KEY]
+] or [SECRET_KEY, *SECRET_KEY_FALLBACKS]
 # How long an operator has to finish an OAuth2 connect at the provider, in seconds.
 CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 
@@ -362,7 +369,9 @@ LOGGING = {
     },
     "formatters": {
         "text": {
-            "format": "%(asctime)s %(levelname)s %(name)s [%(process)d] "
+            # One line per record: control characters in a value are written escaped.
+            "()": "config.logging.TextFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s [%(process)d] "
             "task=%(task_id)s tenant=%(tenant)s subject=%(subject)s trace=%(trace_id)s %(message)s",
         },
         "json": {"()": "config.logging.JsonFormatter"},
@@ -436,6 +445,9 @@ CREDENTIAL_ENV_NAMES = env_list("CREDENTIAL_ENV_NAMES", ["OPENAI_API_KEY"])
 # times in all, with exponential backoff from MODEL_RETRY_BASE_SECONDS (or Retry-After).
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
 MODEL_TIMEOUT_SECONDS = env_int("MODEL_TIMEOUT_SECONDS", 120)
+# The largest reply of a hosted model and of an HTTP agent (provider: http) read, in bytes.
+MODEL_REPLY_MAX_BYTES = env_int("MODEL_REPLY_MAX_BYTES", 4 * 1024 * 1024)
+AGENT_REPLY_MAX_BYTES = env_int("AGENT_REPLY_MAX_BYTES", 1024 * 1024)
 MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 5)
 MODEL_RETRY_BASE_SECONDS = env_int("MODEL_RETRY_BASE_SECONDS", 1)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
@@ -459,6 +471,9 @@ A2A_MAX_BODY_BYTES = env_int("A2A_MAX_BODY_BYTES", 4 * 1024 * 1024)
 A2A_STREAM_KEEPALIVE_SECONDS = env_int("A2A_STREAM_KEEPALIVE_SECONDS", 15)
 A2A_STREAMS_PER_PROCESS = env_int("A2A_STREAMS_PER_PROCESS", 2000)
 A2A_STREAMS_PER_TOKEN = env_int("A2A_STREAMS_PER_TOKEN", 100)
+# How long one write of a stream may wait for its client to read (the connection's buffers
+# are full) before the stream is ended and the connection dropped.
+A2A_STREAM_WRITE_TIMEOUT_SECONDS = env_int("A2A_STREAM_WRITE_TIMEOUT_SECONDS", 30)
 # How long a streamed send holds its first event while the turn has only started, so that a
 # direct reply can still be sent as a Message (a stream is one Message or a Task's events).
 A2A_STREAM_FIRST_EVENT_MS = env_int("A2A_STREAM_FIRST_EVENT_MS", 1000)
@@ -476,10 +491,22 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# Every outbound request (connections.outbound's guarded clients) ends within its caller's
+# timeout in all (connect, send, the headers and every read of the body together: a server
+# that trickles is cut off at it), and reads at most this much body unless its caller has a
+# limit of its own (PUSH_REPLY_MAX_BYTES, FILES_FETCH_MAX_BYTES, TOOL_*_MAX_BYTES, MODEL_...).
+OUTBOUND_MAX_RESPONSE_BYTES = env_int("OUTBOUND_MAX_RESPONSE_BYTES", 1024 * 1024)
+# Tenants' tool servers (runtime.agents.toolservers): the largest answer to a call, and to a
+# discovery (tools/list, list_tools), read.
+TOOL_RESULT_MAX_BYTES = env_int("TOOL_RESULT_MAX_BYTES", 10 * 1024 * 1024)
+TOOL_LIST_MAX_BYTES = env_int("TOOL_LIST_MAX_BYTES", 4 * 1024 * 1024)
+
 # Push notifications and outbound fetches (runtime.kernel.push.push_configs, runtime.kernel.push.push_delivery, connections.outbound).
 # Loopback and private addresses are refused unless this is on (local development, the TCK).
 PUSH_ALLOW_PRIVATE_HOSTS = env_bool("PUSH_ALLOW_PRIVATE_HOSTS", False)
 PUSH_TIMEOUT_SECONDS = env_int("PUSH_TIMEOUT_SECONDS", 10)
+# Of a receiver's reply only the status counts: at most this much of its body is read.
+PUSH_REPLY_MAX_BYTES = env_int("PUSH_REPLY_MAX_BYTES", 64 * 1024)
 PUSH_RETRY_HOURS = env_int("PUSH_RETRY_HOURS", 24)
 PUSH_MAX_CONCURRENCY_PER_RECEIVER = env_int("PUSH_MAX_CONCURRENCY_PER_RECEIVER", 4)
 PUSH_SECRET_GRACE_HOURS = env_int("PUSH_SECRET_GRACE_HOURS", 24)

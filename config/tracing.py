@@ -4,13 +4,18 @@
 ``OTEL_TRACES_ENABLED=true``, turns it on: spans go to that collector over OTLP/HTTP
 (protobuf), batched; the exporter reads the other standard ``OTEL_EXPORTER_OTLP_*`` variables
 (headers, timeout) itself, ``OTEL_SERVICE_NAME`` names the service (``countersign``).
+``OTEL_TRACES_EXPORTER`` chooses the exporters as the OpenTelemetry SDKs read it: ``otlp``
+(the default), ``console`` (each span printed as JSON on stdout, to look at without a
+collector), both comma-separated, or ``none``.
 
 One task, one trace: a task's ``trace_id`` (the ``trace=`` of every log line about it) is the
 trace id of the span that created it (``current_trace_id``), and each turn in a worker runs
-in a span of that trace (``task_span``). The Celery message carries the W3C ``traceparent`` of
-the span that enqueued it, so a turn started by a SendMessage is that request's child; a turn
-started by someone else (an operator's decision, the sweep) stays in the task's trace and
-links to the span that started it.
+in a span of that trace (``task_span``), as does each decision on it (runtime.decisions.flow).
+The Celery message carries the W3C ``traceparent`` of the span that enqueued it (taken when
+the turn was enqueued, ``context_for_later``, not when the transaction committed), so a turn
+started by a SendMessage is that request's child and a turn resumed by a decision is the
+decision's; a span started outside the task's trace (the sweep, an operator's request) is
+linked to, not continued.
 """
 
 import logging
@@ -29,9 +34,30 @@ _state: dict = {"provider": None}
 _CELERY_TOKEN = "_otel_context_token"
 
 
+EXPORTERS = ("otlp", "console")
+
+
+def exporters_by_env(environ=os.environ) -> list[str]:
+    """The span exporters OTEL_TRACES_EXPORTER names (otlp, console; none: none), in order."""
+    named = [
+        name.strip().lower()
+        for name in environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
+        if name.strip()
+    ]
+    unknown = [name for name in named if name not in (*EXPORTERS, "none")]
+    if unknown:
+        logger.warning("OTEL_TRACES_EXPORTER: unknown exporter(s) %s ignored", ", ".join(unknown))
+    return [name for name in named if name in EXPORTERS]
+
+
 def tracing_enabled_by_env(environ=os.environ) -> bool:
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
+    exporters = exporters_by_env(environ)
+    if not exporters:
+        return False
+    if "console" in exporters:
+        return True  # asked for by name: nothing else to configure
     if environ.get("OTEL_TRACES_ENABLED", "").strip().lower() in {"1", "true", "yes", "on"}:
         return True
     return bool(
@@ -41,20 +67,31 @@ def tracing_enabled_by_env(environ=os.environ) -> bool:
 
 
 def tracing_setup() -> None:
-    """Install the OTLP exporter once per process when tracing is configured (else nothing)."""
+    """Install the exporters once per process when tracing is configured (else nothing)."""
     if _state["provider"] is not None or not tracing_enabled_by_env():
         return
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "countersign")})
     provider = TracerProvider(resource=resource)
-    # BatchSpanProcessor restarts its thread after a fork (Celery's prefork children).
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    exporters = exporters_by_env()
+    for name in exporters:
+        # BatchSpanProcessor restarts its thread after a fork (Celery's prefork children).
+        provider.add_span_processor(BatchSpanProcessor(span_exporter_new(name)))
     provider_use(provider)
-    logger.info("tracing on: OTLP exporter configured")
+    logger.info("tracing on: %s exporter(s) configured", ", ".join(exporters))
+
+
+def span_exporter_new(name: str):
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter(service_name=os.environ.get("OTEL_SERVICE_NAME"))
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
 
 
 def provider_use(provider) -> None:
@@ -92,8 +129,8 @@ def request_span(name: str, headers, **attributes):
     parent = propagate.extract({k.lower(): v for k, v in headers.items()})
     with tracer().start_as_current_span(
         name, context=parent, kind=SpanKind.SERVER, attributes=attributes
-    ) as span:
-        yield span
+    ) as current:
+        yield current
 
 
 def _remote_parent(trace_id: str):
@@ -108,7 +145,38 @@ def _remote_parent(trace_id: str):
 
 
 @contextmanager
-def task_span(name: str, trace_id: str, **attributes):
+def span(name: str, **attributes):
+    """An internal span, the current span's child (a notification sent, ...)."""
+    if _state["provider"] is None:
+        yield trace.INVALID_SPAN
+        return
+    with tracer().start_as_current_span(name, attributes=attributes) as current:
+        yield current
+
+
+def context_for_later():
+    """The current trace context, for work that starts after this span has ended (a turn
+    enqueued in a transaction starts once it commits); None when tracing is off."""
+    if _state["provider"] is None:
+        return None
+    return otel_context.get_current()
+
+
+@contextmanager
+def context_attached(context):
+    """Run with ``context`` (context_for_later's) as the current one; None changes nothing."""
+    if context is None:
+        yield
+        return
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@contextmanager
+def task_span(name: str, trace_id: str, *, kind: SpanKind = SpanKind.CONSUMER, **attributes):
     """A span in the task's trace: the current span's child when it is of that trace (the
     request that enqueued the turn), else a new span of that trace linking to the current one."""
     if _state["provider"] is None:
@@ -125,9 +193,9 @@ def task_span(name: str, trace_id: str, **attributes):
         parent = _remote_parent(trace_id)
         links = [trace.Link(current)] if current.is_valid else ()
     with tracer().start_as_current_span(
-        name, context=parent, links=links, kind=SpanKind.CONSUMER, attributes=attributes
-    ) as span:
-        yield span
+        name, context=parent, links=links, kind=kind, attributes=attributes
+    ) as current:
+        yield current
 
 
 # --- Celery: the trace context travels in the message headers -----------------------------

@@ -25,6 +25,7 @@ __all__ = [
     "secret_decrypt",
     "secret_encrypt",
     "secret_is_current",
+    "secret_key_position",
     "secret_rotate",
 ]
 
@@ -86,3 +87,14 @@ def secret_is_current(ciphertext: str) -> bool:
     except InvalidToken:
         return False
     return True
+
+
+def secret_key_position(ciphertext: str) -> int | None:
+    """Which of the configured keys (0: the first) opens it, or None if none does."""
+    for position, key in enumerate(encryption_keys()):
+        try:
+            _fernet_for(key).decrypt(ciphertext.encode("ascii"))
+        except InvalidToken:
+            continue
+        return position
+    return None

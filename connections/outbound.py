@@ -15,6 +15,10 @@ Every URL is first taken apart by ``url_parse``, the one parser of outbound URLs
 https, no credentials, a canonical IP address or a valid DNS name, a port from 1 to 65535.
 It refuses whatever httpx would refuse, so that a URL accepted here (a push config, a file
 part) never fails later in httpx, where it would be nobody's error to report.
+
+Every request of a guarded client also ends within a total deadline (connect, send, headers
+and body together) and reads at most a byte cap of body (``ResponseTooLarge``): see
+connections.outbound_limits. Memory is then what the cap allows, not what a server sends.
 """
 
 import fnmatch
@@ -31,6 +35,19 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
+
+from connections.outbound_limits import (
+    AsyncCappedStream,
+    AsyncDeadlineStream,
+    CappedStream,
+    DeadlineStream,
+    Limits,
+    ResponseTooLarge,
+    body_for,
+    current_deadline,
+    request_begin,
+    wait_left,
+)
 
 # Cloud metadata endpoints are refused even when private addresses are allowed: they hand
 # out credentials, and no local development setup needs them.
@@ -259,7 +276,9 @@ class GuardedBackend(httpcore.SyncBackend):
                 continue
             try:
                 # Connect to the vetted address itself, never to the name again.
-                return super().connect_tcp(str(ip), port, timeout, local_address, socket_options)
+                wait = wait_left(timeout, httpcore.ConnectTimeout)
+                stream = super().connect_tcp(str(ip), port, wait, local_address, socket_options)
+                return DeadlineStream(stream)
             except httpcore.ConnectError as exc:
                 last_error = exc
         if last_error is not None:
@@ -286,11 +305,46 @@ class SharedConnectionPool(httpcore.ConnectionPool):
 
 
 class GuardedTransport(httpx.HTTPTransport):
-    def __init__(self, *, allow_private: bool | None = None, **kwargs):
+    def __init__(self, *, limits_each: Limits, allow_private: bool | None = None, **kwargs):
         super().__init__(**kwargs)
         if type(self._pool) is httpcore.ConnectionPool:  # (not a proxy: trust_env is off)
             self._pool.__class__ = SharedConnectionPool
         self._pool._network_backend = GuardedBackend(allow_private=allow_private)
+        self.limits_each = limits_each
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = request_begin(request, self.limits_each)
+        token = current_deadline.set(deadline)
+        try:
+            response = super().handle_request(request)
+        finally:
+            current_deadline.reset(token)
+        try:
+            body = body_for(response, self.limits_each, deadline)
+        except httpx.DecodingError:
+            response.close()
+            raise
+        response.stream = CappedStream(response.stream, body)
+        return response
+
+
+def _limits(
+    timeout: float | httpx.Timeout,
+    deadline: float | None,
+    max_response_bytes: int | None,
+    on_too_large: Callable[[ResponseTooLarge], None] | None = None,
+) -> Limits:
+    """A client's bounds: the deadline is ``timeout`` (its longest part) unless given, the
+    cap OUTBOUND_MAX_RESPONSE_BYTES unless given."""
+    if deadline is None:
+        if isinstance(timeout, httpx.Timeout):
+            parts = [t for t in (timeout.connect, timeout.read, timeout.write, timeout.pool) if t]
+            deadline = max(parts) if parts else None
+        else:
+            deadline = float(timeout)
+    if max_response_bytes is None:
+        max_response_bytes = int(settings.OUTBOUND_MAX_RESPONSE_BYTES)
+    return Limits(deadline, max_response_bytes, on_too_large)
 
 
 def guarded_client(
@@ -299,15 +353,21 @@ def guarded_client(
     max_connections: int = 10,
     allow_private: bool | None = None,
     keepalive_expiry: float = 5.0,
+    deadline: float | None = None,
+    max_response_bytes: int | None = None,
 ) -> httpx.Client:
     """An httpx client that connects only to addresses ``address_allowed`` accepts.
-    ``keepalive_expiry``: seconds an idle connection is kept for reuse (httpx's default)."""
+    ``keepalive_expiry``: seconds an idle connection is kept for reuse (httpx's default).
+    Each request ends within ``deadline`` seconds in all (default: ``timeout``) and reads at
+    most ``max_response_bytes`` of body (default: OUTBOUND_MAX_RESPONSE_BYTES), or raises
+    httpx's timeouts and ResponseTooLarge."""
     # trust_env=False: an HTTP(S)_PROXY in the environment would make the proxy, not us,
     # resolve the name, and the address check would be meaningless.
     return httpx.Client(
         transport=GuardedTransport(
             limits=httpx.Limits(max_connections=max_connections, keepalive_expiry=keepalive_expiry),
             allow_private=allow_private,
+            limits_each=_limits(timeout, deadline, max_response_bytes),
         ),
         timeout=timeout,
         follow_redirects=False,
@@ -347,9 +407,11 @@ class GuardedAsyncBackend(httpcore.AnyIOBackend):
                 refused.append(str(ip))
                 continue
             try:
-                return await super().connect_tcp(
-                    str(ip), port, timeout, local_address, socket_options
+                wait = wait_left(timeout, httpcore.ConnectTimeout)
+                stream = await super().connect_tcp(
+                    str(ip), port, wait, local_address, socket_options
                 )
+                return AsyncDeadlineStream(stream)
             except httpcore.ConnectError as exc:
                 last_error = exc
         if last_error is not None:
@@ -358,9 +420,25 @@ class GuardedAsyncBackend(httpcore.AnyIOBackend):
 
 
 class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, *, allow_private: bool | None = None, **kwargs):
+    def __init__(self, *, limits_each: Limits, allow_private: bool | None = None, **kwargs):
         super().__init__(**kwargs)
         self._pool._network_backend = GuardedAsyncBackend(allow_private=allow_private)
+        self.limits_each = limits_each
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        deadline = request_begin(request, self.limits_each)
+        token = current_deadline.set(deadline)
+        try:
+            response = await super().handle_async_request(request)
+        finally:
+            current_deadline.reset(token)
+        try:
+            body = body_for(response, self.limits_each, deadline)
+        except httpx.DecodingError:
+            await response.aclose()
+            raise
+        response.stream = AsyncCappedStream(response.stream, body)
+        return response
 
 
 def guarded_async_client(
@@ -369,11 +447,16 @@ def guarded_async_client(
     headers: dict[str, str] | None = None,
     max_connections: int = 10,
     allow_private: bool | None = None,
+    deadline: float | None = None,
+    max_response_bytes: int | None = None,
+    on_too_large: Callable[[ResponseTooLarge], None] | None = None,
 ) -> httpx.AsyncClient:
     """``guarded_client``, async: for SDKs that take an ``httpx.AsyncClient`` (mcp)."""
     return httpx.AsyncClient(
         transport=GuardedAsyncTransport(
-            limits=httpx.Limits(max_connections=max_connections), allow_private=allow_private
+            limits=httpx.Limits(max_connections=max_connections),
+            allow_private=allow_private,
+            limits_each=_limits(timeout, deadline, max_response_bytes, on_too_large),
         ),
         timeout=timeout,
         headers=headers,
@@ -395,7 +478,10 @@ def fetch_url(
     before the body is read and raises OutboundRefused to refuse it."""
     check_url(url, allowed_hosts)
     try:
-        with guarded_client(timeout=timeout) as client, client.stream("GET", url) as response:
+        with (
+            guarded_client(timeout=timeout, max_response_bytes=max_bytes) as client,
+            client.stream("GET", url) as response,
+        ):
             if response.status_code != 200:
                 raise OutboundRefused(f"fetching {url} returned HTTP {response.status_code}")
             media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -412,6 +498,8 @@ def fetch_url(
             return bytes(body), media_type
     except httpx.TimeoutException:
         raise OutboundRefused(f"fetching {url} timed out after {timeout}s") from None
+    except ResponseTooLarge:
+        raise OutboundRefused(f"{url} is larger than {max_bytes} bytes") from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         # InvalidURL is no HTTPError; url_parse refuses such URLs first, this is the backstop.
         raise OutboundRefused(f"fetching {url} failed: {exc}") from None

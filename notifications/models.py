@@ -227,12 +227,22 @@ class Ladder(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        # One ladder per scope. The agent is null for the tenant's own ladder, and a unique
+        # constraint lets nulls differ: the tenant-wide scope has a constraint of its own
+        # (partial indexes, which SQLite enforces too; nulls_distinct=False it ignored).
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant", "agent", "tool"],
-                nulls_distinct=False,
-                name="notify_ladder_unique",
-            )
+                condition=models.Q(agent__isnull=False),
+                name="notify_ladder_unique_agent",
+                violation_error_message="This agent has a ladder for this tool already.",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "tool"],
+                condition=models.Q(agent__isnull=True),
+                name="notify_ladder_unique_tenant",
+                violation_error_message="The tenant has a ladder for this tool already.",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -43,6 +43,7 @@ from notifications.models import (
     LadderStep,
     Preference,
 )
+from notifications.observe import attempt_observed
 from notifications.senders import OPENINGS, SendFailed, delivery_deliver
 from notifications.tasks import deliver_notification as deliver_notification_task
 from notifications.tasks import notify_interaction as notify_interaction_task
@@ -234,6 +235,9 @@ def delivery_send(*, delivery_pk: int, now: datetime | None = None) -> float | N
         retry = _backoff(number)
         fields.update(next_attempt_at=now + timedelta(seconds=retry))
     Delivery.objects.filter(pk=delivery_pk).update(**fields)
+    attempt_observed(
+        kind=delivery.channel.kind, sent=not error, given_up=retry is None and bool(error)
+    )
     return retry
 
 

@@ -7,6 +7,7 @@ to schedule them, so a top-level import here would be a cycle.
 from celery import shared_task
 
 from config.celery import queue
+from config.tracing import span
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -32,7 +33,9 @@ def sweep_fan_outs() -> int:
 def deliver_notification(self, delivery_pk: int) -> None:
     from notifications.services import MAX_COUNTDOWN, delivery_send
 
-    retry = delivery_send(delivery_pk=delivery_pk)
+    # In the trace of what queued it: the turn whose pause it tells (config.tracing).
+    with span("notification send", **{"countersign.delivery": delivery_pk}):
+        retry = delivery_send(delivery_pk=delivery_pk)
     # Run eagerly (tests) a retry would recurse at once; the sweep picks it up instead.
     if retry is not None and retry <= MAX_COUNTDOWN and not self.request.is_eager:
         deliver_notification.apply_async((delivery_pk,), countdown=retry, queue=queue())

@@ -32,6 +32,7 @@ from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
 from runtime.agents.policies import HINT_KINDS, HINT_WORDS, HINTS, hint_defaults, hint_kind
 from runtime.agents.policy_checks import policy_tools_problems
+from runtime.agents.schema_refs import schema_problem
 from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.decisions.receipts import policy_version
@@ -89,6 +90,19 @@ class AgentForm(forms.ModelForm):
         ):
             raise forms.ValidationError("A list of {id, name, description, tags, examples}.")
         return skills
+
+    def clean_tools(self):
+        tools = self.cleaned_data["tools"]
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise forms.ValidationError("A list of {server, tool, schema, ...}.")
+        # As AGENT.md's tools: a schema is a JSON Schema that refers to nothing outside it.
+        for i, tool in enumerate(tools):
+            if "schema" in tool:
+                problem = schema_problem(tool["schema"])
+                if problem is not None:
+                    where = ".".join(map(str, [i, "schema", *problem[0]]))
+                    raise forms.ValidationError(f"{where}: {problem[1]}")
+        return tools
 
     def clean_model(self):
         model = self.cleaned_data["model"]

@@ -188,6 +188,12 @@ class ApproverGroup(models.Model):
         return f"group:{self.slug}"
 
 
+# Subjects the system itself decides as (the expiry, a void, a ladder, a standing rule): no
+# token acts as one (ApiToken.clean), and no person or program deciding as one is ever a
+# decider (runtime.decisions.approvers), so the audit never names the system for a person.
+RESERVED_SUBJECT_PREFIXES = ("system:", "rule:")
+
+
 class ApiToken(models.Model):
     """A bearer token for partner agents and programs.
 
@@ -247,6 +253,25 @@ class ApiToken(models.Model):
             raise ValidationError(
                 {"subject": "anonymous and anonymous:... are reserved for callers without a token."}
             )
+        # The system decides as system:... and rule:... (the expiry, a void, a standing rule):
+        # a token acting as one would make the audit name the system for its decisions
+        # (issue 28, finding 4).
+        if self.subject.startswith(RESERVED_SUBJECT_PREFIXES):
+            raise ValidationError(
+                {
+                    "subject": f"{' and '.join(p + '...' for p in RESERVED_SUBJECT_PREFIXES)} "
+                    "are reserved for the system's own decisions."
+                }
+            )
+        # A subject is written into log lines, the audit and receipts: a line break or other
+        # control character in it would forge a line of its own there.
+        for field in ("subject", "name"):
+            value = getattr(self, field) or ""
+            bad = next((c for c in value if not c.isprintable()), None)
+            if bad is not None:
+                raise ValidationError(
+                    {field: f"must not contain control characters (found {bad!r})."}
+                )
 
     def may_call(self, agent_slug: str) -> bool:
         return self.all_agents or agent_slug in (self.agent_slugs or [])

@@ -62,6 +62,42 @@ def test_dotenv_sets_what_the_environment_does_not(tmp_path, clean_environ):
     assert os.environ["CS_F"] == "a=b,c"
 
 
+def test_a_quoted_dotenv_value_may_be_followed_by_a_comment(tmp_path, clean_environ):
+    env = tmp_path / ".env"
+    env.write_text(
+        'CS_A="a" # the quotes are not the value\n'
+        "CS_B='b c'   # nor these\n"
+        'CS_C="say \\"hi\\" # not a comment" # this is\n'
+        'CS_D="a\\\\b"#tight\n'
+        "CS_E='it''s'\n"
+    )
+    # CS_E: two quoted values side by side are not one value.
+    with pytest.raises(ImproperlyConfigured, match=r":5: text after the closing quote: \"'s'\""):
+        dotenv_load(env)
+    env.write_text(env.read_text().replace("CS_E='it''s'\n", "CS_E=it's\n"))
+    dotenv_load(env)
+    assert os.environ["CS_A"] == "a"
+    assert os.environ["CS_B"] == "b c"
+    assert os.environ["CS_C"] == 'say "hi" # not a comment'
+    assert os.environ["CS_D"] == "a\\b"
+    assert os.environ["CS_E"] == "it's"
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('CS_A="open', "the value's \" quote is not closed"),
+        ("CS_A='a' b", "text after the closing"),
+    ],
+)
+def test_a_badly_quoted_dotenv_value_names_its_line(tmp_path, clean_environ, line, reason):
+    env = tmp_path / ".env"
+    env.write_text(f"CS_B=1\n{line}\n")
+    with pytest.raises(ImproperlyConfigured, match=re.escape(f"{env}:2: {reason}")):
+        dotenv_load(env)
+    assert "CS_A" not in os.environ and "CS_B" not in os.environ
+
+
 def test_a_bad_dotenv_line_names_the_file_and_line_and_sets_nothing(tmp_path, clean_environ):
     env = tmp_path / ".env"
     env.write_text("CS_A=1\nthis is not a setting\nCS_B=2\n")

@@ -107,3 +107,30 @@ def test_a_fault_keeps_its_traceback():
         )
     record.status_code = 500
     assert ForbiddenOneLine().filter(record) and record.exc_info is not None
+
+
+FORGE = """
+import logging
+import django
+django.setup()
+from config.logging import log_context
+with log_context(subject="partner:x\\n2026-01-01 INFO fake.logger forged line"):
+    logging.getLogger("runtime.turn.intake").info("caller said: %s", "hi\\rthere\\x1b[2J")
+"""
+
+
+def test_a_subject_or_message_with_a_line_break_stays_on_its_line():
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LOG_", "CELERY_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", FORGE],
+        cwd=settings.BASE_DIR,
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": "", "DEBUG": "true"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line]
+    [line] = [line for line in lines if "caller said" in line]
+    assert "subject=partner:x\\n2026-01-01 INFO fake.logger forged line" in line
+    assert line.endswith("caller said: hi\\rthere\\x1b[2J")
+    assert not any(line.startswith("2026-01-01 INFO fake.logger") for line in lines)

@@ -35,6 +35,7 @@ from runtime.agents.llm.openai_spec import validate_model as openai_model_valida
 from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
 from runtime.agents.policy_checks import WHEN_SCHEMA, policy_rule_problems, policy_tools_problems
+from runtime.agents.schema_refs import schema_problem
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 # The most rules one conditional entry has.
@@ -439,6 +440,41 @@ def policy_problems(policy, tools: list | None = None) -> list[tuple[list, str]]
 
 
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+ALIAS_REFUSED = (
+    "YAML anchors and aliases (&name, *name) are not allowed: write the value out where it is used"
+)
+
+
+class AliasFound(Exception):
+    def __init__(self, line: int):
+        self.line = line
+
+
+def _front_load(front: str, loader_class):
+    """The front matter's data, refusing any alias (AliasFound, with the anchor's line): an
+    alias is one node shared by several places, and what is made of the data (the JSON kept
+    in the database, the schema checks) writes it out at each, so 542 bytes of nested aliases
+    became 5.2 MB (issue 28). The nodes are walked once each, before anything is built."""
+    loader = loader_class(front)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        seen: set[int] = set()
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if id(current) in seen:
+                raise AliasFound(current.start_mark.line)
+            seen.add(id(current))
+            if isinstance(current, yaml.MappingNode):
+                for key, value in current.value:
+                    stack.extend((key, value))
+            elif isinstance(current, yaml.SequenceNode):
+                stack.extend(current.value)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def parse_agent_file(path: Path | str) -> AgentSpec:
@@ -467,13 +503,21 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     try:
         # libyaml's parser with PyYAML's own safe constructor: the same data, several times
         # faster than the pure-Python parser (which a test's setup ran for every agent file).
-        data = yaml.load(front, Loader=_FAST_LOADER) or {}
+        data = _front_load(front, _FAST_LOADER) or {}
     except yaml.YAMLError:
         data = None  # told below by the pure-Python parser, as it always was
+    except AliasFound as found:
+        raise AgentFileError(
+            str(path), found.line + offset, "front matter", ALIAS_REFUSED
+        ) from None
     if data is None:
         try:
             composed()
-            data = yaml.safe_load(front) or {}
+            data = _front_load(front, yaml.SafeLoader) or {}
+        except AliasFound as found:
+            raise AgentFileError(
+                str(path), found.line + offset, "front matter", ALIAS_REFUSED
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise AgentFileError(
@@ -566,18 +610,12 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
     tools = data.get("tools", []) or []
     for i, tool in enumerate(tools):
         # A tool's arguments are checked against its schema when the model calls it; a schema
-        # that is no JSON Schema (say {type: 12}) is this file's error, not a failed call.
+        # that is no JSON Schema (say {type: 12}), or that refers outside itself (a $ref that
+        # would be fetched), is this file's error, not a failed call.
         if "schema" in tool:
-            checker = jsonschema.validators.validator_for(
-                tool["schema"], default=jsonschema.Draft202012Validator
-            )
-            try:
-                checker.check_schema(tool["schema"])
-            except jsonschema.SchemaError as exc:
-                fail(
-                    ["tools", i, "schema", *exc.absolute_path],
-                    f"is not a valid JSON Schema: {exc.message}",
-                )
+            problem = schema_problem(tool["schema"])
+            if problem is not None:
+                fail(["tools", i, "schema", *problem[0]], problem[1])
 
     policy = data.get("policy", {}) or {}
     for field_path, message in (

@@ -19,6 +19,7 @@ from runtime.agents.agent_models import ToolServer as ServerRow
 from runtime.agents.approver_syntax import MAX_REQUIRED, MAX_STAGES
 from runtime.agents.ladders import duration_seconds
 from runtime.agents.policies import PolicyRule, Stage, policy_rule_for
+from runtime.agents.schema_refs import Unresolvable, local_validator
 from runtime.kernel.store import demo_record_insert
 
 BUILTIN_SERVER = "countersign"
@@ -227,7 +228,15 @@ def validate_arguments(schema: dict | None, arguments: Any) -> str | None:
     except (TypeError, ValueError):
         return "the tool's schema is invalid: it is not JSON"
     # What jsonschema.validate raises: the error that best explains the misfit.
-    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    except Unresolvable as exc:
+        # A reference outside the schema (refused where schemas are taken in; one cached
+        # before that): never fetched (runtime.agents.schema_refs), so the call cannot be
+        # checked, and is not made.
+        return f"the tool's schema cannot be used: its reference {exc.ref!r} does not resolve (only references inside the schema are followed)"
+    except RecursionError:
+        return "the tool's schema cannot be used: its references loop"
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "arguments"
         return f"invalid arguments at {where}: {error.message}"
@@ -242,11 +251,9 @@ def _validator(schema_json: str):
     """A validator of the schema (given as canonical JSON), the schema checked once against
     its meta-schema: ``jsonschema.validate`` checked it on every call, about a tenth of the
     CPU of a turn that calls a tool (py-spy, bench/turn_cost.py). A schema that does not
-    check raises SchemaError, and is not kept."""
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    check raises SchemaError, and is not kept. Its references resolve inside it or not at
+    all: nothing is ever fetched (runtime.agents.schema_refs)."""
+    return local_validator(json.loads(schema_json))
 
 
 def demo_record(*, effect_id: str, tenant, server: str, kind: str, data: dict) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import httpx
+from django.conf import settings
 from django.utils import timezone
 
 from connections.crypto import InvalidToken, secret_decrypt
@@ -30,8 +31,10 @@ from connections.outbound import (
     guarded_client,
     webhook_headers,
 )
+from connections.outbound_limits import ResponseTooLarge
 from runtime.agents.agent_models import ToolServer
 from runtime.agents.policies import HINTS
+from runtime.agents.schema_refs import remote_ref, remote_ref_message
 from runtime.agents.tools import SERVERS, CallContext, ToolError, ToolOutcomeLost
 from runtime.agents.tools import ToolServer as CallableServer
 
@@ -110,6 +113,13 @@ def refused(name: str, exc: OutboundRefused) -> ToolError:
     )
 
 
+def too_large(name: str, what: str, error: ResponseTooLarge) -> ToolError:
+    """The server answered more than its caller reads (TOOL_RESULT_MAX_BYTES for a call,
+    TOOL_LIST_MAX_BYTES for a discovery): reading stopped there. It answered, so the call is
+    not lost: it failed, and the model (or the admin) is told why."""
+    return ToolError(f"{name} answered {what} with more than {error.limit} bytes (not read)")
+
+
 def checked_url(server: ToolServer) -> str:
     try:
         check_url(server.url, ["*"])
@@ -144,6 +154,11 @@ def clean_tools(raw: Any) -> list[dict]:
             continue
         schema = item.get("inputSchema")
         description = item.get("description")
+        found = remote_ref(schema) if isinstance(schema, dict) else None
+        if found is not None:
+            # Never fetched, at a call or here: the whole refresh is refused, naming the field.
+            where = ".".join(map(str, ["inputSchema", *found[0]]))
+            raise DiscoveryError(f"the tool {name}: {where}: {remote_ref_message(found[1])}")
         seen.add(name)
         tool = {
             "name": name,
@@ -226,23 +241,42 @@ class McpToolServer:
     def __init__(self, row: ToolServer):
         self.row = row
 
-    async def session_run(self, token: str | None, work, timeout: float):
+    async def session_run(self, token: str | None, work, timeout: float, max_bytes: int):
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        with anyio.fail_after(timeout):
+        overflow: list[ResponseTooLarge] = []
+        with anyio.fail_after(timeout), anyio.CancelScope() as scope:
+
+            def stop(error: ResponseTooLarge) -> None:
+                # mcp logs a reply it could not read and waits on for the answer: stop now.
+                overflow.append(error)
+                scope.cancel()
+
             async with (
                 guarded_async_client(
-                    timeout=httpx.Timeout(timeout), headers=headers, max_connections=4
+                    timeout=httpx.Timeout(timeout),
+                    headers=headers,
+                    max_connections=4,
+                    max_response_bytes=max_bytes,
+                    on_too_large=stop,
                 ) as http_client,
                 streamable_http_client(self.row.url, http_client=http_client) as (read, write, *_),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
                 return await work(session)
+        raise overflow[0]
 
-    def run(self, work, what: str, timeout: float | None = None, sent: list | None = None):
+    def run(
+        self,
+        work,
+        what: str,
+        timeout: float | None = None,
+        sent: list | None = None,
+        max_bytes: int | None = None,
+    ):
         """Run ``work(session)``; failures of the connection become ToolError. ``sent``: set
         by ``work`` once its request has gone out, after which a timeout means the outcome
         is lost (ToolOutcomeLost), not that nothing was done."""
@@ -252,8 +286,9 @@ class McpToolServer:
         token = bearer_token(self.row)
         name = self.row.name
         timeout = float(timeout or self.row.timeout_seconds)
+        max_bytes = max_bytes or settings.TOOL_RESULT_MAX_BYTES
         try:
-            return run_async(lambda: self.session_run(token, work, timeout))
+            return run_async(lambda: self.session_run(token, work, timeout, max_bytes))
         except ToolError:
             raise
         except Exception as exc:  # anyio's task groups wrap what failed in ExceptionGroups
@@ -261,6 +296,9 @@ class McpToolServer:
             for leaf in leaves:
                 if isinstance(leaf, ToolError):
                     raise leaf from None
+            for leaf in leaves:
+                if isinstance(leaf, ResponseTooLarge):
+                    raise too_large(name, what, leaf) from None
             for leaf in leaves:
                 if isinstance(leaf, McpError):
                     message = str(leaf.error.message)[:ERROR_TEXT_MAX]
@@ -294,7 +332,7 @@ class McpToolServer:
             return listed
 
         try:
-            return clean_tools(self.run(work, "tools/list"))
+            return clean_tools(self.run(work, "tools/list", max_bytes=settings.TOOL_LIST_MAX_BYTES))
         except ToolError as exc:
             raise DiscoveryError(str(exc)) from None
 
@@ -331,7 +369,14 @@ class HttpToolServer:
                 "an admin must rotate it"
             ) from None
 
-    def post(self, body: dict, message_id: str, what: str, timeout: float | None = None) -> Any:
+    def post(
+        self,
+        body: dict,
+        message_id: str,
+        what: str,
+        timeout: float | None = None,
+        max_bytes: int | None = None,
+    ) -> Any:
         url = checked_url(self.row)
         token = bearer_token(self.row)
         data = json.dumps(body, separators=(",", ":"), sort_keys=True)
@@ -344,8 +389,14 @@ class HttpToolServer:
             headers["Authorization"] = f"Bearer {token}"
         name, timeout = self.row.name, float(timeout or self.row.timeout_seconds)
         try:
-            with guarded_client(timeout=timeout, max_connections=1) as client:
+            with guarded_client(
+                timeout=timeout,
+                max_connections=1,
+                max_response_bytes=max_bytes or settings.TOOL_RESULT_MAX_BYTES,
+            ) as client:
                 response = client.post(url, content=data.encode(), headers=headers)
+        except ResponseTooLarge as exc:
+            raise too_large(name, what, exc) from None
         except (httpx.ConnectTimeout, httpx.PoolTimeout):
             # Never sent: the connection was not made.
             raise ToolError(f"{name} could not be reached within {timeout:g}s") from None
@@ -374,7 +425,12 @@ class HttpToolServer:
 
     def discover(self) -> list[dict]:
         try:
-            answer = self.post({"method": "list_tools"}, f"msg_{uuid.uuid4().hex}", "list_tools")
+            answer = self.post(
+                {"method": "list_tools"},
+                f"msg_{uuid.uuid4().hex}",
+                "list_tools",
+                max_bytes=settings.TOOL_LIST_MAX_BYTES,
+            )
         except ToolError as exc:
             raise DiscoveryError(str(exc)) from None
         if not isinstance(answer, dict):

@@ -29,12 +29,7 @@ from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import DeciderRefused
 from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task
-from tenants.models import ApproverGroup
-
-# Subjects the system itself decides as (the expiry, a void, a ladder, a standing rule): no
-# person or program acting as one is ever a decider (issue 28, finding 4), whatever its token
-# says, so the audit never names the system for a person's decision.
-RESERVED_SUBJECT_PREFIXES = ("system:", "rule:")
+from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup
 
 
 def subject_reserved(subject: str) -> bool:

@@ -1,7 +1,8 @@
 """Decisions' metrics: how long interactions wait, and how many are open (at scrape)."""
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Min
+from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
 from config import metrics
@@ -23,12 +24,23 @@ def open_interactions_collect():
         "Interactions waiting for a decision, by kind (read from the database at scrape).",
         labels=["kind"],
     )
-    counts = dict(
-        Interaction.objects.filter(state=Interaction.State.OPEN)
-        .values("kind")
-        .annotate(n=Count("id"))
-        .values_list("kind", "n")
+    oldest = GaugeMetricFamily(
+        "countersign_interactions_open_oldest_seconds",
+        "Age of the oldest interaction waiting for a decision, by kind (0 when none waits).",
+        labels=["kind"],
     )
+    # One statement for both: the count and the oldest of each kind.
+    rows = {
+        kind: (count, first)
+        for kind, count, first in Interaction.objects.filter(state=Interaction.State.OPEN)
+        .values("kind")
+        .annotate(n=Count("id"), first=Min("created_at"))
+        .values_list("kind", "n", "first")
+    }
+    now = timezone.now()
     for kind in Interaction.Kind.values:
-        family.add_metric([kind], counts.get(kind, 0))
+        count, first = rows.get(kind, (0, None))
+        family.add_metric([kind], count)
+        oldest.add_metric([kind], max(0.0, (now - first).total_seconds()) if first else 0.0)
     yield family
+    yield oldest

@@ -38,8 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from opentelemetry.trace import SpanKind
 
 from config import metrics
+from config.tracing import task_span
 from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS
 from runtime.decisions.answers import answer_from_decider
 from runtime.decisions.approvers import (
@@ -185,6 +187,30 @@ def decision_take_locked(
     """``decision_take`` for a caller that holds the task's row lock and has read the
     interaction under it (the in-band answer, runtime.turn.intake), in its transaction. The
     standing rule of ``allow_similar`` is ``decision_take``'s to make."""
+    # A span in the task's trace (config.tracing): the turn it resumes is its child; a
+    # refusal ends it with the fault recorded.
+    with task_span(
+        "decision",
+        task.trace_id,
+        kind=SpanKind.INTERNAL,
+        **{
+            "countersign.task_id": task.public_id,
+            "countersign.interaction_id": interaction.public_id,
+            "countersign.interaction_kind": interaction.kind,
+            "countersign.channel": channel,
+            "countersign.decider_kind": decider.kind,
+        },
+    ) as span:
+        taken = _decide(
+            task=task, interaction=interaction, decider=decider, decision=decision, channel=channel
+        )
+        span.set_attribute("countersign.interaction_state", taken.state)
+        return taken
+
+
+def _decide(
+    *, task: Task, interaction: Interaction, decider: Decider, decision: Decision, channel: str
+) -> Interaction:
     if channel not in CHANNELS:
         raise ValueError(f"unknown decision channel {channel!r}")
     _channel_kind_check(interaction, channel)

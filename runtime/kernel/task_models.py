@@ -95,6 +95,11 @@ class Context(models.Model):
         return self.context_id
 
 
+# A task's columns that only the turn runtime reads (never on the wire, and the largest): the
+# endpoint's reads (GetTask, streams) leave them out.
+TURN_RUNTIME_FIELDS = ("transcript", "runs", "plan")
+
+
 class Task(models.Model):
     """One turn of a context, as the caller sees it (an A2A Task) and as the worker runs it."""
 

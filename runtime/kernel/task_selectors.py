@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from django.db.models import Q
 
 from runtime.kernel.errors import TaskNotFound
-from runtime.kernel.task_models import ANONYMOUS, Task, TaskEvent, TaskFile
+from runtime.kernel.task_models import ANONYMOUS, TURN_RUNTIME_FIELDS, Task, TaskEvent, TaskFile
 
 if TYPE_CHECKING:  # the kernel names agents only in annotations
     from runtime.agents.agent_models import Agent
@@ -20,10 +20,14 @@ def task_for_caller(
     task_id: str,
     lock: bool = False,
     direct: bool = False,
+    wire_only: bool = False,
 ) -> Task:
     """The caller's task, or TaskNotFound; ``lock`` takes its row lock (inside a transaction).
-    A direct reply never handed to its caller (Task.direct) is found only with ``direct``."""
+    A direct reply never handed to its caller (Task.direct) is found only with ``direct``;
+    ``wire_only`` leaves the turn runtime's columns unread (TURN_RUNTIME_FIELDS)."""
     tasks = Task.objects.select_for_update() if lock else Task.objects
+    if wire_only:
+        tasks = tasks.defer(*TURN_RUNTIME_FIELDS)
     tasks = tasks.filter(tenant=tenant, agent=agent, public_id=task_id)
     if not direct:
         tasks = tasks.filter(direct=False)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from kombu.utils.uuid import uuid
 
 from config.celery import queue as celery_queue
+from config.tracing import context_attached, context_for_later
 from runtime.kernel import extensions as ext
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
 from runtime.kernel.rowsql import row_update
@@ -215,14 +216,22 @@ def turn_enqueue(task: Task) -> None:
 
 
 def _turn_enqueue_pk(task_pk: int) -> None:
-    transaction.on_commit(lambda: _turn_publish(task_pk))
+    # The trace of whoever enqueued it (a decision's span ends before its transaction
+    # commits): the turn is that span's child, or links to it (config.tracing).
+    context = context_for_later()
+    transaction.on_commit(lambda: _turn_publish(task_pk, context))
 
 
-def _turn_publish(task_pk: int) -> None:
+def _turn_publish(task_pk: int, context=None) -> None:
     """Publish ``run_turn(task_pk)``: the message ``apply_async`` sends (with its
     ``before_task_publish`` signal, which carries the trace, and the publish retry policy),
     without the per-call work a turn does not need: routing options, a result object, the
     parent task's bookkeeping. It was an eighth of the web's CPU per SendMessage."""
+    with context_attached(context):
+        _turn_message_send(task_pk)
+
+
+def _turn_message_send(task_pk: int) -> None:
     app = run_turn_task.app
     if app.conf.task_always_eager:
         # Tests run the turn in-process, as apply_async does in that mode.

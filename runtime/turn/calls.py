@@ -49,6 +49,7 @@ from runtime.turn.transcript import (
     approval_reason,
     tool_result_record,
 )
+from runtime.turn.turn_metrics import call_span
 
 logger = logging.getLogger(__name__)
 
@@ -330,16 +331,17 @@ def _send(
     # The journal says "sending" and is committed before the call leaves (this block ends
     # first), so a crash after this point is seen as an uncertain outcome, never as "not sent".
     return Outbound(
-        call=lambda: _call(server, effect, context),
+        call=lambda: _call(server, task, effect, context),
         then=lambda task, outcome: _sent(task, effect, outcome),
     )
 
 
-def _call(server, effect: Effect, context: CallContext) -> tuple[str, object]:
-    """The tool call itself (network I/O, no transaction open): ("ok", its result), ("lost",
-    why: sent, and no answer in time) or ("error", why)."""
+def _call(server, task: Task, effect: Effect, context: CallContext) -> tuple[str, object]:
+    """The tool call itself (network I/O, no transaction open), in a span of its own:
+    ("ok", its result), ("lost", why: sent, and no answer in time) or ("error", why)."""
     try:
-        return "ok", server.call(effect.tool, effect.arguments, context)
+        with call_span(task, effect):
+            return "ok", server.call(effect.tool, effect.arguments, context)
     except ToolOutcomeLost as exc:
         return "lost", str(exc)
     except ToolError as exc:

@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 
 from config import metrics
-from config.tracing import task_span
+from config.tracing import span, task_span
 from runtime.kernel.task_models import Task, TaskState
 
 
@@ -46,3 +46,17 @@ def turn_observed(task: Task):
         if state in {"error", state_label(TaskState.FAILED)}:
             metrics.TURNS_FAILED.inc()
         metrics.TURN_DURATION.labels(state=state).observe(time.monotonic() - started)
+
+
+def call_span(task: Task, effect):
+    """A tool call's span, the turn's child: its server, tool and effect (never its
+    arguments); a call that fails ends it with the fault recorded."""
+    return span(
+        "tool call",
+        **{
+            "countersign.task_id": task.public_id,
+            "countersign.effect_id": effect.public_id,
+            "countersign.tool_server": effect.server,
+            "countersign.tool": effect.tool,
+        },
+    )

@@ -239,3 +239,40 @@ def test_an_inband_approval_after_an_operator_decided_says_who_and_when(agents, 
     assert "operator@acme.test" not in json.dumps(error)
     # The operator's decision stands.
     assert interaction.answer == {"approved": False}
+
+
+# --- 4. anonymous callers' streams are counted per address --------------------------------
+
+
+def subscribe(client, task_id: str, address: str):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    return client.post(
+        TCK,
+        json.dumps(body),
+        content_type="application/json",
+        headers={"A2A-Version": "1.0"},
+        REMOTE_ADDR=address,
+    )
+
+
+def test_anonymous_callers_share_no_stream_limit_across_addresses(agents, client, settings):
+    """Callers without a token are one subject: the per-caller stream limit counts them by
+    their address, so one of them cannot take every anonymous caller's streams."""
+    settings.A2A_STREAMS_PER_TOKEN = 2
+    task = asking(client)
+    held = [subscribe(client, task["id"], "10.0.0.1") for _ in range(2)]
+    try:
+        assert all(r["Content-Type"] == "text/event-stream" for r in held)
+        refused = assert_error(
+            subscribe(client, task["id"], "10.0.0.1"), -32000, "TOO_MANY_STREAMS"
+        )
+        assert error_info(refused)["metadata"] == {"scope": "address", "limit": "2"}
+        other = subscribe(client, task["id"], "10.0.0.2")
+        held.append(other)
+        assert other["Content-Type"] == "text/event-stream"
+        # A partner's token has its own share, as before.
+        mine = rpc(client, TCK, "SubscribeToTask", {"id": task["id"]}, token=agents.a.token)
+        assert_error(mine, -32001, "TASK_NOT_FOUND")
+    finally:
+        for response in held:
+            response.close()

@@ -103,7 +103,29 @@ def test_old_secrets_stay_readable_with_a_new_key_first(secrets_at_rest, setting
     settings.CONNECTIONS_ENCRYPTION_KEY = [NEW, OLD]
     assert readable(secrets_at_rest) == expected(secrets_at_rest)
     assert not any(secret_is_current(value) for value in stored())
-    with pytest.raises(CommandError, match="5 secret\\(s\\) still need an older key"):
+    with pytest.raises(CommandError) as raised:
+        rotate("--check")
+    assert str(raised.value) == (
+        "5 secret(s) still need a key other than the first of CONNECTIONS_ENCRYPTION_KEY "
+        "(5 with key 2 of 2); run rotate_secrets first."
+    )
+
+
+def test_the_check_names_keys_by_their_place_not_their_age(secrets_at_rest, settings):
+    """After a rotation to NEW, the keys put back the wrong way round: what the secrets need
+    is the newer key, second in the list. The check used to call it "an older key"."""
+    settings.CONNECTIONS_ENCRYPTION_KEY = [NEW, OLD]
+    rotate()
+    settings.CONNECTIONS_ENCRYPTION_KEY = [OLD, NEW]
+    with pytest.raises(CommandError) as raised:
+        rotate("--check")
+    assert "older" not in str(raised.value)
+    assert "(5 with key 2 of 2)" in str(raised.value)
+    settings.CONNECTIONS_ENCRYPTION_KEY = [STRANGER, OLD, NEW]
+    with pytest.raises(CommandError, match=r"\(5 with key 3 of 3\)"):
+        rotate("--check")
+    settings.CONNECTIONS_ENCRYPTION_KEY = [STRANGER]
+    with pytest.raises(CommandError, match=r"^5 secret\(s\) open with none of the configured keys"):
         rotate("--check")
 
 
@@ -164,6 +186,68 @@ def test_the_setting_is_a_list_of_keys_defaulting_to_secret_key(value, expected)
         check=True,
     )
     assert out.stdout.strip() == "True"
+
+
+def settings_in_a_process(code: str, **env) -> str:
+    full = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "ENV_FILE": "", **env}
+    for name in ("SECRET_KEY_FALLBACKS", "SECRET_KEY_FALLBACKS_FILE", "CONNECTIONS_ENCRYPTION_KEY"):
+        full.setdefault(name, "")
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); " + code],
+        cwd=django_settings.BASE_DIR,
+        env=full,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_secret_key_fallbacks_come_from_the_environment_or_a_file(tmp_path):
+    code = "from django.conf import settings as s; print(s.SECRET_KEY_FALLBACKS)"
+    assert settings_in_a_process(code, SECRET_KEY_FALLBACKS=f" {OLD} , {STRANGER} ") == repr(
+        [OLD, STRANGER]
+    )
+    path = tmp_path / "fallbacks"
+    path.write_text(f"{OLD},{STRANGER}\n")
+    assert settings_in_a_process(code, SECRET_KEY_FALLBACKS_FILE=str(path)) == repr([OLD, STRANGER])
+    assert settings_in_a_process(code) == "[]"
+
+
+def test_a_new_secret_key_with_the_old_as_fallback_reads_what_the_old_one_made(tmp_path):
+    """SECRET_KEY rotated with the old one in SECRET_KEY_FALLBACKS: what the old key signed
+    (sessions, links) still verifies, and with no CONNECTIONS_ENCRYPTION_KEY of its own the
+    secrets the old key encrypted still open, until rotate_secrets moves them to the new."""
+    made = settings_in_a_process(
+        "from django.core import signing; from connections.crypto import secret_encrypt;"
+        "print(signing.dumps('hello'), secret_encrypt('the-secret'))",
+        SECRET_KEY=OLD,
+    )
+    signed, encrypted = made.split()
+    read = (
+        "from django.core import signing; from connections.crypto import secret_decrypt,"
+        " secret_key_position;"
+        f"print(signing.loads({signed!r}), secret_decrypt({encrypted!r}),"
+        f" secret_key_position({encrypted!r}))"
+    )
+    assert settings_in_a_process(read, SECRET_KEY=NEW, SECRET_KEY_FALLBACKS=OLD) == (
+        "hello the-secret 1"
+    )
+    failed = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); " + read],
+        cwd=django_settings.BASE_DIR,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "ENV_FILE": "",
+            "SECRET_KEY": NEW,
+            "SECRET_KEY_FALLBACKS": "",
+            "CONNECTIONS_ENCRYPTION_KEY": "",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert failed.returncode != 0 and "BadSignature" in failed.stderr
 
 
 def test_every_encrypted_column_is_known_to_rotate_secrets():

@@ -23,11 +23,11 @@ def context_for(browser, size: str):
     return browser.new_context(viewport=DESKTOP)
 
 
-def held(partner, stack, page, builds: list[str]) -> list[str]:
-    """Held deployments of ``builds`` (to staging, the last to production), in the inbox."""
+def held(partner, stack, page, builds: list[str], last: str = "production") -> list[str]:
+    """Held deployments of ``builds`` (to staging, the last to ``last``), in the inbox."""
     tasks = []
     for i, build in enumerate(builds):
-        env = "production" if i == len(builds) - 1 else "staging"
+        env = last if i == len(builds) - 1 else "staging"
         tasks.append(partner.start("deployer", f"deploy build {build} to {env}"))
 
     def arrived():
@@ -90,7 +90,8 @@ def test_a_shows_the_arguments_then_a_again_approves_them_and_the_next_item_open
     errors = []
     page.on("console", lambda m: m.type == "error" and errors.append(m.text))
     log_in(page, live_stack, demo)
-    tasks = held(partner, live_stack, page, ["2026.12.06-1", "2026.12.06-2"])
+    # Both to staging: the demo's production deployments need two people (its policy).
+    tasks = held(partner, live_stack, page, ["2026.12.06-1", "2026.12.06-2"], last="staging")
     page.goto(f"{live_stack.url}/inbox/?kind=approval")
     page.keyboard.press("j")
     current = page.locator(f"{ITEMS}.current")
@@ -103,8 +104,8 @@ def test_a_shows_the_arguments_then_a_again_approves_them_and_the_next_item_open
     bar = page.locator("#confirm-bar")
     bar.wait_for()
     arguments = page.locator("#arguments")
-    assert '"environment": "production"' in arguments.inner_text()
-    assert "Deploy 2026.12.06-2 to production" in bar.inner_text()
+    assert '"build": "2026.12.06-2"' in arguments.inner_text()
+    assert "Deploy 2026.12.06-2 to staging" in bar.inner_text()
     viewport = PHONE if size == "phone" else DESKTOP
     # The arguments and the button that approves them are on the screen together.
     box, button = arguments.bounding_box(), page.locator("#approve").bounding_box()
@@ -129,7 +130,7 @@ def test_a_shows_the_arguments_then_a_again_approves_them_and_the_next_item_open
     assert page.get_by_role("link", name="← Back to the inbox").is_visible()
     page.screenshot(path=str(artifacts / f"informed-next-{size}.png"))
     receipt = Receipt.objects.get(interaction_public_id=first_id)
-    assert receipt.arguments_hash == shown and receipt.arguments["environment"] == "production"
+    assert receipt.arguments_hash == shown and receipt.arguments["build"] == "2026.12.06-2"
 
     # d asks for a reason; Ctrl+Enter denies; nothing is left, back to the inbox.
     page.keyboard.press("d")
@@ -140,6 +141,6 @@ def test_a_shows_the_arguments_then_a_again_approves_them_and_the_next_item_open
     done = [partner.wait_for_state("deployer", t, "TASK_STATE_COMPLETED") for t in tasks]
     texts = sorted(d["status"]["message"]["parts"][0]["text"] for d in done)
     assert texts[0].startswith("Build 2026.12.06-1 was not deployed to staging: not today")
-    assert texts[1] == "Deployed build 2026.12.06-2 to production."
+    assert texts[1] == "Deployed build 2026.12.06-2 to staging."
     assert errors == []
     context.close()

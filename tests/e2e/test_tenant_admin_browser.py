@@ -53,7 +53,11 @@ def test_the_demo_admin_denies_a_tool_in_the_policy_table_and_sees_no_other_tena
     # edited in the JSON view. Made a plain approve, the row has its decision to change.
     page.goto(f"{base}/admin/runtime/agent/{deployer.pk}/change/")
     page.get_by_text("Conditional: 2 rules, tried in order").wait_for()
-    Agent.objects.filter(pk=deployer.pk).update(tool_policy={"deploy/deploy_build": "approve"})
+    Agent.objects.filter(pk=deployer.pk).update(
+        tool_policy={
+            "deploy/deploy_build": {"action": "approve", "title": "Deploy {build} to {environment}"}
+        }
+    )
     page.goto(f"{base}/admin/runtime/agent/{deployer.pk}/change/")
     decision = page.get_by_label("decision for deploy/deploy_build")
     assert decision.input_value() == "approve"
@@ -63,7 +67,10 @@ def test_the_demo_admin_denies_a_tool_in_the_policy_table_and_sees_no_other_tena
     page.get_by_text("was changed successfully").wait_for()
     deployer.refresh_from_db()
     # The entry's other keys (the demo's title) stay as they were.
-    assert deployer.tool_policy["deploy/deploy_build"]["action"] == "deny"
+    assert deployer.tool_policy["deploy/deploy_build"] == {
+        "action": "deny",
+        "title": "Deploy {build} to {environment}",
+    }
 
     # The next call of the tool is denied: the task completes, nothing waits for a person.
     partner = Partner(live_stack, demo)

@@ -88,6 +88,14 @@ def test_admin_refuses_a_bad_ladder_with_the_reason(staff, world):
     )
     assert response.status_code == 302
     assert Ladder.objects.get().steps == [{"after": "15m", "action": "remind", "roles": []}]
+    # A second ladder of the whole tenant for the same tool: a form error on every database.
+    response = staff.post(
+        "/admin/notifications/ladder/add/",
+        {"tenant": world.a.tenant.pk, "tool": "", "steps": '[{"after": "1h", "action": "remind"}]'},
+    )
+    assert response.status_code == 200
+    assert "The tenant has a ladder for this tool already." in response.content.decode()
+    assert Ladder.objects.count() == 1
 
 
 def test_admin_refuses_a_ladder_for_another_tenants_agent(staff, agents):

@@ -163,3 +163,31 @@ def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
     assert digests_send(now=first + timedelta(minutes=20)) == 0
     assert digests_send(now=first + timedelta(minutes=31)) == 1
     assert "1 item(s)" in mail.outbox[1].subject
+
+
+def test_one_ladder_per_scope_holds_on_every_database(agents):
+    """The tenant-wide ladder (no agent) is unique too: the constraint it had was one SQLite
+    does not create (nulls_distinct=False, W047 at every start), so two could be saved."""
+    from django.core import checks
+    from django.core.exceptions import ValidationError
+    from django.db import IntegrityError, transaction
+
+    tenant = agents.a.tenant
+    deployer = Agent.objects.get(tenant=tenant, slug="deployer")
+    Ladder.objects.create(tenant=tenant, agent=None, tool="", steps=LADDER)
+    Ladder.objects.create(tenant=tenant, agent=deployer, tool="", steps=LADDER)
+    for agent in (None, deployer):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Ladder.objects.create(tenant=tenant, agent=agent, tool="", steps=LADDER)
+        # Django admin's form is told before the database is asked.
+        with pytest.raises(ValidationError, match="a ladder for this tool already"):
+            Ladder(tenant=tenant, agent=agent, tool="", steps=LADDER).full_clean()
+    # Another tool, another tenant: other scopes.
+    Ladder.objects.create(tenant=tenant, agent=None, tool="deploy/deploy_build", steps=LADDER)
+    Ladder.objects.create(tenant=agents.b.tenant, agent=None, tool="", steps=LADDER)
+    ladder_save(tenant=tenant, steps=LADDER[:1])  # replaces the tenant's own, as before
+    assert Ladder.objects.get(tenant=tenant, agent=None, tool="").steps == [
+        {"after": "15m", "action": "remind", "roles": []}
+    ]
+    found = checks.run_checks(databases=["default"])
+    assert not [c for c in found if c.id == "models.W047"]

@@ -101,6 +101,146 @@ def test_compose_runs_the_documented_commands_with_health_checks():
     assert services["web"]["build"] == "."
 
 
+def interpolate(text: str, env: dict) -> str:
+    """compose's ${NAME}, ${NAME:-default} (nested), ${NAME-default}, ${NAME:?error}, $$."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("${", i):
+            depth, j = 1, i + 2
+            while depth:
+                depth += (
+                    {"{": 1, "}": -1}.get(text[j], 0) if text[j - 1] == "$" or text[j] == "}" else 0
+                )
+                j += 1
+            inner = text[i + 2 : j - 1]
+            name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", inner).group()
+            rest = inner[len(name) :]
+            value = env.get(name)
+            if rest.startswith(":?"):
+                assert value, f"compose refuses to start: {rest[2:]}"
+            elif rest.startswith(":-"):
+                value = value or interpolate(rest[2:], env)
+            elif rest.startswith("-"):
+                value = interpolate(rest[1:], env) if value is None else value
+            out.append(value or "")
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def compose_environment(service: str, dotenv: dict, shell: dict | None = None) -> dict:
+    """The environment compose gives a service's container: .env (env_file) and then the
+    service's ``environment``, interpolated from the shell and .env (the shell wins)."""
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    definition = compose["services"][service]
+    [env_file] = definition["env_file"]
+    assert env_file == {"path": ".env", "required": False}
+    variables = {**dotenv, **(shell or {})}
+    resolved = dict(dotenv)
+    for name, value in definition["environment"].items():
+        if value is None:  # passed through when set, else left out
+            if name in variables:
+                resolved[name] = variables[name]
+            else:
+                resolved.pop(name, None)
+        else:
+            resolved[name] = interpolate(str(value), variables)
+    return resolved
+
+
+REQUIRED = {
+    "SECRET_KEY": "compose-test-secret-key-0123456789-abcdefghijklmnop",
+    "POSTGRES_PASSWORD": "pw",
+}
+
+
+def test_compose_gives_every_process_the_dotenv_and_serves_plain_http_by_default():
+    env = compose_environment("worker", {**REQUIRED})
+    assert env["SECURE_SSL_REDIRECT"] == "false"
+    assert env["SESSION_COOKIE_SECURE"] == env["CSRF_COOKIE_SECURE"] == "false"
+    assert {"localhost", "127.0.0.1"} <= set(env["ALLOWED_HOSTS"].split(","))
+    assert "EMAIL_HOST" not in env and "OPENAI_API_KEY" not in env  # unset stays unset
+    behind_tls = compose_environment("web", {**REQUIRED, "SECURE_SSL_REDIRECT": "true"})
+    assert behind_tls["SESSION_COOKIE_SECURE"] == behind_tls["CSRF_COOKIE_SECURE"] == "true"
+    with pytest.raises(AssertionError, match="set SECRET_KEY"):
+        compose_environment("web", {"POSTGRES_PASSWORD": "pw"})
+
+
+OPERATOR_DOTENV = {
+    **REQUIRED,
+    "EMAIL_HOST": "smtp.acme.test",
+    "EMAIL_PORT": "2525",
+    "EMAIL_HOST_USER": "mailer",
+    "EMAIL_HOST_PASSWORD": "mail-secret",
+    "EMAIL_USE_TLS": "true",
+    "DEFAULT_FROM_EMAIL": "Countersign <cs@acme.test>",
+    "NOTIFY_BASE_URL": "https://cs.acme.test",
+    "TIME_ZONE": "Europe/Paris",
+    "OPENAI_API_KEY": "sk-test-" + "k" * 30,
+    "OPENAI_MODEL": "gpt-4.1-mini",
+    # As .env.example has them, for make run: the container's own win.
+    "HOST": "127.0.0.1",
+    "PORT": "9000",
+    "DEBUG": "true",
+    "VAR_DIR": "./var",
+    "DATABASE_URL": "postgres://countersign@127.0.0.1:5432/countersign",
+}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_compose_as_written_serves_http_localhost_with_email_from_dotenv(tmp_path):
+    env = compose_environment("web", OPERATOR_DOTENV, shell={"EMAIL_PORT": "587"})
+    assert (env["HOST"], env["PORT"], env["DEBUG"], env["VAR_DIR"]) == (
+        "0.0.0.0", "8000", "false", "/app/var",
+    )  # fmt: skip
+    assert env["DATABASE_URL"] == "postgres://countersign:pw@db:5432/countersign"
+    assert env["EMAIL_PORT"] == "587"  # the shell wins over .env
+    # The settings and a page as that container has them (its database and broker are the
+    # test's here, there being no db or redis host).
+    env.update(
+        DATABASE_URL=database_url(),
+        DATABASE_POOL="false",
+        CELERY_BROKER_URL="memory://",
+        VAR_DIR=str(tmp_path),
+        PATH=f"{BIN}:/usr/bin:/bin",
+        ENV_FILE="",
+        DJANGO_SETTINGS_MODULE="config.settings",
+    )
+    env.pop("PROMETHEUS_MULTIPROC_DIR")
+    code = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        "from django.test import Client;"
+        "r = Client().get('/', HTTP_HOST='localhost:8000');"
+        "print(r.status_code, r['Location'], s.SECURE_SSL_REDIRECT, s.SESSION_COOKIE_SECURE, s.EMAIL_BACKEND,"
+        " s.EMAIL_HOST, s.EMAIL_PORT, s.EMAIL_HOST_USER, s.EMAIL_HOST_PASSWORD, s.EMAIL_USE_TLS,"
+        " s.TIME_ZONE, s.NOTIFY_BASE_URL, s.OPENAI_MODEL if hasattr(s, 'OPENAI_MODEL') else '-')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:12] == [
+        # To the login page on plain http (SECURE_SSL_REDIRECT sent it to https://).
+        "302",
+        "/accounts/login/",
+        "False",
+        "False",
+        "django.core.mail.backends.smtp.EmailBackend",
+        "smtp.acme.test",
+        "587",
+        "mailer",
+        "mail-secret",
+        "True",
+        "Europe/Paris",
+        "https://cs.acme.test",
+    ]
+
+
 def unit(path) -> dict[str, list[str]]:
     keys: dict[str, list[str]] = {}
     for line in path.read_text().splitlines():

@@ -12,6 +12,16 @@ from config import health
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _fresh_readiness(monkeypatch):
+    """Each test sees its own readiness, at a clock it moves."""
+    now = [1000.0]
+    monkeypatch.setattr(health, "clock", lambda: now[0])
+    health.readiness_forget()
+    yield now
+    health.readiness_forget()
+
+
 def closed_port() -> int:
     """A local port nothing listens on (bound, then released)."""
     with socket.socket() as sock:
@@ -88,3 +98,35 @@ def test_readyz_is_503_listing_an_unapplied_migration(client):
     body = response.json()
     assert body["failed"] == ["migrations"]
     assert f"runtime.{last.name}" in body["checks"]["migrations"]["unapplied"]
+
+
+def test_readyz_answers_a_flood_with_one_check_a_second(
+    client, _fresh_readiness, django_assert_num_queries
+):
+    first = client.get("/readyz")
+    assert first.status_code == 200
+    # Within the second every caller gets that answer: no query, no broker connection.
+    with django_assert_num_queries(0):
+        for _ in range(20):
+            again = client.get("/readyz")
+            assert again.json() == first.json()
+    # A second later the database and the broker are tried again; the migration plan found
+    # complete is trusted for a minute (it took most of the check's CPU).
+    _fresh_readiness[0] += 1.5
+    with django_assert_num_queries(1):
+        later = client.get("/readyz").json()
+    assert later["checks"]["migrations"] == {"ok": True, "ms": 0.0, "cached": True}
+    _fresh_readiness[0] += 60
+    fresh = client.get("/readyz").json()
+    assert fresh["status"] == "ok" and "cached" not in fresh["checks"]["migrations"]
+
+
+def test_a_failed_answer_is_not_kept_past_its_second(client, settings, _fresh_readiness):
+    working = (settings.CELERY_BROKER_URL, settings.CELERY_BROKER_TRANSPORT_OPTIONS)
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{closed_port()}/0"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    assert client.get("/readyz").status_code == 503
+    settings.CELERY_BROKER_URL, settings.CELERY_BROKER_TRANSPORT_OPTIONS = working
+    assert client.get("/readyz").status_code == 503  # the same second: the same answer
+    _fresh_readiness[0] += 1.5
+    assert client.get("/readyz").status_code == 200

@@ -76,6 +76,27 @@ def test_metrics_accepts_get_only(client, token):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("eager")
+def test_0_3_methods_are_counted_by_their_own_names(agents, client, token):
+    before = scrape(client)
+    v03 = {"A2A-Version": "0.3"}
+    message = {"kind": "message", "messageId": "m-03", "role": "user", "parts": []}
+    message["parts"].append({"kind": "text", "text": "hi"})
+    rpc(client, SUPPORT, "message/send", {"message": message}, token=agents.a.token, headers=v03)
+    rpc(client, SUPPORT, "tasks/get", {"id": "t1.nope"}, token=agents.a.token, headers=v03)
+    rpc(client, SUPPORT, "tasks/nope", {}, token=agents.a.token, headers=v03)
+    after = scrape(client)
+
+    def grew(**labels):
+        name = "countersign_a2a_requests_total"
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert grew(method="message/send", outcome="ok") == 1
+    assert grew(method="tasks/get", outcome="-32001") == 1
+    assert grew(method="other", outcome="-32601") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager")
 def test_a_send_message_is_counted_with_its_turn(agents, client, token):
     before = scrape(client)
     response = rpc(

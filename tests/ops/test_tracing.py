@@ -115,10 +115,18 @@ def test_a_turn_resumed_by_an_operator_stays_in_the_tasks_trace(agents, client, 
             by="operator@acme.test",
             via="rest",
         )
-    turns = [s for s in spans.get_finished_spans() if s.name == "turn"]
+    finished = spans.get_finished_spans()
+    turns = [s for s in finished if s.name == "turn"]
+    [taken] = [s for s in finished if s.name == "decision"]
     assert len(turns) == 1
-    assert trace_hex(turns[0]) == task.trace_id != trace_hex(decision)
-    assert [link.context.span_id for link in turns[0].links] == [decision.context.span_id]
+    # The decision is a span of the task's trace, linked to the request that made it; the
+    # turn it resumed is its child (issue 28: it had no link to the decision at all).
+    assert trace_hex(turns[0]) == trace_hex(taken) == task.trace_id != trace_hex(decision)
+    assert [link.context.span_id for link in taken.links] == [decision.context.span_id]
+    assert turns[0].parent.span_id == taken.context.span_id
+    assert taken.attributes["countersign.interaction_id"] == asked.public_id
+    assert taken.attributes["countersign.channel"] == "rest"
+    assert taken.attributes["countersign.interaction_state"] == "answered"
 
 
 class FakeRequest:

@@ -180,6 +180,44 @@ def test_front_matter_fences_are_required(world, tmp_path, text, line):
         load(path)
 
 
+BILLION_LAUGHS = """---
+name: laughs
+description: 542 bytes of nested aliases were 5.2 MB once written out.
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+---
+"""
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        (BILLION_LAUGHS, 4),
+        ("---\nname: x\ndescription: &d Helps.\nversion: *d\n---\n", 3),
+        (
+            "---\nname: x\ndescription: y\nbase: &b {a: 1}\nmodel: {<<: *b, provider: scripted}\n---\n",
+            4,
+        ),
+    ],
+    ids=["nested", "scalar", "merge-key"],
+)
+def test_yaml_aliases_are_refused_before_anything_is_built(world, tmp_path, text, line):
+    path = tmp_path / "alias.md"
+    path.write_text(text)
+    with pytest.raises(CommandError) as caught:
+        load(path)
+    assert str(caught.value) == (
+        f"{path}:{line}: front matter: YAML anchors and aliases (&name, *name) are not "
+        "allowed: write the value out where it is used"
+    )
+    assert not Agent.objects.exists()
+
+
 OPENAI = """---
 name: assistant
 description: A hosted model.

@@ -53,7 +53,18 @@ def test_tokens_create_an_operator_token_for_some_agents_that_expires(acme):
     [
         (["--tenant", "nope", "--subject", "partner:x"], "No tenant 'nope'"),
         (["--tenant", "acme", "--subject", "anonymous:x"], "subject: anonymous"),
-        (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "0"], "positive"),
+        # The system's own subjects (issue 28, finding 4): no token acts as one.
+        (["--tenant", "acme", "--subject", "system:expiry"], "reserved for the system"),
+        (["--tenant", "acme", "--subject", "rule:rul_1"], "reserved for the system"),
+        (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "0"], "from 1 to 3650"),
+        # Once a traceback (OverflowError): a date no calendar has.
+        (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "99999999999"], "from 1"),
+        (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "3000000"], "from 1"),
+        # A line break would forge log lines, the audit's and receipts' lines too.
+        (["--tenant", "acme", "--subject", "partner:x\nFORGED"], r"subject: must not contain"),
+        (["--tenant", "acme", "--subject", "partner:\x1b[31mx"], r"subject: must not contain"),
+        (["--tenant", "acme", "--subject", "partner:x", "--name", "a\u2028b"], r"name: must not"),
+        (["--tenant", "acme", "--subject", "user:" + "a" * 300], "at most 200 characters"),
     ],
 )
 def test_tokens_create_refuses_bad_input_and_stores_nothing(acme, args, message):
@@ -134,6 +145,12 @@ def test_members_invite_mails_a_link_to_set_a_password(acme, settings):
         (["carol@acme.test", "--tenant", "nope"], "No tenant 'nope'"),
         (["carol@acme.test", "--tenant", "acme", "--base-url", "https://evil.test"], "ALLOWED"),
         (["carol@acme.test", "--tenant", "acme", "--base-url", "cs.acme.test"], "http"),
+        (["a" * 300 + "@acme.test", "--tenant", "acme"], "at most 254 characters"),
+        (
+            ["carol@acme.test", "--tenant", "acme", "--base-url", "https://cs.acme.test"]
+            + ["--by", "b" * 300 + "@acme.test"],
+            "no account",
+        ),
     ],
 )
 def test_members_invite_refuses_bad_input_and_stores_nothing(acme, args, message, settings):
@@ -161,3 +178,8 @@ def test_countersign_info_prints_the_banner_with_working_export_lines(settings, 
     assert authenticate_bearer(f"Bearer {values['OPERATOR_TOKEN']}", kind="operator").subject == (
         "program:demo-operator"
     )
+
+
+def test_a_token_with_the_longest_expiry_is_made(acme):
+    run("tokens", "create", "--tenant", "acme", "--subject", "partner:x", "--expires-days", "3650")
+    assert ApiToken.objects.get().expires_at is not None

@@ -6,10 +6,12 @@ encrypted fields on their AppConfig (``encrypted_fields = {"Model": ("field", ..
 this command, low in the layers, imports none of the apps above it.
 """
 
+from collections import Counter
+
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 
-from connections.crypto import InvalidToken, secret_is_current, secret_rotate
+from connections.crypto import InvalidToken, encryption_keys, secret_key_position, secret_rotate
 
 
 def encrypted_fields():
@@ -32,16 +34,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        stale, unreadable = 0, []
+        if options["check"]:
+            return self.check_only()
+        unreadable = []
         for model, field in encrypted_fields():
             label = f"{model._meta.label}.{field}"
             rows = model.objects.exclude(**{field: ""}).values_list("pk", field)
             rotated = 0
             for pk, ciphertext in rows.iterator(chunk_size=500):
-                if options["check"]:
-                    if not secret_is_current(ciphertext):
-                        stale += 1
-                    continue
                 try:
                     fresh = secret_rotate(ciphertext)
                 except InvalidToken:
@@ -52,16 +52,43 @@ class Command(BaseCommand):
                 rotated += model.objects.filter(pk=pk, **{field: ciphertext}).update(
                     **{field: fresh}
                 )
-            if not options["check"]:
-                self.stdout.write(f"{label}: {rotated} re-encrypted")
-        if options["check"]:
-            if stale:
-                raise CommandError(
-                    f"{stale} secret(s) still need an older key; run rotate_secrets first."
-                )
-            self.stdout.write("Every stored secret opens with the first key alone.")
-        elif unreadable:
+            self.stdout.write(f"{label}: {rotated} re-encrypted")
+        if unreadable:
             raise CommandError(
                 f"{len(unreadable)} secret(s) open with none of the configured keys "
                 f"(left as they were): {', '.join(unreadable)}"
             )
+
+    def check_only(self) -> None:
+        """Change nothing; say which keys the stored secrets still need, by their place in
+        CONNECTIONS_ENCRYPTION_KEY (which key is older is the operator's to know)."""
+        keys = len(encryption_keys())
+        by_key: Counter = Counter()
+        unreadable = []
+        for model, field in encrypted_fields():
+            label = f"{model._meta.label}.{field}"
+            rows = model.objects.exclude(**{field: ""}).values_list("pk", field)
+            for pk, ciphertext in rows.iterator(chunk_size=500):
+                position = secret_key_position(ciphertext)
+                if position is None:
+                    unreadable.append(f"{label} pk={pk}")
+                elif position:
+                    by_key[position] += 1
+        problems = []
+        if by_key:
+            which = ", ".join(
+                f"{count} with key {position + 1} of {keys}"
+                for position, count in sorted(by_key.items())
+            )
+            problems.append(
+                f"{by_key.total()} secret(s) still need a key other than the first of "
+                f"CONNECTIONS_ENCRYPTION_KEY ({which}); run rotate_secrets first"
+            )
+        if unreadable:
+            problems.append(
+                f"{len(unreadable)} secret(s) open with none of the configured keys: "
+                f"{', '.join(unreadable)}"
+            )
+        if problems:
+            raise CommandError("; ".join(problems) + ".")
+        self.stdout.write("Every stored secret opens with the first key alone.")

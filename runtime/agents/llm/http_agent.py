@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import jsonschema
+from django.conf import settings
 
 from connections.outbound import (
     OutboundRefused,
@@ -33,6 +34,7 @@ from connections.outbound import (
     url_parse,
     webhook_headers,
 )
+from connections.outbound_limits import ResponseTooLarge
 from runtime.agents.credentials import CredentialMissing, credential_value
 from runtime.agents.llm.actions import (
     Action,
@@ -67,7 +69,6 @@ MAX_TIMEOUT = 300.0
 ATTEMPTS = 3
 RETRY_BASE_SECONDS = 1.0
 RETRY_AFTER_MAX_SECONDS = 30.0
-MAX_REPLY_BYTES = 1024 * 1024
 # An agent URL is entered by a tenant's admin: any public host, never a private address
 # unless PUSH_ALLOW_PRIVATE_HOSTS says so (connections.outbound).
 ALLOWED_HOSTS = ("*",)
@@ -320,7 +321,13 @@ class HttpAgent:
         except OutboundRefused as exc:
             raise AgentError(PARTNER_MESSAGE, f"the agent URL is refused: {exc}") from None
         last = ""
-        with guarded_client(timeout=self.timeout, max_connections=1) as client:
+        # self.timeout is each attempt's total (connect, send, every read of the reply), and
+        # AGENT_REPLY_MAX_BYTES the most of a reply read.
+        with guarded_client(
+            timeout=self.timeout,
+            max_connections=1,
+            max_response_bytes=settings.AGENT_REPLY_MAX_BYTES,
+        ) as client:
             for attempt in range(ATTEMPTS):
                 try:
                     # Signed again for each attempt: a receiver refuses old timestamps (five
@@ -368,13 +375,12 @@ class HttpAgent:
                     raise Retry(f"HTTP {status}", retry_after(response))
                 if not 200 <= status < 300:
                     raise AgentError(PARTNER_MESSAGE, f"the agent answered HTTP {status}")
-                content = bytearray()
-                for chunk in response.iter_bytes():
-                    content += chunk
-                    if len(content) > MAX_REPLY_BYTES:
-                        raise AgentError(
-                            PARTNER_MESSAGE, f"the reply is larger than {MAX_REPLY_BYTES} bytes"
-                        )
+                content = response.read()
+        except ResponseTooLarge as exc:
+            # What the agent would send again: not retried.
+            raise AgentError(
+                PARTNER_MESSAGE, f"the reply is larger than {exc.limit} bytes"
+            ) from None
         except httpx.TimeoutException:
             raise Retry(f"timed out after {self.timeout:g}s") from None
         except OutboundRefused as exc:
@@ -382,7 +388,7 @@ class HttpAgent:
         except httpx.HTTPError as exc:
             raise Retry(f"network error: {type(exc).__name__}: {exc}") from None
         try:
-            reply = json.loads(bytes(content))
+            reply = json.loads(content)
         except ValueError as exc:
             raise AgentError(PARTNER_MESSAGE, f"the reply is not JSON: {exc}") from None
         error = reply_error(reply)

@@ -57,6 +57,7 @@ from connections.outbound import (
     connection_dropped,
     guarded_client,
 )
+from connections.outbound_limits import too_large_cause
 from runtime.agents.credentials import CredentialMissing
 from runtime.agents.llm.actions import (
     AdvancePlan,
@@ -398,6 +399,9 @@ class OpenAIChatModel:
                 ),
                 allow_private=allow_private,
                 keepalive_expiry=KEEPALIVE_SECONDS,
+                # One attempt's total (connect, send, every read) and its reply's size.
+                deadline=timeout,
+                max_response_bytes=settings.MODEL_REPLY_MAX_BYTES,
             )
             return openai.OpenAI(
                 api_key=secret, base_url=base_url, http_client=http, max_retries=0, timeout=timeout
@@ -446,6 +450,13 @@ class OpenAIChatModel:
                     refused = refused_cause(exc)
                     if refused is not None:
                         raise ModelError(f"The model's base_url is refused: {refused}") from None
+                    too_large = too_large_cause(exc)
+                    if too_large is not None:
+                        # The same request would get the same reply: not retried.
+                        raise ModelError(
+                            f"The model's reply is larger than {too_large.limit} bytes "
+                            "(MODEL_REPLY_MAX_BYTES)."
+                        ) from None
                     if connection_dropped(exc) and not dropped_retried:
                         # Most likely a kept-alive connection the server closed as we sent:
                         # once per call, again at once (on another connection), no attempt

@@ -313,7 +313,13 @@ def _drain_receiver(receiver: str, worker_id: str) -> None:
 
 
 def _deliver_due(config: PushConfig, worker_id: str) -> float | None:
-    client = guarded_client(timeout=settings.PUSH_TIMEOUT_SECONDS, max_connections=1)
+    # PUSH_TIMEOUT_SECONDS is each attempt's total, PUSH_REPLY_MAX_BYTES the most of a reply
+    # read (connections.outbound): a receiver that trickles or floods is an attempt that failed.
+    client = guarded_client(
+        timeout=settings.PUSH_TIMEOUT_SECONDS,
+        max_connections=1,
+        max_response_bytes=settings.PUSH_REPLY_MAX_BYTES,
+    )
     # One read of the tenant's push settings (allowed hosts, signing secrets) per batch.
     push = push_settings_for(tenant=config.tenant)
     renewed = time.monotonic()

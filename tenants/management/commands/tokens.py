@@ -16,6 +16,9 @@ from django.utils import timezone
 from tenants.models import ApiToken, Tenant
 from tenants.tokens import api_token_create, api_token_revoke
 
+# Ten years: longer is no expiry (leave --expires-days out); far longer is no date at all.
+MAX_EXPIRES_DAYS = 3650
+
 
 def tenant_named(slug: str) -> Tenant:
     tenant = Tenant.objects.filter(slug=slug).first()
@@ -78,8 +81,11 @@ class Command(BaseCommand):
     ):
         owner = tenant_named(tenant)
         slugs = [s.strip() for s in agents.split(",") if s.strip()]
-        if expires_days is not None and expires_days <= 0:
-            raise CommandError("--expires-days must be a positive number of days.")
+        if expires_days is not None and not 0 < expires_days <= MAX_EXPIRES_DAYS:
+            raise CommandError(
+                f"--expires-days must be a number of days from 1 to {MAX_EXPIRES_DAYS} "
+                "(leave it out for a token that does not expire)."
+            )
         expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None
         try:
             token, plaintext = api_token_create(

@@ -348,7 +348,7 @@ class _Stream:
             items.append(queue.get_nowait())
         return SHUTDOWN if SHUTDOWN in items else items
 
-    async def follow(self, task: Task, seq: int, items: list) -> AsyncIterator[tuple]:
+    async def follow(self, task: "_Glance", seq: int, items: list) -> AsyncIterator[tuple]:
         """Write ``items`` (wake) in order from event ``seq`` on: the events each announcement
         names (runs of them, one read), the live text between them. Yields (frame, the seq
         written up to, whether the stream closes there)."""

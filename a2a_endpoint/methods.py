@@ -91,21 +91,26 @@ def intake_open() -> None:
     _intake = asyncio.Semaphore(max(1, settings.A2A_INTAKE_CONCURRENCY))
 
 
-async def message_accept(caller: Caller, params: dict, *, direct: bool = False):
+async def message_accept(
+    caller: Caller, params: dict, *, direct: bool = False, streaming: bool = False
+):
     """SendMessage up to the wait: parse, start or resume the task, register an inline push
     config. Returns (task, configuration or None, historyLength); a2a_endpoint.streams
     streams from here. At most A2A_INTAKE_CONCURRENCY at once (``intake_open``).
 
     ``direct``: a 0.x direct send (seed 004), whose new task is handed to the caller only
     when the answer is a Task (Task.direct); a message with an inline push config asks to
-    follow a task, so it is never direct."""
+    follow a task, so it is never direct. ``streaming``: the message came on a stream, which
+    gets the model's text as it is written (Task.live)."""
     if _intake is None:
-        return await _message_accept(caller, params, direct=direct)
+        return await _message_accept(caller, params, direct=direct, streaming=streaming)
     async with _intake:
-        return await _message_accept(caller, params, direct=direct)
+        return await _message_accept(caller, params, direct=direct, streaming=streaming)
 
 
-async def _message_accept(caller: Caller, params: dict, *, direct: bool = False):
+async def _message_accept(
+    caller: Caller, params: dict, *, direct: bool = False, streaming: bool = False
+):
     request = wire.parse(params, a2a.SendMessageRequest)
     message = wire.message_in(params, request)
     _message_bounds(message)
@@ -134,6 +139,7 @@ async def _message_accept(caller: Caller, params: dict, *, direct: bool = False)
         delivery=delivery,
         dialect=caller.dialect,
         direct=direct and push_config is None,
+        live=streaming,
     )
     task = result.task
     bind(task_id=task.public_id, trace_id=task.trace_id)

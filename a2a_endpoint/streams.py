@@ -16,6 +16,12 @@ The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=.
 closes its streams at either pause (``closing``); its direct message/stream (seed 004) is
 ``_Stream.run_direct``. The HTTP+JSON binding writes each event without the JSON-RPC envelope
 (``envelope=False``).
+
+Live output (a2a_endpoint.live): while the model writes a reply for a turn whose message came
+on a stream, its text reaches the task's streams between the stored events, in the order it
+was sent among them: each announcement says the seq of the event it announces, and a stream
+reads the events up to that one only, so the text sent before the next event is written
+before it.
 """
 
 import asyncio
@@ -36,9 +42,11 @@ from a2a_endpoint import errors, inputs, wire
 from a2a_endpoint.asyncdb import db
 from a2a_endpoint.files import linker
 from a2a_endpoint.identity import Caller
+from a2a_endpoint.live import LiveFollow
 from a2a_endpoint.methods import direct_reply, message_accept
 from config.logging import bind
 from runtime.kernel.errors import TaskNotCancelable
+from runtime.kernel.live_channel import LiveText
 from runtime.kernel.presence import stream_alive, stream_attach, stream_detach
 from runtime.kernel.task_models import (
     SETTLED_STATES,
@@ -49,7 +57,12 @@ from runtime.kernel.task_models import (
     TaskState,
 )
 from runtime.kernel.task_selectors import task_for_caller
-from runtime.kernel.wakeups import SQLITE_POLL_SECONDS, notifications_available, task_watch
+from runtime.kernel.wakeups import (
+    SQLITE_POLL_SECONDS,
+    Announced,
+    notifications_available,
+    task_watch,
+)
 from runtime.turn.cancel import task_cancel, task_hand_out
 
 logger = logging.getLogger(__name__)
@@ -203,16 +216,34 @@ class _Glance:
     subject: str
     state: str
     reply_message: dict | None = None
+    # Its last event's seq as last read, and its contextId (live output's frames name it).
+    event_seq: int = 0
+    wire_context_id: str = ""
 
     @classmethod
     def of(cls, task: Task) -> "_Glance":
-        return cls(task.pk, task.tenant_id, task.public_id, task.subject, task.state)
+        return cls(
+            task.pk,
+            task.tenant_id,
+            task.public_id,
+            task.subject,
+            task.state,
+            event_seq=task.event_seq,
+            wire_context_id=task.wire_context_id,
+        )
 
 
 def _glance_load(glance: "_Glance") -> "_Glance":
     """The task's state now (and a direct reply's Message once it is settled), one small read."""
-    state, reply = Task.objects.filter(pk=glance.pk).values_list("state", "reply_message").get()
-    return replace(glance, state=state, reply_message=reply if state in SETTLED_STATES else None)
+    state, reply, event_seq = (
+        Task.objects.filter(pk=glance.pk).values_list("state", "reply_message", "event_seq").get()
+    )
+    return replace(
+        glance,
+        state=state,
+        reply_message=reply if state in SETTLED_STATES else None,
+        event_seq=event_seq,
+    )
 
 
 def _task_wire(caller: Caller, task: Task, history_length: int | None) -> dict:
@@ -234,9 +265,15 @@ def _artifact_flags(result: dict) -> dict:
     return result
 
 
-def _events_after(caller: Caller, task: "_Glance", seq: int) -> list[tuple[int, str, str, dict]]:
-    """The task's events after ``seq``: (seq, kind, state, StreamResponse for this caller)."""
+def _events_after(
+    caller: Caller, task: "_Glance", seq: int, upto: int | None = None
+) -> list[tuple[int, str, str, dict]]:
+    """The task's events after ``seq`` (up to ``upto``, when given): (seq, kind, state,
+    StreamResponse for this caller)."""
     link = linker(task, caller.files_base)
+    events = TaskEvent.objects.filter(tenant_id=task.tenant_id, task_id=task.pk, seq__gt=seq)
+    if upto is not None:
+        events = events.filter(seq__lte=upto)
     return [
         (
             e.seq,
@@ -244,9 +281,7 @@ def _events_after(caller: Caller, task: "_Glance", seq: int) -> list[tuple[int, 
             e.state,
             _artifact_flags(wire.event_wire(e.payload, caller.activated, link)),
         )
-        for e in TaskEvent.objects.filter(tenant_id=task.tenant_id, task_id=task.pk, seq__gt=seq)
-        .only("seq", "kind", "state", "payload")
-        .order_by("seq")
+        for e in events.only("seq", "kind", "state", "payload").order_by("seq")
     ]
 
 
@@ -285,6 +320,7 @@ class _Stream:
         # binding sends the StreamResponse itself (A2A §11.7).
         self.envelope = envelope
         self.notified = notifications_available()
+        self.live = LiveFollow()
 
     def frame(self, result: dict) -> bytes:
         if self.translate is not None:
@@ -299,17 +335,49 @@ class _Stream:
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     async def wake(self, queue: asyncio.Queue, timeout: float):
-        """Wait for a change of the task (or, on SQLite, the next poll); None on timeout."""
+        """Wait for a change of the task (or, on SQLite, the next poll): what the queue holds
+        then, in order (announcements, live text, "" to read anew); SHUTDOWN; None on
+        timeout."""
         if not self.notified:
             timeout = min(timeout, SQLITE_POLL_SECONDS)
         try:
-            item = await asyncio.wait_for(queue.get(), timeout=max(0.0, timeout))
+            items = [await asyncio.wait_for(queue.get(), timeout=max(0.0, timeout))]
         except TimeoutError:
-            return None if self.notified else ""
+            return None if self.notified else [""]
         while not queue.empty():  # several changes, one read
-            if queue.get_nowait() is SHUTDOWN:
-                item = SHUTDOWN
-        return item
+            items.append(queue.get_nowait())
+        return SHUTDOWN if SHUTDOWN in items else items
+
+    async def follow(self, task: "_Glance", seq: int, items: list) -> AsyncIterator[tuple]:
+        """Write ``items`` (wake) in order from event ``seq`` on: the events each announcement
+        names (runs of them, one read), the live text between them. Yields (frame, the seq
+        written up to, whether the stream closes there)."""
+        at = 0
+        while at < len(items):
+            item = items[at]
+            if isinstance(item, LiveText):
+                at += 1
+                starts = self.live.take(item, seq)
+                if starts is not None:
+                    yield self.frame(self.live.artifact_update(item, starts, task)), seq, False
+                continue
+            upto: int | None = -1
+            while at < len(items) and not isinstance(items[at], LiveText):
+                bound = items[at].seq if isinstance(items[at], Announced) else None
+                # "" (the listener reconnected; SQLite's poll) or an announcement that does
+                # not say its seq: everything there is.
+                upto = None if upto is None or bound is None else max(upto, bound)
+                at += 1
+            if upto is not None and upto <= seq:
+                continue
+            for event_seq, kind, state, result in await db(
+                _events_after, self.caller, task, seq, upto
+            ):
+                seq = event_seq
+                closes = kind == TaskEvent.Kind.STATUS and state in self.closing
+                yield self.frame(result), seq, closes
+                if closes:
+                    return
 
     async def run(
         self, task: Task, *, sending: bool, history_length: int | None
@@ -331,18 +399,26 @@ class _Stream:
                 # glance of the task: no Task row (its history, artifacts, transcript).
                 task = latest = _Glance.of(start)
                 start = None
+                # What to write after the first event, in order: the events up to the task as
+                # read once this stream listened (announced before it did), then what the
+                # queue brings.
+                items: list = [Announced(task.state, task.event_seq)]
                 if sending:
                     # Where the turn is now: a fast worker may have answered already.
                     latest = await db(_glance_load, task)
+                    items = [Announced(latest.state, latest.event_seq)]
                     # Hold the first event while the turn has only started: a direct reply
                     # is a Message, and a stream is either one Message or a Task's events.
                     hold_until = time.monotonic() + settings.A2A_STREAM_FIRST_EVENT_MS / 1000
                     while latest.state in STARTING_STATES and time.monotonic() < hold_until:
-                        item = await self.wake(queue, hold_until - time.monotonic())
-                        if item is SHUTDOWN:
+                        woken = await self.wake(queue, hold_until - time.monotonic())
+                        if woken is SHUTDOWN:
                             return
-                        if item is None:
+                        if woken is None:
                             break
+                        items.extend(woken)
+                        if any(isinstance(item, LiveText) for item in woken):
+                            break  # the model is writing a reply: a task's (never direct)
                         events = await db(_events_after, caller, task, seq)
                         latest = await db(_glance_load, latest)
                         if _informative(events):
@@ -358,12 +434,10 @@ class _Stream:
                 if sending and first_state in self.closing:
                     return
                 while True:
-                    for event_seq, kind, state, result in await db(
-                        _events_after, caller, task, seq
-                    ):
-                        seq = event_seq
-                        yield self.frame(result)
-                        if kind == TaskEvent.Kind.STATUS and state in self.closing:
+                    async for frame, written, closes in self.follow(task, seq, items):
+                        seq = written
+                        yield frame
+                        if closes:
                             return
                     while True:
                         if time.monotonic() >= next_keepalive:
@@ -371,10 +445,11 @@ class _Stream:
                             yield KEEPALIVE
                             self.slot.alive()
                             next_keepalive = time.monotonic() + keepalive
-                        item = await self.wake(queue, next_keepalive - time.monotonic())
-                        if item is SHUTDOWN:
+                        woken = await self.wake(queue, next_keepalive - time.monotonic())
+                        if woken is SHUTDOWN:
                             return
-                        if item is not None:
+                        if woken is not None:
+                            items = woken
                             break
         except asyncio.CancelledError:
             # The client went away: its watching ends here; the turn runs on in the worker.
@@ -387,10 +462,11 @@ class _Stream:
 
     async def run_direct(self, task: Task, *, history_length: int | None):
         """A 0.x direct message/stream (seed 004): no task is handed out while the turn runs.
-        The stream waits (with keep-alives) until the turn settles, then sends the reply
-        Message, or, when the answer must be a Task (a pause, a failure, artifacts), the
-        Task as its one and terminal frame. A client that goes away before that aborts the
-        turn: it is canceled, and no background task is left."""
+        The stream waits (with keep-alives) until the turn settles, writing the model's live
+        text as Message frames meanwhile, then sends the reply Message, or, when the answer
+        must be a Task (a pause, a failure, artifacts), the Task as its terminal frame. A
+        client that goes away before that aborts the turn: it is canceled, and no background
+        task is left."""
         caller = self.caller
         keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
         answered = False
@@ -399,18 +475,33 @@ class _Stream:
                 self.slot.watch(queue, task.pk)
                 next_keepalive = time.monotonic() + keepalive
                 latest = await db(_glance_load, _Glance.of(task))
+                seq = latest.event_seq
                 while latest.state not in SETTLED_STATES:
                     if time.monotonic() >= next_keepalive:
                         yield KEEPALIVE
                         self.slot.alive()
                         next_keepalive = time.monotonic() + keepalive
-                    item = await self.wake(queue, next_keepalive - time.monotonic())
-                    if item is SHUTDOWN:
+                    woken = await self.wake(queue, next_keepalive - time.monotonic())
+                    if woken is SHUTDOWN:
                         # The server is stopping, not the caller: it gets the task's handle
                         # to follow it (tasks/get, tasks/resubscribe) rather than losing it.
                         break
-                    if item is not None:
-                        latest = await db(_glance_load, latest)
+                    for item in woken or ():
+                        if isinstance(item, LiveText):
+                            starts = self.live.take(item, seq)
+                            message = None
+                            if starts is not None:
+                                message = self.live.direct_message(item, starts, latest)
+                            if message is not None:
+                                yield self.frame({"message": message})
+                        elif not isinstance(item, Announced) or item.seq is None:
+                            latest = await db(_glance_load, latest)
+                        elif item.state in SETTLED_STATES:
+                            # Settled as announced: the live text sent before it is written.
+                            latest = await db(_glance_load, latest)
+                            break
+                        else:
+                            seq = max(seq, item.seq)
                 # The settled task, read once (its turn runtime's columns left out).
                 settled = await db(_task_load, task.pk)
                 reply = direct_reply(settled) if settled.state in SETTLED_STATES else None
@@ -515,7 +606,7 @@ async def stream_open(
     try:
         if method == "SendStreamingMessage":
             task, _configuration, history_length, _queued = await message_accept(
-                caller, params, direct=direct
+                caller, params, direct=direct, streaming=True
             )
             sending = True
         elif method == "SubscribeToTask":

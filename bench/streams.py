@@ -178,6 +178,12 @@ def main() -> int:
     parser.add_argument("n", nargs="?", type=int, default=500, help="concurrent streams")
     parser.add_argument("--worker-concurrency", type=int, default=4)
     parser.add_argument("--pool-max", type=int, default=10, help="web DATABASE_POOL_MAX_SIZE")
+    parser.add_argument(
+        "--web-nofile",
+        type=int,
+        default=1024,
+        help="the web process's soft open-files limit at start (systemd's default: 1024)",
+    )
     args = parser.parse_args()
 
     if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
@@ -206,7 +212,7 @@ def main() -> int:
     from django.conf import settings
 
     settings.CELERY_TASK_DEFAULT_QUEUE = env["CELERY_QUEUE"]
-    web, worker = start_stack(env, port, logdir, args.worker_concurrency)
+    web, worker = start_stack(env, port, logdir, args.worker_concurrency, args.web_nofile)
     samples = []
     stop = threading.Event()
 

@@ -481,6 +481,12 @@ A2A_STREAM_WRITE_TIMEOUT_SECONDS = env_int("A2A_STREAM_WRITE_TIMEOUT_SECONDS", 3
 # How long a streamed send holds its first event while the turn has only started, so that a
 # direct reply can still be sent as a Message (a stream is one Message or a Task's events).
 A2A_STREAM_FIRST_EVENT_MS = env_int("A2A_STREAM_FIRST_EVENT_MS", 1000)
+# Live output (PostgreSQL): a turn whose message came on a stream has its hosted model stream
+# the reply, and the text reaches the task's streams as it is written, sent at most once per
+# interval per worker process (runtime.turn.live_output). Off: models are never asked to
+# stream, and streams get the final reply only.
+LIVE_OUTPUT = env_bool("LIVE_OUTPUT", True)
+LIVE_OUTPUT_INTERVAL_MS = env_int("LIVE_OUTPUT_INTERVAL_MS", 100)
 CELERY_BEAT_SCHEDULE = {
     "sweep-turns": {"task": "runtime.tasks.sweep_turns", "schedule": float(TURN_SWEEP_SECONDS)},
     "expire-interactions": {

@@ -156,6 +156,12 @@ class Task(models.Model):
     # (its tool calls, its decisions). Cleared when the caller is given the Task (a pause,
     # artifacts, a failure, the wait limit): task_hand_out.
     direct = models.BooleanField(default=False)
+    # The message that started the turn, or last answered it, came on a stream
+    # (SendStreamingMessage, message/stream): the worker asks the model to stream its replies
+    # and sends their text to the task's streams as it is written (live output,
+    # runtime.turn.live_output). Set by each message, so a follow-up that does not stream
+    # turns it off.
+    live = models.BooleanField(default=False)
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

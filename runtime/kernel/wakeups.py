@@ -4,6 +4,12 @@ The worker announces each change with PostgreSQL's NOTIFY inside the same transa
 announcement is delivered exactly when the change commits. Each web process keeps one
 LISTEN connection and wakes the coroutines waiting for that task: no thread per waiter and no
 sleep loop. The embedded default (SQLite) has no NOTIFY and polls instead.
+
+The same connection hears live output (runtime.kernel.live_channel): a model's text as it is
+written, handed to the streams of its task only (task_watch's queues), in the order it was
+sent among the task's announcements. An announcement says the task's state and its last
+event's seq, so that a stream reads the events up to that one only: the text sent before the
+next event is written before it.
 """
 
 import asyncio
@@ -16,6 +22,8 @@ from typing import NamedTuple
 
 from django.db import connection, connections
 
+from runtime.kernel import live_channel
+
 logger = logging.getLogger(__name__)
 CHANNEL = "countersign_tasks"
 SQLITE_POLL_SECONDS = 0.1
@@ -23,6 +31,10 @@ SQLITE_POLL_SECONDS = 0.1
 # between a blocking send taking its mark and registering its waiter, even while a burst of
 # sends keeps the event loop busy for seconds; past it, a waiter reads the task's state.
 RECENT_ANNOUNCEMENTS = 4096
+# Items a stream's queue may hold before live text for it is dropped (a reader that does not
+# keep up): the stream sees the gap, leaves the rest of that reply out, and the final reply
+# follows as ever. Announcements are always queued.
+STREAM_QUEUE_LIVE_MAX = 256
 
 
 def task_changed(task) -> None:
@@ -45,7 +57,32 @@ def announcement(task) -> tuple[str, str] | None:
     is no NOTIFY (SQLite: waiters poll). runtime.kernel.task_state sends it with the task's save."""
     if connection.vendor != "postgresql":
         return None
-    return CHANNEL, f"{task.pk}:{task.state}"
+    return CHANNEL, f"{task.pk}:{task.state}:{task.event_seq}"
+
+
+def live_notify(payloads: list[str]) -> None:
+    """Send these pieces of live text (runtime.kernel.live_channel), in order, in one
+    statement (and one transaction: the sender's connection is in autocommit), so that they
+    reach the listeners before anything the worker commits after them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_notify(%s, piece) FROM unnest(%s::text[]) WITH ORDINALITY AS p(piece, n) "
+            "ORDER BY n",
+            [live_channel.CHANNEL, payloads],
+        )
+
+
+class Announced(NamedTuple):
+    """An announcement, as a stream's queue receives it: the task's state and the seq of its
+    last event as the change committed (None from a sender that did not say)."""
+
+    state: str
+    seq: int | None
+
+
+class StreamQueue(asyncio.Queue):
+    """A stream's queue (task_watch): it receives announcements as Announced, and the task's
+    live text (live_channel.LiveText); a blocking send's waiter gets states only."""
 
 
 def listen_params() -> dict:
@@ -148,7 +185,7 @@ class _Listener:
             try:
                 conn = await psycopg.AsyncConnection.connect(autocommit=True, **params)
                 async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {CHANNEL}; LISTEN {live_channel.CHANNEL}")
                     # A new connection has heard nothing yet: marks taken on an earlier one
                     # say nothing about what this one will hear.
                     announcements = self.announcements = Announcements()
@@ -158,11 +195,16 @@ class _Listener:
                     # waiter look again.
                     self._wake_all()
                     async for notify in conn.notifies():
-                        pk_text, _, state = notify.payload.partition(":")
+                        if notify.channel == live_channel.CHANNEL:
+                            self._live(notify.payload)
+                            continue
+                        pk_text, _, rest = notify.payload.partition(":")
+                        state, _, seq_text = rest.partition(":")
                         pk = int(pk_text)
                         announcements.record(pk, state)
+                        announced = Announced(state, int(seq_text) if seq_text.isdigit() else None)
                         for queue in list(self.waiters.get(pk, ())):
-                            queue.put_nowait(state)
+                            queue.put_nowait(announced if isinstance(queue, StreamQueue) else state)
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - a dropped connection must not stop the waiters
@@ -172,6 +214,19 @@ class _Listener:
                 self._wake_all()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10)
+
+    def _live(self, payload: str) -> None:
+        """Hand a piece of live text to the streams of its task in this process."""
+        pk = live_channel.live_task_pk(payload)
+        queues = [q for q in self.waiters.get(pk, ()) if isinstance(q, StreamQueue)]
+        if not queues:
+            return
+        piece = live_channel.live_parse(payload)
+        if piece is None:
+            return
+        for queue in queues:
+            if queue.qsize() < STREAM_QUEUE_LIVE_MAX:
+                queue.put_nowait(piece)
 
     def _wake_all(self) -> None:
         for queues in list(self.waiters.values()):
@@ -300,13 +355,14 @@ def notifications_available() -> bool:
 
 @contextlib.asynccontextmanager
 async def task_watch(task_pk: int, ready_timeout: float = 5.0):
-    """A queue that receives a wake-up at each announced change of the task (a stream).
+    """A queue that receives a wake-up at each announced change of the task (a stream), as
+    Announced, and the task's live text, in the order they were sent.
 
     Registered before the caller reads the task, so that no change after that read is
     missed; a wake-up may be empty (the listener reconnected: read again). On SQLite the
     queue never receives anything and the caller polls.
     """
-    queue: asyncio.Queue = asyncio.Queue()
+    queue: asyncio.Queue = StreamQueue()
     if not notifications_available():
         yield queue
         return

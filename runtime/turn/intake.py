@@ -110,15 +110,20 @@ def message_send(
     delivery: str | None = None,
     dialect: str = "1.0",
     direct: bool = False,
+    live: bool = False,
 ) -> SendResult:
     """Take a caller's message: start (or queue) a turn, or answer the task it names.
     ``dialect`` is the A2A version the caller spoke, recorded on a task it starts; ``direct``
-    starts it as a direct send that hands out no task until the edge says so (Task.direct).
+    starts it as a direct send that hands out no task until the edge says so (Task.direct);
+    ``live``: the message came on a stream, which gets the model's text as it is written
+    (Task.live).
 
     The messageId is the idempotency key per caller (seed 000): a retry returns the task the
     first send started and starts nothing."""
     if message.get("taskId"):
-        return _message_to_task(tenant=tenant, agent=agent, subject=subject, message=message)
+        return _message_to_task(
+            tenant=tenant, agent=agent, subject=subject, message=message, live=live
+        )
     if subject == ANONYMOUS:
         # Nothing tells one anonymous caller from another (or a retry from a stranger who
         # guessed the messageId), so each message starts a task with a subject of its own:
@@ -146,6 +151,7 @@ def message_send(
             digest=digest,
             dialect=dialect,
             direct=direct,
+            live=live,
         )
     except IntegrityError:
         # The messageId was sent before (a retry: in a new context, or in another context, so
@@ -170,6 +176,7 @@ def _turn_start(
     digest: str,
     dialect: str = "1.0",
     direct: bool = False,
+    live: bool = False,
 ) -> SendResult:
     text, data = message_content(message)
     # A new context's rows are one statement on PostgreSQL (turn_rows_insert), a transaction
@@ -215,6 +222,7 @@ def _turn_start(
             message_digest=digest,
             dialect=dialect,
             direct=direct,
+            live=live,
             state=TaskState.SUBMITTED,
             history=[stored],
             transcript=[
@@ -286,8 +294,11 @@ def _context_turn_take(
 
 
 @transaction.atomic(durable=True)
-def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> SendResult:
-    """The caller answers the open interaction of the task its message names."""
+def _message_to_task(
+    *, tenant, agent: Agent, subject: str, message: dict, live: bool = False
+) -> SendResult:
+    """The caller answers the open interaction of the task its message names; ``live``:
+    on a stream, which the resumed turn writes its model's text to (Task.live)."""
     task = task_for_caller(
         tenant=tenant, agent=agent, subject=subject, task_id=message["taskId"], lock=True
     )
@@ -332,6 +343,10 @@ def _message_to_task(*, tenant, agent: Agent, subject: str, message: dict) -> Se
         "taskId": task.public_id,
         "role": "ROLE_USER",
     }
+    if task.live != live:
+        # Before the decision resumes the turn: its run reads it when it claims the task.
+        task.live = live
+        Task.objects.filter(pk=task.pk).update(live=live)
     # The caller decides through the one decision flow, under the lock taken above.
     decision_take_locked(
         task=task,

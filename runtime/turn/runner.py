@@ -46,6 +46,7 @@ from runtime.turn.calls import call_continue
 from runtime.turn.claim import LeaseLost, lease_kept, lease_wait
 from runtime.turn.groups import call_or_group_start
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
+from runtime.turn.live_output import LiveReply, live_asked, live_reply
 from runtime.turn.memory import memory_record, memory_wanted
 from runtime.turn.outcomes import (
     turn_attempts_max,
@@ -195,12 +196,16 @@ class TurnRunner:
         if self.in_process:
             return self.model_replied(task, self.model_asked(view))
         # A hosted model's call is network I/O (and may be retried with backoff): asked with
-        # the steps so far committed, outside any lock.
-        return Outbound(call=lambda: self.model_asked(view), then=self.model_replied)
+        # the steps so far committed, outside any lock; streamed when the turn's caller
+        # streams (live output).
+        live = live_reply(task, self.model)
+        return Outbound(call=lambda: self.model_asked(view, live), then=self.model_replied)
 
-    def model_asked(self, view):
+    def model_asked(self, view, live: LiveReply | None = None):
         """The model's next action, or the AgentError or ModelError that it raised."""
         try:
+            if live is not None:
+                return live_asked(self.model, view, live)
             return self.model.next_action(view)
         except (AgentError, ModelError) as exc:
             return exc

@@ -47,7 +47,7 @@ def test_announcements_stay_bounded_and_say_when_they_have_forgotten():
 def _announce(state: str) -> None:
     """The worker's NOTIFY (task_changed), committed on a connection of its own."""
     try:
-        notify.task_changed(SimpleNamespace(pk=TASK_PK, state=state))
+        notify.task_changed(SimpleNamespace(pk=TASK_PK, state=state, event_seq=2))
     finally:
         connection.close()
 
@@ -129,8 +129,8 @@ def test_a_mark_taken_before_the_listener_reconnected_is_not_trusted(
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND query = %s",
-                [f"LISTEN {notify.CHANNEL}"],
+                "WHERE datname = current_database() AND query LIKE %s",
+                [f"LISTEN {notify.CHANNEL}%"],
             )
             dropped = cursor.rowcount
         connection.close()
@@ -198,10 +198,11 @@ def test_a_status_change_and_a_turn_announce_each_commit_once_with_the_state_sav
         with transaction.atomic():
             locked = Task.objects.select_for_update().get(pk=task.pk)
             task_status_set(locked, TaskState.WORKING)
-        assert heard() == [f"{task.pk}:{TaskState.WORKING}"]
+        # The state and the seq of the last event it committed (a stream reads up to it).
+        assert heard() == [f"{task.pk}:{TaskState.WORKING}:2"]
         Task.objects.filter(pk=task.pk).update(state=TaskState.SUBMITTED)
 
         turn_run(task_pk=task.pk, worker_id="w1")
         # The claim and the reply commit together: one announcement, of the end.
-        assert heard() == [f"{task.pk}:{TaskState.COMPLETED}"]
+        assert heard() == [f"{task.pk}:{TaskState.COMPLETED}:4"]
         assert heard() == []

@@ -242,10 +242,23 @@ class TurnView:
         return results[-1] if results else None
 
 
+class LiveWriter(Protocol):
+    """Where a streaming provider writes its reply's text as it comes (live output,
+    runtime.turn.live_output): the text only, never a tool call or its arguments."""
+
+    def write(self, text: str) -> None: ...
+
+    def restart(self) -> None:
+        """The model is asked again (a retried call): the text starts over."""
+
+
 class ModelProvider(Protocol):
     # True for a model that runs in the worker's process and waits on nothing (scripted): the
     # turn loop then asks it without first committing its steps (runtime.turn.runner).
     # Providers that leave it out are asked as network calls.
     in_process: bool = False
+    # True for a provider that can stream its reply: while the turn's caller streams, it is
+    # asked with ``live`` (a LiveWriter) and writes its text there as the model writes it.
+    streams: bool = False
 
     def next_action(self, view: TurnView) -> Action | ModelTurn: ...

@@ -30,7 +30,10 @@ error message. A tenant's ``base_url`` goes through the outbound guard (private 
 only when PUSH_ALLOW_PRIVATE_HOSTS is on); the installer's OPENAI_BASE_URL is trusted.
 
 What ``model:`` may say is runtime.agents.llm.openai_spec's; the messages sent,
-runtime.agents.llm.openai_conversation's; this module sends them and reads the reply.
+runtime.agents.llm.openai_conversation's; this module sends them and reads the reply. While the
+turn's caller streams, the reply is asked for as a stream and read as it comes
+(runtime.agents.llm.openai_stream: live output), and put back together into the reply the API
+sends otherwise.
 """
 
 import hashlib
@@ -64,6 +67,7 @@ from runtime.agents.llm.actions import (
     CallTool,
     EmitArtifact,
     Fail,
+    LiveWriter,
     ModelError,
     ModelTurn,
     Reply,
@@ -84,6 +88,7 @@ from runtime.agents.llm.openai_spec import (
     MAX_TOKENS_FIELDS,
     request_parameters,
 )
+from runtime.agents.llm.openai_stream import StreamBroken, chat_stream_read, stream_reply
 from runtime.agents.tools import BUILTIN_SERVER, REQUEST_CONNECTION, validate_arguments
 
 logger = logging.getLogger(__name__)
@@ -328,16 +333,23 @@ class OpenAIChatModel:
     # Where the request goes, and which of the pass-through parameters it takes.
     path = "/chat/completions"
     parameters = CHAT_PARAMETERS
+    # Live output: asked with these fields, the reply streams (openai_stream); the usage comes
+    # in a last chunk.
+    streams = True
+    stream_fields: dict = {"stream": True, "stream_options": {"include_usage": True}}
 
     def __init__(self, model: dict):
         self.spec = model
         self.model = str(model.get("model", ""))
         self.credential_name = model.get("credential") or DEFAULT_CREDENTIAL
 
-    def next_action(self, view: TurnView) -> ModelTurn:
+    def next_action(self, view: TurnView, live: LiveWriter | None = None) -> ModelTurn:
         names = ToolNames(view.tools)
-        reply = self.complete(view, self.request(view, names))
+        reply = self.complete(view, self.request(view, names), live)
         return self.turn_from(view, names, reply)
+
+    def stream_read(self, events, live: LiveWriter) -> dict:
+        return chat_stream_read(events, live, content_text)
 
     def request(self, view: TurnView, names: ToolNames) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -397,7 +409,7 @@ class OpenAIChatModel:
 
         return CLIENTS.lease((base_url or "", allow_private, timeout, key_hash, shard), make)
 
-    def complete(self, view: TurnView, request: dict):
+    def complete(self, view: TurnView, request: dict, live: LiveWriter | None = None):
         if view.credential is None:
             raise ModelError(f"The credential {self.credential_name!r} is not available here.")
         try:
@@ -417,6 +429,12 @@ class OpenAIChatModel:
                 attempt += 1
                 retry_after = None
                 try:
+                    if live is not None:
+                        live.restart()  # an attempt's text starts over
+                        body = {**request, **self.stream_fields}
+                        return stream_reply(
+                            client, self.path, body, CALL_OPTIONS, self.stream_read, live
+                        )
                     # As JSON, not as the SDK's typed model: a reply is read by hand
                     # (``turn_from``), so that what real servers send (content as a list of
                     # parts, arguments as an object, no usage) is taken, and what cannot be
@@ -424,6 +442,8 @@ class OpenAIChatModel:
                     return client.post(
                         self.path, body=request, cast_to=object, options=CALL_OPTIONS
                     )
+                except StreamBroken as exc:
+                    why = str(exc)
                 except openai.APITimeoutError:
                     why = f"no answer within {settings.MODEL_TIMEOUT_SECONDS}s"
                 except openai.APIConnectionError as exc:

@@ -20,7 +20,7 @@ the provider keeping a response (``store: false`` may be set).
 import json
 from typing import Any
 
-from runtime.agents.llm.actions import ModelTurn, TurnView
+from runtime.agents.llm.actions import LiveWriter, ModelTurn, TurnView
 from runtime.agents.llm.openai_chat import (
     NOT_JSON,
     OpenAIChatModel,
@@ -33,6 +33,7 @@ from runtime.agents.llm.openai_chat import (
 )
 from runtime.agents.llm.openai_conversation import conversation
 from runtime.agents.llm.openai_spec import RESPONSES_PARAMETERS, request_parameters
+from runtime.agents.llm.openai_stream import responses_stream_read
 
 
 def input_items(messages: list[dict]) -> tuple[str, list[dict]]:
@@ -75,6 +76,11 @@ def function_tools(tools: list[dict]) -> list[dict]:
 class OpenAIResponsesModel(OpenAIChatModel):
     path = "/responses"
     parameters = RESPONSES_PARAMETERS
+    # Streamed, the response's usage is in the ``response.completed`` event.
+    stream_fields: dict = {"stream": True}
+
+    def stream_read(self, events, live: LiveWriter) -> dict:
+        return responses_stream_read(events, live, content_text)
 
     def request(self, view: TurnView, names: ToolNames) -> dict[str, Any]:
         instructions, items = input_items(conversation(view))

@@ -63,6 +63,7 @@ class PushDeliveryAdmin(TenantScopedAdmin):
 
 @admin.register(PushConfig)
 class PushConfigAdmin(TenantScopedAdmin):
+    ordering = ["-pk"]  # a stable order for pages and autocomplete
     list_display = [
         "public_id",
         "task",

@@ -259,3 +259,38 @@ def test_the_migration_fills_in_search_text_and_summary_of_items_there_were(agen
     assert "environment=production" in approval.search_text
     assert SECRET.casefold() not in approval.search_text
     assert question.summary == "" and question.prompt.casefold() in question.search_text
+
+
+def test_django_admin_shows_a_redacted_value_nowhere(agents, shipper, staff):
+    """Admin's read-only pages of the item, its call and its task: the redacted field is
+    ``•••`` there too, the edited and the shown arguments alike."""
+    from tests.core import flow_answer
+
+    policy = shipper.tool_policy["deploy/deploy_build"]
+    shipper.tool_policy = {"deploy/deploy_build": {**policy, "editable": True}}
+    shipper.save(update_fields=["tool_policy"])
+    approval = held(agents.a, "2026.12.04-1", "production")
+    flow_answer(
+        tenant=agents.a.tenant,
+        interaction_id=approval.public_id,
+        answer={"approved": True},
+        by=agents.a.operator.subject,
+        via="page",
+        arguments={"build": "2026.12.04-1", "environment": "staging", "token": SECRET},
+    )
+    run(approval.task)
+    approval.refresh_from_db()
+    effect = approval.task.effects.get()
+    pages = {
+        "interaction": reverse("admin:runtime_interaction_change", args=[approval.pk]),
+        "effect": reverse("admin:runtime_effect_change", args=[effect.pk]),
+        "task": reverse("admin:runtime_task_change", args=[approval.task.pk]),
+    }
+    for name, url in pages.items():
+        response = staff.get(url)
+        assert response.status_code == HTTPStatus.OK, name
+        body = response.content.decode()
+        assert SECRET not in body, name
+        assert "2026.12.04-1" in body and "\\u2022\\u2022\\u2022" in body, name
+    # What the model was told and what was sent are kept whole, for the runtime's use.
+    assert approval.request["call"]["arguments"]["token"] == SECRET

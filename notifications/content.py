@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from notifications.models import Delivery
+from runtime.decisions.approvers import approvers_text
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import held_call_view
 
@@ -88,6 +89,14 @@ def _follow_up_title(content: dict) -> str:
         return f"Closed, its task was canceled by {by}: {what}"
     if event == Delivery.Event.VOIDED:
         return f"The approval is void and needs a new decision: {what}"
+    following = content.get("nextStage")
+    if isinstance(following, dict):
+        title = f" ({following['title']})" if following.get("title") else ""
+        return (
+            f"Stage {content.get('stage', 1)} of {content.get('stages', 2)} approved ({by} via "
+            f"{via}); stage {following.get('stage', 2)}{title} now waits for "
+            f"{approvers_text(following.get('approvers') or ())}: {what}"
+        )
     return (
         f"{content.get('approvals', 1)} of {content.get('approvalsRequired', 2)} approvals in "
         f"({by} via {via}), another person must approve: {what}"

@@ -96,6 +96,10 @@ def follow_up_facts(audit: AuditEvent, interaction: Interaction) -> dict:
         facts["outcome"] = "recorded"
         facts["approvals"] = detail.get("approvals", 1)
         facts["approvalsRequired"] = detail.get("required", 2)
+        if detail.get("stages"):
+            facts.update(stage=detail.get("stage", 1), stages=detail["stages"])
+        if isinstance(detail.get("nextStage"), dict):
+            facts["nextStage"] = detail["nextStage"]
     else:
         facts["outcome"] = event
     receipt = (

@@ -453,6 +453,15 @@ def approval_gate(
             detail["channelUser"] = decider.channel_user
         if needs.staged:
             detail.update(stage=stage, stages=len(needs.stages))
+            after = _stage_at(needs.stages, len(approvals))
+            if after + 1 != stage:
+                # This approval completed its stage: who decides from now on (the follow-ups
+                # tell the channels, notifications.follow_ups).
+                detail["nextStage"] = {
+                    "stage": after + 1,
+                    "approvers": list(needs.stages[after].approvers),
+                    "title": needs.stages[after].title,
+                }
         audit = audit_record(
             tenant_id=interaction.tenant_id,
             actor=by,

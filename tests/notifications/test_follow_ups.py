@@ -164,6 +164,44 @@ def test_the_other_approvers_hear_that_one_approval_of_two_is_in(
     assert "Approve:" not in recorded["operator@acme.test"].body
 
 
+def test_the_next_stages_approvers_hear_that_its_their_turn(
+    agents, notify, receivers, channel, make_agent, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    stages = [
+        {"title": "an operator", "approvers": ["operator"], "required": 1},
+        {"title": "an admin", "approvers": ["admin"], "required": 1},
+    ]
+    make_agent(
+        "dep",
+        [deploy_step(), *REPORT_RESULT],
+        tools=[DEPLOY_TOOL],
+        tool_policy={"deploy/deploy_build": {"action": "approve", "stages": stages}},
+    )
+    hook = receivers()
+    _, hook.secret = channel(agents.a.tenant, "pager", "webhook", url=hook.url)
+    channel(agents.a.tenant, "mail", "email", email_roles=["operator", "admin"])
+    interaction = hold(agents.a, capture, agent="dep", text="go")
+    # At the opening only stage 1's approvers may decide: the admin is told, without links.
+    opened = {m.to[0]: m for m in mail.outbox}
+    assert "Approve:" in opened["operator@acme.test"].body
+    assert "Approve:" not in opened["admin@acme.test"].body
+    with capture(execute=True):
+        decide(interaction, approved=True)  # the operator's: stage 1 done
+    data = hook.events[-1]["data"]
+    assert hook.events[-1]["type"] == "interaction.approval_recorded"
+    assert (data["stage"], data["stages"]) == (1, 2)
+    assert data["nextStage"] == {"stage": 2, "approvers": ["admin"], "title": "an admin"}
+    recorded = {m.to[0]: m for m in mail.outbox[2:]}
+    for message in recorded.values():
+        assert (
+            "Stage 1 of 2 approved (operator@acme.test via page); stage 2 (an admin) now "
+            "waits for admins" in message.subject
+        )
+    assert "Approve:" in recorded["admin@acme.test"].body
+    assert "Approve:" not in recorded["operator@acme.test"].body
+
+
 def test_a_canceled_task_closes_what_its_channels_told_of(
     agents, notify, receivers, channel, django_capture_on_commit_callbacks
 ):

@@ -455,18 +455,26 @@ def digests_send(*, now: datetime | None = None) -> int:
         ):
             continue
         items = list(
-            DigestItem.objects.filter(
-                tenant_id=tenant_id, user_id=user_id, sent_at__isnull=True
-            ).order_by("created_at")
+            DigestItem.objects.filter(tenant_id=tenant_id, user_id=user_id, sent_at__isnull=True)
+            .select_related("interaction")
+            .order_by("created_at")
         )
+        # Only what still waits is listed: an item decided, expired or voided since it was
+        # held for the digest needs nobody, and is counted on one line.
+        waiting = [i for i in items if i.interaction.state == Interaction.State.OPEN]
+        if not waiting:
+            DigestItem.objects.filter(pk__in=[i.pk for i in items]).update(sent_at=now)
+            continue
         tenant = preference.membership.tenant
-        body = "\n".join(
-            [f"{len(items)} item(s) in {one_line(tenant.name)} wait for a decision:", ""]
-            + [f"- {item.line}" for item in items]
-        )
+        lines = [f"{len(waiting)} item(s) in {one_line(tenant.name)} wait for a decision:", ""]
+        lines += [f"- {item.line}" for item in waiting]
+        closed = len({i.interaction_id for i in items}) - len({i.interaction_id for i in waiting})
+        if closed:
+            lines += ["", f"{closed} more were decided or closed before this digest."]
+        body = "\n".join(lines)
         try:
             EmailMessage(
-                f"Countersign digest: {len(items)} item(s) waiting",
+                f"Countersign digest: {len(waiting)} item(s) waiting",
                 body,
                 to=[preference.membership.user.email],
             ).send()

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from notifications.models import Delivery, Ladder, LadderStep
+from notifications.models import Delivery, DigestItem, Ladder, LadderStep
 from notifications.services import digests_send, ladder_save, ladders_advance, preference_set
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
@@ -163,6 +163,32 @@ def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
     assert digests_send(now=first + timedelta(minutes=20)) == 0
     assert digests_send(now=first + timedelta(minutes=31)) == 1
     assert "1 item(s)" in mail.outbox[1].subject
+
+
+def test_a_digest_lists_only_what_still_waits(
+    agents, notify, channel, django_capture_on_commit_callbacks
+):
+    channel(agents.a.tenant, "ops", "email", email_roles=["operator"])
+    operator = agents.a.operator.memberships.get()
+    preference_set(membership=operator, email_enabled=True, digest_minutes=30)
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", HOLD)
+        start(agents.a, "deployer", "deploy build b-2 to production")
+    staging, production = Interaction.objects.order_by("created_at")
+    decide(staging, by="user:admin@acme.test", approved=False)
+    assert digests_send(now=production.created_at + timedelta(minutes=1)) == 1
+    [digest] = mail.outbox
+    assert "1 item(s)" in digest.subject and digest.body.count("/inbox/") == 1
+    assert "Deploy b-2 to production" in digest.body and "staging" not in digest.body
+    assert "1 more were decided or closed before this digest." in digest.body
+    # Nothing of it waits any more: no digest at all, and nothing held back for the next.
+    decide(production, by="user:admin@acme.test", approved=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", "deploy build b-3 to staging")
+    Interaction.objects.filter(state="open").update(state="expired")
+    assert digests_send(now=production.created_at + timedelta(minutes=40)) == 0
+    assert len(mail.outbox) == 1
+    assert not DigestItem.objects.filter(sent_at__isnull=True).exists()
 
 
 def test_one_ladder_per_scope_holds_on_every_database(agents):

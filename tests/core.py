@@ -181,6 +181,18 @@ def decide(
     )
 
 
+def edit_approve(side, interaction: Interaction, arguments: dict):
+    """``side``'s operator approves ``interaction`` on the page with edited ``arguments``."""
+    return flow_answer(
+        tenant=side.tenant,
+        interaction_id=interaction.public_id,
+        answer={"approved": True},
+        by=side.operator.subject,
+        via="page",
+        arguments=arguments,
+    )
+
+
 def status_text(task: Task) -> str:
     return " ".join(p.get("text", "") for p in (task.status_message or {}).get("parts", []))
 

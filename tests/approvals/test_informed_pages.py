@@ -149,20 +149,13 @@ def test_a_tenant_time_zone_must_be_one(world):
 
 def test_the_demo_deployer_reports_what_was_sent_after_an_edit(agents):
     from runtime.agents.agent_models import Agent
-    from tests.core import flow_answer, status_text
+    from tests.core import edit_approve, status_text
 
     agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
     agent.tool_policy = {"deploy/deploy_build": {"action": "approve", "editable": True}}
     agent.save(update_fields=["tool_policy"])
     approval = agents.a.extra["make"].approval(build="ed-1")  # asked for staging
-    flow_answer(
-        tenant=agents.a.tenant,
-        interaction_id=approval.public_id,
-        answer={"approved": True},
-        by=agents.a.operator.subject,
-        via="page",
-        arguments={"build": "ed-2", "environment": "production"},
-    )
+    edit_approve(agents.a, approval, {"build": "ed-2", "environment": "production"})
     done = run(approval.task)
     assert status_text(done) == "Deployed build ed-2 to production."
 

@@ -186,7 +186,7 @@ def test_receipts_keep_the_arguments_shown_and_sent_after_redact(agents, shipper
 
 
 def test_an_edited_approval_receipt_keeps_both_and_the_model_is_told(agents, make_agent):
-    from tests.core import DEPLOY_TOOL, flow_answer
+    from tests.core import DEPLOY_TOOL, edit_approve
 
     make_agent(
         "editable",
@@ -207,14 +207,7 @@ def test_an_edited_approval_receipt_keeps_both_and_the_model_is_told(agents, mak
         tool_policy={"deploy/deploy_build": {"action": "approve", "editable": True}},
     )
     approval = open_interaction(run(send(agents.a, "editable")))
-    flow_answer(
-        tenant=agents.a.tenant,
-        interaction_id=approval.public_id,
-        answer={"approved": True},
-        by=agents.a.operator.subject,
-        via="page",
-        arguments={"build": "b-1", "environment": "staging"},
-    )
+    edit_approve(agents.a, approval, {"build": "b-1", "environment": "staging"})
     receipt = Receipt.objects.get(interaction_public_id=approval.public_id)
     assert receipt.edited
     assert receipt.arguments == {"build": "b-1", "environment": "production"}
@@ -264,19 +257,14 @@ def test_the_migration_fills_in_search_text_and_summary_of_items_there_were(agen
 def test_django_admin_shows_a_redacted_value_nowhere(agents, shipper, staff):
     """Admin's read-only pages of the item, its call and its task: the redacted field is
     ``•••`` there too, the edited and the shown arguments alike."""
-    from tests.core import flow_answer
+    from tests.core import edit_approve
 
     policy = shipper.tool_policy["deploy/deploy_build"]
     shipper.tool_policy = {"deploy/deploy_build": {**policy, "editable": True}}
     shipper.save(update_fields=["tool_policy"])
     approval = held(agents.a, "2026.12.04-1", "production")
-    flow_answer(
-        tenant=agents.a.tenant,
-        interaction_id=approval.public_id,
-        answer={"approved": True},
-        by=agents.a.operator.subject,
-        via="page",
-        arguments={"build": "2026.12.04-1", "environment": "staging", "token": SECRET},
+    edit_approve(
+        agents.a, approval, {"build": "2026.12.04-1", "environment": "staging", "token": SECRET}
     )
     run(approval.task)
     approval.refresh_from_db()

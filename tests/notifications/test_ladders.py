@@ -135,15 +135,20 @@ def test_a_member_who_turned_email_off_gets_none(
     assert [m.to for m in mail.outbox] == [["admin@acme.test"]]
 
 
-def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
-    agents, notify, channel, django_capture_on_commit_callbacks
-):
+def two_held_for_a_digest(agents, channel, capture) -> None:
+    """The operator chose a 30-minute digest; a staging and a production deploy are held."""
     channel(agents.a.tenant, "ops", "email", email_roles=["operator"])
     operator = agents.a.operator.memberships.get()
     preference_set(membership=operator, email_enabled=True, digest_minutes=30)
-    with django_capture_on_commit_callbacks(execute=True):
+    with capture(execute=True):
         start(agents.a, "deployer", HOLD)
         start(agents.a, "deployer", "deploy build b-2 to production")
+
+
+def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
+    agents, notify, channel, django_capture_on_commit_callbacks
+):
+    two_held_for_a_digest(agents, channel, django_capture_on_commit_callbacks)
     assert not mail.outbox  # held for the digest
     assert Delivery.objects.filter(state="delivered").count() == 2
 
@@ -168,12 +173,7 @@ def test_a_member_who_chose_a_digest_gets_one_every_n_minutes(
 def test_a_digest_lists_only_what_still_waits(
     agents, notify, channel, django_capture_on_commit_callbacks
 ):
-    channel(agents.a.tenant, "ops", "email", email_roles=["operator"])
-    operator = agents.a.operator.memberships.get()
-    preference_set(membership=operator, email_enabled=True, digest_minutes=30)
-    with django_capture_on_commit_callbacks(execute=True):
-        start(agents.a, "deployer", HOLD)
-        start(agents.a, "deployer", "deploy build b-2 to production")
+    two_held_for_a_digest(agents, channel, django_capture_on_commit_callbacks)
     staging, production = Interaction.objects.order_by("created_at")
     decide(staging, by="user:admin@acme.test", approved=False)
     assert digests_send(now=production.created_at + timedelta(minutes=1)) == 1

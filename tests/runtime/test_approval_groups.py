@@ -4,6 +4,7 @@ turn resumes once, when the last of them has its decision; then every call of th
 (or its denial told) in the reply's order. The model is the local OpenAI-compatible stub."""
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -99,9 +100,11 @@ def test_a_two_call_reply_opens_one_group_and_pauses_once(acme, llm):
         status_text(task)
         == "Approve 2 calls of one reply: deploy / deploy_build; deploy / deploy_build?"
     )
-    # Never a call's arguments on the wire (seed 000).
+    # Never a call's arguments on the wire. "b-1" is looked for as a word of its own: a random
+    # id (base64url: letters, digits, "-" and "_") may hold it as a substring.
     wire = json.dumps(task.status_ext) + json.dumps(task.status_message)
-    assert "staging" not in wire and "production" not in wire and "b-1" not in wire
+    assert "staging" not in wire and "production" not in wire
+    assert not re.search(r"(?<![\w-])b-1(?![\w-])", wire)
 
 
 def test_decided_call_by_call_the_turn_resumes_once_the_last_has_its_decision(

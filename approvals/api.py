@@ -89,7 +89,9 @@ def operator_for(request) -> Operator:
             tenant=user.tenant,
             subject=user.subject,
             can_decide=True,
-            decider=Decider.of_program(user.subject, may_step_up=identity.token.may_step_up),
+            decider=Decider.of_program(
+                user.subject, may_step_up=identity.token.may_step_up, token_id=identity.token.pk
+            ),
         )
     membership = getattr(request, "membership", None)
     if not membership:

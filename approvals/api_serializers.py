@@ -449,6 +449,18 @@ class RuleSerializer(serializers.Serializer):
     revokedBy = serializers.CharField(allow_blank=True)
     uses = serializers.IntegerField()
     active = serializers.BooleanField()
+    madeUnder = serializers.CharField(
+        allow_null=True,
+        help_text="The rule of the tool policy it was made under: it matches only the calls "
+        "that rule holds (null: made before rules recorded it).",
+    )
+    inapplicableReason = serializers.CharField(
+        allow_null=True,
+        help_text="Why it no longer allows the calls it matches (its maker may no longer "
+        "approve them under the policy rule that holds them now, or that rule is gone); "
+        "null while it applies.",
+    )
+    inapplicableSince = serializers.DateTimeField(allow_null=True)
 
 
 def rule_wire(rule: StandingRule) -> dict:
@@ -467,4 +479,7 @@ def rule_wire(rule: StandingRule) -> dict:
         "revokedBy": rule.revoked_by,
         "uses": rule.uses,
         "active": rule.is_active(),
+        "madeUnder": (rule.policy_rule or {}).get("label") or None,
+        "inapplicableReason": rule.inapplicable_reason or None,
+        "inapplicableSince": wire_time(rule.inapplicable_since),
     }

@@ -1,5 +1,6 @@
-"""The rules page: the tenant's standing rules (what each allows, who made it, when it
-expires, how often it was used), and their revocation. A rule is made with an approval, by
+"""The rules page: the tenant's standing rules (what each allows, under which rule of the
+tool policy, who made it, when it expires, how often it was used, why it no longer applies),
+and their revocation. A rule is made with an approval, by
 the decision flow (runtime.decisions.flow)."""
 
 from django.contrib import messages
@@ -25,9 +26,20 @@ def rules(request):
             state = "revoked"
         elif rule.expires_at is not None and rule.expires_at <= now:
             state = "expired"
+        elif rule.inapplicable_reason:
+            # In force, but the last call it matched was held: its maker may no longer
+            # approve such calls, or its policy rule is gone (runtime.decisions.rules).
+            state = "inapplicable"
         else:
             state = "active"
-        rows.append({"rule": rule, "state": state, "conditions": conditions_text(rule.conditions)})
+        rows.append(
+            {
+                "rule": rule,
+                "state": state,
+                "conditions": conditions_text(rule.conditions),
+                "made_under": (rule.policy_rule or {}).get("label", ""),
+            }
+        )
     return render(
         request,
         "approvals/rules.html",

@@ -48,7 +48,8 @@ class Decider:
     ``membership_id`` say what a person may decide (roles, groups); ``stepped_up``: they
     re-authenticated recently, or the token has the step-up right (``risk: high``);
     ``channel_user``: who the channel knew them as (a Slack user id, the address an e-mail
-    link was sent to), named beside them on the receipt and in the audit."""
+    link was sent to), named beside them on the receipt and in the audit; ``token_id``: a
+    program's operator token (a standing rule it makes applies only while the token is valid)."""
 
     PERSON = "person"
     PROGRAM = "program"
@@ -60,6 +61,7 @@ class Decider:
     kind: str = PERSON
     stepped_up: bool = False
     channel_user: str = ""
+    token_id: int | None = None
 
     @classmethod
     def of_member(
@@ -76,9 +78,17 @@ class Decider:
         )
 
     @classmethod
-    def of_program(cls, subject: str, *, may_step_up: bool = False) -> "Decider":
+    def of_program(
+        cls, subject: str, *, may_step_up: bool = False, token_id: int | None = None
+    ) -> "Decider":
         """A program with an operator token: an operator in no group, not a person."""
-        return cls(subject=subject, role="operator", kind=cls.PROGRAM, stepped_up=may_step_up)
+        return cls(
+            subject=subject,
+            role="operator",
+            kind=cls.PROGRAM,
+            stepped_up=may_step_up,
+            token_id=token_id,
+        )
 
     @classmethod
     def of_caller(cls, subject: str) -> "Decider":

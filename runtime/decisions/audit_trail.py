@@ -23,6 +23,7 @@ AUDIT_OUTCOMES = (
     "allowed_by_rule",
     "rule_created",
     "rule_revoked",
+    "rule_inapplicable",
     "task_canceled",
     "disconnected",
 )

@@ -291,10 +291,17 @@ class StandingRule(models.Model):
 
     A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
     arguments' fields, nested ones by path (runtime.agents.conditions); it expires by itself
-    (no expiry only when an admin made it) and can be revoked. It never applies to a call whose
-    policy rule is ``risk: high`` or asks for more than one person, whatever the policy said
-    when it was made, nor to a call with a field its tool's schema does not declare.
+    (no expiry only when an admin made it) and can be revoked. It matches only calls held by
+    the policy rule it was made under (``policy_rule``), and allows one only while its maker
+    could approve it under that rule as it is now, as they are now (runtime.decisions.rules):
+    never a call whose rule is ``risk: high`` or asks for more than one person, whatever the
+    policy said when it was made, nor a call with a field its tool's schema does not declare.
     """
+
+    class Maker(models.TextChoices):
+        PERSON = "person", "a member"
+        PROGRAM = "program", "an operator token"
+        UNKNOWN = "", "not recorded"
 
     public_id = models.CharField(max_length=40, unique=True, default=new_rule_id)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -316,6 +323,23 @@ class StandingRule(models.Model):
     revoked_by = models.CharField(max_length=200, blank=True)
     uses = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # The rule of the tool policy that held the call it was made from, as an interaction keeps
+    # it (runtime.agents.policies.PolicyRule.stored: entry, rule number, when, source,
+    # version, label). {}: made before rules recorded it (README "Standing rules").
+    policy_rule = models.JSONField(default=dict, blank=True)
+    # Who made it, to ask at each use whether they may still approve the call: a member (their
+    # role and groups as they are then) or a program (its operator token, while it is valid).
+    maker_kind = models.CharField(max_length=16, choices=Maker.choices, default="", blank=True)
+    maker_membership = models.ForeignKey(
+        "tenants.Membership", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    maker_token = models.ForeignKey(
+        "tenants.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Why it no longer allows the calls it matches (its maker or its policy rule changed),
+    # and since when; "" while it applies. Written when the reason changes, never per call.
+    inapplicable_reason = models.CharField(max_length=500, blank=True)
+    inapplicable_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -373,3 +373,132 @@ def test_rules_page_and_list_read_a_fixed_number_of_queries(agents, rule_of, hel
         allow_similar(client, interaction)
     assert StandingRule.objects.filter(tenant=side.tenant).count() == 4
     assert counts() == one
+
+
+# --- a rule allows only what its maker could approve now -----------------------------------
+
+# Production deploys are for admins; anything else for the default approvers.
+ADMIN_ONLY = [
+    {
+        "title": "Production",
+        "when": [{"field": "environment", "op": "equals", "value": "production"}],
+        "action": "approve",
+        "approvers": ["admin"],
+    },
+    {"action": "approve"},
+]
+
+
+@pytest.fixture
+def env_deploys(make_agent):
+    """The agent "env" under ADMIN_ONLY, deploying to the environment its message names;
+    returns a function holding one such call (its open approval)."""
+    agent = make_agent(
+        "env",
+        [deploy_step(environment="{{ text }}"), *REPORT_RESULT],
+        tools=[DEPLOY_TOOL],
+        tool_policy={"deploy/deploy_build": ADMIN_ONLY},
+    )
+
+    def held_call(side, environment):
+        task = run(send(side, "env", environment))
+        assert task.state == TaskState.AUTH_REQUIRED, environment
+        return Interaction.objects.get(task=task, state="open")
+
+    held_call.agent = agent
+    return held_call
+
+
+def tighten_default_to_admins(agent):
+    agent.tool_policy = {
+        "deploy/deploy_build": [ADMIN_ONLY[0], {"action": "approve", "approvers": ["admin"]}]
+    }
+    agent.save(update_fields=["tool_policy"])
+
+
+def test_an_operators_rule_made_on_the_page_never_lets_an_admin_only_call_run(agents, env_deploys):
+    side = agents.a
+    operator = side.client_for(side.operator)
+    production = env_deploys(side, "production")
+    refused = operator.post(page(production), {"decision": "approve"})
+    assert refused.status_code == HTTPStatus.FORBIDDEN
+    assert "Only admins may decide" in refused.content.decode()
+
+    staging = env_deploys(side, "staging")
+    assert allow_similar(operator, staging, **{"rule-caller_only": ""}).status_code == (
+        HTTPStatus.FOUND
+    )
+    rule = StandingRule.objects.get()
+    assert rule.conditions == [] and rule.caller == ""
+    assert run(staging.task).state == TaskState.COMPLETED
+
+    # The next production deploy waits for an admin, as the first one did.
+    again = env_deploys(side, "production")
+    assert again.approvers == ["admin"]
+    assert not AuditEvent.objects.filter(action="allowed_by_rule").exists()
+    assert run(send(side, "env", "staging")).state == TaskState.COMPLETED
+
+    # The rule it was made under is tightened to admins: staging deploys wait for one too.
+    tighten_default_to_admins(env_deploys.agent)
+    held = env_deploys(side, "staging")
+    assert held.approvers == ["admin"]
+    rule.refresh_from_db()
+    assert rule.uses == 1 and "only admins may" in rule.inapplicable_reason
+    html = operator.get(reverse("approvals:rules")).content.decode()
+    assert 'data-state="inapplicable"' in html and "allows nothing now" in html
+    assert "only admins may" in html and "under deploy/deploy_build, rule 2 of 2" in html
+    audit = operator.get(reverse("approvals:audit")).content.decode()
+    assert "rule_inapplicable" in audit and "only admins may" in audit
+
+
+def test_a_programs_rule_over_rest_never_lets_an_admin_only_call_run(agents, env_deploys):
+    side = agents.a
+    auth = bearer(side.extra["operator_token"])
+
+    def answer(interaction, **body):
+        return Client().post(
+            f"/api/v1/interactions/{interaction.public_id}/answer",
+            {"approved": True, **body},
+            content_type="application/json",
+            **auth,
+        )
+
+    refused = answer(env_deploys(side, "production"))
+    assert refused.status_code == HTTPStatus.FORBIDDEN
+    assert refused.json()["reason"] == "DECIDER_NOT_ALLOWED"
+    staging = env_deploys(side, "staging")
+    made = answer(staging, allowSimilar={"duration": "1d", "callerOnly": False})
+    assert made.status_code == HTTPStatus.OK
+    assert run(staging.task).state == TaskState.COMPLETED
+
+    env_deploys(side, "production")
+    assert not AuditEvent.objects.filter(action="allowed_by_rule").exists()
+    assert made.json()["rule"]["madeUnder"].startswith("deploy/deploy_build, rule 2 of 2")
+    tighten_default_to_admins(env_deploys.agent)
+    env_deploys(side, "staging")
+    listed = Client().get("/api/v1/rules", **auth).json()
+    assert listed[0]["active"] is True and "only admins may" in listed[0]["inapplicableReason"]
+    assert listed[0]["inapplicableSince"] is not None
+
+
+def test_a_programs_rule_stops_when_its_token_is_revoked(agents, held):
+    from tenants.models import ApiToken
+    from tenants.tokens import api_token_revoke
+
+    side = agents.a
+    interaction = held(side, "approve")
+    auth = bearer(side.extra["operator_token"])
+    made = Client().post(
+        f"/api/v1/interactions/{interaction.public_id}/answer",
+        {"approved": True, "allowSimilar": {"duration": "1d", "callerOnly": True}},
+        content_type="application/json",
+        **auth,
+    )
+    assert made.status_code == HTTPStatus.OK
+    assert run(interaction.task).state == TaskState.COMPLETED
+    assert run(send(side, "dep")).state == TaskState.COMPLETED
+    rule = StandingRule.objects.get()
+    api_token_revoke(token=ApiToken.objects.get(pk=rule.maker_token_id), by="user:admin@acme.test")
+    assert run(send(side, "dep")).state == TaskState.AUTH_REQUIRED
+    rule.refresh_from_db()
+    assert "operator token" in rule.inapplicable_reason and rule.uses == 1

@@ -3,8 +3,8 @@ an agent on ``provider: openai`` whose model is the local stub (tests/llm_stub.p
 streams real SSE chunks and can stop mid-reply until the test lets it go on.
 
 A partner that streams its message gets the model's text as it is written, before the final
-reply: 1.0 as the deltas of one artifact, 0.x direct ``message/stream`` (seed 004) as Message
-frames then the final reply. The journal records the final reply only; a caller that does
+reply, as the deltas of one artifact (a 0.x direct ``message/stream`` becomes its task's
+stream at the first piece). The journal records the final reply only; a caller that does
 not stream makes the model answer unstreamed. PostgreSQL only: the text travels as NOTIFY."""
 
 import json
@@ -325,49 +325,94 @@ def test_a_1_0_partner_that_leaves_mid_reply_does_not_break_the_turn(agent_url, 
     assert done.status_message["parts"] == [{"text": REPLY}]
 
 
-def message_frames(frames: list[dict]) -> list[dict]:
-    assert all(f["kind"] == "message" for f in frames), frames
-    return frames
+def live_text03(frames: list[dict]) -> str:
+    return "".join(
+        f["artifact"]["parts"][0]["text"] for f in frames if f["kind"] == "artifact-update"
+    )
 
 
-def test_a_0_x_direct_stream_gets_message_frames_then_the_final_reply(agent_url, demo, stub):
+def test_a_0_x_direct_stream_with_live_text_becomes_its_task_stream(agent_url, demo, stub):
+    """A stream is one Message, or a Task and its updates: the a2a-sdk clients take a first
+    Message for the whole answer. So the model's text comes after the Task, as its artifact
+    updates, and the stream ends with the completed status carrying the whole reply."""
     gate = threading.Event()
     stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=2))
     headers = {"Authorization": f"Bearer {demo['token']}"}  # no A2A-Version: 0.3
     with httpx.Client(timeout=60) as client:
         stream = Stream(client, agent_url, body("message/stream", "deploy"), headers)
         try:
-            frames = stream.read_until(
-                lambda f: "".join(m["parts"][0]["text"] for m in f) == "Deployed b-7731 "
-            )
+            frames = stream.read_until(lambda f: live_text03(f) == "Deployed b-7731 ")
             gate.set()
             frames = stream.read_until(lambda f: False)  # to the stream's end
         finally:
             gate.set()
             stream.close()
 
-    frames = message_frames(frames)
-    *pieces, final = frames
-    assert pieces and all(m["role"] == "agent" and "taskId" not in m for m in frames)
-    assert "".join(m["parts"][0]["text"] for m in pieces) == REPLY
-    assert final["parts"] == [{"kind": "text", "text": REPLY}]
-    assert len({m["messageId"] for m in frames}) == len(frames)
-    # A direct reply: no task was handed out.
-    task = Task.objects.get(agent__slug="live-deployer")
-    assert task.direct and task.state == TaskState.COMPLETED
+    kinds = [f["kind"] for f in frames]
+    assert kinds[0] == "task" and "message" not in kinds, kinds
+    task_id = frames[0]["id"]
+    updates = [f for f in frames if f["kind"] == "artifact-update"]
+    assert live_text03(frames) == REPLY
+    assert [u["append"] for u in updates] == [False] + [True] * (len(updates) - 1)
+    assert updates[-1]["lastChunk"] is True
+    assert all(u["taskId"] == task_id for u in updates)
+    statuses = [f for f in frames if f["kind"] == "status-update"]
+    assert [s["final"] for s in statuses] == [False] * (len(statuses) - 1) + [True]
+    final = frames[-1]
+    assert final["kind"] == "status-update" and final["status"]["state"] == "completed"
+    assert final["status"]["message"]["parts"] == [{"kind": "text", "text": REPLY}]
+    # The caller holds the task: every task method finds it.
+    task = Task.objects.get(public_id=task_id)
+    assert not task.direct and task.state == TaskState.COMPLETED
+    got = httpx.post(
+        agent_url,
+        json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}},
+        headers=headers,
+        timeout=30,
+    ).json()["result"]
+    assert got["status"]["state"] == "completed"
 
 
-def test_a_0_x_direct_stream_left_mid_reply_aborts_the_turn(agent_url, demo, stub, stack):
+def test_a_0_x_stream_closed_after_the_first_text_of_the_reply_leaves_the_turn_running(
+    agent_url, demo, stub
+):
+    """A 0.3 client that reads the reply's first words and closes the stream (as the a2a-sdk
+    clients do after what they read as the whole answer) holds the task: the turn goes on."""
     gate = threading.Event()
     stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=2))
     headers = {"Authorization": f"Bearer {demo['token']}"}
     with httpx.Client(timeout=60) as client:
         stream = Stream(client, agent_url, body("message/stream", "deploy"), headers)
         try:
-            frames = stream.read_until(lambda f: bool(f))
+            frames = stream.read_until(
+                lambda f: any("Deployed" in json.dumps(frame) for frame in f)
+            )
         finally:
-            stream.close()  # seed 004: disconnecting during generation aborts the turn
-    assert message_frames(frames)
+            stream.close()
+            gate.set()
+    assert frames[0]["kind"] == "task", frames
+    done = wait_until(
+        lambda: (t := Task.objects.get(agent__slug="live-deployer")).is_terminal and t,
+        30,
+        what="the turn to end",
+    )
+    assert done.state == TaskState.COMPLETED, done.status_message
+    assert done.status_message["parts"] == [{"text": REPLY}]
+    assert not done.direct
+
+
+def test_a_0_x_direct_stream_left_before_any_text_aborts_the_turn(agent_url, demo, stub, stack):
+    """Seed 004's rule stands while the caller holds nothing: leaving a direct stream before
+    its first frame aborts the turn, and no background task is left."""
+    gate = threading.Event()
+    stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=0))
+    headers = {"Authorization": f"Bearer {demo['token']}"}
+    with httpx.Client(timeout=60) as client:
+        stream = Stream(client, agent_url, body("message/stream", "deploy"), headers)
+        try:
+            wait_until(lambda: stub.bodies(), 30, what="the model to be asked")
+        finally:
+            stream.close()
     task = Task.objects.get(agent__slug="live-deployer")
     wait_until(
         lambda: Task.objects.get(pk=task.pk).state == TaskState.CANCELED,

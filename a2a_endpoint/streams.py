@@ -479,10 +479,10 @@ class _Stream:
         Live text makes it the task's stream. A stream is one Message, or a Task and its
         updates (A2A 1.0 §3.1.2; the a2a-sdk clients read a 0.3 stream so, taking a first
         Message for the whole answer and closing the stream), so the model's text cannot come
-        as Message frames before the reply. At its first piece the task is handed out and the stream goes on as a task's
-        (run): the Task as the message left it, then its events and the text as artifact
-        updates, up to the state that closes it. From then on the caller holds the task, and
-        leaving ends its watching, never the turn."""
+        as Message frames before the reply. At its first piece the task is handed out and the
+        stream goes on as a task's (run): the Task as the message left it, then its events
+        and the text as artifact updates, up to the state that closes it. From then on the
+        caller holds the task, and leaving ends its watching, never the turn."""
         caller = self.caller
         keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
         answered = False

@@ -208,7 +208,7 @@ def is_paused(event) -> bool:
 
 
 def test_streamed_flow_1_a_direct_stream_answers_with_the_reply_message(partner03, agents):
-    # Seed 004: a direct message/stream whose turn completes sends Message frames, no task.
+    # Seed 004: a direct message/stream whose turn completes sends its reply Message, no task.
     events = partner03.stream(agents["support"], user_message("How do I reset my password?"))
     assert [e.WhichOneof("payload") for e in events] == ["message"]
     assert "Reset password" in events[-1].message.parts[0].text

@@ -510,6 +510,7 @@ class _Stream:
                                 break
                         elif not isinstance(item, Announced) or item.seq is None:
                             latest = await db(_glance_load, latest)
+                            seq = max(seq, latest.event_seq)
                         elif item.state in SETTLED_STATES:
                             # Settled as announced: the live text sent before it is written.
                             latest = await db(_glance_load, latest)

@@ -10,8 +10,9 @@ messages, tasks and events, lowercase hyphenated states, ``{kind: "file", file: 
 Seed 004 (the Wildo host, 0.2.5) is this dialect's rule where it and seed 003 differ: a pause
 is ``input-required`` and ends a direct stream; a direct send (a blocking message/send, a
 message/stream, that starts a turn) hands out no task unless its answer is a Task
-(runtime.kernel.task_models.Task.direct), and a client that leaves a direct stream aborts its turn; a
-missing messageId is minted and a part's missing ``kind`` is inferred.
+(runtime.kernel.task_models.Task.direct), and a client that leaves a direct stream before it holds
+the reply or the task aborts its turn; a missing messageId is minted and a part's missing
+``kind`` is inferred.
 
 Sources: a2aproject/A2A at tag v0.3.0 (docs/specification.md, specification/json/a2a.json);
 the differences are listed in /work/shared/reference/a2a-1.0.md §9. Where 0.3 left something
@@ -365,9 +366,10 @@ async def stream(caller: Caller, request_id, method: str, params):
         # blocking means nothing to a stream; the rest is message/send's.
         core, _blocking = send_params_in(params)
         core.get("configuration", {}).pop("returnImmediately", None)
-        # Seed 004: a message/stream that starts a turn is a direct stream (Message frames,
-        # no task; a client that leaves aborts the turn); one that answers a task it names
-        # streams that task's events, as 1.0 does, to the next pause.
+        # Seed 004: a message/stream that starts a turn is a direct stream (the reply Message,
+        # no task, unless the model's live text makes it the task's stream; a client that
+        # leaves before it holds the reply or the task aborts the turn); one that answers a
+        # task it names streams that task's events, as 1.0 does, to the next pause.
         direct = not core.get("message", {}).get("taskId")
         response = await streams.stream_open(
             caller,

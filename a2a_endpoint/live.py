@@ -1,13 +1,13 @@
 """Live output on a stream (issue 31, item 6): a model's text, as the worker sends it
 (runtime.kernel.live_channel), written for the stream's caller.
 
-On a 1.0 stream (and a 0.x stream that follows a task) the text of one model reply is one
-artifact, ``live-...``, sent in pieces as TaskArtifactUpdateEvents: the first replaces
-(``append: false``), the others append, the last says ``lastChunk: true``; the final reply
-follows as it always does, in the status that ends the turn. The artifact is the stream's
-only: the task keeps the final reply, not the pieces (GetTask shows no live artifact). A 0.x
-direct message/stream (seed 004) gets each piece as a Message frame, then the final reply
-Message.
+On every stream the text of one model reply is one artifact, ``live-...``, sent in pieces as
+TaskArtifactUpdateEvents: the first replaces (``append: false``), the others append, the last
+says ``lastChunk: true``; the final reply follows as it always does, in the status that ends
+the turn. The artifact is the stream's only: the task keeps the final reply, not the pieces
+(GetTask shows no live artifact). A 0.x direct message/stream becomes its task's stream at the
+first piece (a2a_endpoint.streams._Stream.run_direct): a stream is one Message or a Task and
+its updates, so the pieces are never Message frames.
 
 A stream that attaches mid-reply starts the artifact with what comes next. A piece that is
 missing (a reader that did not keep up, a listener that reconnected) ends that reply's live
@@ -28,11 +28,17 @@ class LiveFollow:
         # artifactId -> the index of the next piece this stream can write (None: given up)
         self.next: dict[str, int | None] = {}
 
+    @staticmethod
+    def current(piece: LiveText, seq: int) -> bool:
+        """Whether ``piece`` is of a reply still being written when the stream has read the
+        task's events up to ``seq`` (else its reply ended before one of them)."""
+        return piece.after_seq >= seq
+
     def take(self, piece: LiveText, seq: int) -> bool | None:
         """Whether to write ``piece`` on a stream that has written the task's events up to
         ``seq``: None to drop it, else whether it starts the artifact on this stream (it
         replaces what the stream sent of that reply before, if anything)."""
-        if piece.after_seq < seq:
+        if not self.current(piece, seq):
             return None  # its reply ended before an event already written
         expected = self.next.get(piece.artifact_id, piece.index)
         # A piece that replaces the artifact (a retried model call) reads on from nothing.
@@ -58,20 +64,4 @@ class LiveFollow:
                 "append": not starts,
                 "lastChunk": piece.last,
             }
-        }
-
-    def direct_message(self, piece: LiveText, starts: bool, task) -> dict | None:
-        """The piece as a 1.0 Message of a direct send (no task named: the caller holds
-        none), or None: a piece without text says nothing, and a retried reply cannot take
-        back what a Message frame said (its live text ends; the final reply follows)."""
-        if starts and piece.index > 0:
-            self.next[piece.artifact_id] = None
-            return None
-        if not piece.text:
-            return None
-        return {
-            "messageId": f"{piece.artifact_id}-{piece.index}",
-            "contextId": task.wire_context_id,
-            "role": "ROLE_AGENT",
-            "parts": [{"text": piece.text}],
         }

@@ -379,6 +379,31 @@ class _Stream:
                 if closes:
                     return
 
+    async def tail(
+        self, queue: asyncio.Queue, task: "_Glance", seq: int, items: list, next_keepalive: float
+    ) -> AsyncIterator[bytes]:
+        """Everything after the first frame: ``items`` from event ``seq`` on, then what the
+        queue brings, with keep-alives, until a closing state (or the server stops)."""
+        keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
+        while True:
+            async for frame, written, closes in self.follow(task, seq, items):
+                seq = written
+                yield frame
+                if closes:
+                    return
+            while True:
+                if time.monotonic() >= next_keepalive:
+                    # Proxies cut idle connections; a comment keeps this one open.
+                    yield KEEPALIVE
+                    self.slot.alive()
+                    next_keepalive = time.monotonic() + keepalive
+                woken = await self.wake(queue, next_keepalive - time.monotonic())
+                if woken is SHUTDOWN:
+                    return
+                if woken is not None:
+                    items = woken
+                    break
+
     async def run(
         self, task: Task, *, sending: bool, history_length: int | None
     ) -> AsyncIterator[bytes]:
@@ -433,24 +458,8 @@ class _Stream:
                 # kit's STREAM-SUB-002): its stream stays open until the next closing state.
                 if sending and first_state in self.closing:
                     return
-                while True:
-                    async for frame, written, closes in self.follow(task, seq, items):
-                        seq = written
-                        yield frame
-                        if closes:
-                            return
-                    while True:
-                        if time.monotonic() >= next_keepalive:
-                            # Proxies cut idle connections; a comment keeps this one open.
-                            yield KEEPALIVE
-                            self.slot.alive()
-                            next_keepalive = time.monotonic() + keepalive
-                        woken = await self.wake(queue, next_keepalive - time.monotonic())
-                        if woken is SHUTDOWN:
-                            return
-                        if woken is not None:
-                            items = woken
-                            break
+                async for frame in self.tail(queue, task, seq, items, next_keepalive):
+                    yield frame
         except asyncio.CancelledError:
             # The client went away: its watching ends here; the turn runs on in the worker.
             raise
@@ -462,11 +471,18 @@ class _Stream:
 
     async def run_direct(self, task: Task, *, history_length: int | None):
         """A 0.x direct message/stream (seed 004): no task is handed out while the turn runs.
-        The stream waits (with keep-alives) until the turn settles, writing the model's live
-        text as Message frames meanwhile, then sends the reply Message, or, when the answer
-        must be a Task (a pause, a failure, artifacts), the Task as its terminal frame. A
-        client that goes away before that aborts the turn: it is canceled, and no background
-        task is left."""
+        The stream waits (with keep-alives) until the turn settles, then sends the reply
+        Message, or, when the answer must be a Task (a pause, a failure, artifacts), the Task
+        as its terminal frame. A client that goes away before it holds either aborts the
+        turn: it is canceled, and no background task is left.
+
+        Live text makes it the task's stream. A stream is one Message, or a Task and its
+        updates (A2A 1.0 §3.1.2; the a2a-sdk clients read a 0.3 stream so, taking a first
+        Message for the whole answer and closing the stream), so the model's text cannot come
+        as Message frames before the reply. At its first piece the task is handed out and the
+        stream goes on as a task's (run): the Task as the message left it, then its events
+        and the text as artifact updates, up to the state that closes it. From then on the
+        caller holds the task, and leaving ends its watching, never the turn."""
         caller = self.caller
         keepalive = settings.A2A_STREAM_KEEPALIVE_SECONDS
         answered = False
@@ -476,7 +492,8 @@ class _Stream:
                 next_keepalive = time.monotonic() + keepalive
                 latest = await db(_glance_load, _Glance.of(task))
                 seq = latest.event_seq
-                while latest.state not in SETTLED_STATES:
+                live: list | None = None  # what woke the stream, from its first live piece on
+                while live is None and latest.state not in SETTLED_STATES:
                     if time.monotonic() >= next_keepalive:
                         yield KEEPALIVE
                         self.slot.alive()
@@ -486,22 +503,31 @@ class _Stream:
                         # The server is stopping, not the caller: it gets the task's handle
                         # to follow it (tasks/get, tasks/resubscribe) rather than losing it.
                         break
-                    for item in woken or ():
+                    for at, item in enumerate(woken or ()):
                         if isinstance(item, LiveText):
-                            starts = self.live.take(item, seq)
-                            message = None
-                            if starts is not None:
-                                message = self.live.direct_message(item, starts, latest)
-                            if message is not None:
-                                yield self.frame({"message": message})
+                            if self.live.current(item, seq):
+                                live = woken[at:]
+                                break
                         elif not isinstance(item, Announced) or item.seq is None:
                             latest = await db(_glance_load, latest)
+                            seq = max(seq, latest.event_seq)
                         elif item.state in SETTLED_STATES:
                             # Settled as announced: the live text sent before it is written.
                             latest = await db(_glance_load, latest)
                             break
                         else:
                             seq = max(seq, item.seq)
+                if live is not None:
+                    await db(task_hand_out, task=task)
+                    yield self.frame({"task": await db(_task_wire, caller, task, history_length)})
+                    answered = True  # the caller holds the task: its turn is no longer aborted
+                    # The events up to the last one announced before the text, then the text.
+                    items = [Announced(latest.state, seq), *live]
+                    async for frame in self.tail(
+                        queue, _Glance.of(task), task.event_seq, items, next_keepalive
+                    ):
+                        yield frame
+                    return
                 # The settled task, read once (its turn runtime's columns left out).
                 settled = await db(_task_load, task.pk)
                 reply = direct_reply(settled) if settled.state in SETTLED_STATES else None

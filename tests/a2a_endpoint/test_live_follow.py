@@ -58,27 +58,12 @@ def test_a_piece_of_a_reply_that_ended_before_an_event_written_is_dropped():
     assert follow.take(piece(0, after=2), 3) is None
 
 
-def test_a_direct_stream_writes_each_piece_with_text_as_a_message_of_the_context():
-    class Task:
-        public_id, wire_context_id = "t1.k", "ctx-1"
-
+def test_a_piece_is_current_until_an_event_after_its_reply_was_read():
+    # What turns a 0.x direct stream into its task's stream: a piece it would write.
     follow = LiveFollow()
-    first = piece(0, "Hel")
-    message = follow.direct_message(first, follow.take(first, 2), Task)
-    assert message == {
-        "messageId": "live-a-0",
-        "contextId": "ctx-1",
-        "role": "ROLE_AGENT",
-        "parts": [{"text": "Hel"}],
-    }
-    last = piece(1, "", last=True)
-    assert follow.direct_message(last, follow.take(last, 2), Task) is None
-    # A retried reply cannot take back what a Message said: its live text ends there.
-    retried = LiveFollow()
-    retried.take(piece(0), 2)
-    again = piece(1, "again", replaces=True)
-    assert retried.direct_message(again, retried.take(again, 2), Task) is None
-    assert retried.take(piece(2), 2) is None
+    assert follow.current(piece(0, after=2), 2) and follow.current(piece(3, after=2), 1)
+    assert not follow.current(piece(0, after=2), 3)
+    assert follow.next == {}  # asking changes nothing of what the stream has written
 
 
 @pytest.mark.django_db(transaction=True)

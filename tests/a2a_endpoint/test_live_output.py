@@ -3,8 +3,8 @@ an agent on ``provider: openai`` whose model is the local stub (tests/llm_stub.p
 streams real SSE chunks and can stop mid-reply until the test lets it go on.
 
 A partner that streams its message gets the model's text as it is written, before the final
-reply: 1.0 as the deltas of one artifact, 0.x direct ``message/stream`` (seed 004) as Message
-frames then the final reply. The journal records the final reply only; a caller that does
+reply, as the deltas of one artifact (a 0.x direct ``message/stream`` becomes its task's
+stream at the first piece). The journal records the final reply only; a caller that does
 not stream makes the model answer unstreamed. PostgreSQL only: the text travels as NOTIFY."""
 
 import json
@@ -20,6 +20,7 @@ from runtime.agents.agent_models import DemoRecord
 from runtime.agents.agentfile import AgentSpec, agent_upsert
 from runtime.kernel.task_models import Task, TaskEvent, TaskState
 from tenants.models import Tenant
+from tenants.tokens import api_token_create
 from tests.core import DEPLOY_TOOL
 from tests.live import LiveStack, wait_until
 from tests.llm_stub import LLMStub, call, completion
@@ -69,7 +70,13 @@ def agent_url(stack, demo, stub):
         stub.requests.clear()
         stub.script.clear()
     tenant = Tenant.objects.get(slug=demo["tenant"])
-    spec = AgentSpec(
+    agent, _ = agent_upsert(tenant=tenant, spec=deployer_spec())
+    yield f"{stack.url}/a2a/{tenant.slug}/{agent.slug}"
+    stack.quiesce()
+
+
+def deployer_spec() -> AgentSpec:
+    return AgentSpec(
         slug="live-deployer",
         name="live-deployer",
         description="Deploys builds, on a hosted model.",
@@ -79,9 +86,6 @@ def agent_url(stack, demo, stub):
         tools=[DEPLOY_TOOL],
         tool_policy={"deploy/deploy_build": "allow"},
     )
-    agent, _ = agent_upsert(tenant=tenant, spec=spec)
-    yield f"{stack.url}/a2a/{tenant.slug}/{agent.slug}"
-    stack.quiesce()
 
 
 def body(method: str, text: str, **message) -> dict:
@@ -325,49 +329,94 @@ def test_a_1_0_partner_that_leaves_mid_reply_does_not_break_the_turn(agent_url, 
     assert done.status_message["parts"] == [{"text": REPLY}]
 
 
-def message_frames(frames: list[dict]) -> list[dict]:
-    assert all(f["kind"] == "message" for f in frames), frames
-    return frames
+def live_text03(frames: list[dict]) -> str:
+    return "".join(
+        f["artifact"]["parts"][0]["text"] for f in frames if f["kind"] == "artifact-update"
+    )
 
 
-def test_a_0_x_direct_stream_gets_message_frames_then_the_final_reply(agent_url, demo, stub):
+def test_a_0_x_direct_stream_with_live_text_becomes_its_task_stream(agent_url, demo, stub):
+    """A stream is one Message, or a Task and its updates: the a2a-sdk clients take a first
+    Message for the whole answer. So the model's text comes after the Task, as its artifact
+    updates, and the stream ends with the completed status carrying the whole reply."""
     gate = threading.Event()
     stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=2))
     headers = {"Authorization": f"Bearer {demo['token']}"}  # no A2A-Version: 0.3
     with httpx.Client(timeout=60) as client:
         stream = Stream(client, agent_url, body("message/stream", "deploy"), headers)
         try:
-            frames = stream.read_until(
-                lambda f: "".join(m["parts"][0]["text"] for m in f) == "Deployed b-7731 "
-            )
+            frames = stream.read_until(lambda f: live_text03(f) == "Deployed b-7731 ")
             gate.set()
             frames = stream.read_until(lambda f: False)  # to the stream's end
         finally:
             gate.set()
             stream.close()
 
-    frames = message_frames(frames)
-    *pieces, final = frames
-    assert pieces and all(m["role"] == "agent" and "taskId" not in m for m in frames)
-    assert "".join(m["parts"][0]["text"] for m in pieces) == REPLY
-    assert final["parts"] == [{"kind": "text", "text": REPLY}]
-    assert len({m["messageId"] for m in frames}) == len(frames)
-    # A direct reply: no task was handed out.
-    task = Task.objects.get(agent__slug="live-deployer")
-    assert task.direct and task.state == TaskState.COMPLETED
+    kinds = [f["kind"] for f in frames]
+    assert kinds[0] == "task" and "message" not in kinds, kinds
+    task_id = frames[0]["id"]
+    updates = [f for f in frames if f["kind"] == "artifact-update"]
+    assert live_text03(frames) == REPLY
+    assert [u["append"] for u in updates] == [False] + [True] * (len(updates) - 1)
+    assert updates[-1]["lastChunk"] is True
+    assert all(u["taskId"] == task_id for u in updates)
+    statuses = [f for f in frames if f["kind"] == "status-update"]
+    assert [s["final"] for s in statuses] == [False] * (len(statuses) - 1) + [True]
+    final = frames[-1]
+    assert final["kind"] == "status-update" and final["status"]["state"] == "completed"
+    assert final["status"]["message"]["parts"] == [{"kind": "text", "text": REPLY}]
+    # The caller holds the task: every task method finds it.
+    task = Task.objects.get(public_id=task_id)
+    assert not task.direct and task.state == TaskState.COMPLETED
+    got = httpx.post(
+        agent_url,
+        json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}},
+        headers=headers,
+        timeout=30,
+    ).json()["result"]
+    assert got["status"]["state"] == "completed"
 
 
-def test_a_0_x_direct_stream_left_mid_reply_aborts_the_turn(agent_url, demo, stub, stack):
+def test_a_0_x_stream_closed_after_the_first_text_of_the_reply_leaves_the_turn_running(
+    agent_url, demo, stub
+):
+    """A 0.3 client that reads the reply's first words and closes the stream (as the a2a-sdk
+    clients do after what they read as the whole answer) holds the task: the turn goes on."""
     gate = threading.Event()
     stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=2))
     headers = {"Authorization": f"Bearer {demo['token']}"}
     with httpx.Client(timeout=60) as client:
         stream = Stream(client, agent_url, body("message/stream", "deploy"), headers)
         try:
-            frames = stream.read_until(lambda f: bool(f))
+            frames = stream.read_until(
+                lambda f: any("Deployed" in json.dumps(frame) for frame in f)
+            )
         finally:
-            stream.close()  # seed 004: disconnecting during generation aborts the turn
-    assert message_frames(frames)
+            stream.close()
+            gate.set()
+    assert frames[0]["kind"] == "task", frames
+    done = wait_until(
+        lambda: (t := Task.objects.get(agent__slug="live-deployer")).is_terminal and t,
+        30,
+        what="the turn to end",
+    )
+    assert done.state == TaskState.COMPLETED, done.status_message
+    assert done.status_message["parts"] == [{"text": REPLY}]
+    assert not done.direct
+
+
+def test_a_0_x_direct_stream_left_before_any_text_aborts_the_turn(agent_url, demo, stub, stack):
+    """Seed 004's rule stands while the caller holds nothing: leaving a direct stream before
+    its first frame aborts the turn, and no background task is left."""
+    gate = threading.Event()
+    stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=0))
+    headers = {"Authorization": f"Bearer {demo['token']}"}
+    with httpx.Client(timeout=60) as client:
+        stream = Stream(client, agent_url, body("message/stream", "deploy"), headers)
+        try:
+            wait_until(lambda: stub.bodies(), 30, what="the model to be asked")
+        finally:
+            stream.close()
     task = Task.objects.get(agent__slug="live-deployer")
     wait_until(
         lambda: Task.objects.get(pk=task.pk).state == TaskState.CANCELED,
@@ -386,3 +435,119 @@ def test_a_0_x_direct_stream_left_mid_reply_aborts_the_turn(agent_url, demo, stu
     task.refresh_from_db()
     assert task.state == TaskState.CANCELED and task.direct
     assert not [e for e in task.transcript if e["type"] == "action"]
+
+
+# --- live output reaches the task's own caller only ------------------------------------------
+
+
+def intruders(demo, stack, agent_url: str) -> dict[str, tuple[str, dict]]:
+    """Callers who must not reach the demo partner's task: another subject of its tenant,
+    a caller of another tenant (at its own agent of the same name, and at the demo's)."""
+    home = Tenant.objects.get(slug=demo["tenant"])
+    _, colleague = api_token_create(tenant=home, subject="partner:initech", name="initech")
+    other = Tenant.objects.create(slug="globex", name="Globex")
+    agent_upsert(tenant=other, spec=deployer_spec())
+    _, stranger = api_token_create(tenant=other, subject="partner:globex", name="globex")
+    return {
+        "another subject": (agent_url, {"Authorization": f"Bearer {colleague}"}),
+        "another tenant": (
+            f"{stack.url}/a2a/globex/live-deployer",
+            {"Authorization": f"Bearer {stranger}"},
+        ),
+        "another tenant's token here": (agent_url, {"Authorization": f"Bearer {stranger}"}),
+    }
+
+
+def attempts(task_id: str, context_id: str) -> dict[str, tuple[str, str, dict | None, dict]]:
+    """Every way to be handed a task's stream: (method, path after the agent's URL, JSON-RPC
+    body or None for the HTTP+JSON binding, headers)."""
+    v1, v03 = {"A2A-Version": "1.0"}, {"A2A-Version": "0.3"}
+
+    def rpc(method, params):
+        return {"jsonrpc": "2.0", "id": "x", "method": method, "params": params}
+
+    answer = {"messageId": str(uuid.uuid4()), "taskId": task_id, "contextId": context_id}
+    return {
+        "SubscribeToTask": ("POST", "", rpc("SubscribeToTask", {"id": task_id}), v1),
+        "SendStreamingMessage on the task": (
+            "POST",
+            "",
+            rpc(
+                "SendStreamingMessage",
+                {"message": {**answer, "role": "ROLE_USER", "parts": [{"text": "more"}]}},
+            ),
+            v1,
+        ),
+        "HTTP+JSON subscribe": ("POST", f"/tasks/{task_id}:subscribe", None, v1),
+        "HTTP+JSON subscribe (GET)": ("GET", f"/tasks/{task_id}:subscribe", None, v1),
+        "tasks/resubscribe": ("POST", "", rpc("tasks/resubscribe", {"id": task_id}), v03),
+        "message/stream on the task": (
+            "POST",
+            "",
+            rpc(
+                "message/stream",
+                {
+                    "message": {
+                        **answer,
+                        "kind": "message",
+                        "role": "user",
+                        "parts": [{"kind": "text", "text": "more"}],
+                    }
+                },
+            ),
+            v03,
+        ),
+    }
+
+
+def test_no_other_caller_receives_a_tasks_live_output(agent_url, demo, stub, stack):
+    gate = threading.Event()
+    stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=2))
+    others = intruders(demo, stack, agent_url)
+    with httpx.Client(timeout=60) as client:
+        owner = Stream(client, agent_url, body("SendStreamingMessage", "deploy"), partner(demo))
+        try:
+            frames = owner.read_until(lambda f: live_text(f) == "Deployed b-7731 ")
+            task = frames[0]["task"]
+            answers = {}
+            # While the model is writing the reply (its text going out to its streams):
+            for who, (url, auth) in others.items():
+                for what, (verb, path, payload, version) in attempts(
+                    task["id"], task["contextId"]
+                ).items():
+                    request = client.build_request(
+                        verb, url + path, json=payload, headers={**auth, **version}
+                    )
+                    response = client.send(request, stream=True)
+                    try:
+                        if response.headers["content-type"].startswith("text/event-stream"):
+                            # A stream it should never have had: its first frame shows it.
+                            lines = response.iter_lines()
+                            text = next(line for line in lines if line.startswith("data: "))
+                        else:
+                            text = response.read().decode()
+                        answers[who, what] = (response, text)
+                    finally:
+                        response.close()
+            gate.set()
+            frames = owner.read_until(closed)
+        finally:
+            gate.set()
+            owner.close()
+
+    assert live_text(frames) == REPLY  # the text was going out all along, to its caller
+    for (who, what), (response, text) in answers.items():
+        assert response.headers["content-type"].startswith("application/json"), (who, what)
+        assert "Deployed" not in text and "live-" not in text, (who, what, text)
+        answer = json.loads(text)
+        if who == "another tenant's token here":
+            # Its token reaches none of this tenant's agents: refused before any task is
+            # looked up, as an agent that does not exist.
+            assert response.status_code == 404 and "AGENT_NOT_FOUND" in text, (who, what, text)
+        elif "HTTP+JSON" in what:
+            assert (response.status_code, answer["error"]["status"]) == (404, "NOT_FOUND")
+        else:
+            assert answer["error"]["code"] == -32001, (who, what, answer)  # TaskNotFound
+    # Nothing was made for them, and the task ran to its end once.
+    assert Task.objects.count() == 1
+    assert Task.objects.get(public_id=task["id"]).state == TaskState.COMPLETED

@@ -7,8 +7,6 @@ import json
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
 from a2a.types import Message, Role, TaskState
 from a2a.utils.errors import (
     InvalidParamsError,
@@ -24,45 +22,13 @@ from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
 from tenants.models import Tenant, User
 from tests.core import caller_may_approve, flow_answer
-from tests.sdk_client import Partner, as_dict, status_text, user_message
+from tests.interop.clients03 import Partner03
+from tests.sdk_client import as_dict, status_text, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BUILD = "2026.10.06-1"
 DEPLOY = f"deploy build {BUILD} to staging"
-
-
-class Partner03(Partner):
-    """A partner whose client speaks 0.3: the card's 1.0 interface is left out, as a card
-    of a 0.3-only server would have it, and the SDK picks its 0.3 transport."""
-
-    def __init__(self, base_url: str, token: str):
-        super().__init__(base_url, token)
-        self.requests: list[tuple[str, str]] = []
-
-        async def record(request):
-            if request.method == "POST":
-                body = json.loads(request.content)
-                self.requests.append((body["method"], request.headers.get("A2A-Version", "")))
-
-        self.http.event_hooks["request"].append(record)
-
-    def client(self, agent_path: str, *, polling: bool = False, streaming: bool = False):
-        key = (agent_path, polling, streaming)
-        if key not in self._clients:
-
-            async def make():
-                resolver = A2ACardResolver(self.http, f"{self.base_url}{agent_path}")
-                card = await resolver.get_agent_card()
-                legacy = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
-                del card.supported_interfaces[:]
-                card.supported_interfaces.extend(legacy)
-                config = ClientConfig(httpx_client=self.http, polling=polling, streaming=streaming)
-                return ClientFactory(config).create(card)
-
-            self._clients[key] = self.run(make())
-            assert isinstance(self._clients[key]._transport, CompatJsonRpcTransport)
-        return self._clients[key]
 
 
 @pytest.fixture
@@ -242,7 +208,7 @@ def is_paused(event) -> bool:
 
 
 def test_streamed_flow_1_a_direct_stream_answers_with_the_reply_message(partner03, agents):
-    # Seed 004: a direct message/stream whose turn completes sends Message frames, no task.
+    # Seed 004: a direct message/stream whose turn completes sends its reply Message, no task.
     events = partner03.stream(agents["support"], user_message("How do I reset my password?"))
     assert [e.WhichOneof("payload") for e in events] == ["message"]
     assert "Reset password" in events[-1].message.parts[0].text

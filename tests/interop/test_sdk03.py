@@ -4,7 +4,6 @@ default ``ClientFactory.connect(url)`` reads the card (no A2A-Version) and compl
 streamed and not; and a push config it registers receives 0.3 Task bodies, which its own
 Task type reads."""
 
-import json
 import subprocess
 import uuid
 
@@ -14,12 +13,10 @@ from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.task_models import Task
 from tenants.models import Tenant
 from tests.a2a_endpoint.receiver import Receiver
-from tests.live import ROOT, LiveStack, wait_until
+from tests.interop.clients03 import PYTHON03, client03
+from tests.live import LiveStack, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PYTHON03 = ROOT / ".venv-sdk03" / "bin" / "python"
-CLIENT03 = ROOT / "tests" / "interop" / "sdk03" / "client03.py"
 
 
 @pytest.fixture(scope="module")
@@ -36,21 +33,6 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         ).start()
     yield live
     live.stop()
-
-
-def client03(command: dict) -> dict:
-    """Run one command of the 0.3 client and return its JSON answer."""
-    assert PYTHON03.exists(), "the a2a-sdk 0.3 client's virtualenv is missing: run `make install`"
-    done = subprocess.run(
-        [str(PYTHON03), str(CLIENT03)],
-        input=json.dumps(command),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout)
 
 
 def test_the_0_3_client_is_0_3(stack):

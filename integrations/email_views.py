@@ -25,6 +25,7 @@ from integrations.email_links import (
     link_decider,
 )
 from notifications.content import item_url, person
+from runtime.decisions.answers import text_problem
 from runtime.decisions.facts import decision_facts
 from runtime.decisions.flow import Decision
 from runtime.decisions.summaries import held_call_view
@@ -105,14 +106,14 @@ def _decide(request, link, action):
     mine = user.is_authenticated and user.pk == link.membership.user_id
     approving = action == "approve"
     reason = (request.POST.get("reason") or "").strip()
-    if len(reason) > REASON_MAX or "\x00" in reason:
-        return _page(
-            request,
-            link,
-            action,
-            error=f"A reason has at most {REASON_MAX} characters.",
-            status=400,
+    problem = text_problem(reason)
+    if len(reason) > REASON_MAX or problem:
+        error = (
+            f"The reason {problem}."
+            if problem
+            else f"A reason has at most {REASON_MAX} characters."
         )
+        return _page(request, link, action, error=error, status=400)
     shown = (request.POST.get("shown_hash") or "").strip()[:64] or None
     decision = Decision(approved=approving, reason=reason, shown_hash=shown if approving else None)
     try:

@@ -40,6 +40,9 @@ from tenants.models import Membership
 logger = logging.getLogger(__name__)
 
 SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,39}$")
+# What a click on an id that names nothing hears (a forged or mangled payload, another
+# tenant's item): the same words whether the endpoint or the decision found it out.
+NO_SUCH_ITEM = "Nothing was decided: Countersign has no such item."
 
 
 def slack_email(*, app: SlackApp, user_id: str, now=None) -> str:
@@ -142,7 +145,7 @@ def slack_decision_take(
         url = item_url(Interaction.objects.get(tenant=app.tenant, public_id=interaction_id))
         return slack_escape(f"Nothing was decided: {exc.message} Approve it in the browser: {url}")
     except TaskNotFound:
-        return "Nothing was decided: Countersign has no such item."
+        return NO_SUCH_ITEM
     except (
         DeciderRefused,
         ChannelRefused,

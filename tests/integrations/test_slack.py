@@ -222,6 +222,91 @@ def test_a_too_long_reason_is_a_modal_error(slack_app, held, slack_post):
     assert interaction.state == "open"
 
 
+def test_a_deny_reason_postgres_cannot_keep_is_a_modal_error(slack_app, held, slack_post):
+    """A NUL answered 200 and then failed the decision (a DataError, logged, not retried):
+    the person was never told and the item stayed open."""
+    interaction = held()
+    ts, message = posted(slack_app)
+    slack_post(click(message, "cs_deny", user=ADMIN, ts=ts))
+    modal = slack_app.called("views.open")[0]["view"]
+    for reason, problem in (("no\x00way", "NUL"), ("lone \ud800 half", "surrogate")):
+        values = {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
+        response = slack_post(submission(modal, user=ADMIN, values=values))
+        assert response.status_code == 200
+        assert response.json()["response_action"] == "errors"
+        assert problem in response.json()["errors"]["reason"]
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
+def test_a_nul_reason_that_reaches_the_decision_is_refused_and_the_clicker_told(slack_app, held):
+    """Whatever let it through (a click queued before the modal checked it), the flow refuses
+    it: nothing is lost, and the person hears why."""
+    from integrations.slack_decide import slack_click_take
+
+    interaction = held()
+    click_ = {"user": ADMIN, "channel": SLACK_CHANNEL, "interaction": interaction.public_id}
+    slack_click_take(
+        tenant_id=interaction.tenant_id,
+        click={**click_, "decision": {"approved": False, "reason": "no\x00way"}},
+    )
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+    assert told(slack_app, ADMIN) == [
+        "Nothing was decided: reason: must not contain NUL characters"
+    ]
+
+
+@pytest.mark.parametrize("bad_id", ["e_\x00", "\x00", "e_\ud800"])
+def test_an_item_id_that_names_nothing_is_answered_and_the_clicker_told(
+    slack_app, held, slack_post, bad_id
+):
+    """Signed payloads whose item id holds a NUL were a 500 (PostgreSQL refuses the NUL):
+    each is a 200, the person hears there is no such item, and nothing changes."""
+    from integrations.slack_decide import NO_SUCH_ITEM
+
+    interaction = held()
+    ts, message = posted(slack_app)
+    payloads = []
+    for action in ("cs_approve", "cs_deny", "cs_similar", "cs_choice:0", "cs_answer"):
+        payload = click(message, "cs_deny", user=OPERATOR, ts=ts)
+        payload["actions"][0].update(action_id=action, value=json.dumps({"i": bad_id, "h": ""}))
+        payloads.append(payload)
+    metadata = json.dumps({"i": bad_id, "h": "", "c": SLACK_CHANNEL})
+    for callback, values in (
+        ("cs_deny", {"reason": {"reason": {"value": "no"}}}),
+        ("cs_answer", {"custom": {"custom": {"value": "main"}}}),
+        ("cs_similar", {"duration": {"duration": {"selected_option": {"value": "1d"}}}}),
+    ):
+        view = {"callback_id": callback, "private_metadata": metadata}
+        payloads.append(submission(view, user=OPERATOR, values=values))
+    for payload in payloads:
+        assert slack_post(payload).status_code == 200, payload
+    assert told(slack_app, OPERATOR) == [NO_SUCH_ITEM] * len(payloads)
+    assert not slack_app.called("views.open")
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
+def test_a_nul_in_slacks_own_ids_decides_nothing_and_is_no_error(slack_app, held, slack_post):
+    interaction = held()
+    ts, message = posted(slack_app)
+    for field in ("user", "channel", "ts"):
+        payload = click(message, "cs_deny", user=OPERATOR, ts=ts)
+        if field == "user":
+            payload["user"]["id"] = "U0OPER\x00ATOR"
+        elif field == "channel":
+            payload["channel"]["id"] = "C0DEP\x00LOY"
+        else:
+            payload["container"]["message_ts"] = "1.\x00"
+        assert slack_post(payload).status_code == 200
+        approve = click(message, "cs_approve", user=OPERATOR, ts=ts)
+        approve["user"]["id"] = "U0OPER\x00ATOR"
+        assert slack_post(approve).status_code == 200
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
 @pytest.fixture
 def two_person(make_agent):
     make_agent(

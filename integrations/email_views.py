@@ -22,6 +22,7 @@ from integrations.email_links import (
     email_link_find,
     email_link_refusal,
     email_link_use,
+    link_changed_text,
     link_decider,
 )
 from notifications.content import item_url, person
@@ -34,6 +35,7 @@ from runtime.kernel.errors import (
     ChannelRefused,
     DeciderRefused,
     InvalidParams,
+    ItemChanged,
     NotAllowed,
     StepUpRequired,
     TaskNotFound,
@@ -131,6 +133,8 @@ def _decide(request, link, action):
         return step_up_redirect(request)
     except LinkSpent as exc:
         return _page(request, link, action, refusal=str(exc), status=410)
+    except ItemChanged as exc:
+        return _page(request, link, action, refusal=link_changed_text(exc.interaction), status=410)
     except AlreadyDecided as exc:
         who = person(exc.interaction.answered_by)
         return _page(

@@ -29,6 +29,7 @@ from runtime.kernel.errors import (
     ChannelRefused,
     DeciderRefused,
     InvalidParams,
+    ItemChanged,
     NotAllowed,
     RuleRefused,
     StepUpRequired,
@@ -102,6 +103,7 @@ def decision_of(data: dict) -> Decision:
         value=data.get("value"),
         reason=str(data.get("reason") or ""),
         shown_hash=data.get("shownHash") or None,
+        opening=data.get("opening"),
         allow_similar=AllowSimilar(
             duration=similar["duration"],
             caller_only=similar["callerOnly"],
@@ -141,6 +143,11 @@ def slack_decision_take(
         )
     except AlreadyDecided as exc:
         return slack_escape(f"Nothing changed: {already_text(exc.interaction)}")
+    except ItemChanged as exc:
+        return slack_escape(
+            f"Nothing was decided: {exc.message} Decide on its message as it is now, or in "
+            f"Countersign: {item_url(exc.interaction)}"
+        )
     except StepUpRequired as exc:
         url = item_url(Interaction.objects.get(tenant=app.tenant, public_id=interaction_id))
         return slack_escape(f"Nothing was decided: {exc.message} Approve it in the browser: {url}")

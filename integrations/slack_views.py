@@ -31,6 +31,7 @@ from notifications.models import Delivery
 from runtime.decisions.answers import text_problem
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.kernel.errors import ItemChanged
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +148,12 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
     value = _json(action.get("value"))
     interaction_id = _id(value.get("i"))
     click = {"user": user_id, "channel": channel_id, "interaction": interaction_id}
+    # An approval's buttons name the opening they were posted for (slack_blocks); those
+    # posted before openings were counted are the first's.
+    opening = value.get("o", 1)
     if action_id == blocks.APPROVE:
-        _queue(app, {**click, "decision": {"approved": True, "shownHash": value.get("h")}})
+        decision = {"approved": True, "shownHash": value.get("h"), "opening": opening}
+        _queue(app, {**click, "decision": decision})
     elif action_id.startswith(blocks.CHOICE + ":"):
         interaction = _interaction(app, interaction_id)
         if interaction is None:
@@ -163,12 +168,12 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
                 app, channel_id, user_id, "Nothing was decided: the question has no such choice."
             )
     elif action_id in (blocks.DENY, blocks.ANSWER, blocks.SIMILAR):
-        _modal_open(app, payload, action_id, click, value.get("h"), ts)
+        _modal_open(app, payload, action_id, click, value.get("h"), ts, opening)
     # Link buttons (Open in Countersign, step-up, edit) reach here too: nothing to do.
     return HttpResponse(status=200)
 
 
-def _modal_open(app, payload, action_id, click, shown_hash, ts) -> None:
+def _modal_open(app, payload, action_id, click, shown_hash, ts, opening) -> None:
     interaction = _interaction(app, click["interaction"])
     if interaction is None:
         # A forged or mangled id (another tenant's too): the clicker hears it, nothing opens.
@@ -178,8 +183,15 @@ def _modal_open(app, payload, action_id, click, shown_hash, ts) -> None:
         text = f"Nothing to decide: {already_text(interaction)}"
         _reply(app, click["channel"], click["user"], slack_escape(text))
         return
-    content = _content(app, interaction, click["channel"], ts)
     metadata = {"i": interaction.public_id, "h": shown_hash or "", "c": click["channel"]}
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        if opening != interaction.opening:
+            # The button of an earlier opening: no modal that would decide the new one.
+            text = f"Nothing to decide here: {ItemChanged(interaction).message}"
+            _reply(app, click["channel"], click["user"], slack_escape(text))
+            return
+        metadata["o"] = opening
+    content = _content(app, interaction, click["channel"], ts)
     build = {
         blocks.DENY: blocks.deny_modal,
         blocks.ANSWER: blocks.answer_modal,
@@ -236,7 +248,7 @@ def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
         problem = text_problem(reason)
         if problem:
             return _errors(reason=f"The reason {problem}.")
-        decision = {"approved": False, "reason": reason}
+        decision = {"approved": False, "reason": reason, "opening": metadata.get("o", 1)}
     elif callback == blocks.ANSWER:
         interaction = _interaction(app, click["interaction"])
         choices = (interaction.request or {}).get("choices") or [] if interaction else []
@@ -280,6 +292,7 @@ def _similar(app: SlackApp, click: dict, values: dict, metadata: dict):
     return {
         "approved": True,
         "shownHash": metadata.get("h"),
+        "opening": metadata.get("o", 1),
         "allowSimilar": {
             "duration": duration,
             "callerOnly": "caller_only" in _selected(values, "scope"),

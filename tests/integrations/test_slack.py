@@ -50,7 +50,8 @@ def test_an_approval_in_slack_is_decided_by_the_member_who_clicked_and_the_messa
     assert "*Expires:* <!date^" in text  # in each reader's time zone
     assert {"cs_approve", "cs_deny", "cs_open"} <= set(action_ids(message))
     approve = json.loads(button(message, "cs_approve")["value"])
-    assert approve == {"i": interaction.public_id, "h": interaction_hash(interaction)}
+    # The item, the arguments shown and the opening they are for (a void opens it again).
+    assert approve == {"i": interaction.public_id, "h": interaction_hash(interaction), "o": 1}
 
     response = slack_post(click(message, "cs_approve", user=OPERATOR, ts=ts))
     assert response.status_code == 200 and response.content == b""
@@ -567,3 +568,54 @@ def test_a_tool_servers_form_is_filled_in_on_its_page_not_in_slack(
         )
     _, message = posted(slack_app)
     assert action_ids(message) == ["cs_open"]
+
+
+def void_and_reopen(interaction: Interaction, capture) -> None:
+    """Approve ``interaction`` on the page, then change the rule that holds its call before
+    the turn sends it: the approval is void and the item opens again (approval_void)."""
+    from runtime.agents.agent_models import Agent
+    from tests.core import decide, run
+
+    decide(interaction, approved=True)  # the turn is not resumed yet
+    agent = Agent.objects.get(tenant=interaction.tenant, slug=interaction.task.agent.slug)
+    Agent.objects.filter(pk=agent.pk).update(
+        tool_policy={
+            **agent.tool_policy,
+            "deploy/deploy_build": {"action": "approve", "editable": True},
+        }
+    )
+    with capture(execute=True):
+        run(interaction.task)
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and interaction.detail.get("voided")
+
+
+def test_a_button_of_the_first_opening_never_decides_the_reopened_approval(
+    slack_app, held, slack_post, django_capture_on_commit_callbacks
+):
+    interaction = held()
+    ts, first = posted(slack_app)  # the message as first posted, with its buttons
+    void_and_reopen(interaction, django_capture_on_commit_callbacks)
+
+    # A click on the first opening's buttons (a client that missed the update, a replay):
+    # nothing binding, and the clicker hears that the item changed.
+    slack_post(click(first, "cs_approve", user=ADMIN, ts=ts))
+    slack_post(click(first, "cs_deny", user=ADMIN, ts=ts))
+    slack_post(click(first, "cs_similar", user=ADMIN, ts=ts))
+    assert not slack_app.called("views.open")
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and interaction.approvals == []
+    said = told(slack_app, ADMIN)
+    assert len(said) == 3 and all("changed since" in text for text in said), said
+    # A modal opened from the first opening and submitted after the void decides nothing.
+    old_metadata = json.dumps({**json.loads(button(first, "cs_deny")["value"]), "c": SLACK_CHANNEL})
+    deny = {"callback_id": "cs_deny", "private_metadata": old_metadata}
+    values = {"reason": {"reason": {"value": "no"}}}
+    assert slack_post(submission(deny, user=ADMIN, values=values)).status_code == 200
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and "changed since" in told(slack_app, ADMIN)[-1]
+
+    # The message as it stands now (updated at the void) decides the new opening.
+    slack_post(click(slack_app.messages[ts], "cs_approve", user=ADMIN, ts=ts))
+    interaction.refresh_from_db()
+    assert (interaction.state, interaction.answered_via) == ("answered", "slack")

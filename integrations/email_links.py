@@ -62,6 +62,18 @@ def email_link_find(token: str) -> EmailLink | None:
     )
 
 
+def email_link_pending_find(pk) -> EmailLink | None:
+    """The link a browser's session holds while its recipient signs in (by its row id,
+    which only a browser that presented the token put there)."""
+    if not isinstance(pk, int):
+        return None
+    return (
+        EmailLink.objects.select_related("tenant", "membership__user", "interaction__task__agent")
+        .filter(pk=pk)
+        .first()
+    )
+
+
 def email_link_refusal(link: EmailLink, *, user=None, now=None) -> str | None:
     """Why the link cannot decide (now, for this browser's signed-in ``user``), or None."""
     now = now or timezone.now()

@@ -619,3 +619,60 @@ def test_a_button_of_the_first_opening_never_decides_the_reopened_approval(
     slack_post(click(slack_app.messages[ts], "cs_approve", user=ADMIN, ts=ts))
     interaction.refresh_from_db()
     assert (interaction.state, interaction.answered_via) == ("answered", "slack")
+
+
+def _string_leaves(value, path=()):
+    """The paths of a payload's strings, those inside its JSON strings (a button's value, a
+    modal's private_metadata) included: ``("json", ...)`` steps into one."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _string_leaves(inner, (*path, key))
+    elif isinstance(value, list):
+        for n, inner in enumerate(value):
+            yield from _string_leaves(inner, (*path, n))
+    elif isinstance(value, str):
+        yield path
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return
+        if isinstance(decoded, dict):
+            for inner in _string_leaves(decoded):
+                yield (*path, "json", *inner)
+
+
+def _with_leaf(value, path, bad: str):
+    if not path:
+        return bad
+    if path[0] == "json":
+        return json.dumps(_with_leaf(json.loads(value), path[1:], bad))
+    copied = list(value) if isinstance(value, list) else dict(value)
+    copied[path[0]] = _with_leaf(value[path[0]], path[1:], bad)
+    return copied
+
+
+def test_a_nul_or_a_lone_surrogate_anywhere_in_a_signed_payload_is_never_an_error(
+    slack_app, held, slack_post
+):
+    """Every string of every click and submission the app can receive, one at a time,
+    with a NUL or a lone surrogate in it: each is answered (200), never a 500 or a decision
+    task that fails (a 503 here, where it runs at once)."""
+    interaction = held()
+    ts, message = posted(slack_app)
+    metadata = json.dumps({"i": interaction.public_id, "h": interaction_hash(interaction)})
+    payloads = [click(message, a, user=ADMIN, ts=ts) for a in ("cs_approve", "cs_deny")]
+    for callback, values in (
+        ("cs_deny", {"reason": {"reason": {"value": "no"}}}),
+        ("cs_similar", {"duration": {"duration": {"selected_option": {"value": "1d"}}}}),
+    ):
+        view = {"callback_id": callback, "private_metadata": metadata}
+        payloads.append(submission(view, user=ADMIN, values=values))
+    posted_count = 0
+    for payload in payloads:
+        for path in _string_leaves(payload):
+            for bad in ("a\x00b", "\ud800"):
+                response = slack_post(_with_leaf(payload, path, bad))
+                assert response.status_code == 200, (path, bad)
+                posted_count += 1
+    assert posted_count > 100
+    assert Receipt.objects.count() <= 1  # a NUL where it means nothing may still decide

@@ -17,7 +17,9 @@ worker_class = "uvicorn_worker.UvicornWorker"
 # A blocking SendMessage waits up to A2A_WAIT_MS on the event loop, which keeps the worker's
 # heartbeat going; a graceful restart lets such waits end first.
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
-# Django logs each request (with task, tenant and trace); gunicorn's access log would repeat it.
+# One line per request is uvicorn's access log, in Countersign's format, when ACCESS_LOG is on
+# (config/settings.py LOGGING, which also takes any handler gunicorn gives uvicorn's logger);
+# gunicorn's own access log would repeat it.
 accesslog = None
 errorlog = "-"
 

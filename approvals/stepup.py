@@ -7,6 +7,7 @@ password (or TOTP). The decision itself is refused by the core (runtime.decision
 unless the view says the decider stepped up.
 """
 
+import copy
 import time
 
 from allauth.account.authentication import get_authentication_records
@@ -40,11 +41,22 @@ def step_up_url(request) -> str:
     return reverse("account_reauthenticate")
 
 
-def step_up_redirect(request):
+def step_up_redirect(request, *, resume_at: str | None = None):
     """Send the member to re-authenticate; allauth then replays this POST (the decision) once
-    they have, so what they decided (and any edited arguments) is not lost."""
+    they have, so what they decided (and any edited arguments) is not lost. ``resume_at``:
+    the path to replay it at, and the re-authentication page's ``next=``, instead of this
+    request's own (a path that carries a credential, an e-mail link's token, stays out of
+    URLs and logs)."""
     # allauth's own mechanism of @reauthentication_required: the POST is stashed in the
-    # session and replayed by the re-authentication view's success (resume_request).
+    # session and replayed by the re-authentication view's success (resume_request), when
+    # ``next`` is the stashed request's path.
     from allauth.account.internal.flows.reauthentication import suspend_request
 
+    if resume_at is not None:
+        suspended = copy.copy(request)
+        suspended.path = suspended.path_info = resume_at
+        suspended.META = {**request.META, "PATH_INFO": resume_at, "QUERY_STRING": ""}
+        for name in ("RAW_URI", "REQUEST_URI"):
+            suspended.META.pop(name, None)
+        request = suspended
     return suspend_request(request, step_up_url(request))

@@ -61,6 +61,64 @@ class ForbiddenOneLine(logging.Filter):
         return True
 
 
+# An e-mail's one-time decision link (integrations.email_links) carries its token in the
+# path, /integrations/email/<token>/<action>: the link is its recipient's credential while
+# it works. The segment after the prefix is masked, also percent-encoded (a ``next=``).
+# (``pending``, the token-less page of a link on its way through sign-in, is kept.)
+_LINK_TOKEN = re.compile(
+    r"(/integrations/email/|%2Fintegrations%2Femail%2F)"
+    r"(?!pending(?![A-Za-z0-9_-]))[^/\s?#&'\"%]+",
+    re.I,
+)
+LINK_TOKEN_MASK = "***"
+
+
+def link_tokens_masked(text: str) -> str:
+    """``text`` with the token of every e-mail link path in it masked."""
+    if "ntegrations" not in text and "NTEGRATIONS" not in text:
+        return text  # the common case, without the regular expression
+    return _LINK_TOKEN.sub(lambda m: m.group(1) + LINK_TOKEN_MASK, text)
+
+
+class LinkTokenMask(logging.Filter):
+    """Masks e-mail link tokens in a record's message and its arguments (the path Django's
+    request and CSRF warnings name, the path of uvicorn's access log line), before any
+    handler writes it: on the console handler (every record that reaches it) and on each
+    logger that prints paths, since a server may give such a logger a handler of its own
+    (gunicorn and uvicorn do to ``uvicorn.access``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = link_tokens_masked(record.msg)
+        args = record.args
+        # Each argument keeps its place and type (uvicorn's own access formatter unpacks
+        # them); one that prints a path (a request object) is replaced by its masked text.
+        if isinstance(args, tuple):
+            record.args = tuple(_masked_argument(a) for a in args)
+        elif isinstance(args, dict):
+            record.args = {k: _masked_argument(v) for k, v in args.items()}
+        # A traceback can print a path too (an exception's message naming the request, as
+        # the template engine's lookups at DEBUG do): formatted once here, masked, and kept
+        # as the text every formatter writes.
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = link_tokens_masked(record.exc_text)
+        if record.stack_info:
+            record.stack_info = link_tokens_masked(record.stack_info)
+        return True
+
+
+def _masked_argument(value):
+    if isinstance(value, str):
+        return link_tokens_masked(value)
+    if value is None or isinstance(value, int | float):
+        return value
+    text = str(value)
+    masked = link_tokens_masked(text)
+    return value if masked == text else masked
+
+
 # Characters that end or rewrite a line in a terminal or a log file.
 _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
@@ -98,6 +156,7 @@ class JsonFormatter(logging.Formatter):
         }
         for field in _FIELDS:
             payload[field] = getattr(record, field, "-")
-        if record.exc_info:
-            payload["exc"] = self.formatException(record.exc_info)
+        if record.exc_info or record.exc_text:
+            # exc_text when a filter formatted (and masked) it already: LinkTokenMask.
+            payload["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(payload)

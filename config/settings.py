@@ -353,6 +353,8 @@ CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 
 # --- Logging: every line names the task, tenant and subject it is about -------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+# One line per HTTP request (uvicorn's access log, in LOG_FORMAT), off by default.
+ACCESS_LOG = env_bool("ACCESS_LOG", False)
 # "text" (key=value) or "json"; JSON by default in production (DEBUG off).
 LOG_FORMAT = env_str("LOG_FORMAT", "text" if DEBUG else "json")
 if LOG_FORMAT not in ("text", "json"):
@@ -366,6 +368,7 @@ LOGGING = {
     "filters": {
         "context": {"()": "config.logging.ContextFilter"},
         "forbidden_one_line": {"()": "config.logging.ForbiddenOneLine"},
+        "link_tokens": {"()": "config.logging.LinkTokenMask"},
     },
     "formatters": {
         "text": {
@@ -379,7 +382,7 @@ LOGGING = {
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "filters": ["context"],
+            "filters": ["context", "link_tokens"],
             "formatter": "json" if LOG_FORMAT == "json" else "text",
         },
     },
@@ -388,15 +391,30 @@ LOGGING = {
         # Django's defaults give "django" a handler of its own, which printed every
         # django.request warning twice (there and at the root): one handler, the root's.
         "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
-        "django.request": {"filters": ["forbidden_one_line"], "propagate": True},
-        "django.server": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        # The loggers that print a request's path mask e-mail link tokens themselves too
+        # (config.logging.LinkTokenMask), whatever handler a server gives them.
+        "django.request": {"filters": ["forbidden_one_line", "link_tokens"], "propagate": True},
+        "django.security.csrf": {"filters": ["link_tokens"], "propagate": True},
+        "django.server": {
+            "handlers": [],
+            "level": LOG_LEVEL,
+            "filters": ["link_tokens"],
+            "propagate": True,
+        },
         "django.db.backends": {"level": "INFO"},
         # uvicorn's own lines, in our format (JSON in production) rather than its own.
         "uvicorn": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "uvicorn.error": {"handlers": [], "propagate": True},
-        # Configuring "uvicorn" resets its children: the access log is off again in
-        # development (make run passes --no-access-log), one line per request in production.
-        "uvicorn.access": {"handlers": [], "level": "WARNING" if DEBUG else LOG_LEVEL},
+        # uvicorn's access log (one line per request, its path included) is off unless
+        # ACCESS_LOG: this configuration takes the handler uvicorn (or gunicorn's
+        # UvicornWorker) gave it, and it does not propagate. On, it is written in our format
+        # through the console handler, e-mail link tokens masked.
+        "uvicorn.access": {
+            "handlers": [],
+            "level": LOG_LEVEL,
+            "filters": ["link_tokens"],
+            "propagate": ACCESS_LOG,
+        },
         "celery": {"level": LOG_LEVEL},
         "celery.beat": {"level": _QUIET_LEVEL},
         "celery.app.trace": {"level": _QUIET_LEVEL},

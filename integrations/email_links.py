@@ -6,11 +6,14 @@ share it), and expires with the item; only the SHA-256 of its token is stored. O
 never decides (mail scanners follow links): its page shows the item and asks to confirm, and
 the POST from that page decides, through the one decision flow with channel ``email``,
 binding the SHA-256 of the arguments the page showed. ``risk: high`` asks the recipient to
-sign in and re-authenticate first, as on the decision page.
+sign in and re-authenticate first, as on the decision page. A link names the opening of the
+item it was mailed for: once the approval is voided and the item opens again, it decides
+nothing and says so (the void's e-mail brings new links).
 """
 
 import hashlib
 import secrets
+from dataclasses import replace
 
 from django.db import transaction
 from django.urls import reverse
@@ -21,7 +24,7 @@ from notifications.content import base_url, person
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.flow import EMAIL, Decided, Decision, decision_take
-from runtime.kernel.errors import InvalidParams, StepUpRequired
+from runtime.kernel.errors import InvalidParams, ItemChanged, StepUpRequired
 
 ACTIONS = ("approve", "deny")
 
@@ -41,6 +44,7 @@ def email_link_mint(*, interaction: Interaction, membership, email: str) -> dict
         email=email,
         token_hash=_hash(token),
         expires_at=interaction.expires_at,
+        opening=interaction.opening,
     )
     return {
         action: base_url() + reverse("integrations:email_link", args=[token, action])
@@ -54,6 +58,18 @@ def email_link_find(token: str) -> EmailLink | None:
     return (
         EmailLink.objects.select_related("tenant", "membership__user", "interaction__task__agent")
         .filter(token_hash=_hash(token))
+        .first()
+    )
+
+
+def email_link_pending_find(pk) -> EmailLink | None:
+    """The link a browser's session holds while its recipient signs in (by its row id,
+    which only a browser that presented the token put there)."""
+    if not isinstance(pk, int):
+        return None
+    return (
+        EmailLink.objects.select_related("tenant", "membership__user", "interaction__task__agent")
+        .filter(pk=pk)
         .first()
     )
 
@@ -74,6 +90,8 @@ def email_link_refusal(link: EmailLink, *, user=None, now=None) -> str | None:
             "This link was sent to someone else: you are signed in as another member. "
             "Use the link in your own e-mail, or decide on the item's page."
         )
+    if link.opening != interaction.opening:
+        return link_changed_text(interaction)
     if interaction.state != Interaction.State.OPEN:
         if interaction.state == Interaction.State.EXPIRED:
             return "This item expired without a decision; the link expired with it."
@@ -86,6 +104,15 @@ def email_link_refusal(link: EmailLink, *, user=None, now=None) -> str | None:
     if now >= link.expires_at or now >= interaction.expires_at:
         return "This link has expired with the item."
     return None
+
+
+def link_changed_text(interaction: Interaction) -> str:
+    why = (interaction.detail or {}).get("reason") or "its tool policy changed"
+    return (
+        "This item changed since this e-mail was sent: the approval given before is void "
+        f"({why}) and it needs a new decision, on what it is now. This link no longer "
+        "decides it: use the links of the e-mail sent since, or decide on its page."
+    )
 
 
 def link_decider(link: EmailLink, *, stepped_up: bool = False) -> Decider:
@@ -113,10 +140,12 @@ def email_link_use(
             tenant=link.tenant,
             interaction_id=link.interaction.public_id,
             decider=link_decider(link, stepped_up=stepped_up),
-            decision=decision,
+            decision=replace(decision, opening=link.opening),
             channel=EMAIL,
         )
-    except (StepUpRequired, InvalidParams):
+    except (StepUpRequired, InvalidParams, ItemChanged):
+        # Nothing was decided: the link is given back (an item changed since refuses it
+        # for good, and its page then says why rather than "used").
         with transaction.atomic():
             EmailLink.objects.filter(pk=link.pk, used_at=now).update(used_at=None, used_for="")
         raise

@@ -13,6 +13,7 @@ import json
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from approvals.stepup import step_up_redirect, stepped_up
@@ -20,11 +21,14 @@ from integrations.email_links import (
     ACTIONS,
     LinkSpent,
     email_link_find,
+    email_link_pending_find,
     email_link_refusal,
     email_link_use,
+    link_changed_text,
     link_decider,
 )
 from notifications.content import item_url, person
+from runtime.decisions.answers import text_problem
 from runtime.decisions.facts import decision_facts
 from runtime.decisions.flow import Decision
 from runtime.decisions.summaries import held_call_view
@@ -33,12 +37,15 @@ from runtime.kernel.errors import (
     ChannelRefused,
     DeciderRefused,
     InvalidParams,
+    ItemChanged,
     NotAllowed,
     StepUpRequired,
     TaskNotFound,
 )
 
 REASON_MAX = 1000
+# The session's record of the link being taken through sign-in or re-authentication.
+PENDING_LINK = "integrations_email_link"
 
 
 def _page(request, link, action, *, refusal="", done="", error="", status=200):
@@ -92,6 +99,23 @@ def email_link_page(request, token: str, action: str):
     link = email_link_find(token)
     if link is None:
         return render(request, "integrations/email_link_unknown.html", status=404)
+    return _link_page(request, link, action)
+
+
+@require_http_methods(["GET", "POST"])
+def email_link_pending(request):
+    """The link this browser opened, on its way back from signing in or re-authenticating
+    (``risk: high``): found through the session, so that the token is in no ``next=``."""
+    pending = request.session.get(PENDING_LINK)
+    link = None
+    if isinstance(pending, dict) and pending.get("action") in ACTIONS:
+        link = email_link_pending_find(pending.get("link"))
+    if link is None:
+        return render(request, "integrations/email_link_unknown.html", status=404)
+    return _link_page(request, link, pending["action"])
+
+
+def _link_page(request, link, action):
     refusal, status = _refusal(request, link, action)
     if refusal:
         return _page(request, link, action, refusal=refusal, status=status)
@@ -105,14 +129,14 @@ def _decide(request, link, action):
     mine = user.is_authenticated and user.pk == link.membership.user_id
     approving = action == "approve"
     reason = (request.POST.get("reason") or "").strip()
-    if len(reason) > REASON_MAX or "\x00" in reason:
-        return _page(
-            request,
-            link,
-            action,
-            error=f"A reason has at most {REASON_MAX} characters.",
-            status=400,
+    problem = text_problem(reason)
+    if len(reason) > REASON_MAX or problem:
+        error = (
+            f"The reason {problem}."
+            if problem
+            else f"A reason has at most {REASON_MAX} characters."
         )
+        return _page(request, link, action, error=error, status=400)
     shown = (request.POST.get("shown_hash") or "").strip()[:64] or None
     decision = Decision(approved=approving, reason=reason, shown_hash=shown if approving else None)
     try:
@@ -124,12 +148,18 @@ def _decide(request, link, action):
         )
     except StepUpRequired:
         # risk: high: the recipient signs in (the page again), or re-authenticates, and
-        # allauth replays this very post.
+        # allauth replays this very post. The link comes back through the session, never
+        # through ``next=``: the token is the recipient's credential, and a URL is written
+        # to access logs, browser history and Referer headers.
+        request.session[PENDING_LINK] = {"link": link.pk, "action": action}
+        pending = reverse("integrations:email_link_pending")
         if not mine:
-            return redirect_to_login(request.get_full_path())
-        return step_up_redirect(request)
+            return redirect_to_login(pending)
+        return step_up_redirect(request, resume_at=pending)
     except LinkSpent as exc:
         return _page(request, link, action, refusal=str(exc), status=410)
+    except ItemChanged as exc:
+        return _page(request, link, action, refusal=link_changed_text(exc.interaction), status=410)
     except AlreadyDecided as exc:
         who = person(exc.interaction.answered_by)
         return _page(
@@ -146,6 +176,7 @@ def _decide(request, link, action):
         return _page(request, link, action, error=exc.description, status=400)
     except TaskNotFound as exc:
         raise Http404("No such item.") from exc
+    request.session.pop(PENDING_LINK, None)
     interaction = decided.interaction
     if decided.recorded:
         done = (

@@ -61,6 +61,9 @@ class EmailLink(models.Model):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
     used_for = models.CharField(max_length=16, blank=True)
+    # The item's opening it was mailed for (Interaction.opening): once the approval is voided
+    # and the item opens again, the link decides nothing (the void's e-mail has new links).
+    opening = models.PositiveIntegerField(default=1)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "interaction"], name="email_link_by_item")]

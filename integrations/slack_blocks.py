@@ -2,7 +2,8 @@
 modals its buttons open (a denial's reason, a question's answer, "allow similar").
 
 An open item's message has the buttons a decision in Slack may take: Approve (its value
-carries the SHA-256 of the arguments the message shows, so that the decision binds them),
+carries the SHA-256 of the arguments the message shows, so that the decision binds them, and
+the item's opening, so that it never decides the item opened again after a void),
 Deny (a modal for the reason), "Approve and allow similar" where a standing rule may be made,
 a question's choices; what must be done in the browser is a link to the item's page there
 (``risk: high``: step-up is a browser act; editing the arguments). A decided item's message
@@ -104,7 +105,13 @@ def _state_text(interaction: Interaction) -> str:
 
 def _approval_actions(interaction: Interaction, facts: DecisionFacts, url: str) -> list[dict]:
     held, needs = facts.held_call, facts.needs
-    value = {"i": interaction.public_id, "h": held.arguments_hash if held else ""}
+    # "o": the opening these buttons are for; once the approval is voided and the item opens
+    # again, they decide nothing (the message is updated with the new opening's buttons).
+    value = {
+        "i": interaction.public_id,
+        "h": held.arguments_hash if held else "",
+        "o": interaction.opening,
+    }
     elements = []
     if needs is not None and needs.high_risk:
         # Step-up is a browser act: the person re-authenticates there.

@@ -29,6 +29,7 @@ from runtime.kernel.errors import (
     ChannelRefused,
     DeciderRefused,
     InvalidParams,
+    ItemChanged,
     NotAllowed,
     RuleRefused,
     StepUpRequired,
@@ -40,6 +41,9 @@ from tenants.models import Membership
 logger = logging.getLogger(__name__)
 
 SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,39}$")
+# What a click on an id that names nothing hears (a forged or mangled payload, another
+# tenant's item): the same words whether the endpoint or the decision found it out.
+NO_SUCH_ITEM = "Nothing was decided: Countersign has no such item."
 
 
 def slack_email(*, app: SlackApp, user_id: str, now=None) -> str:
@@ -99,6 +103,7 @@ def decision_of(data: dict) -> Decision:
         value=data.get("value"),
         reason=str(data.get("reason") or ""),
         shown_hash=data.get("shownHash") or None,
+        opening=data.get("opening"),
         allow_similar=AllowSimilar(
             duration=similar["duration"],
             caller_only=similar["callerOnly"],
@@ -138,11 +143,16 @@ def slack_decision_take(
         )
     except AlreadyDecided as exc:
         return slack_escape(f"Nothing changed: {already_text(exc.interaction)}")
+    except ItemChanged as exc:
+        return slack_escape(
+            f"Nothing was decided: {exc.message} Decide on its message as it is now, or in "
+            f"Countersign: {item_url(exc.interaction)}"
+        )
     except StepUpRequired as exc:
         url = item_url(Interaction.objects.get(tenant=app.tenant, public_id=interaction_id))
         return slack_escape(f"Nothing was decided: {exc.message} Approve it in the browser: {url}")
     except TaskNotFound:
-        return "Nothing was decided: Countersign has no such item."
+        return NO_SUCH_ITEM
     except (
         DeciderRefused,
         ChannelRefused,

@@ -23,13 +23,15 @@ from connections.crypto import InvalidToken, secret_decrypt
 from integrations import slack_blocks as blocks
 from integrations.models import SlackApp
 from integrations.slack_api import SlackFailed, slack_call
-from integrations.slack_decide import already_text
+from integrations.slack_decide import NO_SUCH_ITEM, already_text
 from integrations.tasks import slack_decide as slack_decide_task
 from integrations.tasks import slack_reply as slack_reply_task
 from notifications.content import notification_content, slack_escape
 from notifications.models import Delivery
+from runtime.decisions.answers import text_problem
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.kernel.errors import ItemChanged
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,9 @@ def _dict(value) -> dict:
 
 
 def _id(value) -> str:
-    return value if isinstance(value, str) and 0 < len(value) <= 80 else ""
+    # Slack's ids and ours are printable text: a NUL (which PostgreSQL refuses, a
+    # DataError) or a lone surrogate (which psycopg cannot encode) names nothing.
+    return value if isinstance(value, str) and 0 < len(value) <= 80 and value.isprintable() else ""
 
 
 @csrf_exempt
@@ -144,28 +148,50 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
     value = _json(action.get("value"))
     interaction_id = _id(value.get("i"))
     click = {"user": user_id, "channel": channel_id, "interaction": interaction_id}
+    # An approval's buttons name the opening they were posted for (slack_blocks); those
+    # posted before openings were counted are the first's.
+    opening = value.get("o", 1)
     if action_id == blocks.APPROVE:
-        _queue(app, {**click, "decision": {"approved": True, "shownHash": value.get("h")}})
+        decision = {"approved": True, "shownHash": value.get("h"), "opening": opening}
+        _queue(app, {**click, "decision": decision})
     elif action_id.startswith(blocks.CHOICE + ":"):
         interaction = _interaction(app, interaction_id)
-        choices = (interaction.request or {}).get("choices") or [] if interaction else []
+        if interaction is None:
+            _reply(app, channel_id, user_id, NO_SUCH_ITEM)
+            return HttpResponse(status=200)
+        choices = (interaction.request or {}).get("choices") or []
         number = action_id.partition(":")[2]
         if number.isdigit() and int(number) < len(choices):
             _queue(app, {**click, "decision": {"value": choices[int(number)]}})
+        else:
+            _reply(
+                app, channel_id, user_id, "Nothing was decided: the question has no such choice."
+            )
     elif action_id in (blocks.DENY, blocks.ANSWER, blocks.SIMILAR):
-        _modal_open(app, payload, action_id, click, value.get("h"), ts)
+        _modal_open(app, payload, action_id, click, value.get("h"), ts, opening)
     # Link buttons (Open in Countersign, step-up, edit) reach here too: nothing to do.
     return HttpResponse(status=200)
 
 
-def _modal_open(app, payload, action_id, click, shown_hash, ts) -> None:
+def _modal_open(app, payload, action_id, click, shown_hash, ts, opening) -> None:
     interaction = _interaction(app, click["interaction"])
-    if interaction is None or interaction.state != Interaction.State.OPEN:
-        text = f"Nothing to decide: {already_text(interaction)}" if interaction else ""
+    if interaction is None:
+        # A forged or mangled id (another tenant's too): the clicker hears it, nothing opens.
+        _reply(app, click["channel"], click["user"], NO_SUCH_ITEM)
+        return
+    if interaction.state != Interaction.State.OPEN:
+        text = f"Nothing to decide: {already_text(interaction)}"
         _reply(app, click["channel"], click["user"], slack_escape(text))
         return
-    content = _content(app, interaction, click["channel"], ts)
     metadata = {"i": interaction.public_id, "h": shown_hash or "", "c": click["channel"]}
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        if opening != interaction.opening:
+            # The button of an earlier opening: no modal that would decide the new one.
+            text = f"Nothing to decide here: {ItemChanged(interaction).message}"
+            _reply(app, click["channel"], click["user"], slack_escape(text))
+            return
+        metadata["o"] = opening
+    content = _content(app, interaction, click["channel"], ts)
     build = {
         blocks.DENY: blocks.deny_modal,
         blocks.ANSWER: blocks.answer_modal,
@@ -219,13 +245,19 @@ def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
         reason = _text(values, "reason")
         if len(reason) > blocks.REASON_MAX:
             return _errors(reason=f"At most {blocks.REASON_MAX} characters.")
-        decision = {"approved": False, "reason": reason}
+        problem = text_problem(reason)
+        if problem:
+            return _errors(reason=f"The reason {problem}.")
+        decision = {"approved": False, "reason": reason, "opening": metadata.get("o", 1)}
     elif callback == blocks.ANSWER:
         interaction = _interaction(app, click["interaction"])
         choices = (interaction.request or {}).get("choices") or [] if interaction else []
         picked, custom = _selected(values, "choice"), _text(values, "custom")
         if picked and custom:
             return _errors(custom="Pick a choice or write another answer, not both.")
+        problem = text_problem(custom)
+        if problem:
+            return _errors(custom=f"The answer {problem}.")
         if picked:
             number = picked[0]
             if not number.isdigit() or int(number) >= len(choices):
@@ -260,6 +292,7 @@ def _similar(app: SlackApp, click: dict, values: dict, metadata: dict):
     return {
         "approved": True,
         "shownHash": metadata.get("h"),
+        "opening": metadata.get("o", 1),
         "allowSimilar": {
             "duration": duration,
             "callerOnly": "caller_only" in _selected(values, "scope"),

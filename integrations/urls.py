@@ -9,6 +9,9 @@ urlpatterns = [
         slack_views.slack_interactions,
         name="slack_interactions",
     ),
+    # A link on its way back from sign-in or re-authentication: the token is in the
+    # session, not in this URL (nor in the ``next=`` that leads here).
+    path("email/pending", email_views.email_link_pending, name="email_link_pending"),
     # A token in a path: anything but a slash or a NUL (a NUL names nothing: 404).
     path(
         "email/<str:token>/<str:action>",

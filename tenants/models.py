@@ -1,3 +1,4 @@
+import unicodedata
 import uuid
 import zoneinfo
 
@@ -192,6 +193,53 @@ class ApproverGroup(models.Model):
 # token acts as one (ApiToken.clean), and no person or program deciding as one is ever a
 # decider (runtime.decisions.approvers), so the audit never names the system for a person.
 RESERVED_SUBJECT_PREFIXES = ("system:", "rule:")
+# The subjects of callers without credentials (runtime.kernel.task_models.ANONYMOUS).
+ANONYMOUS_SUBJECT = "anonymous"
+
+
+def subject_folded(subject: str) -> str:
+    """``subject`` as the reserved-subject checks compare it: trimmed, in Unicode's
+    compatibility form and case-folded, so that ``System:expiry``, `` system:expiry`` and
+    a fullwidth ``ｓｙｓｔｅｍ:`` all read as ``system:expiry``."""
+    once = unicodedata.normalize("NFKC", subject or "").casefold()
+    return unicodedata.normalize("NFKC", once).strip()
+
+
+def subject_reserved(subject: str) -> bool:
+    """Whether ``subject`` is, or folds to, one the system decides as (``system:...``,
+    ``rule:...``)."""
+    return subject_folded(subject).startswith(RESERVED_SUBJECT_PREFIXES)
+
+
+def subject_anonymous(subject: str) -> bool:
+    """Whether ``subject`` is, or folds to, a subject of callers without credentials."""
+    folded = subject_folded(subject)
+    return folded == ANONYMOUS_SUBJECT or folded.startswith(f"{ANONYMOUS_SUBJECT}:")
+
+
+def _control_character(value: str) -> str | None:
+    return next((c for c in value if not c.isprintable()), None)
+
+
+def token_subject_problem(subject: str) -> str | None:
+    """Why a new token may not act for ``subject``, or None. Reserved subjects are compared
+    folded (subject_folded): the audit and the inbox show a subject as written, and
+    ``System:expiry`` reads there as the system's own."""
+    # "anonymous" and "anonymous:..." are the subjects of callers without credentials
+    # (runtime.kernel.task_models.ANONYMOUS): a token acting as one would reach their tasks.
+    if subject_anonymous(subject):
+        return "anonymous and anonymous:... are reserved for callers without a token."
+    # The system decides as system:... and rule:... (the expiry, a void, a standing rule): a
+    # token acting as one would make the audit name the system for its decisions.
+    if subject_reserved(subject):
+        reserved = " and ".join(p + "..." for p in RESERVED_SUBJECT_PREFIXES)
+        return f"{reserved} (in any case) are reserved for the system's own decisions."
+    # A subject is written into log lines, the audit and receipts: a line break or other
+    # control character in it would forge a line of its own there.
+    bad = _control_character(subject or "")
+    if bad is not None:
+        return f"must not contain control characters (found {bad!r})."
+    return None
 
 
 class ApiToken(models.Model):
@@ -246,32 +294,29 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.subject})"
 
+    def save(self, *args, **kwargs):
+        # Every way a token is made passes here, clean() or not (Django admin, manage.py
+        # tokens, api_token_create, a shell's ApiToken.objects.create): none acts for the
+        # system or for callers without credentials.
+        if self._state.adding:
+            problem = token_subject_problem(self.subject)
+            if problem:
+                raise ValidationError({"subject": problem})
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
-        # "anonymous" and "anonymous:..." are the subjects of callers without credentials
-        # (runtime.kernel.task_models.ANONYMOUS): a token acting as one would reach their tasks.
-        if self.subject == "anonymous" or self.subject.startswith("anonymous:"):
-            raise ValidationError(
-                {"subject": "anonymous and anonymous:... are reserved for callers without a token."}
-            )
-        # The system decides as system:... and rule:... (the expiry, a void, a standing rule):
-        # a token acting as one would make the audit name the system for its decisions
-        # (issue 28, finding 4).
-        if self.subject.startswith(RESERVED_SUBJECT_PREFIXES):
-            raise ValidationError(
-                {
-                    "subject": f"{' and '.join(p + '...' for p in RESERVED_SUBJECT_PREFIXES)} "
-                    "are reserved for the system's own decisions."
-                }
-            )
-        # A subject is written into log lines, the audit and receipts: a line break or other
-        # control character in it would forge a line of its own there.
-        for field in ("subject", "name"):
-            value = getattr(self, field) or ""
-            bad = next((c for c in value if not c.isprintable()), None)
-            if bad is not None:
-                raise ValidationError(
-                    {field: f"must not contain control characters (found {bad!r})."}
-                )
+        # A token's subject is its identity, fixed when it is made (admin shows it read-only
+        # after): it is judged then. A row made before a rule was stricter keeps its name and
+        # its revocation editable; the decision flow refuses it as a decider
+        # (runtime.decisions.approvers).
+        if self._state.adding:
+            problem = token_subject_problem(self.subject)
+            if problem:
+                raise ValidationError({"subject": problem})
+        # A name is written into log lines: a line break in it would forge a line there.
+        bad = _control_character(self.name or "")
+        if bad is not None:
+            raise ValidationError({"name": f"must not contain control characters (found {bad!r})."})
 
     def may_call(self, agent_slug: str) -> bool:
         return self.all_agents or agent_slug in (self.agent_slugs or [])

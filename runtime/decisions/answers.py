@@ -65,6 +65,29 @@ def answer_from_message(interaction: Interaction, message: dict) -> dict:
     return {"value": question_answer_validate(interaction, raw)}
 
 
+def text_problem(value: Any) -> str | None:
+    """Why a decider's text (a reason, an answer, any text inside one) cannot be kept, or
+    None. PostgreSQL's text and jsonb refuse NUL (a DataError mid-transaction) and text
+    that is not valid Unicode (a lone surrogate: psycopg cannot encode it). Every channel
+    reads it here, so that each refuses such text up front in its own words (a form error,
+    a Slack modal's error, a 400), and the decision flow refuses it again whatever the
+    channel let through."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "must not contain NUL characters"
+            if any("\ud800" <= char <= "\udfff" for char in item):
+                return "must not contain lone surrogates (not valid Unicode)"
+    return None
+
+
 def answer_from_decider(interaction: Interaction, answer: dict) -> dict:
     """Read an operator's or a program's answer ({approved, reason} or {value})."""
     if interaction.kind == Interaction.Kind.APPROVAL:
@@ -72,7 +95,11 @@ def answer_from_decider(interaction: Interaction, answer: dict) -> dict:
             raise InvalidParams("approved", "must be true or false")
         clean = {"approved": answer["approved"]}
         if answer.get("reason"):
-            clean["reason"] = str(answer["reason"])[:1000]
+            reason = str(answer["reason"])
+            problem = text_problem(reason)
+            if problem:
+                raise InvalidParams("reason", problem, interactionId=interaction.public_id)
+            clean["reason"] = reason[:1000]
         return clean
     if interaction.kind == Interaction.Kind.CONNECTION:
         return {"connected": connection_answer_is_yes(answer.get("value", answer))}
@@ -93,6 +120,9 @@ def question_answer_validate(interaction: Interaction, value: Any) -> Any:
         return form_answer_read(form, value, interaction_id=interaction.public_id)
     if value is None or (isinstance(value, str) and not value.strip()):
         raise InvalidParams("message.parts", "the answer is empty")
+    problem = text_problem(value)
+    if problem:
+        raise InvalidParams("answer", problem, interactionId=interaction.public_id)
     choices = interaction.request.get("choices") or []
     if choices and not interaction.request.get("allowCustom", False):
         if not isinstance(value, str) or value not in choices:

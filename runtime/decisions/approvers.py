@@ -29,12 +29,7 @@ from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import DeciderRefused
 from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task
-from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup
-
-
-def subject_reserved(subject: str) -> bool:
-    """The subject is one the system decides as (``system:``, ``rule:``)."""
-    return subject.startswith(RESERVED_SUBJECT_PREFIXES)
+from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup, subject_reserved
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,15 @@ class Interaction(models.Model):
     def __str__(self) -> str:
         return self.public_id
 
+    @property
+    def opening(self) -> int:
+        """Which opening of the item this is: 1, then one more each time its approval is
+        voided and it opens again (runtime.turn.approval_check.approval_void). What a
+        channel handed out for one opening (a Slack button, an e-mail's link) names it, and
+        never decides a later one (runtime.decisions.flow)."""
+        value = (self.request or {}).get("opening")
+        return value if isinstance(value, int) and value > 1 else 1
+
 
 class InteractionApproval(models.Model):
     """One person's approval of an approval that needs more than one (a quorum, or stages).

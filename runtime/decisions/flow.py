@@ -10,7 +10,8 @@ rest, in this order, under the task's row lock, and the first refusal changes no
 1. what the channel cannot take (bulk triage decides approvals only): ChannelRefused;
 2. whether the decision fits the interaction's kind (an approval takes ``approved``, not
    ``value``): DecisionMisfit, with the same words on every channel;
-3. whether the interaction is still open: AlreadyDecided, saying by whom;
+3. whether the interaction is still open: AlreadyDecided, saying by whom; and still the
+   opening the decider was shown (a voided approval opens again): ItemChanged;
 4. the answer itself (runtime.decisions.answers);
 5. for an approval, what it needs now (approvers.approval_needs: the stricter of what it
    opened with and the agent's current policy, the rule that holds the call's arguments),
@@ -63,6 +64,7 @@ from runtime.kernel.errors import (
     DeciderRefused,
     DecisionMisfit,
     InvalidParams,
+    ItemChanged,
     NotAllowed,
     RuleRefused,
     RuntimeFault,
@@ -101,7 +103,10 @@ class Decision:
     arguments (``editable: true``); ``shown_hash``: the SHA-256 of the arguments the decider
     was shown (the decision binds exactly those); ``allow_similar``: a standing rule too. A
     question or a connection: ``value``. ``message``: the caller's message that carried the
-    answer (in band), kept in the task's history.
+    answer (in band), kept in the task's history. ``opening``: the opening of the item the
+    channel handed out what was clicked for (``Interaction.opening``: a Slack button, an
+    e-mail's link); a later opening (the approval voided since) refuses it. None: the
+    channel shows the item as it stands at each request (the page, REST).
     """
 
     approved: bool | None = None
@@ -111,6 +116,7 @@ class Decision:
     shown_hash: str | None = None
     allow_similar: AllowSimilar | None = None
     message: dict | None = None
+    opening: int | None = None
 
     def answer(self) -> dict:
         if self.approved is not None:
@@ -141,8 +147,8 @@ def decision_take(
     exactly one decision wins, and the first refusal changes nothing (see the module).
 
     Raises TaskNotFound (another tenant's id as a missing one), ChannelRefused,
-    DecisionMisfit and InvalidParams, AlreadyDecided, DeciderRefused, StepUpRequired (or,
-    for the caller, UnsupportedOperation), RuleRefused.
+    DecisionMisfit and InvalidParams, AlreadyDecided, ItemChanged, DeciderRefused,
+    StepUpRequired (or, for the caller, UnsupportedOperation), RuleRefused.
     """
     interaction = _take(
         tenant=tenant,
@@ -217,6 +223,8 @@ def _decide(
     decision_fit_check(interaction, decision)
     if interaction.state != Interaction.State.OPEN:
         raise AlreadyDecided(interaction)
+    if decision.opening is not None and decision.opening != interaction.opening:
+        raise ItemChanged(interaction)
     answer = answer_from_decider(interaction, decision.answer())
     approving = answer.get("approved") is True
     needs = None

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from runtime.agents.ladders import LadderError, expiry_seconds, steps_parse, steps_stored
 from runtime.agents.tools import Policy
+from runtime.decisions.answers import text_problem
 from runtime.decisions.approval_groups import (
     HeldApproval,
     group_call_closed,
@@ -300,6 +301,10 @@ def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, I
     """The task of the tenant's interaction, locked, and the interaction read under that lock
     (with its held call, and the task's agent loaded): a decision's reads, in the caller's
     transaction; TaskNotFound for another tenant's id as for a missing one."""
+    # An id PostgreSQL cannot compare (a NUL, a lone surrogate: a DataError, an encoding
+    # error) names nothing, whichever channel passed it on.
+    if not isinstance(interaction_id, str) or text_problem(interaction_id):
+        raise TaskNotFound("No such interaction.")
     # Lock the task first (the same order as in-band answers), found through the interaction
     # (only the task's row is locked), then read the interaction under that lock and claim it.
     task = decision_task_lock(tenant=tenant, interaction_id=interaction_id)

@@ -62,6 +62,23 @@ class AlreadyDecided(RuntimeFault):
         self.interaction = interaction
 
 
+class ItemChanged(RuntimeFault):
+    """The decider was shown an earlier opening of the item (a Slack button, an e-mail's
+    link): its approval was voided since, and it opened again to be decided as it stands
+    now. Nothing shown for the earlier opening binds the new one."""
+
+    reason = "INTERACTION_CHANGED"
+
+    def __init__(self, interaction):
+        why = (interaction.detail or {}).get("reason") or "its tool policy changed"
+        super().__init__(
+            f"the item changed since it was shown to you: the approval given before is void "
+            f"({why}) and it needs a new decision, on what it is now.",
+            interactionId=interaction.public_id,
+        )
+        self.interaction = interaction
+
+
 class NotAllowed(RuntimeFault):
     reason = "NOT_ALLOWED"
 

@@ -111,8 +111,14 @@ def approval_void(*, task: Task, effect: Effect, reason: str) -> bool:
     if interaction is not None:
         prompt = interaction.prompt
         detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
-        # Reopened under the rule that holds the call now (its version, stages, ladder).
-        request = {**(interaction.request or {}), **held_by, "call": call}
+        # Reopened under the rule that holds the call now (its version, stages, ladder), as
+        # its next opening: a button or a link handed out for this one decides nothing now.
+        request = {
+            **(interaction.request or {}),
+            **held_by,
+            "call": call,
+            "opening": interaction.opening + 1,
+        }
         Interaction.objects.filter(pk=interaction.pk).update(
             request=request,
             **listing_columns(

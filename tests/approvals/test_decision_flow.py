@@ -18,7 +18,12 @@ from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.flow import BULK, PAGE, Decision, decision_take
-from runtime.kernel.errors import ChannelRefused, DecisionMisfit, UnsupportedOperation
+from runtime.kernel.errors import (
+    ChannelRefused,
+    DecisionMisfit,
+    InvalidParams,
+    UnsupportedOperation,
+)
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.models import ApiToken, Membership, User
 from tenants.tokens import api_token_create, token_issue
@@ -174,6 +179,48 @@ def test_a_decision_that_does_not_fit_its_kind_is_refused_alike_on_every_channel
     assert approval.state == "open"
 
 
+def test_text_postgres_cannot_keep_is_refused_by_the_flow_on_every_channel(agents):
+    """A NUL or a lone surrogate in a reason or an answer was a DataError mid-decision (the
+    decision lost); the flow refuses it whichever channel let it through, and nothing moves."""
+    from runtime.decisions.flow import CHANNELS, INBAND
+
+    side = agents.a
+    operator = Decider.of_member(Membership.objects.get(tenant=side.tenant, user=side.operator))
+    approval, question = side.extra["make"].approval(), side.extra["make"].question()
+    for channel in set(CHANNELS) - {INBAND, BULK}:
+        for interaction, decision, field, problem in (
+            (approval, Decision(approved=False, reason="no\x00way"), "reason", "NUL"),
+            (approval, Decision(approved=False, reason="lone \ud800"), "reason", "surrogate"),
+            (question, Decision(value="main\x00"), "answer", "NUL"),
+        ):
+            with pytest.raises(InvalidParams) as refused:
+                decision_take(
+                    tenant=side.tenant,
+                    interaction_id=interaction.public_id,
+                    decider=operator,
+                    decision=decision,
+                    channel=channel,
+                )
+            assert refused.value.field == field and problem in refused.value.description
+    for interaction in (approval, question):
+        interaction.refresh_from_db()
+        assert interaction.state == "open" and interaction.answer is None
+
+
+def test_an_id_postgres_cannot_compare_names_no_interaction(agents):
+    from runtime.kernel.errors import TaskNotFound
+
+    for interaction_id in ("i_\x00", "i_\ud800"):
+        with pytest.raises(TaskNotFound):
+            decision_take(
+                tenant=agents.a.tenant,
+                interaction_id=interaction_id,
+                decider=Decider(subject=agents.a.operator.subject),
+                decision=Decision(approved=True),
+                channel=PAGE,
+            )
+
+
 def test_bulk_refusals_are_the_flows(agents, holder):
     held = holder({"action": "approve", "bulk": False})
     approval = held(agents.a)
@@ -247,22 +294,21 @@ def test_two_operator_tokens_and_no_person_never_approve_a_two_person_item(agent
     assert denied.status_code == HTTPStatus.OK and denied.json()["state"] == "answered"
 
 
-def test_a_token_with_a_reserved_subject_never_decides(agents, holder):
+@pytest.mark.parametrize("subject", ["system:expiry", "System:expiry"])
+def test_a_token_with_a_reserved_subject_never_decides(agents, holder, subject):
     side = agents.a
     approval = holder("approve")(side)
     # Made before token creation refused such subjects (straight into the table).
-    row = ApiToken(
-        tenant=side.tenant, subject="system:expiry", name="old", kind=ApiToken.Kind.OPERATOR
-    )
+    row = ApiToken(tenant=side.tenant, subject=subject, name="old", kind=ApiToken.Kind.OPERATOR)
     plaintext = token_issue(row)
-    row.save()
+    ApiToken.objects.bulk_create([row])
     response = rest_answer(approval, plaintext, approved=True)
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert response.json()["reason"] == "DECIDER_NOT_ALLOWED"
-    assert "system:expiry" in response.json()["detail"]
+    assert subject in response.json()["detail"]
     approval.refresh_from_db()
     assert approval.state == "open" and not Receipt.objects.exists()
-    assert not AuditEvent.objects.filter(actor="system:expiry").exists()
+    assert not AuditEvent.objects.filter(actor=subject).exists()
 
 
 # --- issue 28, finding 5: risk: high on the tool entry ---------------------------------------

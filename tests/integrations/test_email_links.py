@@ -232,3 +232,48 @@ def test_the_confirm_page_posts_with_csrf(agents, mailed, held):
     assert response.status_code == 200
     interaction.refresh_from_db()
     assert interaction.answer == {"approved": False, "reason": "no"}
+
+
+def test_a_link_of_the_first_opening_never_decides_the_reopened_approval(
+    agents, mailed, held, django_capture_on_commit_callbacks
+):
+    from tests.integrations.test_slack import void_and_reopen
+
+    interaction = held()
+    first = links_of(mail_to("operator@acme.test"))
+    page = Client().get(first["approve"])  # opened before the void: the hash it showed
+    void_and_reopen(interaction, django_capture_on_commit_callbacks)
+
+    for action in ("approve", "deny"):
+        opened = Client().get(first[action])
+        text = opened.content.decode()
+        assert opened.status_code == 410 and "changed since this e-mail" in text
+        assert 'name="shown_hash"' not in text and "<form" not in text  # nothing binding
+    posted = Client().post(first["approve"], {"shown_hash": shown_hash(page)})
+    assert posted.status_code == 410 and "changed since this e-mail" in posted.content.decode()
+    denied = Client().post(first["deny"], {"reason": "no"})
+    assert denied.status_code == 410
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and interaction.approvals == []
+
+    # The void's follow-up mailed new links: they decide the item as it stands now.
+    latest = [m for m in mail.outbox if m.to == ["operator@acme.test"] and links_of(m)][-1]
+    again = links_of(latest)
+    assert again["approve"] != first["approve"]
+    client = Client()
+    fresh = client.get(again["approve"])
+    with django_capture_on_commit_callbacks(execute=True):
+        done = client.post(again["approve"], {"shown_hash": shown_hash(fresh)})
+    assert done.status_code == 200
+    interaction.refresh_from_db()
+    assert (interaction.state, interaction.answered_via) == ("answered", "email")
+
+
+def test_a_deny_reason_with_a_nul_is_a_form_error_and_the_link_kept(agents, mailed, held):
+    interaction = held()
+    links = links_of(mail_to("operator@acme.test"))
+    response = Client().post(links["deny"], {"reason": "no\x00way"})
+    assert response.status_code == 400 and "NUL" in response.content.decode()
+    interaction.refresh_from_db()
+    assert interaction.state == "open"
+    assert not EmailLink.objects.exclude(used_at=None).exists()

@@ -50,7 +50,8 @@ def test_an_approval_in_slack_is_decided_by_the_member_who_clicked_and_the_messa
     assert "*Expires:* <!date^" in text  # in each reader's time zone
     assert {"cs_approve", "cs_deny", "cs_open"} <= set(action_ids(message))
     approve = json.loads(button(message, "cs_approve")["value"])
-    assert approve == {"i": interaction.public_id, "h": interaction_hash(interaction)}
+    # The item, the arguments shown and the opening they are for (a void opens it again).
+    assert approve == {"i": interaction.public_id, "h": interaction_hash(interaction), "o": 1}
 
     response = slack_post(click(message, "cs_approve", user=OPERATOR, ts=ts))
     assert response.status_code == 200 and response.content == b""
@@ -220,6 +221,91 @@ def test_a_too_long_reason_is_a_modal_error(slack_app, held, slack_post):
     }
     interaction.refresh_from_db()
     assert interaction.state == "open"
+
+
+def test_a_deny_reason_postgres_cannot_keep_is_a_modal_error(slack_app, held, slack_post):
+    """A NUL answered 200 and then failed the decision (a DataError, logged, not retried):
+    the person was never told and the item stayed open."""
+    interaction = held()
+    ts, message = posted(slack_app)
+    slack_post(click(message, "cs_deny", user=ADMIN, ts=ts))
+    modal = slack_app.called("views.open")[0]["view"]
+    for reason, problem in (("no\x00way", "NUL"), ("lone \ud800 half", "surrogate")):
+        values = {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
+        response = slack_post(submission(modal, user=ADMIN, values=values))
+        assert response.status_code == 200
+        assert response.json()["response_action"] == "errors"
+        assert problem in response.json()["errors"]["reason"]
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
+def test_a_nul_reason_that_reaches_the_decision_is_refused_and_the_clicker_told(slack_app, held):
+    """Whatever let it through (a click queued before the modal checked it), the flow refuses
+    it: nothing is lost, and the person hears why."""
+    from integrations.slack_decide import slack_click_take
+
+    interaction = held()
+    click_ = {"user": ADMIN, "channel": SLACK_CHANNEL, "interaction": interaction.public_id}
+    slack_click_take(
+        tenant_id=interaction.tenant_id,
+        click={**click_, "decision": {"approved": False, "reason": "no\x00way"}},
+    )
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+    assert told(slack_app, ADMIN) == [
+        "Nothing was decided: reason: must not contain NUL characters"
+    ]
+
+
+@pytest.mark.parametrize("bad_id", ["e_\x00", "\x00", "e_\ud800"])
+def test_an_item_id_that_names_nothing_is_answered_and_the_clicker_told(
+    slack_app, held, slack_post, bad_id
+):
+    """Signed payloads whose item id holds a NUL were a 500 (PostgreSQL refuses the NUL):
+    each is a 200, the person hears there is no such item, and nothing changes."""
+    from integrations.slack_decide import NO_SUCH_ITEM
+
+    interaction = held()
+    ts, message = posted(slack_app)
+    payloads = []
+    for action in ("cs_approve", "cs_deny", "cs_similar", "cs_choice:0", "cs_answer"):
+        payload = click(message, "cs_deny", user=OPERATOR, ts=ts)
+        payload["actions"][0].update(action_id=action, value=json.dumps({"i": bad_id, "h": ""}))
+        payloads.append(payload)
+    metadata = json.dumps({"i": bad_id, "h": "", "c": SLACK_CHANNEL})
+    for callback, values in (
+        ("cs_deny", {"reason": {"reason": {"value": "no"}}}),
+        ("cs_answer", {"custom": {"custom": {"value": "main"}}}),
+        ("cs_similar", {"duration": {"duration": {"selected_option": {"value": "1d"}}}}),
+    ):
+        view = {"callback_id": callback, "private_metadata": metadata}
+        payloads.append(submission(view, user=OPERATOR, values=values))
+    for payload in payloads:
+        assert slack_post(payload).status_code == 200, payload
+    assert told(slack_app, OPERATOR) == [NO_SUCH_ITEM] * len(payloads)
+    assert not slack_app.called("views.open")
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
+def test_a_nul_in_slacks_own_ids_decides_nothing_and_is_no_error(slack_app, held, slack_post):
+    interaction = held()
+    ts, message = posted(slack_app)
+    for field in ("user", "channel", "ts"):
+        payload = click(message, "cs_deny", user=OPERATOR, ts=ts)
+        if field == "user":
+            payload["user"]["id"] = "U0OPER\x00ATOR"
+        elif field == "channel":
+            payload["channel"]["id"] = "C0DEP\x00LOY"
+        else:
+            payload["container"]["message_ts"] = "1.\x00"
+        assert slack_post(payload).status_code == 200
+        approve = click(message, "cs_approve", user=OPERATOR, ts=ts)
+        approve["user"]["id"] = "U0OPER\x00ATOR"
+        assert slack_post(approve).status_code == 200
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
 
 
 @pytest.fixture
@@ -482,3 +568,111 @@ def test_a_tool_servers_form_is_filled_in_on_its_page_not_in_slack(
         )
     _, message = posted(slack_app)
     assert action_ids(message) == ["cs_open"]
+
+
+def void_and_reopen(interaction: Interaction, capture) -> None:
+    """Approve ``interaction`` on the page, then change the rule that holds its call before
+    the turn sends it: the approval is void and the item opens again (approval_void)."""
+    from runtime.agents.agent_models import Agent
+    from tests.core import decide, run
+
+    decide(interaction, approved=True)  # the turn is not resumed yet
+    agent = Agent.objects.get(tenant=interaction.tenant, slug=interaction.task.agent.slug)
+    Agent.objects.filter(pk=agent.pk).update(
+        tool_policy={
+            **agent.tool_policy,
+            "deploy/deploy_build": {"action": "approve", "editable": True},
+        }
+    )
+    with capture(execute=True):
+        run(interaction.task)
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and interaction.detail.get("voided")
+
+
+def test_a_button_of_the_first_opening_never_decides_the_reopened_approval(
+    slack_app, held, slack_post, django_capture_on_commit_callbacks
+):
+    interaction = held()
+    ts, first = posted(slack_app)  # the message as first posted, with its buttons
+    void_and_reopen(interaction, django_capture_on_commit_callbacks)
+
+    # A click on the first opening's buttons (a client that missed the update, a replay):
+    # nothing binding, and the clicker hears that the item changed.
+    slack_post(click(first, "cs_approve", user=ADMIN, ts=ts))
+    slack_post(click(first, "cs_deny", user=ADMIN, ts=ts))
+    slack_post(click(first, "cs_similar", user=ADMIN, ts=ts))
+    assert not slack_app.called("views.open")
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and interaction.approvals == []
+    said = told(slack_app, ADMIN)
+    assert len(said) == 3 and all("changed since" in text for text in said), said
+    # A modal opened from the first opening and submitted after the void decides nothing.
+    old_metadata = json.dumps({**json.loads(button(first, "cs_deny")["value"]), "c": SLACK_CHANNEL})
+    deny = {"callback_id": "cs_deny", "private_metadata": old_metadata}
+    values = {"reason": {"reason": {"value": "no"}}}
+    assert slack_post(submission(deny, user=ADMIN, values=values)).status_code == 200
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and "changed since" in told(slack_app, ADMIN)[-1]
+
+    # The message as it stands now (updated at the void) decides the new opening.
+    slack_post(click(slack_app.messages[ts], "cs_approve", user=ADMIN, ts=ts))
+    interaction.refresh_from_db()
+    assert (interaction.state, interaction.answered_via) == ("answered", "slack")
+
+
+def _string_leaves(value, path=()):
+    """The paths of a payload's strings, those inside its JSON strings (a button's value, a
+    modal's private_metadata) included: ``("json", ...)`` steps into one."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _string_leaves(inner, (*path, key))
+    elif isinstance(value, list):
+        for n, inner in enumerate(value):
+            yield from _string_leaves(inner, (*path, n))
+    elif isinstance(value, str):
+        yield path
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return
+        if isinstance(decoded, dict):
+            for inner in _string_leaves(decoded):
+                yield (*path, "json", *inner)
+
+
+def _with_leaf(value, path, bad: str):
+    if not path:
+        return bad
+    if path[0] == "json":
+        return json.dumps(_with_leaf(json.loads(value), path[1:], bad))
+    copied = list(value) if isinstance(value, list) else dict(value)
+    copied[path[0]] = _with_leaf(value[path[0]], path[1:], bad)
+    return copied
+
+
+def test_a_nul_or_a_lone_surrogate_anywhere_in_a_signed_payload_is_never_an_error(
+    slack_app, held, slack_post
+):
+    """Every string of every click and submission the app can receive, one at a time,
+    with a NUL or a lone surrogate in it: each is answered (200), never a 500 or a decision
+    task that fails (a 503 here, where it runs at once)."""
+    interaction = held()
+    ts, message = posted(slack_app)
+    metadata = json.dumps({"i": interaction.public_id, "h": interaction_hash(interaction)})
+    payloads = [click(message, a, user=ADMIN, ts=ts) for a in ("cs_approve", "cs_deny")]
+    for callback, values in (
+        ("cs_deny", {"reason": {"reason": {"value": "no"}}}),
+        ("cs_similar", {"duration": {"duration": {"selected_option": {"value": "1d"}}}}),
+    ):
+        view = {"callback_id": callback, "private_metadata": metadata}
+        payloads.append(submission(view, user=ADMIN, values=values))
+    posted_count = 0
+    for payload in payloads:
+        for path in _string_leaves(payload):
+            for bad in ("a\x00b", "\ud800"):
+                response = slack_post(_with_leaf(payload, path, bad))
+                assert response.status_code == 200, (path, bad)
+                posted_count += 1
+    assert posted_count > 100
+    assert Receipt.objects.count() <= 1  # a NUL where it means nothing may still decide

@@ -115,3 +115,44 @@ def test_agent_slugs_that_are_not_slugs_are_a_form_error_not_a_500(world, staff,
     assert response.status_code == HTTPStatus.OK
     assert b"is not an agent slug" in response.content or b"at most 63" in response.content
     assert not ApiToken.objects.filter(subject="partner:x").exists()
+
+
+# Subjects that fold to the system's (a case, a space, a fullwidth letter): each reads like
+# the system's own in the audit, so no path makes a token act for one.
+FOLDED_RESERVED = ["System:expiry", "RULE:rul_1", "  system:receipts", "ｓｙｓｔｅｍ:expiry"]
+
+
+@pytest.mark.parametrize("subject", FOLDED_RESERVED)
+def test_a_tenant_admin_cannot_mint_a_token_whose_subject_folds_to_the_systems(world, subject):
+    from tests.admin_pages import tenant_admin_client
+
+    response = tenant_admin_client(world.a).post(
+        "/admin/tenants/apitoken/add/",
+        {
+            "tenant": world.a.tenant.pk,
+            "kind": "operator",
+            "subject": subject,
+            "name": "looks like the system",
+            "all_agents": "on",
+            "agent_slugs": "[]",
+        },
+    )
+    assert response.status_code == HTTPStatus.OK
+    assert "reserved for the system" in response.content.decode()
+    assert not ApiToken.objects.filter(name="looks like the system").exists()
+
+
+def test_a_token_made_before_the_folded_check_stays_editable_and_revocable(world, staff):
+    token = ApiToken(tenant=world.a.tenant, subject="System:expiry", name="old")
+    token.prefix, token.token_hash = "oldoldoldold", "0" * 64
+    ApiToken.objects.bulk_create([token])  # straight into the table, as rows made before
+    token = ApiToken.objects.get(prefix="oldoldoldold")
+    page = staff.get(f"/admin/tenants/apitoken/{token.pk}/change/")
+    assert page.status_code == HTTPStatus.OK
+    renamed = staff.post(
+        f"/admin/tenants/apitoken/{token.pk}/change/",
+        {"name": "old, to revoke", "all_agents": "on", "agent_slugs": "[]"},
+    )
+    assert renamed.status_code == HTTPStatus.FOUND
+    token.refresh_from_db()
+    assert token.name == "old, to revoke"

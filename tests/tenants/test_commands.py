@@ -56,6 +56,11 @@ def test_tokens_create_an_operator_token_for_some_agents_that_expires(acme):
         # The system's own subjects (issue 28, finding 4): no token acts as one.
         (["--tenant", "acme", "--subject", "system:expiry"], "reserved for the system"),
         (["--tenant", "acme", "--subject", "rule:rul_1"], "reserved for the system"),
+        # ... in any case, after trimming, in any Unicode form that folds to one.
+        (["--tenant", "acme", "--subject", "System:expiry"], "reserved for the system"),
+        (["--tenant", "acme", "--subject", " RULE:rul_1 "], "reserved for the system"),
+        (["--tenant", "acme", "--subject", "ｓｙｓｔｅｍ:expiry"], "reserved for the system"),
+        (["--tenant", "acme", "--subject", "Anonymous"], "subject: anonymous"),
         (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "0"], "from 1 to 3650"),
         # Once a traceback (OverflowError): a date no calendar has.
         (["--tenant", "acme", "--subject", "partner:x", "--expires-days", "99999999999"], "from 1"),

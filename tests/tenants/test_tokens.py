@@ -135,3 +135,21 @@ def test_token_of_tenant_a_acts_only_for_tenant_a(world, client):
     response = client.get("/api/v1/whoami", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.json()["tenant"] == "globex"
     assert response.json()["subject"] == "program:globex-ops"
+
+
+@pytest.mark.parametrize(
+    "subject",
+    ["System:expiry", "RULE:rul_1", " system:receipts ", "ｓｙｓｔｅｍ:expiry", "Anonymous:x"],
+)
+def test_no_path_makes_a_token_whose_subject_folds_to_a_reserved_one(world, subject):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        api_token_create(tenant=world.a.tenant, subject=subject, name="x")
+    assert "subject" in refused.value.message_dict
+    # A shell's objects.create, which runs no clean(), is refused the same way.
+    with pytest.raises(ValidationError):
+        ApiToken.objects.create(
+            tenant=world.a.tenant, subject=subject, name="x", prefix="shellshell12"
+        )
+    assert not ApiToken.objects.filter(name="x").exists()

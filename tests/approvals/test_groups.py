@@ -113,6 +113,30 @@ def test_decided_call_by_call_on_the_page_the_operator_moves_on_to_the_next_call
     assert states_of([staging, production]) == ["answered", "answered"]
 
 
+def test_deciding_one_call_moves_on_to_the_groups_next_call_before_older_items(agents, llm):
+    """An older item waits too: the inbox's next older item is not the group's call left."""
+    older = agents.a.extra["make"].approval(build="older-1")
+    planner(agents.a.tenant)
+    task, (staging, production) = held_group(agents.a, llm)
+    client = agents.a.client_for(agents.a.operator)
+    response = client.post(
+        reverse("approvals:interaction", args=[staging.public_id]) + "?kind=approval",
+        {"decision": "approve", "shown_hash": hashes(task)[staging.public_id]},
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    assert response["Location"] == (
+        reverse("approvals:interaction", args=[production.public_id]) + "?kind=approval"
+    )
+    told = [str(m) for m in response.wsgi_request._messages]
+    assert any("Next: call 2 of 2 of the same reply" in m for m in told), told
+    # The group's last call decided, the older item is next.
+    response = client.post(
+        reverse("approvals:interaction", args=[production.public_id]),
+        {"decision": "deny", "reason": "not today"},
+    )
+    assert response["Location"].startswith(reverse("approvals:interaction", args=[older.public_id]))
+
+
 def test_decided_at_once_on_the_page(agents, group):
     task, calls = group
     client = agents.a.client_for(agents.a.operator)

@@ -96,8 +96,8 @@ def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
     problems = []
     for key, entry in policy.items():
         if isinstance(entry, dict):
-            # An entry's unknown keys are kept (admin's JSON view); these two would be read
-            # as if the entry were conditional, and it is not.
+            # The schema refuses an entry's unknown keys; these two it lets through, since
+            # they would be read as if the entry were conditional, and it is not.
             if "when" in entry:
                 problems.append(
                     (

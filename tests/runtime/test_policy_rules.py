@@ -10,7 +10,7 @@ import pytest
 
 from notifications.services import ladder_for
 from runtime.agents.agent_models import Agent, DemoRecord
-from runtime.agents.agentfile import AgentFileError, parse_agent_file
+from runtime.agents.agentfile import AgentFileError, parse_agent_file, policy_problems
 from runtime.agents.conditions import conditions_hold, schema_fields, undeclared_fields
 from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
@@ -328,6 +328,33 @@ def test_a_plain_entry_with_when_or_a_ladder_is_refused(tmp_path):
     assert "write the entry as a list of rules" in error.value.message
     with pytest.raises(AgentFileError, match="goes under ladder.tools"):
         parse_agent_file(agent_file(tmp_path, "    {action: approve, ladder: [remind after 5m]}\n"))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "    {action: approve, expires: 2m, bogus: 1}\n",
+        "    - {action: approve, expires: 2m, bogus: 1}\n",
+    ],
+)
+def test_an_unknown_key_is_refused_in_a_single_rule_as_in_a_list(tmp_path, entry):
+    """Every form of a rule is checked the same way: a key the policy does not know (a typo,
+    a setting that does not exist) would be silently ignored."""
+    with pytest.raises(AgentFileError) as error:
+        parse_agent_file(agent_file(tmp_path, entry))
+    listed = entry.lstrip().startswith("-")
+    assert error.value.field == "policy.deploy/deploy_build" + (".0" if listed else "") + ".expires"
+    assert error.value.message.startswith("is not a field here (action, deciders, approvers")
+    # The fields named are those of that form: conditions and a ladder only in a list's rules.
+    assert ("when" in error.value.message) is listed
+    assert error.value.line == 15
+    # Django admin's JSON view checks with the same function.
+    rule = {"action": "approve", "bogus": 1}
+    problems = policy_problems({"deploy/deploy_build": [rule] if listed else rule})
+    assert [path for path, _ in problems] == [
+        ["deploy/deploy_build", *([0] if listed else []), "bogus"]
+    ]
+    assert problems[0][1].startswith("is not a field here")
 
 
 def test_a_rules_own_risk_asks_for_a_step_up_for_its_calls_only(agents, make_agent):

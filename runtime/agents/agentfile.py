@@ -483,7 +483,11 @@ def _front_load(front: str, loader_class):
         loader.dispose()
 
 
-def parse_agent_file(path: Path | str) -> AgentSpec:
+def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = None) -> AgentSpec:
+    """The agent an AGENT.md file defines, or AgentFileError naming the file, line and field
+    of its first problem. ``discovered``: the tools the tenant's tool servers' last discovery
+    found (agent_selectors.discovered_tools), when the file is loaded into a tenant: a policy
+    condition on a discovered tool is checked against its schema as on a declared one."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -625,7 +629,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
 
     policy = data.get("policy", {}) or {}
     for field_path, message in (
-        policy_rule_problems(policy) or policy_tools_problems(policy, tools)
+        policy_rule_problems(policy) or policy_tools_problems(policy, tools, discovered)
     )[:1]:
         fail(["policy", *field_path], message)
     loop = data.get("loop", {}) or {}

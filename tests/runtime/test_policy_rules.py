@@ -3,6 +3,7 @@
 language shared with standing rules; errors at load with field paths; which rule held a call
 on the decision page, over REST and on receipts."""
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -312,6 +313,67 @@ def test_a_broken_conditional_entry_is_named_with_its_line_and_field_path(
     assert error.value.field == field
     assert message in error.value.message
     assert error.value.line == line
+
+
+FILES_AGENT = """---
+name: files
+description: d
+tools:
+  - server: fs
+policy:
+  fs/delete_file:
+    - when: [{field: %s, op: prefix, value: /etc}]
+      action: deny
+    - action: approve
+---
+Files.
+"""
+
+
+def test_a_condition_on_a_discovered_tool_is_checked_against_its_cached_schema(agents, tmp_path):
+    """A tenant's MCP tool has no schema in AGENT.md: its discovery's is what a call meets,
+    so a typo in ``when`` would silently never hold (deleting /etc falls to the default)."""
+    from django.core.management import CommandError, call_command
+
+    from runtime.agents.agent_models import ToolServer
+    from tests.admin_pages import form_data, tenant_admin_client
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    ToolServer.objects.create(
+        tenant=agents.a.tenant,
+        name="fs",
+        kind="mcp",
+        url="https://fs.example.test/mcp",
+        tools=[{"name": "delete_file", "description": "", "inputSchema": schema}],
+    )
+    path = tmp_path / "files.md"
+    path.write_text(FILES_AGENT % "pth")
+    with pytest.raises(CommandError) as refused:
+        call_command("load_agents", str(path), "--tenant", agents.a.tenant.slug)
+    assert str(refused.value) == (
+        f"{path}:8: policy.fs/delete_file.0.when.0.field: 'pth' is not a field of the "
+        "tool's arguments (path)"
+    )
+    assert not Agent.objects.filter(tenant=agents.a.tenant, slug="files").exists()
+    # Another tenant's server of the same name is not this tenant's: nothing to check against.
+    call_command("load_agents", str(path), "--tenant", agents.b.tenant.slug)
+    path.write_text(FILES_AGENT % "path")
+    call_command("load_agents", str(path), "--tenant", agents.a.tenant.slug)
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="files")
+    assert policy_rule_for(agent, "fs", "delete_file", {"path": "/etc/passwd"}).action == "deny"
+
+    # Django admin's JSON view checks the same.
+    client = tenant_admin_client(agents.a)
+    data = form_data(client.get(f"/admin/runtime/agent/{agent.pk}/change/").content.decode())
+    typo = [{"when": [{"field": "pth", "op": "prefix", "value": "/etc"}], "action": "deny"}]
+    data["policy-json"] = json.dumps({"policy": {"fs/delete_file": typo}, "ladder": {}})
+    response = client.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    assert response.status_code == 200
+    assert "fs/delete_file.0.when.0.field: &#x27;pth&#x27; is not a field" in (
+        response.content.decode()
+    )
+    agent.refresh_from_db()
+    assert agent.tool_policy["fs/delete_file"][0]["when"][0]["field"] == "path"
 
 
 def test_a_plain_entry_with_when_or_a_ladder_is_refused(tmp_path):

@@ -197,6 +197,30 @@ def test_an_answer_that_does_not_fit_the_form_is_refused_and_the_question_stays_
     assert received(task) == {"action": "decline", "content": None}
 
 
+def test_an_answer_naming_the_question_in_metadata_may_carry_its_value_as_the_data_part(
+    agents, booker, server
+):
+    booker(place="Chez Nous")
+    task = send(agents.a, "booker", "book")
+    worker = Worker(task)
+    question = question_of(task)
+    # Named, but with nothing to answer: refused, the question stays open.
+    with pytest.raises(InvalidParams) as refused:
+        reply(task, None, parts=[{"text": " "}], metadata=in_band(question))
+    assert "needs value, or the answer in a data or text part" in refused.value.description
+    # A value that does not fit the form is refused as it is in ``value``.
+    with pytest.raises(InvalidParams) as refused:
+        reply(task, None, parts=[{"data": {"date": "May"}}], metadata=in_band(question))
+    assert refused.value.field == "value.date"
+    question.refresh_from_db()
+    assert question.state == Interaction.State.OPEN and server.elicited == []
+    reply(task, None, parts=[{"data": ANSWER}], metadata=in_band(question))
+    task = worker.join()
+    assert server.elicited == [{"action": "accept", "content": ANSWER}]
+    question.refresh_from_db()
+    assert question.answer == {"value": {"action": "accept", "content": ANSWER}}
+
+
 def test_an_operator_answers_the_form_on_the_question_page(agents, booker, server):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book")

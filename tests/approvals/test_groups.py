@@ -374,3 +374,20 @@ def test_bulk_denies_every_open_call_of_a_group(agents, group):
     production.refresh_from_db()
     assert production.answer == {"approved": False, "reason": "stop"}
     assert Task.objects.get(pk=task.pk).state == "TASK_STATE_WORKING"
+
+
+def test_bulk_says_up_front_that_a_group_it_cannot_approve_is_left_out(agents, llm):
+    planner(agents.a.tenant, policy={"deploy/deploy_build": {"action": "approve", "required": 2}})
+    task, (staging, production) = held_group(agents.a, llm)
+    client = agents.a.client_for(agents.a.operator)
+    page = client.post(
+        reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": [staging.public_id]}
+    ).content.decode()
+    assert "<h1>Nothing selected can be approved in bulk</h1>" in page
+    assert "1 of the 1 selected is left out" in page
+    assert (
+        "Every call of the group: call 1 (deploy / deploy_build): 2 people must approve it"
+        in page
+    )
+    assert 'id="bulk-confirm-form"' not in page
+    assert states_of([staging, production]) == ["open", "open"]

@@ -22,6 +22,8 @@ from runtime.kernel.wakeups import task_announcements_heard, task_changed
 from runtime.turn.cancel import task_cancel
 from runtime.turn.claim import turn_claim, turns_to_sweep
 from runtime.turn.runner import turn_run
+from tenants.tokens import api_token_create
+from tests.a2a_client import assert_error, rpc
 from tests.core import REPORT_RESULT, in_band, reply, run, send, status_text
 from tests.mcp_servers import BOOKING_FORM, StatefulMcp, wait_for
 
@@ -219,6 +221,63 @@ def test_an_answer_naming_the_question_in_metadata_may_carry_its_value_as_the_da
     assert server.elicited == [{"action": "accept", "content": ANSWER}]
     question.refresh_from_db()
     assert question.answer == {"value": {"action": "accept", "content": ANSWER}}
+
+
+def test_an_answer_from_a_caller_who_is_not_the_tasks_is_refused_and_changes_nothing(
+    agents, booker, server, make_agent, client
+):
+    """Another subject of the same tenant, and another tenant's caller (on its own agent of
+    the same name), name the task and the question: the task is not theirs to find
+    (TaskNotFound, -32001), the question stays open and the server hears nothing; the
+    task's own caller then answers."""
+    booker(place="Chez Nous")
+    make_agent("booker", [{"reply": "hi"}], tenant=agents.b.tenant)
+    task = send(agents.a, "booker", "book")
+    worker = Worker(task)
+    question = question_of(task)
+    _, stranger = api_token_create(
+        tenant=agents.a.tenant, subject="partner:someone-else", name="another partner"
+    )
+    answer = {
+        "messageId": "m-stranger",
+        "role": "ROLE_USER",
+        "taskId": task.public_id,
+        "contextId": task.wire_context_id,
+        "parts": [{"data": ANSWER}],
+        "metadata": in_band(question, value=ANSWER),
+    }
+    for path, token in (
+        ("/a2a/acme/booker", stranger),
+        ("/a2a/globex/booker", agents.b.token),
+    ):
+        response = rpc(client, path, "SendMessage", {"message": answer}, token=token)
+        assert_error(response, -32001, "TASK_NOT_FOUND")
+    # On this tenant's endpoint, another tenant's token finds no agent at all.
+    response = rpc(
+        client, "/a2a/acme/booker", "SendMessage", {"message": answer}, token=agents.b.token
+    )
+    assert_error(response, -32000, "AGENT_NOT_FOUND", status=404)
+    # Nor does another tenant's operator find the question, on its page or over REST.
+    page = reverse("approvals:interaction", args=[question.public_id])
+    theirs = agents.b.client_for(agents.b.operator)
+    assert theirs.get(page).status_code == 404
+    sent = {"decision": "answer", "form-date": "2026-05-01", "form-guests": "2"}
+    assert theirs.post(page, sent).status_code == 404
+    rest = theirs.post(
+        f"/api/v1/interactions/{question.public_id}/answer",
+        {"value": ANSWER},
+        content_type="application/json",
+    )
+    assert rest.status_code == 404
+    question.refresh_from_db()
+    task.refresh_from_db()
+    assert question.state == Interaction.State.OPEN and question.answer is None
+    assert task.state == TaskState.INPUT_REQUIRED and server.elicited == []
+    assert not any(m.get("messageId") == "m-stranger" for m in task.history)
+
+    reply(task, None, parts=[{"data": ANSWER}], metadata=in_band(question, value=ANSWER))
+    worker.join()
+    assert server.elicited == [{"action": "accept", "content": ANSWER}]
 
 
 def test_an_operator_answers_the_form_on_the_question_page(agents, booker, server):

@@ -3,7 +3,8 @@ by the one decision flow (channel ``bulk``: its own transaction, audit entry and
 bulk triage leaves out (questions, ``bulk: false``, two people, who may not decide, a step-up
 not made) is the flow's to say; this view lists each item's outcome. An approval first
 shows the summaries of what it would approve, and approves those, each bound to the hash of
-the arguments summarised (issue 25)."""
+the arguments summarised, after saying which of those selected the flow would leave out and
+why (runtime.decisions.flow.decision_refusal, read before anything is decided)."""
 
 import re
 

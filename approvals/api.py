@@ -8,6 +8,7 @@ in-band over A2A, never here. An answer is read, taken by the one decision flow
 """
 
 import binascii
+import codecs
 import dataclasses
 from base64 import b64decode, b64encode
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from rest_framework import permissions
 from rest_framework.decorators import api_view, parser_classes, permission_classes
 from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied
 from rest_framework.pagination import BasePagination
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import JSONParser, get_encoding
 from rest_framework.response import Response
+from rest_framework.utils import json as drf_json
 from rest_framework.utils.urls import replace_query_param
 
 from approvals.api_serializers import (
@@ -116,13 +118,31 @@ class IsOperator(permissions.BasePermission):
 
 class JSONOnlyParser(JSONParser):
     """JSON bodies only (any other media type is 415), and nesting that would exhaust the
-    parser's recursion is a 400 like any other unreadable body."""
+    parser's recursion is a 400 like any other unreadable body, as is an object that names
+    a key twice: ``{"approved": true, "approved": false}`` means neither (JSON leaves the
+    reading of a repeated name open, and Python's would take the last, a denial)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
+        encoding = get_encoding(parser_context or {})
         try:
-            return super().parse(stream, media_type, parser_context)
+            decoded = codecs.getreader(encoding)(stream)
+            parse_constant = drf_json.strict_constant if self.strict else None
+            return drf_json.load(
+                decoded, parse_constant=parse_constant, object_pairs_hook=_keys_once
+            )
         except RecursionError:
             raise ParseError("JSON parse error - the body is nested too deeply.") from None
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+
+
+def _keys_once(pairs: list) -> dict:
+    found: dict = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {key[:64]!r} is given twice in one object")
+        found[key] = value
+    return found
 
 
 # --- views ---------------------------------------------------------------------------------

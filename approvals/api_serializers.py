@@ -172,7 +172,12 @@ class InteractionDetailSerializer(InteractionSerializer):
         '(redacted fields as "•••") and their hash.'
     )
     heldBy = serializers.SerializerMethodField(
-        help_text="For an approval: the entry (and rule) of the tool policy that held the call."
+        help_text="For an approval: the entry (and rule) of the tool policy that held the call; "
+        "while it is open, the one that holds it now (its version is what an approval binds)."
+    )
+    openedUnder = serializers.SerializerMethodField(  # noqa: N815 - the wire's spelling
+        help_text="An open approval whose policy rule changed since it opened (approvals given "
+        "before no longer count): the rule it opened under; else null."
     )
     progress = serializers.SerializerMethodField(
         help_text='"2 of 3": the approvals that count, of the number required.'
@@ -196,6 +201,10 @@ class InteractionDetailSerializer(InteractionSerializer):
     def get_heldBy(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
         return approval_extras(obj)["heldBy"]
 
+    @extend_schema_field(PolicyRuleSerializer(allow_null=True))
+    def get_openedUnder(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
+        return approval_extras(obj)["openedUnder"]
+
     def get_progress(self, obj) -> str | None:
         return approval_extras(obj)["progress"]
 
@@ -209,7 +218,9 @@ class InteractionDetailSerializer(InteractionSerializer):
     def to_representation(self, instance) -> dict:
         body = {**super().to_representation(instance), "heldCall": self.get_heldCall(instance)}
         extras = approval_extras(instance)
-        body.update((key, extras[key]) for key in ("heldBy", "progress", "stage", "stages"))
+        body.update(
+            (key, extras[key]) for key in ("heldBy", "openedUnder", "progress", "stage", "stages")
+        )
         if "needs" in extras:
             needs = extras["needs"]
             body["approvers"] = list(needs.approvers)

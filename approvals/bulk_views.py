@@ -3,7 +3,8 @@ by the one decision flow (channel ``bulk``: its own transaction, audit entry and
 bulk triage leaves out (questions, ``bulk: false``, two people, who may not decide, a step-up
 not made) is the flow's to say; this view lists each item's outcome. An approval first
 shows the summaries of what it would approve, and approves those, each bound to the hash of
-the arguments summarised (issue 25)."""
+the arguments summarised, after saying which of those selected the flow would leave out and
+why (runtime.decisions.flow.decision_refusal, read before anything is decided)."""
 
 import re
 
@@ -18,7 +19,7 @@ from approvals.inbox_views import inbox_filters_from
 from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_hashes, interactions_for_bulk
-from runtime.decisions.flow import BULK, Decision, decision_take
+from runtime.decisions.flow import BULK, Decision, decision_refusal, decision_take
 from runtime.decisions.group_flow import group_decision_take
 from runtime.decisions.inbox import group_calls, inbox_interactions
 from runtime.decisions.summaries import held_call_summary
@@ -80,9 +81,7 @@ def inbox_bulk(request):
         )
         for item_id in ids
     ]
-    summary = {}
-    for result in results:
-        summary[result["outcome"]] = summary.get(result["outcome"], 0) + 1
+    summary = outcome_counts(results, approved=choice == "approve")
     return render(
         request,
         "approvals/bulk_result.html",
@@ -103,12 +102,21 @@ def _shown_hash(raw: str) -> str | None:
 def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
     """Before a bulk approval: the summary of every item it would approve (the ids resolved
     from a filter, so that what is approved is what was shown), each with the hash of its
-    arguments, and those it leaves out whatever happens, saying why."""
+    arguments, and first those it leaves out, saying why in words: the decision flow's own
+    refusals for this person (runtime.decisions.flow.decision_refusal), so that the page
+    promises only what the approval does."""
     tenant = request.membership.tenant
+    decider = decider_of(request)
+    approving = Decision(approved=True, reason=reason)
     groups = group_calls(tenant, [i.group_id for i in found.values() if i.group_id])
     # An approval group's item approves every call of it still open (at once: the group flow).
     calls = [c.public_id for g in groups.values() for c in g]
     hashes = held_call_hashes(tenant=tenant, public_ids=[*ids, *calls])
+    # The open calls of the groups, read whole: the flow's checks read their policy.
+    members = interactions_for_bulk(
+        tenant=tenant,
+        public_ids=[c.public_id for g in groups.values() for c in g if c.state == "open"],
+    )
     rows, left_out = [], []
     for item_id in ids:
         interaction = found.get(item_id)
@@ -122,39 +130,95 @@ def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
             "url": reverse("approvals:interaction", args=[item_id]),
             "hash": hashes.get(item_id, ""),
         }
-        if interaction.kind != Interaction.Kind.APPROVAL:
-            left_out.append({**row, "text": f"A {interaction.kind} is answered on its own page."})
-        elif interaction.group_id:
-            waiting = [
+        if interaction.group_id and interaction.kind == Interaction.Kind.APPROVAL:
+            group = groups.get(interaction.group_id, ())
+            waiting = [members[c.public_id] for c in group if c.public_id in members]
+            if not waiting:
+                left_out.append({**row, "text": "Already decided."})
+                continue
+            prompt = f"Approve {len(waiting)} of the {len(group)} calls of one reply"
+            refused = _group_refusal(waiting, decider=decider, decision=approving)
+            if refused:
+                left_out.append({**row, "prompt": prompt, "summary": "", "text": refused})
+                continue
+            shown = [
                 {
                     "public_id": c.public_id,
                     "summary": c.summary,
                     "hash": hashes.get(c.public_id, ""),
                 }
-                for c in groups.get(interaction.group_id, ())
-                if c.state == Interaction.State.OPEN
+                for c in waiting
             ]
-            if not waiting:
-                left_out.append({**row, "text": "Already decided."})
-                continue
-            size = len(groups.get(interaction.group_id, ()))
-            rows.append(
-                {
-                    **row,
-                    "prompt": f"Approve {len(waiting)} of the {size} calls of one reply",
-                    "summary": "",
-                    "group": waiting,
-                }
-            )
-        elif interaction.state != Interaction.State.OPEN:
-            left_out.append({**row, "text": f"Already {interaction.get_state_display()}."})
+            rows.append({**row, "prompt": prompt, "summary": "", "group": shown})
+            continue
+        refused = decision_refusal(
+            interaction=interaction, decider=decider, decision=approving, channel=BULK
+        )
+        if refused is not None:
+            left_out.append({**row, "text": refusal_text(refused)})
         else:
             rows.append(row)
     return render(
         request,
         "approvals/bulk_confirm.html",
-        {"nav": "inbox", "rows": rows, "left_out": left_out, "reason": reason},
+        {
+            "nav": "inbox",
+            "rows": rows,
+            "calls": sum(len(r.get("group") or ()) or 1 for r in rows),
+            "left_out": left_out,
+            "selected": len(ids),
+            "reason": reason,
+        },
     )
+
+
+def _group_refusal(waiting: list[Interaction], *, decider, decision: Decision) -> str:
+    """Why a group's item is left out of a bulk decision: the first of its open calls the
+    flow would refuse (the group is decided all at once, or not at all); "" for none."""
+    for call in waiting:
+        refused = decision_refusal(
+            interaction=call, decider=decider, decision=decision, channel=BULK
+        )
+        if refused is not None:
+            held = call.detail or {}
+            name = f"call {call.group_position + 1} ({held.get('server')} / {held.get('tool')})"
+            return f"Every call of the group: {name}: {refusal_text(refused)}"
+    return ""
+
+
+def refusal_text(refused) -> str:
+    """Why the decision flow leaves an item out of a bulk decision, as a sentence."""
+    if isinstance(refused, StepUpRequired):
+        return (
+            "The tool is marked risk: high and needs a recent re-authentication (decide it on "
+            "its own page)."
+        )
+    if isinstance(refused, AlreadyDecided):
+        decided = refused.interaction
+        return f"Already {decided.get_state_display()} by {decided.answered_by or 'someone'}."
+    text = refused.description if isinstance(refused, InvalidParams) else refused.message
+    return text[:1].upper() + text[1:]
+
+
+# What the result page calls each outcome (an approval's or a denial's "decided").
+OUTCOME_WORDS = {
+    "already": "Already decided by someone else",
+    "left_out": "Left out",
+    "missing": "Not found",
+    "error": "Not applied",
+}
+
+
+def outcome_counts(results: list[dict], *, approved: bool) -> list[dict]:
+    """How many items came to each outcome, in words, in the order first met."""
+    counted: dict[str, int] = {}
+    for result in results:
+        counted[result["outcome"]] = counted.get(result["outcome"], 0) + 1
+    decided = "Approved" if approved else "Denied"
+    return [
+        {"outcome": outcome, "label": OUTCOME_WORDS.get(outcome, decided), "count": count}
+        for outcome, count in counted.items()
+    ]
 
 
 def _bulk_ids(request, tenant) -> tuple[list[str], str]:

@@ -68,6 +68,14 @@ class GroupAnswerSerializer(serializers.Serializer):
         "400, a call whose arguments changed is 400).",
     )
 
+    def validate(self, attrs: dict) -> dict:
+        # A key a group's answer does not take is refused, never dropped: an edit, a rule or
+        # a binding left out silently would approve what the client did not mean.
+        for key in self.initial_data:
+            if key not in self.fields:
+                raise serializers.ValidationError({str(key)[:64]: _not_for_a_group(str(key))})
+        return attrs
+
     def validate_argumentsHashes(self, value: dict) -> dict:  # noqa: N802 - DRF's naming
         if len(value) > MAX_CALLS:
             raise serializers.ValidationError(f"At most {MAX_CALLS} calls.")
@@ -75,6 +83,24 @@ class GroupAnswerSerializer(serializers.Serializer):
             if not key or len(key) > 64 or "\x00" in key:
                 raise serializers.ValidationError(f"{key[:64]!r} is not an interaction id.")
         return value
+
+
+# What an answer to one call takes and a group's does not, and where it goes instead.
+_ONE_CALL_ONLY = {
+    "value": "a group of approvals takes approved (and a reason), not value",
+    "arguments": "a group is decided as its calls stand: edit a call's arguments with its own "
+    "answer (/api/v1/interactions/<id>/answer)",
+    "allowSimilar": "a standing rule is made from one call's approval "
+    "(/api/v1/interactions/<id>/answer)",
+    "argumentsHash": "a group binds each of its calls: argumentsHashes, {interaction id: "
+    "heldCall.argumentsHash} of every call shown",
+}
+
+
+def _not_for_a_group(key: str) -> str:
+    return _ONE_CALL_ONLY.get(
+        key, "is not a field of a group's answer (approved, reason, argumentsHashes)"
+    )
 
 
 def group_wire(facts: GroupFacts) -> dict:

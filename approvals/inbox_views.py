@@ -27,6 +27,7 @@ from runtime.decisions.approvers import approvals_progress
 from runtime.decisions.inbox import (
     INBOX_KINDS,
     agents_with_open_counts,
+    group_calls_standing,
     inbox_counts,
     inbox_page,
 )
@@ -55,11 +56,8 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
             + (carried if item.kind != "uncertain" else ""),
             "prompt": item.prompt,
             "summary": interaction.summary if interaction else "",
-            "approved_by_me": bool(
-                interaction
-                and subject
-                and any(a.get("by") == subject for a in interaction.approvals or ())
-            ),
+            # Only an approval that still counts is theirs: one a policy edit voided is not.
+            "approved_by_me": bool(subject and any(a.get("by") == subject for a in item.standing)),
             "state": item.interaction.state if item.interaction else "open",
             "task_id": item.task.public_id,
             "agent_name": item.agent.name,
@@ -68,7 +66,9 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
             "created_title": created_title,
             "age": span_text((now - item.created_at).total_seconds()),
             "expires": None,
-            "progress": approvals_progress(item.interaction) if item.interaction else "",
+            "progress": approvals_progress(item.interaction, counted=len(item.standing))
+            if item.interaction
+            else "",
         }
         if item.group:
             _group_row(row, item.group, url=f"{interaction_url}{{}}/{carried}")
@@ -279,16 +279,39 @@ def inbox_next(request, *, after) -> dict | None:
     then from the newest; never one they approved already (two people). None: nothing else
     is waiting. Two queries at most, each a keyset page."""
     tenant = request.membership.tenant
+    subject = request.user.subject
+    query = carried_query(request.GET)
+    if after.group_id:
+        following = _group_next(tenant=tenant, after=after, subject=subject, query=query)
+        if following is not None:
+            return following
     agents = agents_for_tenant(tenant=tenant)
     filters = inbox_filters_from(request.GET, agents=agents)
     args = {**filters.selector_args(now=timezone.now()), "state": "open"}
-    subject = request.user.subject
-    query = carried_query(request.GET)
     for cursor in ((after.created_at, 1, after.pk), None):
         page = inbox_page(tenant=tenant, cursor=cursor, page_size=_NEXT_LOOKAHEAD, **args)
         for row in inbox_rows(page.items, now=timezone.now(), subject=subject, query=query):
             if row["public_id"] != after.public_id and not row["approved_by_me"]:
                 return row
+    return None
+
+
+def _group_next(*, tenant, after, subject: str, query: str) -> dict | None:
+    """After one call of an approval group: its next call still open (in the reply's order,
+    then from its first) that the person has not approved, before anything else of the
+    inbox, where the group's calls share one row that the list's order would pass over."""
+    calls, standing = group_calls_standing(tenant=tenant, group_id=after.group_id)
+    later = [c for c in calls if c.group_position > after.group_position]
+    earlier = [c for c in calls if c.group_position < after.group_position]
+    for call in later + earlier:
+        if call.state != "open" or any(a.get("by") == subject for a in standing.get(call.pk, ())):
+            continue
+        url = reverse("approvals:interaction", args=[call.public_id])
+        return {
+            "url": url + (f"?{query}" if query else ""),
+            "prompt": f"call {call.group_position + 1} of {len(calls)} of the same reply: "
+            f"{call.summary or call.prompt}",
+        }
     return None
 
 

@@ -20,6 +20,7 @@ from runtime.agents.agent_models import (
     ModelPrice,
     ToolServer,
 )
+from runtime.agents.agent_selectors import discovered_tools
 from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.credentials import credential_delete, credential_set
 from runtime.agents.limits import limits_error
@@ -152,7 +153,14 @@ class AgentForm(forms.ModelForm):
             # As AGENT.md: a ladder names only tools the agent has, and a conditional entry's
             # conditions only fields its tool's schema has.
             problem = ladder_tools_problem(document["ladder"], cleaned["tools"])
-            wrong = policy_tools_problems(document["policy"], cleaned["tools"])
+            tenant = cleaned.get("tenant") or (
+                self.instance.tenant if self.instance.tenant_id else None
+            )
+            wrong = policy_tools_problems(
+                document["policy"],
+                cleaned["tools"],
+                discovered_tools(tenant=tenant) if tenant is not None else None,
+            )
             if problem:
                 self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
             elif wrong:

@@ -337,7 +337,11 @@ AGENT_SCHEMA["properties"]["policy"] = {
                 "x-message": "must be allow, approve or deny (or {action: ..., deciders: ...}, "
                 "or a list of rules)",
                 "required": ["action"],
-                "properties": _ENTRY_KEYS,
+                # As a rule of a list: an unknown key would be silently ignored. ``when`` and
+                # ``ladder`` pass here for policy_rule_problems to say where they go instead.
+                "additionalProperties": False,
+                "properties": {**_ENTRY_KEYS, "when": {}, "ladder": {}},
+                "x-fields": list(_ENTRY_KEYS),
             },
         },
         "x-message": "must be allow, approve or deny",
@@ -410,7 +414,9 @@ def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
     if error.validator == "additionalProperties" and error.validator_value is False:
         known = error.schema.get("properties", {})
         extra = next(k for k in error.instance if k not in known)
-        return [*path, extra], f"is not a field here ({', '.join(known)})"
+        # ``x-fields``: the fields to name, when some known ones are only refused elsewhere.
+        named = error.schema.get("x-fields", known)
+        return [*path, extra], f"is not a field here ({', '.join(named)})"
     if "x-message" in error.schema:
         return path, error.schema["x-message"]
     if error.validator == "type":
@@ -477,7 +483,11 @@ def _front_load(front: str, loader_class):
         loader.dispose()
 
 
-def parse_agent_file(path: Path | str) -> AgentSpec:
+def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = None) -> AgentSpec:
+    """The agent an AGENT.md file defines, or AgentFileError naming the file, line and field
+    of its first problem. ``discovered``: the tools the tenant's tool servers' last discovery
+    found (agent_selectors.discovered_tools), when the file is loaded into a tenant: a policy
+    condition on a discovered tool is checked against its schema as on a declared one."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -619,7 +629,7 @@ def parse_agent_file(path: Path | str) -> AgentSpec:
 
     policy = data.get("policy", {}) or {}
     for field_path, message in (
-        policy_rule_problems(policy) or policy_tools_problems(policy, tools)
+        policy_rule_problems(policy) or policy_tools_problems(policy, tools, discovered)
     )[:1]:
         fail(["policy", *field_path], message)
     loop = data.get("loop", {}) or {}

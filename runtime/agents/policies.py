@@ -100,10 +100,10 @@ class PolicyRule:
     def label(self) -> str:
         """Which rule held the call, as pages, receipts and the audit say it."""
         if self.source == "annotations":
-            return (
-                f"the tenant's default for {HINT_WORDS.get(self.hint, self.hint)} tools "
-                "(by the tool's annotations)"
-            )
+            if self.hint == "unknown":
+                return "the tenant's default for tools without annotations"
+            words = HINT_WORDS.get(self.hint, self.hint)
+            return f"the tenant's default for {words} tools (by the tool's annotations)"
         if self.source == "default":
             return "no policy entry (approve, the default)"
         if self.index is None:

@@ -3,7 +3,8 @@ its entries: approvers, required and stages, deciders with approvers, a timeout'
 rule's ladder, a conditional entry's conditions and the order of its rules, and conditions on
 fields the tool's declared schema does not have. AGENT.md's load and Django admin's policy
 editor both check with these (runtime.agents.agentfile.policy_problems), with field paths
-inside the policy."""
+inside the policy; the load of AGENT.md into a tenant and Django admin also check conditions
+against the schemas the tenant's tool servers' discovery found."""
 
 from runtime.agents.approver_syntax import approvers_problem
 from runtime.agents.conditions import (
@@ -96,8 +97,8 @@ def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
     problems = []
     for key, entry in policy.items():
         if isinstance(entry, dict):
-            # An entry's unknown keys are kept (admin's JSON view); these two would be read
-            # as if the entry were conditional, and it is not.
+            # The schema refuses an entry's unknown keys; these two it lets through, since
+            # they would be read as if the entry were conditional, and it is not.
             if "when" in entry:
                 problems.append(
                     (
@@ -120,25 +121,21 @@ def policy_rule_problems(policy: dict) -> list[tuple[list, str]]:
     return problems
 
 
-def policy_tools_problems(policy: dict, tools: list) -> list[tuple[list, str]]:
-    """Conditions of a ``server/tool`` entry on fields its tool's declared schema does not
-    have, or with an op or value its field cannot take: such a rule would never hold (a typo
-    in ``when`` letting production through to the default). Tools without a declared schema
-    (a tenant server's, discovered) are checked when their calls are held, not here."""
+def policy_tools_problems(
+    policy: dict, tools: list, discovered: dict[str, list] | None = None
+) -> list[tuple[list, str]]:
+    """Conditions of a ``server/tool`` entry on fields its tool's schema does not have, or
+    with an op or value its field cannot take: such a rule would never hold (a typo in
+    ``when`` letting production through to the default). The schema is the one AGENT.md
+    declares for the tool, else (``discovered``: a tenant's tool servers' cached tools, by
+    server name) the one the server's last discovery found, as runtime.agents.tools.tool_spec
+    reads it for a call. A tool with neither (a server not yet refreshed) is not checked."""
     problems = []
     for key, entry in (policy or {}).items():
         if not isinstance(entry, list) or "/" not in key:
             continue
         server, _, name = key.partition("/")
-        spec = next(
-            (
-                t
-                for t in tools or []
-                if isinstance(t, dict) and t.get("server") == server and t.get("tool") == name
-            ),
-            None,
-        )
-        fields = schema_fields(spec.get("schema")) if spec else {}
+        fields = schema_fields(_tool_schema(server, name, tools, discovered))
         if not fields:
             continue
         for index, rule in enumerate(entry):
@@ -148,3 +145,31 @@ def policy_tools_problems(policy: dict, tools: list) -> list[tuple[list, str]]:
                 if problem:
                     problems.append(([key, index, "when", number, *problem[0]], problem[1]))
     return problems
+
+
+def _tool_schema(server: str, name: str, tools: list, discovered: dict | None) -> dict | None:
+    """The schema of ``server/name`` that a call of it is checked against: the one AGENT.md
+    declares (``{server, tool, schema}``, or ``{server, schema}`` for all its tools), else
+    the discovered tool's ``inputSchema`` when the agent offers the tool."""
+    declared = [
+        spec
+        for spec in tools or []
+        if isinstance(spec, dict)
+        and spec.get("server") == server
+        and spec.get("tool") in (name, None)
+    ]
+    if not declared:
+        return None
+    exact = next((spec for spec in declared if spec.get("tool") == name), declared[0])
+    if isinstance(exact.get("schema"), dict):
+        return exact["schema"]
+    found = next(
+        (
+            tool
+            for tool in (discovered or {}).get(server) or ()
+            if isinstance(tool, dict) and tool.get("name") == name
+        ),
+        None,
+    )
+    schema = found.get("inputSchema") if found else None
+    return schema if isinstance(schema, dict) else None

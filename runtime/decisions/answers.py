@@ -40,6 +40,15 @@ def answer_from_message(interaction: Interaction, message: dict) -> dict:
             raw = extension["approved"]
         elif "value" in extension:
             raw = extension["value"]
+        elif interaction.kind != Interaction.Kind.APPROVAL:
+            # The metadata names the question; the answer is the message's, as without
+            # metadata: its first data part, else its text.
+            text, data = message_content(message)
+            if not data and not text.strip():
+                raise InvalidParams(
+                    field, "needs value, or the answer in a data or text part of the message"
+                )
+            raw = data[0] if data else text
         else:
             raise InvalidParams(field, "needs approved or value")
         via_extension = True

@@ -356,14 +356,20 @@ def approval_binding(*, version: str, arguments_hash: str) -> str:
     return hashlib.sha256(f"{version}:{arguments_hash}".encode()).hexdigest()
 
 
-def approvals_progress(interaction: Interaction, needs: Needs | None = None) -> str:
+def approvals_progress(
+    interaction: Interaction, needs: Needs | None = None, *, counted: int | None = None
+) -> str:
     """ "1 of 2" for an approval that needs more than one (``needs``: counting only the
-    approvals that still count, as the decision page does); "" otherwise."""
+    approvals that still count, as the decision page does; ``counted``: their number, as a
+    list read them); "" otherwise."""
     required = needs.required if needs else interaction.approvals_required
     if required <= 1:
         return ""
-    approved = len(needs.approved) if needs else len(interaction.approvals or ())
-    return f"{approved} of {required}"
+    if needs:
+        counted = len(needs.approved)
+    elif counted is None:
+        counted = len(interaction.approvals or ())
+    return f"{counted} of {required}"
 
 
 def approvals_standing(interaction: Interaction, task: Task) -> tuple[str, list[dict]]:

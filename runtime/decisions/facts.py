@@ -179,12 +179,15 @@ def _next_step(interaction, held, needs, refusal, standing, approved_already, st
 
 def approval_progress(interaction: Interaction) -> dict:
     """What an approval's detail says beyond its row (REST; any channel may say the same):
-    ``heldBy``, the rule of the tool policy that held its call (as it opened); while it is
-    open, ``progress`` ("2 of 3"), and for one in stages the ``stage`` being decided (from 1)
-    and the ``stages``, each with its approvers, number and the approvals counted in it;
+    ``heldBy``, the rule of the tool policy that held its call (as it opened; while it is
+    open, the rule that holds it now, whose version its approvals bind, with the one it
+    opened under as ``openedUnder`` when the policy changed since); while it is open,
+    ``progress`` ("2 of 3"), and for one in stages the ``stage`` being decided (from 1) and
+    the ``stages``, each with its approvers, number and the approvals counted in it;
     ``needs``, what it needs now (approval_needs), when read."""
     found: dict = {
         "heldBy": (interaction.request or {}).get("policyRule"),
+        "openedUnder": None,
         "progress": None,
         "stage": None,
         "stages": [],
@@ -193,8 +196,12 @@ def approval_progress(interaction: Interaction) -> dict:
         return found
     needs = found["needs"] = approval_needs(interaction)
     found["progress"] = approvals_progress(interaction, needs) or None
-    if found["heldBy"] is None and needs.rule is not None:
+    opened = found["heldBy"]
+    if needs.rule is not None and (opened or {}).get("version") != needs.rule.version:
+        # The rule was edited (or another holds the call) since it opened: the approvals
+        # given under the old version no longer count, and a decision now binds this one.
         found["heldBy"] = needs.rule.stored()
+        found["openedUnder"] = opened
     if needs.staged:
         counted = [entry.get("stage") for entry in needs.approved]
         found["stage"] = needs.stage + 1

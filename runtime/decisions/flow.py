@@ -275,6 +275,39 @@ def _decide(
     return interaction
 
 
+def decision_refusal(
+    *, interaction: Interaction, decider: Decider, decision: Decision, channel: str
+) -> RuntimeFault | None:
+    """What the flow would refuse ``decider``'s ``decision`` on ``interaction`` (read with its
+    task and agent) with through ``channel``, or None: its checks, read without taking the
+    decision (nothing is locked or written), for a surface that says up front what a
+    decision will leave out (bulk triage's confirmation). The decision itself is checked
+    again when it is taken: what changed meanwhile still refuses it then."""
+    try:
+        _channel_kind_check(interaction, channel)
+        decision_fit_check(interaction, decision)
+        if interaction.state != Interaction.State.OPEN:
+            raise AlreadyDecided(interaction)
+        if interaction.kind == Interaction.Kind.APPROVAL:
+            needs = approval_needs(interaction, interaction.task.agent)
+            approving = decision.approved is True
+            _approval_check(interaction, decider, decision, channel, needs, approving=approving)
+        else:
+            _decider_check(interaction, decider)
+    except (
+        AlreadyDecided,
+        ChannelRefused,
+        DeciderRefused,
+        InvalidParams,
+        NotAllowed,
+        RuleRefused,
+        StepUpRequired,
+        UnsupportedOperation,
+    ) as refused:
+        return refused
+    return None
+
+
 def _log(interaction: Interaction, decider: Decider, channel: str, outcome: str) -> None:
     # One line per decision, whatever the channel; who decided rides in ``extra`` (a
     # subject is the caller's to choose: it never shapes the line itself). Counted per

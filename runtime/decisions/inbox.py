@@ -8,6 +8,8 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from runtime.agents.agent_models import Agent
+from runtime.agents.policies import policy_rule_for
+from runtime.decisions.approvers import approval_binding, approval_needs
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.search import search_query
 from runtime.kernel.task_models import (
@@ -35,6 +37,8 @@ class InboxItem:
     effect: Effect | None = None
     # An approval group's item (its listed row): every call of the group, in the reply's order.
     group: tuple[Interaction, ...] = ()
+    # The approvals recorded (two people or more) that still count (approvals_standing).
+    standing: tuple[dict, ...] = ()
 
 
 INBOX_PAGE_SIZE = 50
@@ -142,6 +146,7 @@ def inbox_page(
         )
         rows = list(rows)
         groups = group_calls(tenant, [r.group_id for r in rows if r.group_id])
+        standing = approvals_standing(tenant=tenant, interactions=rows)
         for interaction in rows:
             item = InboxItem(
                 kind=interaction.kind,
@@ -154,6 +159,7 @@ def inbox_page(
                 expires_at=interaction.expires_at,
                 interaction=interaction,
                 group=groups.get(interaction.group_id, ()),
+                standing=standing.get(interaction.pk, ()),
             )
             items.append(
                 ((interaction.created_at, _INBOX_RANK["interaction"], interaction.pk), item)
@@ -233,6 +239,55 @@ def group_calls(tenant, group_ids: list[str]) -> dict[str, tuple[Interaction, ..
     for row in rows:
         calls.setdefault(row.group_id, []).append(row)
     return {group_id: tuple(found) for group_id, found in calls.items()}
+
+
+def approvals_standing(*, tenant, interactions) -> dict[int, tuple[dict, ...]]:
+    """The approvals recorded on each of ``interactions`` (read with their tasks) that still
+    count, by pk: those that approved the rule that holds the call now and its arguments, as
+    approvers.approval_needs counts them for one decision; an approval a policy edit voided
+    (its rule's version changed) is not one, so no list says "you approved" of it. Two
+    queries for a page whatever its size, none when nothing was approved yet."""
+    recorded = [i for i in interactions if i.approvals]
+    if not recorded:
+        return {}
+    effects = {
+        (e.task_id, e.public_id): e
+        for e in Effect.objects.filter(
+            tenant=tenant,
+            task_id__in={i.task_id for i in recorded},
+            public_id__in={i.public_id for i in recorded},
+        ).only("task_id", "public_id", "server", "tool", "arguments", "arguments_hash")
+    }
+    agents = Agent.objects.filter(tenant=tenant, pk__in={i.task.agent_id for i in recorded}).only(
+        "pk", "tenant_id", "tool_policy"
+    )
+    agents = {agent.pk: agent for agent in agents}
+    found = {}
+    for interaction in recorded:
+        effect = effects.get((interaction.task_id, interaction.public_id))
+        agent = agents[interaction.task.agent_id]
+        if effect is None:
+            # No held call (none journalled): the one decision's own reading says.
+            found[interaction.pk] = approval_needs(interaction, agent).approved
+            continue
+        rule = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
+        binds = approval_binding(version=rule.version, arguments_hash=effect.arguments_hash)
+        found[interaction.pk] = tuple(a for a in interaction.approvals if a.get("binds") == binds)
+    return found
+
+
+def group_calls_standing(*, tenant, group_id: str) -> tuple[list[Interaction], dict]:
+    """Every call of the tenant's approval group, in the reply's order (with their tasks),
+    and the approvals of each that still count (approvals_standing)."""
+    calls = list(
+        Interaction.objects.filter(tenant=tenant, group_id=group_id)
+        .select_related("task")
+        .only(*_GROUP_CALL_FIELDS, "approvals", "approvals_required", "task__agent_id")
+        .order_by("group_position")
+        if group_id
+        else ()
+    )
+    return calls, approvals_standing(tenant=tenant, interactions=calls)
 
 
 # The inbox's states: what an interaction's state must be for each.

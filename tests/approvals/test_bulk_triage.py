@@ -14,7 +14,7 @@ from approvals import bulk_views
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel.task_models import AuditEvent, TaskState
-from tests.core import flow_answer, run
+from tests.core import flow_answer, open_interaction, run, start
 
 OUTCOME = re.compile(r'data-outcome="([a-z_]+)" data-id="([^"]+)"')
 
@@ -178,3 +178,69 @@ def test_viewers_other_tenants_and_forged_requests_are_refused(transactional_db,
     assert operator.get(reverse("approvals:inbox_bulk")).status_code == 405
     assert Interaction.objects.filter(state="open").count() == 2
     assert AuditEvent.objects.filter(interaction__isnull=False).count() == 0
+
+
+def test_the_confirmation_says_up_front_what_it_leaves_out_and_why(transactional_db, agents):
+    """The demo deployer holds production for two people, never in bulk: of five selected,
+    the page offers the two it will approve and says, before its button, why the three
+    others are left out."""
+    side = agents.a
+    make = side.extra["make"]
+    staging = [make.approval(build=f"s{i}") for i in range(2)]
+    production = [
+        open_interaction(start(side, "deployer", f"deploy build p{i} to production"))
+        for i in range(2)
+    ]
+    question = make.question()
+    ids = [i.public_id for i in (*staging, *production, question)]
+    client = side.client_for(side.operator)
+    page = client.post(reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": ids})
+    html = page.content.decode()
+    assert page.status_code == HTTPStatus.OK
+    assert "<h1>Approve 2 calls?</h1>" in html
+    assert "Approve these 2 calls</button>" in html
+    assert "3 of the 5 selected are left out" in html
+    left = html[html.index('id="left-out"') : html.index("</section>")]
+    for interaction in production:
+        assert f'data-id="{interaction.public_id}"' in left
+    assert "The policy for deploy/deploy_build says bulk: false" in left
+    assert "A question is answered on its own page." in left
+    # Said before the button, and only what is offered is posted.
+    assert html.index('id="left-out"') < html.index('id="bulk-confirm-form"')
+    posted = re.findall(r'name="ids" value="([^"]+)"', html)
+    assert posted == [i.public_id for i in staging]
+    assert Interaction.objects.filter(state="open").count() == 5
+
+    # A viewer's words aside, a person who may not decide a call sees it left out too.
+    agent = staging[0].task.agent
+    agent.tool_policy = {"deploy/deploy_build": {"action": "approve", "approvers": ["admin"]}}
+    agent.save(update_fields=["tool_policy"])
+    html = client.post(
+        reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": ids[:1]}
+    ).content.decode()
+    assert "1 of the 1 selected is left out" in html and "Only admins may decide" in html
+    assert 'id="bulk-confirm-form"' not in html and "Nothing selected can be approved" in html
+
+
+def test_the_result_page_counts_the_outcomes_in_words(transactional_db, agents):
+    side = agents.a
+    make = side.extra["make"]
+    approvals = [make.approval(build=f"w{i}") for i in range(2)]
+    question = make.question()
+    client = side.client_for(side.operator)
+    response = bulk_post(
+        client,
+        decision="deny",
+        ids=[*(a.public_id for a in approvals), question.public_id, "no-such-id"],
+    )
+    html = response.content.decode()
+    start = html.index('id="bulk-summary"')
+    summary = html[start : html.index("</ul>", start)]
+    assert re.findall(r">([^<>]+): <strong>(\d+)</strong>", summary) == [
+        ("Denied", "2"),
+        ("Left out", "1"),
+        ("Not found", "1"),
+    ]
+    # No outcome's key is shown: the text of the page, without its tags, says them in words.
+    text = re.sub(r"<[^>]*>", "", html)
+    assert "left_out" not in text and "missing" not in text and "decided:" not in text

@@ -3,18 +3,22 @@ deciding the two calls of one group at the same moment both win and the turn res
 once; one operator deciding the whole group while another decides one of its calls: each call
 gets exactly one decision, and the turn resumes once, when the last call has its own."""
 
+import json
 import threading
 
 import pytest
 from django.db import connections
+from django.test import Client
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.approvers import Decider
-from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.flow import Decision
 from runtime.decisions.group_flow import group_decision_take
 from runtime.kernel.errors import AlreadyDecided
 from runtime.kernel.task_models import AuditEvent, TaskState
+from tenants.models import ApiToken
+from tenants.tokens import api_token_create
 from tests.core import flow_answer, run
 from tests.groups import held_group, model_stub, planner
 
@@ -151,4 +155,95 @@ def test_the_whole_group_against_one_of_its_calls_each_call_is_decided_once(
             DemoRecord.objects.filter(
                 effect_id__in=[first.public_id, second.public_id]
             ).values_list("effect_id", flat=True)
+        ) == sorted(approved)
+
+
+def over_rest(work: list) -> list[int]:
+    """Post each (path, body, client) in its own thread, released together: the statuses."""
+    barrier = threading.Barrier(len(work))
+    statuses: list = [None] * len(work)
+
+    def go(index: int, path: str, body: dict, client) -> None:
+        try:
+            barrier.wait(timeout=30)
+            response = client.post(path, json.dumps(body), content_type="application/json")
+            statuses[index] = response.status_code
+        except Exception as exc:  # noqa: BLE001 - any other outcome fails the test
+            statuses[index] = f"error: {exc!r}"
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=go, args=(i, *item)) for i, item in enumerate(work)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return statuses
+
+
+def test_two_operators_approving_the_group_and_one_deciding_a_call_over_rest_at_once(
+    postgres_only, agents, llm
+):
+    """Over /api/v1 (real requests in threads, each on its own PostgreSQL connection): one
+    operator approves the group bound to the calls it was shown, another approves it as it
+    stands, and an admin denies one call on its own, all at the same moment. Whatever the
+    order, no 5xx, each call gets exactly one decision, the decisions the 200s report are
+    those made, and the turn resumes exactly once, when the last call has its own."""
+    side = agents.a
+    planner(side.tenant)
+    _, other_token = api_token_create(
+        tenant=side.tenant,
+        subject="program:acme-ops-2",
+        name="second ops bot",
+        kind=ApiToken.Kind.OPERATOR,
+    )
+    bound = Client(HTTP_AUTHORIZATION=f"Bearer {side.extra['operator_token']}")
+    unbound = Client(HTTP_AUTHORIZATION=f"Bearer {other_token}")
+    admin = side.client_for(side.admin)
+    for round_number in range(ROUNDS):
+        task, calls = held_group(side, llm)
+        shown = dict(Effect.objects.filter(task=task).values_list("public_id", "arguments_hash"))
+        single = calls[round_number % 2]
+        group_path = f"/api/v1/groups/{calls[0].group_id}/answer"
+        statuses = over_rest(
+            [
+                (group_path, {"approved": True, "argumentsHashes": shown}, bound),
+                (group_path, {"approved": True, "reason": "as it stands"}, unbound),
+                (
+                    f"/api/v1/interactions/{single.public_id}/answer",
+                    {"approved": False, "reason": "not this one"},
+                    admin,
+                ),
+            ]
+        )
+        assert set(statuses) <= {200, 409}, statuses
+        decided = [Interaction.objects.get(pk=c.pk) for c in calls]
+        won = {c.answered_by for c in decided if c.state == Interaction.State.ANSWERED}
+        # Each call decided exactly once, by one of those whose request was a 200.
+        for call in decided:
+            assert AuditEvent.objects.filter(interaction=call).count() == 1, statuses
+            assert Receipt.objects.filter(effect_public_id=call.public_id).count() == 1
+        answered_by = {
+            "program:acme-ops": statuses[0],
+            "program:acme-ops-2": statuses[1],
+            side.admin.subject: statuses[2],
+        }
+        assert all(answered_by[who] == 200 for who in won), (statuses, won)
+        assert [who for who, status in answered_by.items() if status == 200] == sorted(
+            won, key=list(answered_by).index
+        ), (statuses, won)
+        # A group decision is all of its open calls: a group's 200 decided every call the
+        # single answer did not.
+        for who in ("program:acme-ops", "program:acme-ops-2"):
+            if answered_by[who] == 200:
+                assert all(c.answered_by in (who, side.admin.subject) for c in decided)
+        task.refresh_from_db()
+        assert task.state == TaskState.WORKING and resumed(task) == 1, statuses
+        task = run(task)
+        assert task.state == TaskState.COMPLETED
+        approved = [c.public_id for c in decided if c.answer.get("approved")]
+        assert sorted(
+            DemoRecord.objects.filter(effect_id__in=[c.public_id for c in calls]).values_list(
+                "effect_id", flat=True
+            )
         ) == sorted(approved)

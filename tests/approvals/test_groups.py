@@ -4,6 +4,7 @@ REST and in bulk, each through the one decision flow; bad input is a 4xx that ch
 another tenant's group a 404."""
 
 import html
+import json
 import re
 from http import HTTPStatus
 
@@ -111,6 +112,30 @@ def test_decided_call_by_call_on_the_page_the_operator_moves_on_to_the_next_call
     task.refresh_from_db()
     assert task.state == "TASK_STATE_WORKING"
     assert states_of([staging, production]) == ["answered", "answered"]
+
+
+def test_deciding_one_call_moves_on_to_the_groups_next_call_before_older_items(agents, llm):
+    """An older item waits too: the inbox's next older item is not the group's call left."""
+    older = agents.a.extra["make"].approval(build="older-1")
+    planner(agents.a.tenant)
+    task, (staging, production) = held_group(agents.a, llm)
+    client = agents.a.client_for(agents.a.operator)
+    response = client.post(
+        reverse("approvals:interaction", args=[staging.public_id]) + "?kind=approval",
+        {"decision": "approve", "shown_hash": hashes(task)[staging.public_id]},
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    assert response["Location"] == (
+        reverse("approvals:interaction", args=[production.public_id]) + "?kind=approval"
+    )
+    told = [str(m) for m in response.wsgi_request._messages]
+    assert any("Next: call 2 of 2 of the same reply" in m for m in told), told
+    # The group's last call decided, the older item is next.
+    response = client.post(
+        reverse("approvals:interaction", args=[production.public_id]),
+        {"decision": "deny", "reason": "not today"},
+    )
+    assert response["Location"].startswith(reverse("approvals:interaction", args=[older.public_id]))
 
 
 def test_decided_at_once_on_the_page(agents, group):
@@ -350,3 +375,83 @@ def test_bulk_denies_every_open_call_of_a_group(agents, group):
     production.refresh_from_db()
     assert production.answer == {"approved": False, "reason": "stop"}
     assert Task.objects.get(pk=task.pk).state == "TASK_STATE_WORKING"
+
+
+def test_bulk_says_up_front_that_a_group_it_cannot_approve_is_left_out(agents, llm):
+    planner(agents.a.tenant, policy={"deploy/deploy_build": {"action": "approve", "required": 2}})
+    task, (staging, production) = held_group(agents.a, llm)
+    client = agents.a.client_for(agents.a.operator)
+    page = client.post(
+        reverse("approvals:inbox_bulk"), {"decision": "approve", "ids": [staging.public_id]}
+    ).content.decode()
+    assert "<h1>Nothing selected can be approved in bulk</h1>" in page
+    assert "1 of the 1 selected is left out" in page
+    assert (
+        "Every call of the group: call 1 (deploy / deploy_build): 2 people must approve it" in page
+    )
+    assert 'id="bulk-confirm-form"' not in page
+    assert states_of([staging, production]) == ["open", "open"]
+
+
+def test_another_tenants_group_and_an_id_that_names_no_group_are_404_both_ways(agents, llm, client):
+    planner(agents.a.tenant)
+    task, calls = held_group(agents.a, llm)
+    llm.script.clear()  # the first reply's follow-up: the next group plays its own
+    planner(agents.b.tenant)
+    theirs_task, theirs = held_group(agents.b, llm)
+    mine = agents.a.extra["operator_token"]
+    answer = {"approved": True}
+    for group_id in (theirs[0].group_id, calls[0].public_id, theirs[0].public_id):
+        for body in (answer, {"approved": "yes"}, {}):
+            response = api(client, mine, "post", f"/api/v1/groups/{group_id}/answer", body)
+            assert response.status_code == HTTPStatus.NOT_FOUND, (group_id, body)
+            assert response.json() == {"detail": "No such group."}
+        assert api(client, mine, "get", f"/api/v1/groups/{group_id}").status_code == 404
+    # Tenant B's operator, by token and signed in, finds nothing of tenant A's.
+    path = f"/api/v1/groups/{calls[0].group_id}"
+    session = agents.b.client_for(agents.b.operator)
+    assert session.get(path).status_code == HTTPStatus.NOT_FOUND
+    response = session.post(f"{path}/answer", answer, content_type="application/json")
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    # A partner's token (a caller, not an operator) is refused whichever tenant's group.
+    for token in (agents.a.token, agents.b.token):
+        assert api(client, token, "post", f"{path}/answer", answer).status_code == 403
+    assert states_of(calls) == ["open", "open"] and states_of(theirs) == ["open", "open"]
+    assert not Receipt.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        ({"approved": True, "value": "yes"}, "value", "not value"),
+        ({"approved": True, "arguments": {"build": "b-2"}}, "arguments", "edit a call's"),
+        ({"approved": True, "allowSimilar": {"duration": "1d"}}, "allowSimilar", "one call's"),
+        ({"approved": True, "argumentsHash": "0" * 64}, "argumentsHash", "argumentsHashes"),
+        ({"approved": True, "aproved": True}, "aproved", "is not a field of a group's answer"),
+        ('{"approved": true, "approved": false}', None, "the key 'approved' is given twice"),
+        ("[true]", "", "Expected a dictionary"),
+        ("null", "", "No data provided"),
+        ({"approved": True, "reason": ["why"]}, "reason", "Not a valid string"),
+    ],
+)
+def test_a_group_answer_that_asks_what_a_group_does_not_take_is_400_and_decides_nothing(
+    agents, group, client, body, field, says
+):
+    """An edit, a standing rule or a one-call binding sent to a group would be dropped
+    silently, and the group approved as it stands: each is refused, saying where it goes."""
+    task, calls = group
+    token = agents.a.extra["operator_token"]
+    response = client.post(
+        f"/api/v1/groups/{calls[0].group_id}/answer",
+        body if isinstance(body, str) else json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == HTTPStatus.BAD_REQUEST, response.content
+    error = response.json()
+    assert says in error["detail"]
+    if field:
+        assert error["field"] == field
+    assert states_of(calls) == ["open", "open"]
+    assert not Receipt.objects.exists()
+    assert Task.objects.get(pk=task.pk).state == "TASK_STATE_AUTH_REQUIRED"

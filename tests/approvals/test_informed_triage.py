@@ -11,6 +11,7 @@ import pytest
 from django.urls import reverse
 
 from runtime.agents.agent_models import Agent
+from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from tests.core import open_interaction, start
 
@@ -90,6 +91,53 @@ def test_the_first_of_two_approvers_is_not_offered_approve_again(agents, make_ag
     # Another admin or operator is still offered Approve.
     admin = agents.a.client_for(agents.a.admin)
     assert 'id="approve"' in admin.get(page(approval)).content.decode()
+
+
+def test_an_approval_a_policy_edit_voided_is_no_longer_marked_yours_in_the_inbox(
+    agents, make_agent
+):
+    approval = two_person(agents, make_agent)
+    operator = agents.a.client_for(agents.a.operator)
+    operator.post(page(approval), {"decision": "approve"})
+    inbox = operator.get(reverse("approvals:inbox")).content.decode()
+    assert "you approved" in inbox and "1 of 2 approvals" in inbox
+    # The rule that holds the call is edited: the approval given under it no longer counts.
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    agent.tool_policy = {
+        "deploy/deploy_build": {"action": "approve", "required": 2, "title": "Deploy {build}"}
+    }
+    agent.save(update_fields=["tool_policy"])
+    detail = operator.get(f"/api/v1/interactions/{approval.public_id}").json()
+    assert detail["decision"]["approvedAlready"] is False and detail["progress"] == "0 of 2"
+    inbox = operator.get(reverse("approvals:inbox")).content.decode()
+    assert "you approved" not in inbox and "data-approved-by-me" not in inbox
+    assert "0 of 2 approvals" in inbox
+    # Moving on after another item no longer skips it: it needs their approval again.
+    later = agents.a.extra["make"].approval(build="r-3")
+    assert operator.post(page(later), {"decision": "deny"})["Location"] == page(approval)
+
+
+def test_held_by_says_the_rule_that_holds_the_call_now_after_an_edit_voided_its_approvals(
+    agents, make_agent
+):
+    approval = two_person(agents, make_agent)
+    operator = agents.a.client_for(agents.a.operator)
+    opened = operator.get(f"/api/v1/interactions/{approval.public_id}").json()
+    assert opened["heldBy"]["version"] == approval.request["policyRule"]["version"]
+    operator.post(page(approval), {"decision": "approve"})
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    agent.tool_policy = {
+        "deploy/deploy_build": {"action": "approve", "required": 2, "title": "Deploy {build}"}
+    }
+    agent.save(update_fields=["tool_policy"])
+    now = policy_rule_for(agent, "deploy", "deploy_build", {"build": "r-1"}).version
+    assert now != opened["heldBy"]["version"]
+    detail = operator.get(f"/api/v1/interactions/{approval.public_id}").json()
+    # What an approval binds now (and its receipt will name), and the rule it opened under.
+    assert detail["heldBy"]["version"] == now
+    assert detail["progress"] == "0 of 2"
+    assert detail["openedUnder"]["version"] == opened["heldBy"]["version"]
+    assert opened["openedUnder"] is None
 
 
 def test_the_item_page_shows_the_call_and_the_buttons_before_the_facts(agents):

@@ -72,6 +72,7 @@ def test_an_operator_decides_a_group_call_by_call_and_at_once(
     page.get_by_role("button", name="Approve", exact=True).click()
     # The operator moves on to the group's call left: its form now takes that one.
     page.get_by_role("button", name="Deny all 1").wait_for()
+    assert "Next: call 2 of 2 of the same reply" in page.locator("main").inner_text()
     first, second = Interaction.objects.filter(task__public_id=task_id).order_by("group_position")
     assert first.state == "answered" and second.state == "open"
     assert partner.task("planner", task_id)["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"

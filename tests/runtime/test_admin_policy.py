@@ -67,8 +67,10 @@ def test_the_table_has_a_column_per_policy_key_of_the_agentfile_schema(shipper, 
     html = page_of(client, shipper)
     entry = AGENT_SCHEMA["properties"]["policy"]["additionalProperties"]["else"]["else"]
     # A column per key (the title and redact ones too); the key a column cannot show
-    # (stages) comes after them.
-    schema_keys = list(entry["properties"])
+    # (stages) comes after them. (``when`` and ``ladder`` pass the schema to be refused
+    # with their own words: runtime.agents.policy_checks.)
+    schema_keys = entry["x-fields"]
+    assert [k for k in entry["properties"] if k not in schema_keys] == ["when", "ladder"]
     assert schema_keys[: len(POLICY_KEYS)] == [key.name for key in POLICY_KEYS]
     assert {"title", "redact"} <= {key.name for key in POLICY_KEYS}
     assert schema_keys[len(POLICY_KEYS) :] == ["stages"]
@@ -230,8 +232,19 @@ def test_the_json_view_edits_the_same_policy_and_is_checked_the_same(shipper, ag
     shipper.refresh_from_db()
     assert shipper.tool_policy == {"deploy/deploy_build": "approve"}
 
+    # A key the policy does not know is refused, as in AGENT.md: it would do nothing.
+    data["policy-json"] = json.dumps(
+        {"policy": {"deploy/deploy_build": {"action": "approve", "note": "x"}}, "ladder": {}}
+    )
+    response = client.post(f"/admin/runtime/agent/{shipper.pk}/change/", data)
+    assert response.status_code == HTTPStatus.OK
+    assert "deploy/deploy_build.note: is not a field here (action, deciders" in errors(response)
+    shipper.refresh_from_db()
+    assert shipper.tool_policy == {"deploy/deploy_build": "approve"}
+
+    stages = [{"approvers": ["operator"]}, {"approvers": ["admin"]}]
     document = {
-        "policy": {"deploy/deploy_build": {"action": "approve", "note": "kept as written"}},
+        "policy": {"deploy/deploy_build": {"action": "approve", "stages": stages}},
         "ladder": {"steps": ["remind after 10m"]},
     }
     data["policy-json"] = json.dumps(document)
@@ -247,7 +260,7 @@ def test_the_json_view_edits_the_same_policy_and_is_checked_the_same(shipper, ag
     assert response.status_code == HTTPStatus.FOUND, errors(response)
     shipper.refresh_from_db()
     assert shipper.tool_policy == {
-        "deploy/deploy_build": {"action": "approve", "risk": "high", "note": "kept as written"}
+        "deploy/deploy_build": {"action": "approve", "risk": "high", "stages": stages}
     }
 
 

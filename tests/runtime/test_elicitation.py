@@ -22,6 +22,8 @@ from runtime.kernel.wakeups import task_announcements_heard, task_changed
 from runtime.turn.cancel import task_cancel
 from runtime.turn.claim import turn_claim, turns_to_sweep
 from runtime.turn.runner import turn_run
+from tenants.tokens import api_token_create
+from tests.a2a_client import assert_error, rpc
 from tests.core import REPORT_RESULT, in_band, reply, run, send, status_text
 from tests.mcp_servers import BOOKING_FORM, StatefulMcp, wait_for
 
@@ -195,6 +197,87 @@ def test_an_answer_that_does_not_fit_the_form_is_refused_and_the_question_stays_
     task = worker.join()
     assert server.elicited == [{"action": "decline", "content": None}]
     assert received(task) == {"action": "decline", "content": None}
+
+
+def test_an_answer_naming_the_question_in_metadata_may_carry_its_value_as_the_data_part(
+    agents, booker, server
+):
+    booker(place="Chez Nous")
+    task = send(agents.a, "booker", "book")
+    worker = Worker(task)
+    question = question_of(task)
+    # Named, but with nothing to answer: refused, the question stays open.
+    with pytest.raises(InvalidParams) as refused:
+        reply(task, None, parts=[{"text": " "}], metadata=in_band(question))
+    assert "needs value, or the answer in a data or text part" in refused.value.description
+    # A value that does not fit the form is refused as it is in ``value``.
+    with pytest.raises(InvalidParams) as refused:
+        reply(task, None, parts=[{"data": {"date": "May"}}], metadata=in_band(question))
+    assert refused.value.field == "value.date"
+    question.refresh_from_db()
+    assert question.state == Interaction.State.OPEN and server.elicited == []
+    reply(task, None, parts=[{"data": ANSWER}], metadata=in_band(question))
+    task = worker.join()
+    assert server.elicited == [{"action": "accept", "content": ANSWER}]
+    question.refresh_from_db()
+    assert question.answer == {"value": {"action": "accept", "content": ANSWER}}
+
+
+def test_an_answer_from_a_caller_who_is_not_the_tasks_is_refused_and_changes_nothing(
+    agents, booker, server, make_agent, client
+):
+    """Another subject of the same tenant, and another tenant's caller (on its own agent of
+    the same name), name the task and the question: the task is not theirs to find
+    (TaskNotFound, -32001), the question stays open and the server hears nothing; the
+    task's own caller then answers."""
+    booker(place="Chez Nous")
+    make_agent("booker", [{"reply": "hi"}], tenant=agents.b.tenant)
+    task = send(agents.a, "booker", "book")
+    worker = Worker(task)
+    question = question_of(task)
+    _, stranger = api_token_create(
+        tenant=agents.a.tenant, subject="partner:someone-else", name="another partner"
+    )
+    answer = {
+        "messageId": "m-stranger",
+        "role": "ROLE_USER",
+        "taskId": task.public_id,
+        "contextId": task.wire_context_id,
+        "parts": [{"data": ANSWER}],
+        "metadata": in_band(question, value=ANSWER),
+    }
+    for path, token in (
+        ("/a2a/acme/booker", stranger),
+        ("/a2a/globex/booker", agents.b.token),
+    ):
+        response = rpc(client, path, "SendMessage", {"message": answer}, token=token)
+        assert_error(response, -32001, "TASK_NOT_FOUND")
+    # On this tenant's endpoint, another tenant's token finds no agent at all.
+    response = rpc(
+        client, "/a2a/acme/booker", "SendMessage", {"message": answer}, token=agents.b.token
+    )
+    assert_error(response, -32000, "AGENT_NOT_FOUND", status=404)
+    # Nor does another tenant's operator find the question, on its page or over REST.
+    page = reverse("approvals:interaction", args=[question.public_id])
+    theirs = agents.b.client_for(agents.b.operator)
+    assert theirs.get(page).status_code == 404
+    sent = {"decision": "answer", "form-date": "2026-05-01", "form-guests": "2"}
+    assert theirs.post(page, sent).status_code == 404
+    rest = theirs.post(
+        f"/api/v1/interactions/{question.public_id}/answer",
+        {"value": ANSWER},
+        content_type="application/json",
+    )
+    assert rest.status_code == 404
+    question.refresh_from_db()
+    task.refresh_from_db()
+    assert question.state == Interaction.State.OPEN and question.answer is None
+    assert task.state == TaskState.INPUT_REQUIRED and server.elicited == []
+    assert not any(m.get("messageId") == "m-stranger" for m in task.history)
+
+    reply(task, None, parts=[{"data": ANSWER}], metadata=in_band(question, value=ANSWER))
+    worker.join()
+    assert server.elicited == [{"action": "accept", "content": ANSWER}]
 
 
 def test_an_operator_answers_the_form_on_the_question_page(agents, booker, server):

@@ -3,6 +3,7 @@
 language shared with standing rules; errors at load with field paths; which rule held a call
 on the decision page, over REST and on receipts."""
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from notifications.services import ladder_for
 from runtime.agents.agent_models import Agent, DemoRecord
-from runtime.agents.agentfile import AgentFileError, parse_agent_file
+from runtime.agents.agentfile import AgentFileError, parse_agent_file, policy_problems
 from runtime.agents.conditions import conditions_hold, schema_fields, undeclared_fields
 from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
@@ -314,6 +315,67 @@ def test_a_broken_conditional_entry_is_named_with_its_line_and_field_path(
     assert error.value.line == line
 
 
+FILES_AGENT = """---
+name: files
+description: d
+tools:
+  - server: fs
+policy:
+  fs/delete_file:
+    - when: [{field: %s, op: prefix, value: /etc}]
+      action: deny
+    - action: approve
+---
+Files.
+"""
+
+
+def test_a_condition_on_a_discovered_tool_is_checked_against_its_cached_schema(agents, tmp_path):
+    """A tenant's MCP tool has no schema in AGENT.md: its discovery's is what a call meets,
+    so a typo in ``when`` would silently never hold (deleting /etc falls to the default)."""
+    from django.core.management import CommandError, call_command
+
+    from runtime.agents.agent_models import ToolServer
+    from tests.admin_pages import form_data, tenant_admin_client
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    ToolServer.objects.create(
+        tenant=agents.a.tenant,
+        name="fs",
+        kind="mcp",
+        url="https://fs.example.test/mcp",
+        tools=[{"name": "delete_file", "description": "", "inputSchema": schema}],
+    )
+    path = tmp_path / "files.md"
+    path.write_text(FILES_AGENT % "pth")
+    with pytest.raises(CommandError) as refused:
+        call_command("load_agents", str(path), "--tenant", agents.a.tenant.slug)
+    assert str(refused.value) == (
+        f"{path}:8: policy.fs/delete_file.0.when.0.field: 'pth' is not a field of the "
+        "tool's arguments (path)"
+    )
+    assert not Agent.objects.filter(tenant=agents.a.tenant, slug="files").exists()
+    # Another tenant's server of the same name is not this tenant's: nothing to check against.
+    call_command("load_agents", str(path), "--tenant", agents.b.tenant.slug)
+    path.write_text(FILES_AGENT % "path")
+    call_command("load_agents", str(path), "--tenant", agents.a.tenant.slug)
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="files")
+    assert policy_rule_for(agent, "fs", "delete_file", {"path": "/etc/passwd"}).action == "deny"
+
+    # Django admin's JSON view checks the same.
+    client = tenant_admin_client(agents.a)
+    data = form_data(client.get(f"/admin/runtime/agent/{agent.pk}/change/").content.decode())
+    typo = [{"when": [{"field": "pth", "op": "prefix", "value": "/etc"}], "action": "deny"}]
+    data["policy-json"] = json.dumps({"policy": {"fs/delete_file": typo}, "ladder": {}})
+    response = client.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+    assert response.status_code == 200
+    assert "fs/delete_file.0.when.0.field: &#x27;pth&#x27; is not a field" in (
+        response.content.decode()
+    )
+    agent.refresh_from_db()
+    assert agent.tool_policy["fs/delete_file"][0]["when"][0]["field"] == "path"
+
+
 def test_a_plain_entry_with_when_or_a_ladder_is_refused(tmp_path):
     """Conditions on a mapping would hold for every call: only a list of rules takes them."""
     with pytest.raises(AgentFileError) as error:
@@ -328,6 +390,33 @@ def test_a_plain_entry_with_when_or_a_ladder_is_refused(tmp_path):
     assert "write the entry as a list of rules" in error.value.message
     with pytest.raises(AgentFileError, match="goes under ladder.tools"):
         parse_agent_file(agent_file(tmp_path, "    {action: approve, ladder: [remind after 5m]}\n"))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "    {action: approve, expires: 2m, bogus: 1}\n",
+        "    - {action: approve, expires: 2m, bogus: 1}\n",
+    ],
+)
+def test_an_unknown_key_is_refused_in_a_single_rule_as_in_a_list(tmp_path, entry):
+    """Every form of a rule is checked the same way: a key the policy does not know (a typo,
+    a setting that does not exist) would be silently ignored."""
+    with pytest.raises(AgentFileError) as error:
+        parse_agent_file(agent_file(tmp_path, entry))
+    listed = entry.lstrip().startswith("-")
+    assert error.value.field == "policy.deploy/deploy_build" + (".0" if listed else "") + ".expires"
+    assert error.value.message.startswith("is not a field here (action, deciders, approvers")
+    # The fields named are those of that form: conditions and a ladder only in a list's rules.
+    assert ("when" in error.value.message) is listed
+    assert error.value.line == 15
+    # Django admin's JSON view checks with the same function.
+    rule = {"action": "approve", "bogus": 1}
+    problems = policy_problems({"deploy/deploy_build": [rule] if listed else rule})
+    assert [path for path, _ in problems] == [
+        ["deploy/deploy_build", *([0] if listed else []), "bogus"]
+    ]
+    assert problems[0][1].startswith("is not a field here")
 
 
 def test_a_rules_own_risk_asks_for_a_step_up_for_its_calls_only(agents, make_agent):

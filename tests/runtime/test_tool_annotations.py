@@ -163,15 +163,17 @@ def test_discovered_tools_keep_their_annotations(fs_server):
 
 
 @pytest.mark.parametrize(
-    ("tool", "state"),
+    ("tool", "state", "held_by"),
     [
-        ("read_file", TaskState.COMPLETED),  # read-only: allow
-        ("create_directory", TaskState.AUTH_REQUIRED),  # additive: approve
-        ("delete_file", TaskState.AUTH_REQUIRED),  # destructive: approve
-        ("touch", TaskState.AUTH_REQUIRED),  # no annotations: approve
+        ("read_file", TaskState.COMPLETED, ""),  # read-only: allow
+        ("create_directory", TaskState.AUTH_REQUIRED, "additive tools (by the tool&#x27;s"),
+        ("delete_file", TaskState.AUTH_REQUIRED, "destructive tools (by the tool&#x27;s"),
+        ("touch", TaskState.AUTH_REQUIRED, "tools without annotations<"),  # approve, all three
     ],
 )
-def test_the_annotations_make_the_default_policy(agents, make_agent, files, fs_server, tool, state):
+def test_the_annotations_make_the_default_policy(
+    agents, make_agent, files, fs_server, tool, state, held_by
+):
     caller(make_agent, tool)
     task = run(send(agents.a, "files"))
     assert task.state == state
@@ -179,6 +181,11 @@ def test_the_annotations_make_the_default_policy(agents, make_agent, files, fs_s
     if state == TaskState.AUTH_REQUIRED:
         held = open_interaction(task)
         assert held.request["policyRule"]["source"] == "annotations"
+        # The decision page says which default held it, in a sentence.
+        page = agents.a.client_for(agents.a.operator).get(f"/inbox/{held.public_id}/")
+        assert f'<dd id="held-by">the tenant&#x27;s default for {held_by}' in (
+            page.content.decode()
+        )
         decide(held, approved=True)
         assert run(task).state == TaskState.COMPLETED
         assert files.calls == [tool]

@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from runtime.agents.agent_selectors import discovered_tools
 from runtime.agents.agentfile import AgentFileError, agent_upsert, parse_agent_file
 from tenants.models import Tenant
 
@@ -23,9 +24,12 @@ class Command(BaseCommand):
         if not files:
             raise CommandError(f"No *.md files in {directory}.")
         specs = []
+        # A condition on a tool of the tenant's tool servers is checked against the schema
+        # their last discovery found ("Refresh tools"), as a declared tool's is.
+        discovered = discovered_tools(tenant=target)
         for file in files:
             try:
-                specs.append(parse_agent_file(file))
+                specs.append(parse_agent_file(file, discovered=discovered))
             except AgentFileError as exc:
                 raise CommandError(str(exc)) from exc
         counts = {"created": 0, "updated": 0, "unchanged": 0}

@@ -1,4 +1,4 @@
-"""Live output on a stream (issue 31, item 6): a model's text, as the worker sends it
+"""Live output on a stream: a model's text, as the worker sends it
 (runtime.kernel.live_channel), written for the stream's caller.
 
 On a 1.0 stream (and a 0.x stream that follows a task) the text of one model reply is one
@@ -6,7 +6,7 @@ artifact, ``live-...``, sent in pieces as TaskArtifactUpdateEvents: the first re
 (``append: false``), the others append, the last says ``lastChunk: true``; the final reply
 follows as it always does, in the status that ends the turn. The artifact is the stream's
 only: the task keeps the final reply, not the pieces (GetTask shows no live artifact). A 0.x
-direct message/stream (seed 004) gets each piece as a Message frame, then the final reply
+direct message/stream gets each piece as a Message frame, then the final reply
 Message.
 
 A stream that attaches mid-reply starts the artifact with what comes next. A piece that is

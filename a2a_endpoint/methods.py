@@ -98,7 +98,7 @@ async def message_accept(
     config. Returns (task, configuration or None, historyLength); a2a_endpoint.streams
     streams from here. At most A2A_INTAKE_CONCURRENCY at once (``intake_open``).
 
-    ``direct``: a 0.x direct send (seed 004), whose new task is handed to the caller only
+    ``direct``: a 0.x direct send, whose new task is handed to the caller only
     when the answer is a Task (Task.direct); a message with an inline push config asks to
     follow a task, so it is never direct. ``streaming``: the message came on a stream, which
     gets the model's text as it is written (Task.live)."""
@@ -161,8 +161,8 @@ async def _message_accept(
 
 
 def direct_reply(task: Task) -> dict | None:
-    """The Message a 0.x direct send answers with (seed 004: "a reply message and contextId";
-    no task is created for it), or None when the answer must be the Task: a turn that paused,
+    """The Message a 0.x direct send answers with (a reply message and its contextId; no task
+    is created for it), or None when the answer must be the Task: a turn that paused,
     failed or has not ended, or made artifacts (a Message cannot carry them)."""
     if task.state != TaskState.COMPLETED:
         return None
@@ -175,7 +175,7 @@ def direct_reply(task: Task) -> dict | None:
 
 
 async def send_message(caller: Caller, params: dict, *, direct: bool = False):
-    """SendMessage; ``direct`` (a blocking 0.x message/send, seed 004) answers a completed
+    """SendMessage; ``direct`` (a blocking 0.x message/send) answers a completed
     turn with its reply Message and hands out no task (Task.direct)."""
     # Before the message is taken (and its turn published): from here on the listener hears
     # every change of the task, and the wait below need not read its state first.

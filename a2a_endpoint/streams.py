@@ -13,7 +13,7 @@ INPUT_REQUIRED (SubscribeToTask on a task already waiting for input sends it, th
 what follows the answer). A client that goes away ends its watching, never the task.
 
 The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``, and
-closes its streams at either pause (``closing``); its direct message/stream (seed 004) is
+closes its streams at either pause (``closing``); its direct message/stream is
 ``_Stream.run_direct``. The HTTP+JSON binding writes each event without the JSON-RPC envelope
 (``envelope=False``).
 
@@ -461,7 +461,7 @@ class _Stream:
             self.slot.release()
 
     async def run_direct(self, task: Task, *, history_length: int | None):
-        """A 0.x direct message/stream (seed 004): no task is handed out while the turn runs.
+        """A 0.x direct message/stream: no task is handed out while the turn runs.
         The stream waits (with keep-alives) until the turn settles, writing the model's live
         text as Message frames meanwhile, then sends the reply Message, or, when the answer
         must be a Task (a pause, a failure, artifacts), the Task as its terminal frame. A

@@ -66,7 +66,7 @@ class Operator:
 
     def decider_for(self, request) -> Decider:
         """The decider, with whether they stepped up: a token made with the step-up right
-        (issue 13) is so from the start; a browser session once its member re-authenticated
+        (``may_step_up``) is so from the start; a browser session once its member re-authenticated
         (read only when it matters, as it reads the session and the member's authenticators)."""
         if not self.session:
             return self.decider

@@ -3,7 +3,7 @@ by the one decision flow (channel ``bulk``: its own transaction, audit entry and
 bulk triage leaves out (questions, ``bulk: false``, two people, who may not decide, a step-up
 not made) is the flow's to say; this view lists each item's outcome. An approval first
 shows the summaries of what it would approve, and approves those, each bound to the hash of
-the arguments summarised (issue 25)."""
+the arguments summarised (nobody approves what they were not shown)."""
 
 import re
 

@@ -161,7 +161,7 @@ class EffectResolveForm(forms.Form):
         return data
 
 
-# --- edit then approve (issue 13) ------------------------------------------------------------
+# --- edit then approve -----------------------------------------------------------------------
 
 ARGUMENTS_MAX = 100_000
 ARG_PREFIX = "arg__"

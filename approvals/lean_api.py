@@ -5,7 +5,7 @@ Under ASGI, Django runs each synchronous middleware (WhiteNoise, sessions, CSRF,
 allauth, messages) and the request_started/request_finished signals as hops between the
 event loop and a thread it starts for each request: an operator program's decision
 (``POST /api/v1/interactions/<id>/answer``) spent about half of its CPU around the view,
-before the decision was even read (bench/decisions.py, issue 9 item 3). A call that presents
+before the decision was even read (bench/decisions.py measures it). A call that presents
 an ``Authorization`` header is authenticated by its token and by nothing else: DRF's
 BearerTokenAuthentication answers it (or refuses it, 401) before session authentication is
 asked, so the session, its CSRF check, the logged-in user, allauth's and the tenant

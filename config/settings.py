@@ -182,7 +182,7 @@ ACCOUNT_LOGIN_ON_PASSWORD_RESET = False
 ACCOUNT_RATE_LIMITS = {"login_failed": "10/m/ip,5/5m/key"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "Countersign"
-# Step-up (issue 13): approving a tool marked risk: high needs a sign-in or re-authentication
+# Step-up: approving a tool marked risk: high needs a sign-in or re-authentication
 # (allauth's, with TOTP when the member has it) at most this many seconds old.
 STEP_UP_SECONDS = env_int("STEP_UP_SECONDS", 300)
 SOCIALACCOUNT_ONLY = False

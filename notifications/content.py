@@ -5,8 +5,8 @@ e-mail's subject and bodies, a Slack-compatible webhook's message and a Teams ca
 The prompt, the arguments, a reason and the caller's subject are the caller's or the model's
 text: each medium gets them escaped for it. HTML by Django's templates; Slack's mrkdwn by
 ``slack_escape`` (``&``, ``<``, ``>``, so that no link, ``<!channel>`` or ``<@user>`` can be
-made of them, issue 28 finding 10); a Teams card as TextRuns, which read no Markdown; an
-e-mail subject from one line (a header holds no line break, issue 28 finding 9).
+made of them); a Teams card as TextRuns, which read no Markdown; an e-mail subject from one
+line (a header holds no line break: one in a prompt would forge headers).
 """
 
 import json

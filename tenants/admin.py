@@ -431,7 +431,7 @@ class ApiTokenForm(forms.ModelForm):
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise forms.ValidationError("Give a JSON list of agent slugs.")
         # Checked as slugs (as long as Agent.slug at most) before the write: a NUL or a lone
-        # surrogate in JSON text is a DataError in PostgreSQL's jsonb, a 500 (issue 15).
+        # surrogate in JSON text is a DataError in PostgreSQL's jsonb, else a 500.
         for slug in value:
             try:
                 validate_slug(slug)
@@ -509,7 +509,7 @@ class ApiTokenAdmin(TenantScopedAdmin):
         if obj is None:
             return []
         # A token's tenant and subject are its identity; mint a new token to change them.
-        # The step-up right is given when the token is made (issue 13), never added later.
+        # The step-up right is given when the token is made, never added later.
         return [*self.readonly_fields, "tenant", "kind", "subject", "may_step_up"]
 
     def save_model(self, request, obj, form, change):

@@ -5,8 +5,7 @@
   the tenant they work in now, which the tenant switcher chooses (tenants.middleware), as on
   every other page.
 - Anyone else with staff status sees nothing, whatever Django model permissions they hold:
-  those permissions know no tenants, so they would reach every tenant's rows (issue 28,
-  finding 11).
+  those permissions know no tenants, so they would reach every tenant's rows.
 
 One mixin, ``TenantScopedAdmin``, does the scoping for every model admin: the changelist's
 queryset (and with it search, filters, actions and the raw-id popup), the change, delete and

@@ -254,8 +254,7 @@ class ApiToken(models.Model):
                 {"subject": "anonymous and anonymous:... are reserved for callers without a token."}
             )
         # The system decides as system:... and rule:... (the expiry, a void, a standing rule):
-        # a token acting as one would make the audit name the system for its decisions
-        # (issue 28, finding 4).
+        # a token acting as one would make the audit name the system for its decisions.
         if self.subject.startswith(RESERVED_SUBJECT_PREFIXES):
             raise ValidationError(
                 {

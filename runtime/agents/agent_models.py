@@ -27,7 +27,7 @@ class Agent(models.Model):
         default=list, blank=True, help_text="[{id, name, description, tags, examples}]"
     )
     # The skill a message that names none (no metadata.skillId) runs, for an agent with
-    # several: seed 004 asks the caller to choose only when no default exists.
+    # several: the caller is asked to choose only when no default exists.
     default_skill = models.CharField(
         max_length=100,
         blank=True,

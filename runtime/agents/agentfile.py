@@ -1,4 +1,4 @@
-"""AGENT.md files: YAML front matter (as in the interactions/v1 seed) and instructions below.
+"""AGENT.md files: YAML front matter and instructions below.
 
     ---
     name: coder
@@ -181,7 +181,7 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         1,
         "N: that many different people approve (2: the two-person rule).",
     ),
-    # Issue 13: a high-risk tool's approval needs a recent re-authentication; an operator
+    # The trust keys: a high-risk tool's approval needs a recent re-authentication; an operator
     # may edit an editable tool's arguments before approving.
     PolicyKey(
         "risk",
@@ -214,7 +214,7 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         True,
         "Off: each held call is decided on its own page, never in bulk.",
     ),
-    # Issue 25: what a held call is called on every surface, and what they never show
+    # What a held call is called on every surface, and what they never show
     # (runtime.decisions.summaries; checked further by title_problem and redact_problem).
     PolicyKey(
         "title",
@@ -454,7 +454,7 @@ def _front_load(front: str, loader_class):
     """The front matter's data, refusing any alias (AliasFound, with the anchor's line): an
     alias is one node shared by several places, and what is made of the data (the JSON kept
     in the database, the schema checks) writes it out at each, so 542 bytes of nested aliases
-    became 5.2 MB (issue 28). The nodes are walked once each, before anything is built."""
+    became 5.2 MB. The nodes are walked once each, before anything is built."""
     loader = loader_class(front)
     try:
         node = loader.get_single_node()

@@ -12,7 +12,7 @@ written as a sentence (AGENT.md, and Django admin's "Ladders" too) or as a mappi
 Every parsed step has the same keys: ``after`` (as written), ``seconds``, ``action``
 (remind, escalate, expire), ``roles`` (whom an escalation reaches; empty otherwise) and
 ``widen_to`` (the role an escalation lets decide too, or None). ``widen_to`` is carried for
-the approvers' rules (issue 13): nothing here acts on it.
+the approvers' rules (runtime.decisions.approvers): nothing here acts on it.
 
 The notifications app takes the remind and escalate steps (beat); the expire step is read
 when the interaction opens, so that its expiry is exact from the start (``expiry_seconds``).

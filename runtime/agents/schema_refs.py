@@ -3,7 +3,7 @@
 A tool's JSON Schema comes from an AGENT.md, Django admin or a tenant's tool server. Given no
 registry, jsonschema retrieves a ``$ref`` it does not hold with urllib: no outbound guard, no
 timeout, redirects followed, ``file://`` read, and the worker holding the task's row lock
-meanwhile (issue 28, finding 3). So a reference that points outside its schema is refused where
+meanwhile. So a reference that points outside its schema is refused where
 the schema is taken in (``remote_ref``: AGENT.md, admin, a tool server's discovery), and every
 validator is built on ``LOCAL_ONLY``, a registry that holds the JSON Schema meta-schemas
 (bundled with jsonschema) and retrieves nothing: a schema cached before these checks existed

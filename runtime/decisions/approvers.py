@@ -131,7 +131,7 @@ def approvers_text(approvers) -> str:
 
 @dataclass(frozen=True)
 class Needs:
-    """What an open approval needs now (issue 28, finding 6): the stricter of what it opened
+    """What an open approval needs now: the stricter of what it opened
     with (recorded on the interaction) and what the agent's policy says today, for the call's
     arguments (the rule that holds it, runtime.agents.policies). A tightened policy reaches
     open approvals; a loosened one never asks less than the approval showed.

@@ -208,8 +208,8 @@ def interaction_close(
     """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
 
     The close of every decision (runtime.decisions.flow, which has checked who decides and
-    how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high,
-    issue 13); ``shown_hash`` and ``edited`` go on the decision's receipt
+    how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high);
+    ``shown_hash`` and ``edited`` go on the decision's receipt
     (runtime.decisions.receipts), ``channel_user`` on it and the audit row, with
     ``decider_kind`` (a person, a program, the caller).
     """

@@ -210,7 +210,7 @@ def held_call_approval(task: Task, effect: Effect, spec: dict, policy: Policy) -
         },
         request={
             **approval_request(step=effect.step, policy=policy),
-            # What every surface summarises the held call from (issue 25).
+            # What every surface summarises the held call from.
             "call": held_call_record(
                 server=effect.server,
                 tool=effect.tool,
@@ -311,7 +311,7 @@ def _send(
         else tool_unavailable(task.agent, effect.server, effect.tool)
     )
     if not resend:
-        # Issue 13: an approval binds its receipt's arguments hash and the policy version;
+        # An approval binds its receipt's arguments hash and the policy version;
         # one that no longer matches is void and nothing is sent.
         stale = approval_stale(task=task, effect=effect, receipt=binding)
         if stale is not None:

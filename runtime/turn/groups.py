@@ -1,4 +1,4 @@
-"""A model reply's calls held together (issue 31, item 4): when the reply's next call is one
+"""A model reply's calls held together: when the reply's next call is one
 the tool policy holds for a person and a later call of the same reply is too, the calls from
 this one to the last held one are journalled now, in this block, in the reply's order (each
 as runtime.turn.calls journals a call: allowed, denied with its result, held, or refused with

@@ -1,5 +1,5 @@
 """How a turn ends: finished (its telemetry on the last status), or failed because it cannot go
-on (issue 28, finding 2). A turn is never stuck: an error that can never succeed (data the
+on. A turn is never stuck: an error that can never succeed (data the
 database refuses, a reply nested too deeply to read, a schema or value that does not
 validate, a ``$ref`` that resolves to nothing) fails it at once; any other crash is retried,
 at most TURN_MAX_ATTEMPTS runs in all, and the claim that would exceed them fails it. Either

@@ -1,9 +1,9 @@
-"""Live output on a live server (issue 31, item 6): uvicorn and a Celery worker of their own,
+"""Live output on a live server: uvicorn and a Celery worker of their own,
 an agent on ``provider: openai`` whose model is the local stub (tests/llm_stub.py), which
 streams real SSE chunks and can stop mid-reply until the test lets it go on.
 
 A partner that streams its message gets the model's text as it is written, before the final
-reply: 1.0 as the deltas of one artifact, 0.x direct ``message/stream`` (seed 004) as Message
+reply: 1.0 as the deltas of one artifact, 0.x direct ``message/stream`` as Message
 frames then the final reply. The journal records the final reply only; a caller that does
 not stream makes the model answer unstreamed. PostgreSQL only: the text travels as NOTIFY."""
 
@@ -366,7 +366,7 @@ def test_a_0_x_direct_stream_left_mid_reply_aborts_the_turn(agent_url, demo, stu
         try:
             frames = stream.read_until(lambda f: bool(f))
         finally:
-            stream.close()  # seed 004: disconnecting during generation aborts the turn
+            stream.close()  # 0.x: disconnecting during generation aborts the turn
     assert message_frames(frames)
     task = Task.objects.get(agent__slug="live-deployer")
     wait_until(

@@ -220,7 +220,7 @@ class TurnView:
 
     @property
     def answers(self) -> dict[str, Any]:
-        # An expired question has no value: the model sees it unanswered (seed 002).
+        # An expired question has no value: the model sees it unanswered, never a made-up one.
         return {
             e["questionId"]: e["value"]
             for e in self.transcript

@@ -83,7 +83,7 @@ ANSWER_FIELDS = (
     "approved",
     "connected",
     "reason",
-    # An operator edited the call before approving it (issue 13): what was sent instead.
+    # An operator edited the call before approving it: what was sent instead.
     "edited",
     "step",
     "arguments",

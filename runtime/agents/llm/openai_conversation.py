@@ -75,7 +75,7 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
             if result.get("reason"):
                 body["reason"] = result["reason"]
         if edit is not None:
-            # Issue 13: an operator changed the arguments before approving; say so, and to what.
+            # An operator changed the arguments before approving: say so, and to what.
             body["argumentsEdited"] = {
                 "note": "An operator changed this call's arguments before approving it; "
                 "it was made with these arguments instead of yours.",

@@ -150,7 +150,8 @@ def part_in(raw, field: str) -> dict:
             raise errors.invalid_params(f"{field}.text", "must be a string")
         out["text"] = raw["text"]
     elif kind == "data":
-        data = _object(raw.get("data"), f"{field}.data")
+        # An object; in the compatibility form below, any JSON value.
+        data: Any = _object(raw.get("data"), f"{field}.data")
         if isinstance(metadata, dict) and metadata.get("data_part_compat"):
             # The a2a-sdk's 0.3 form of a 1.0 data part that is not an object.
             data = data.get("value")
@@ -317,7 +318,8 @@ async def push_config_get(caller: Caller, params: dict):
 
 async def push_config_list(caller: Caller, params: dict):
     # 0.3 answers with the whole list (no pages): read the 1.0 pages through.
-    out, token = [], ""
+    out: list[dict] = []
+    token = ""
     while True:
         page = await methods.list_push_configs(
             caller, {"taskId": params.get("id"), "pageToken": token}

@@ -7,7 +7,9 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from a2a import types as a2a
@@ -272,7 +274,7 @@ async def list_tasks(caller: Caller, params: dict):
         after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
     state = _task_state(params.get("status"), request.status)
     cursor = _decode_page_token(request.page_token)
-    query = {
+    query: dict[str, Any] = {
         "context_id": request.context_id or None,
         "state": state,
         "status_after": after,
@@ -436,7 +438,7 @@ async def delete_push_config(caller: Caller, params: dict):
     return {}
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[[Caller, dict], Awaitable[Any]]] = {
     "SendMessage": send_message,
     "CreateTaskPushNotificationConfig": create_push_config,
     "GetTaskPushNotificationConfig": get_push_config,

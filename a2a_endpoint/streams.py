@@ -124,7 +124,7 @@ class Slot:
 
     def __init__(self, registry: _Registry, key: tuple):
         self.registry, self.key, self.released = registry, key, False
-        self.task_pk = None
+        self.task_pk: int | None = None
 
     def watch(self, queue: asyncio.Queue, task_pk: int) -> None:
         """The stream watches the task: shown on its page, woken at shutdown."""
@@ -397,15 +397,16 @@ class _Stream:
                 first_state, seq = start.state, start.event_seq
                 # From here on the stream holds its first frame until it is written, and a
                 # glance of the task: no Task row (its history, artifacts, transcript).
-                task = latest = _Glance.of(start)
+                glance = latest = _Glance.of(start)
+                del task
                 start = None
                 # What to write after the first event, in order: the events up to the task as
                 # read once this stream listened (announced before it did), then what the
                 # queue brings.
-                items: list = [Announced(task.state, task.event_seq)]
+                items: list = [Announced(glance.state, glance.event_seq)]
                 if sending:
                     # Where the turn is now: a fast worker may have answered already.
-                    latest = await db(_glance_load, task)
+                    latest = await db(_glance_load, glance)
                     items = [Announced(latest.state, latest.event_seq)]
                     # Hold the first event while the turn has only started: a direct reply
                     # is a Message, and a stream is either one Message or a Task's events.
@@ -419,7 +420,7 @@ class _Stream:
                         items.extend(woken)
                         if any(isinstance(item, LiveText) for item in woken):
                             break  # the model is writing a reply: a task's (never direct)
-                        events = await db(_events_after, caller, task, seq)
+                        events = await db(_events_after, caller, glance, seq)
                         latest = await db(_glance_load, latest)
                         if _informative(events):
                             break
@@ -427,14 +428,14 @@ class _Stream:
                         yield self.frame({"message": latest.reply_message})
                         return
                 yield first
-                first = None
+                del first  # written: not held while the stream lives
                 # A send's stream ends at the pause its turn reached; a subscriber to a task
                 # waiting for input is watching for what follows the answer (the conformance
                 # kit's STREAM-SUB-002): its stream stays open until the next closing state.
                 if sending and first_state in self.closing:
                     return
                 while True:
-                    async for frame, written, closes in self.follow(task, seq, items):
+                    async for frame, written, closes in self.follow(glance, seq, items):
                         seq = written
                         yield frame
                         if closes:

@@ -55,15 +55,15 @@ def part_out(part: dict) -> dict:
 
 
 def message_out(message: dict) -> dict:
-    out = {"kind": "message"}
+    out: dict[str, Any] = {"kind": "message"}
     out.update({k: v for k, v in message.items() if k not in ("role", "parts")})
-    out["role"] = ROLES_OUT.get(message.get("role"), "agent")
+    out["role"] = ROLES_OUT.get(message.get("role", ""), "agent")
     out["parts"] = [part_out(p) for p in message.get("parts", [])]
     return out
 
 
 def status_out(status: dict) -> dict:
-    out = {"state": state_out(status["state"])}
+    out: dict[str, Any] = {"state": state_out(status["state"])}
     if status.get("message"):
         out["message"] = message_out(status["message"])
     if status.get("timestamp"):

@@ -144,8 +144,8 @@ class InteractionKeyset(BasePagination):
             return None
         try:
             query = parse_qs(b64decode(raw.encode("ascii"), validate=True).decode("ascii"))
-            ts, _, pk = query["p"][0].rpartition("~")
-            when, pk = parse_datetime(ts), int(pk)
+            ts, _, pk_text = query["p"][0].rpartition("~")
+            when, pk = parse_datetime(ts), int(pk_text)
             back = query.get("r", ["0"])[0] == "1"
         except (KeyError, ValueError, UnicodeError, binascii.Error):
             raise NotFound(self.invalid_cursor_message) from None

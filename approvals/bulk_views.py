@@ -80,7 +80,7 @@ def inbox_bulk(request):
         )
         for item_id in ids
     ]
-    summary = {}
+    summary: dict[str, int] = {}
     for result in results:
         summary[result["outcome"]] = summary.get(result["outcome"], 0) + 1
     return render(

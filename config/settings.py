@@ -8,6 +8,7 @@ Every deployment knob comes from the environment; ``.env.example`` lists them.
 import secrets
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -146,7 +147,7 @@ elif DATABASE_URL:
 else:
     _db = {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": VAR_DIR / "db.sqlite3",
+        "NAME": str(VAR_DIR / "db.sqlite3"),
         "OPTIONS": dict(SQLITE_OPTIONS),
     }
 if _db["ENGINE"] == "django.db.backends.sqlite3":
@@ -360,7 +361,7 @@ if LOG_FORMAT not in ("text", "json"):
 # Chatter that says nothing about a task: beat's "Sending due task" every sweep, and each
 # periodic task's "received" and "succeeded" lines. LOG_LEVEL=DEBUG shows them again.
 _QUIET_LEVEL = "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {

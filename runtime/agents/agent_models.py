@@ -18,6 +18,13 @@ from tenants.models import Tenant
 class Agent(models.Model):
     """A tenant's configured agent, usually loaded from an AGENT.md file."""
 
+    # In memory only, on the agents the inbox reads with their counts
+    # (runtime.decisions.inbox.agents_with_open_counts): open items per kind, and the columns
+    # of its query that make them.
+    open_counts: dict[str, int]
+    open_kind: str | None
+    open_n: int | None
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
     slug = models.SlugField(max_length=63)
     name = models.CharField(max_length=200)

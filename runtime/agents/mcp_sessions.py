@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 CLOSE_SECONDS = 5.0
 # How many questions a server may ask during one call; past them it is told ``cancel``.
 ELICITATIONS_PER_CALL = 10
-CANCEL = {"action": "cancel"}
+CANCEL: dict[str, Any] = {"action": "cancel"}
 
 
 class SessionGone(Exception):

@@ -23,17 +23,21 @@ ID_KEYWORDS = ("$id", "id", "$anchor", "$dynamicAnchor")
 Unresolvable = referencing.exceptions.Unresolvable
 
 
+# referencing types its attrs classes with an early spelling of dataclass_transform that mypy
+# does not read, so mypy sees constructors without their fields.
 def _retrieve_nothing(uri: str):
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-LOCAL_ONLY = SPECIFICATIONS.combine(referencing.Registry(retrieve=_retrieve_nothing))
+LOCAL_ONLY = SPECIFICATIONS.combine(
+    referencing.Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+)
 
 
 def _walk(schema):
     """(path, mapping) for every mapping inside ``schema``, without recursion (a tool server's
     schema may nest as deep as its JSON does)."""
-    stack = [([], schema)]
+    stack: list[tuple[list, object]] = [([], schema)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):

@@ -205,9 +205,9 @@ def _stricter_stages(opened, current) -> tuple[tuple[Stage, Stage], ...]:
     stages, its extra stages stand as they are."""
     pairs = []
     for index in range(max(len(opened), len(current))):
-        was = opened[index] if index < len(opened) else None
-        now = current[index] if index < len(current) else None
-        pairs.append((was or now, now or was))
+        was = opened[index] if index < len(opened) else current[index]
+        now = current[index] if index < len(current) else opened[index]
+        pairs.append((was, now))
     return tuple(pairs)
 
 

@@ -317,7 +317,7 @@ def agents_with_open_counts(*, tenant) -> list[Agent]:
             agent = agents[row.pk] = row
             agent.open_counts = dict.fromkeys(INBOX_KINDS, 0)
         if row.open_kind in agent.open_counts:
-            agent.open_counts[row.open_kind] = row.open_n
+            agent.open_counts[row.open_kind] = row.open_n or 0
     return list(agents.values())
 
 

@@ -253,11 +253,12 @@ def interaction_close(
         "via": via,
         **answer,
     }
-    if edited:
+    held = held_call_of(interaction) if edited else None
+    if held is not None:  # edited: only a held call's arguments are
         # The model is told that the call went out with other arguments, and which
         # (runtime.agents.llm reads this entry beside the call's result).
         entry["step"] = interaction.request.get("step")
-        entry["arguments"] = held_call_of(interaction).arguments
+        entry["arguments"] = held.arguments
     task.transcript.append(entry)
     # One call of a group: the turn resumes once the last of them has its decision.
     resumed = (
@@ -304,7 +305,7 @@ def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, I
     # (only the task's row is locked), then read the interaction under that lock and claim it.
     task = decision_task_lock(tenant=tenant, interaction_id=interaction_id)
     read = decision_interaction_read(task=task, interaction_id=interaction_id) if task else None
-    if read is None:
+    if task is None or read is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
     interaction, effect = read
     held_call_known(interaction, effect)

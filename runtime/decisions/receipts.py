@@ -312,7 +312,7 @@ def decision_outcome(interaction: Interaction) -> dict:
     Never the arguments, never an operator's identity."""
     answer = interaction.answer or {}
     outcome = decision_word(interaction)
-    data = {
+    data: dict[str, str | bool | None] = {
         "interactionId": interaction.public_id,
         "kind": interaction.kind,
         "outcome": outcome,

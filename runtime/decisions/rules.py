@@ -8,7 +8,7 @@ A call matches a rule when every condition holds and it has no field the schema 
 declare: what nobody described cannot pass as "similar".
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -81,7 +81,7 @@ def rule_check(
     conditions: list,
     duration: str,
     needs: Needs | None = None,
-) -> tuple[Effect, object]:
+) -> tuple[Effect, datetime | None]:
     """Check that a rule can be made from this approval by this decider, before the approval
     is given (so that a wrong form approves nothing); (the held call, its expiry time).
 

@@ -194,7 +194,7 @@ def context_next_turn(task: Task, *, using: str = "default") -> int | None:
 
 # The rows a turn's start writes, each with the foreign key (``link``) to the row before it.
 _TURN_ROWS = ((Context, None), (Task, "context"), (TaskEvent, "task"))
-_LINKS = dict(_TURN_ROWS)
+_LINKS = {model: link for model, link in _TURN_ROWS if link is not None}
 
 
 def _insert_fields(model) -> tuple:

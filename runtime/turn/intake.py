@@ -194,7 +194,7 @@ def _turn_start(
             )
             busy = False
         else:
-            context, busy = _context_turn_take(
+            taken, busy = _context_turn_take(
                 tenant=tenant,
                 agent=agent,
                 subject=subject,
@@ -204,9 +204,10 @@ def _turn_start(
                 digest=digest,
                 delivery=delivery,
             )
-            if isinstance(context, SendResult):
+            if isinstance(taken, SendResult):
                 transaction.set_rollback(True)
-                return context
+                return taken
+            context = taken
         public_id = f"t{context.turns}.{context.key}"
         stored = {**message, "contextId": context_id, "taskId": public_id, "role": "ROLE_USER"}
         task = Task(

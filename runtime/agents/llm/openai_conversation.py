@@ -5,6 +5,7 @@ sends the same conversation."""
 
 import json
 import re
+from typing import Any
 
 from runtime.agents.llm.actions import (
     TurnView,
@@ -235,7 +236,7 @@ UPDATE_PLAN = "update_plan"
 PLAN_STATES = ["pending", "active", "completed", "failed", "skipped"]
 
 
-BUILTINS = {
+BUILTINS: dict[str, dict[str, Any]] = {
     ASK_QUESTION: {
         "description": "Ask the caller a question and wait for the answer.",
         "parameters": {

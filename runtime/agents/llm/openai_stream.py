@@ -40,7 +40,7 @@ def stream_reply(
     client: openai.OpenAI,
     path: str,
     body: dict,
-    options: dict,
+    options: openai.RequestOptions,
     read: Callable[[Iterable[Any], LiveWriter], dict],
     live: LiveWriter,
 ) -> dict:

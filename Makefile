@@ -9,7 +9,7 @@ VENV03 := .venv-sdk03
 STAMP03 := $(VENV03)/.installed
 PORT ?= 8000
 
-.PHONY: run test install lint format clean
+.PHONY: run test install lint typecheck format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,9 +43,14 @@ run: $(STAMP)
 test: $(STAMP) $(STAMP03) $(STAMPMCP)
 	VAR_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The linter and the formatter's check (ruff), then the type checker (mypy, settings in
+# pyproject.toml): both run in CI before the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from operator import itemgetter
+from typing import Any
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -82,7 +83,7 @@ async def db(fn, *args, **kwargs):
     return await call_runner(fn, *args, **kwargs)
 
 
-def _read_state(pk: int) -> str:
+def _read_state(pk: int) -> str | None:
     state = Task.objects.filter(pk=pk).values_list("state", flat=True).first()
     release_connection()
     return state
@@ -154,7 +155,7 @@ def async_reads() -> bool:
 
 def _conninfo() -> str:
     db_settings = settings.DATABASES["default"]
-    options = {
+    options: dict[str, Any] = {
         k: v
         for k, v in (db_settings.get("OPTIONS") or {}).items()
         if k not in ("pool", "server_side_binding", "isolation_level", "assume_role")
@@ -177,7 +178,9 @@ def _conninfo() -> str:
 _LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 
-def _json_loads(data: bytes):
+def _json_loads(data: str | bytes):
+    if isinstance(data, str):  # psycopg passes bytes; its loaders' type allows text too
+        data = data.encode()
     if _LONG_NUMBER.search(data) is None:
         try:
             return orjson.loads(data)
@@ -250,6 +253,7 @@ async def _task_by_pk(pk: int) -> Task:
 
 async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
     """task_for_caller (runtime.kernel.task_selectors) on the async pool: the caller's task or TaskNotFound."""
+    params: tuple[str, ...]
     if subject == ANONYMOUS:
         query, params = _TASK_OF_ANONYMOUS, (ANONYMOUS, f"{ANONYMOUS}:%")
     else:
@@ -305,9 +309,10 @@ def _parsed(text: str | None):
     return None if text is None else _json_loads(text.encode())
 
 
+_COLUMN_OF = {field.name: field.column for field in Task._meta.concrete_fields}
 _STORED_COLUMN_LIST = ", ".join(
-    [f'"{Task._meta.get_field(name).column}"' for name in StoredTask.FIELDS]
-    + [f'"{Task._meta.get_field(name).column}"::text' for name in StoredTask.JSON_FIELDS]
+    [f'"{_COLUMN_OF[name]}"' for name in StoredTask.FIELDS]
+    + [f'"{_COLUMN_OF[name]}"::text' for name in StoredTask.JSON_FIELDS]
     # to_char's MS truncates to milliseconds, as now_iso does; YYYY has four digits at least.
     + [
         f"to_char(\"{Task._meta.get_field('status_timestamp').column}\" AT TIME ZONE 'UTC', "
@@ -364,6 +369,7 @@ async def tasks_page_read(
         if rows:
             total = rows[0][-1]
         else:
-            (total,) = await (await conn.execute(count_query, params, prepare=True)).fetchone()
+            count = await (await conn.execute(count_query, params, prepare=True)).fetchone()
+            total = count[0] if count is not None else 0  # COUNT(*): always one row
     tasks = [StoredTask(row[:-1]) for row in rows[:page_size]]
     return tasks, total, len(rows) > page_size

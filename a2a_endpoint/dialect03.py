@@ -7,15 +7,16 @@ the 1.0 results, stream events and errors are rewritten into the 0.3 shapes: ``k
 messages, tasks and events, lowercase hyphenated states, ``{kind: "file", file: {...}}`` parts,
 ``configuration.blocking``, the nested push config. The core (runtime) never sees 0.3.
 
-Seed 004 (the Wildo host, 0.2.5) is this dialect's rule where it and seed 003 differ: a pause
-is ``input-required`` and ends a direct stream; a direct send (a blocking message/send, a
+The 0.x hosts this dialect serves (the Wildo host speaks 0.2.5) set its rules where they and
+1.0's interrupted states differ: a pause is ``input-required`` and ends a direct stream; a
+direct send (a blocking message/send, a
 message/stream, that starts a turn) hands out no task unless its answer is a Task
 (runtime.kernel.task_models.Task.direct), and a client that leaves a direct stream before it holds
 the reply or the task aborts its turn; a missing messageId is minted and a part's missing
 ``kind`` is inferred.
 
 Sources: a2aproject/A2A at tag v0.3.0 (docs/specification.md, specification/json/a2a.json);
-the differences are listed in /work/shared/reference/a2a-1.0.md §9. Where 0.3 left something
+the differences are listed in the A2A repository's docs/whats-new-v1.md. Where 0.3 left something
 open, this follows the a2a-sdk's 0.3 compatibility layer (a2a/compat/v0_3/conversions.py):
 a data part whose value is not an object travels as ``{"value": ...}`` with
 ``metadata.data_part_compat: true``.
@@ -42,8 +43,8 @@ VERSIONS = {("0", "3"), ("0", "2")}
 CARD_PROTOCOL_VERSION = "0.3.0"
 
 STREAMING_METHODS = {"message/stream", "tasks/resubscribe"}
-# A 0.x stream closes at either pause, both spelled input-required with ``final: true``
-# (seed 004: an approval pause is "the terminal frame"); a subscriber to a task already
+# A 0.x stream closes at either pause, both spelled input-required with ``final: true`` (0.x
+# hosts take an approval pause as a stream's terminal frame); a subscriber to a task already
 # paused still waits past the Task it is sent first (a2a_endpoint.streams).
 CLOSING_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
@@ -139,7 +140,7 @@ def part_in(raw, field: str) -> dict:
     kind = raw.get("kind")
     if kind is None:
         # Some 0.x clients leave ``kind`` out; a part that holds exactly one of the three
-        # contents can only be that kind (issue 29). Two or none stay ambiguous: refused.
+        # contents can only be that kind. Two or none stay ambiguous: refused.
         present = [k for k in ("text", "file", "data") if k in raw]
         if len(present) == 1:
             kind = present[0]
@@ -150,7 +151,8 @@ def part_in(raw, field: str) -> dict:
             raise errors.invalid_params(f"{field}.text", "must be a string")
         out["text"] = raw["text"]
     elif kind == "data":
-        data = _object(raw.get("data"), f"{field}.data")
+        # An object; in the compatibility form below, any JSON value.
+        data: Any = _object(raw.get("data"), f"{field}.data")
         if isinstance(metadata, dict) and metadata.get("data_part_compat"):
             # The a2a-sdk's 0.3 form of a 1.0 data part that is not an object.
             data = data.get("value")
@@ -185,9 +187,9 @@ def message_in(raw, field: str = "message") -> dict:
     out = {k: v for k, v in raw.items() if k not in ("kind", "role", "parts")}
     out["role"] = ROLES_IN["user"]
     if out.get("messageId") is None:
-        # Seed 004's own requests carry no messageId; this dialect mints one. The messageId is
-        # the idempotency key (seed 000), so such a message has no retry protection: each
-        # copy is a new message.
+        # Older 0.x hosts send no messageId; this dialect mints one. The messageId is the
+        # idempotency key (a retry with the same id is answered once), so such a message has
+        # no retry protection: each copy is a new message.
         out["messageId"] = f"minted-{uuid.uuid4()}"
     parts = raw.get("parts")
     if parts is not None:
@@ -268,7 +270,7 @@ def _pick(params: dict, *keys: str) -> dict:
 
 async def message_send(caller: Caller, params: dict):
     core, blocking = send_params_in(params)
-    # Seed 004: a blocking message/send that starts a turn is a direct send: a turn that
+    # A 0.x blocking message/send that starts a turn is a direct send: a turn that
     # completes answers with the reply Message, and no task is created for it (Task.direct:
     # no task method finds it). A pause, a failure, artifacts (a Message cannot carry them),
     # the wait limit and a non-blocking send answer with the Task, and so does a message
@@ -317,7 +319,8 @@ async def push_config_get(caller: Caller, params: dict):
 
 async def push_config_list(caller: Caller, params: dict):
     # 0.3 answers with the whole list (no pages): read the 1.0 pages through.
-    out, token = [], ""
+    out: list[dict] = []
+    token = ""
     while True:
         page = await methods.list_push_configs(
             caller, {"taskId": params.get("id"), "pageToken": token}
@@ -366,7 +369,7 @@ async def stream(caller: Caller, request_id, method: str, params):
         # blocking means nothing to a stream; the rest is message/send's.
         core, _blocking = send_params_in(params)
         core.get("configuration", {}).pop("returnImmediately", None)
-        # Seed 004: a message/stream that starts a turn is a direct stream (the reply Message,
+        # A 0.x message/stream that starts a turn is a direct stream (the reply Message,
         # no task, unless the model's live text makes it the task's stream; a client that
         # leaves before it holds the reply or the task aborts the turn); one that answers a
         # task it names streams that task's events, as 1.0 does, to the next pause.

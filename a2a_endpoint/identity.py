@@ -146,7 +146,12 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
     except TokenError as exc:
         # A genuine token of a deactivated tenant, calling that tenant's agent: say why (the
         # tenant row came with the agent's and the token's reads; no query is added).
-        if exc.reason == "inactive" and agent is not None and token.tenant_id == agent.tenant_id:
+        if (
+            exc.reason == "inactive"
+            and token is not None
+            and agent is not None
+            and token.tenant_id == agent.tenant_id
+        ):
             raise errors.tenant_inactive(agent.tenant.slug) from None
         raise errors.unauthenticated(str(exc), exc.reason) from None
     if token_touch_due(identity.token):

@@ -1,7 +1,7 @@
 """Bad input stops at the edge: the JSON body's depth, and the text and numbers of params.
 
 What the parser or the database would choke on is refused here with a JSON-RPC error that
-names the field, before any handler runs (issue 15, finding 2): JSON nested deeper than
+names the field, before any handler runs (never a 500, nothing written): JSON nested deeper than
 MAX_DEPTH (json.loads recurses, and ~1,000 levels raise RecursionError), NUL characters
 (PostgreSQL keeps them neither in text columns nor in jsonb), lone surrogates (not UTF-8,
 so not storable anywhere), NaN and Infinity (Python's json accepts them, JSON and jsonb do

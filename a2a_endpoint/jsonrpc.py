@@ -107,7 +107,7 @@ def json_body(request):
     return inputs.json_read(raw)
 
 
-def body_read(request) -> tuple[object, object]:
+def body_read(request) -> tuple[str | int | None, dict]:
     """Return (request id, envelope) or raise an RpcError."""
     envelope = json_body(request)
     if not isinstance(envelope, dict):

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import response_for_exception
+from django.http import HttpResponse, HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, ResolverMatch, get_resolver
@@ -106,10 +107,11 @@ class LeanA2AHandler(ASGIHandler):
         except RequestAborted:
             return
         try:
-            request, error_response = self.create_request(scope, body_file)
-            if request is None:
-                await self.send_response(error_response, send)
+            created = self.create_request(scope, body_file)
+            if created[0] is None:  # the request refused, with its error response
+                await self.send_response(created[1], send)
                 return
+            request = created[0]
             request.resolver_match = match
             # As Django's handler: a client that goes away cancels the view (a blocking
             # SendMessage stops waiting).
@@ -144,7 +146,7 @@ class LeanA2AHandler(ASGIHandler):
         return ResolverMatch(views.endpoint, (), kwargs, url_name="endpoint", app_names=["a2a"])
 
     async def respond(self, request, match, send) -> None:
-        response = self.security.process_request(request)  # SECURE_SSL_REDIRECT
+        response: HttpResponseBase | None = self.security.process_request(request)  # SSL redirect
         if response is None:
             try:
                 request.get_host()  # ALLOWED_HOSTS (DisallowedHost: 400), as CommonMiddleware
@@ -153,10 +155,12 @@ class LeanA2AHandler(ASGIHandler):
                 # The views answer their own errors; this is Django's answer to the rest.
                 response = await sync_to_async(response_for_exception)(request, exc)
         for hook in self.response_hooks:
-            response = hook.process_response(request, response)
-        if not response.streaming and not response.has_header("Content-Length"):
-            response.headers["Content-Length"] = str(len(response.content))
-        if not response.streaming:
+            # Django's stubs type the hooks for a whole response; Django runs them on streams
+            # too, as here.
+            response = hook.process_response(request, response)  # type: ignore[arg-type]
+        if isinstance(response, HttpResponse):  # not a stream
+            if not response.has_header("Content-Length"):
+                response.headers["Content-Length"] = str(len(response.content))
             await self.send_response(response, send)
             return
         # A stream's client must read: a write that waits A2A_STREAM_WRITE_TIMEOUT_SECONDS

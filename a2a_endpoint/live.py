@@ -1,4 +1,4 @@
-"""Live output on a stream (issue 31, item 6): a model's text, as the worker sends it
+"""Live output on a stream: a model's text, as the worker sends it
 (runtime.kernel.live_channel), written for the stream's caller.
 
 On every stream the text of one model reply is one artifact, ``live-...``, sent in pieces as

@@ -7,7 +7,9 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from a2a import types as a2a
@@ -98,7 +100,7 @@ async def message_accept(
     config. Returns (task, configuration or None, historyLength); a2a_endpoint.streams
     streams from here. At most A2A_INTAKE_CONCURRENCY at once (``intake_open``).
 
-    ``direct``: a 0.x direct send (seed 004), whose new task is handed to the caller only
+    ``direct``: a 0.x direct send, whose new task is handed to the caller only
     when the answer is a Task (Task.direct); a message with an inline push config asks to
     follow a task, so it is never direct. ``streaming``: the message came on a stream, which
     gets the model's text as it is written (Task.live)."""
@@ -161,8 +163,8 @@ async def _message_accept(
 
 
 def direct_reply(task: Task) -> dict | None:
-    """The Message a 0.x direct send answers with (seed 004: "a reply message and contextId";
-    no task is created for it), or None when the answer must be the Task: a turn that paused,
+    """The Message a 0.x direct send answers with (a reply message and its contextId; no task
+    is created for it), or None when the answer must be the Task: a turn that paused,
     failed or has not ended, or made artifacts (a Message cannot carry them)."""
     if task.state != TaskState.COMPLETED:
         return None
@@ -175,7 +177,7 @@ def direct_reply(task: Task) -> dict | None:
 
 
 async def send_message(caller: Caller, params: dict, *, direct: bool = False):
-    """SendMessage; ``direct`` (a blocking 0.x message/send, seed 004) answers a completed
+    """SendMessage; ``direct`` (a blocking 0.x message/send) answers a completed
     turn with its reply Message and hands out no task (Task.direct)."""
     # Before the message is taken (and its turn published): from here on the listener hears
     # every change of the task, and the wait below need not read its state first.
@@ -272,7 +274,7 @@ async def list_tasks(caller: Caller, params: dict):
         after = request.status_timestamp_after.ToDatetime(tzinfo=UTC)
     state = _task_state(params.get("status"), request.status)
     cursor = _decode_page_token(request.page_token)
-    query = {
+    query: dict[str, Any] = {
         "context_id": request.context_id or None,
         "state": state,
         "status_after": after,
@@ -436,7 +438,7 @@ async def delete_push_config(caller: Caller, params: dict):
     return {}
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[[Caller, dict], Awaitable[Any]]] = {
     "SendMessage": send_message,
     "CreateTaskPushNotificationConfig": create_push_config,
     "GetTaskPushNotificationConfig": get_push_config,

@@ -179,7 +179,7 @@ def _error(error: errors.RpcError, activated: frozenset = frozenset()) -> HttpRe
 @csrf_exempt
 @a2a_observed
 async def endpoint(request, tenant: str, agent: str, route: str = ""):
-    activated = frozenset()
+    activated: frozenset[str] = frozenset()
     try:
         found, subject = await identify(request, tenant, agent)
         bind(tenant=tenant, subject=subject)

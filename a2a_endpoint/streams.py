@@ -13,7 +13,7 @@ INPUT_REQUIRED (SubscribeToTask on a task already waiting for input sends it, th
 what follows the answer). A client that goes away ends its watching, never the task.
 
 The 0.3 dialect reuses the same machinery through ``stream_open(..., translate=...)``, and
-closes its streams at either pause (``closing``); its direct message/stream (seed 004) is
+closes its streams at either pause (``closing``); its direct message/stream is
 ``_Stream.run_direct``. The HTTP+JSON binding writes each event without the JSON-RPC envelope
 (``envelope=False``).
 
@@ -124,7 +124,7 @@ class Slot:
 
     def __init__(self, registry: _Registry, key: tuple):
         self.registry, self.key, self.released = registry, key, False
-        self.task_pk = None
+        self.task_pk: int | None = None
 
     def watch(self, queue: asyncio.Queue, task_pk: int) -> None:
         """The stream watches the task: shown on its page, woken at shutdown."""
@@ -422,15 +422,16 @@ class _Stream:
                 first_state, seq = start.state, start.event_seq
                 # From here on the stream holds its first frame until it is written, and a
                 # glance of the task: no Task row (its history, artifacts, transcript).
-                task = latest = _Glance.of(start)
+                glance = latest = _Glance.of(start)
+                del task
                 start = None
                 # What to write after the first event, in order: the events up to the task as
                 # read once this stream listened (announced before it did), then what the
                 # queue brings.
-                items: list = [Announced(task.state, task.event_seq)]
+                items: list = [Announced(glance.state, glance.event_seq)]
                 if sending:
                     # Where the turn is now: a fast worker may have answered already.
-                    latest = await db(_glance_load, task)
+                    latest = await db(_glance_load, glance)
                     items = [Announced(latest.state, latest.event_seq)]
                     # Hold the first event while the turn has only started: a direct reply
                     # is a Message, and a stream is either one Message or a Task's events.
@@ -444,7 +445,7 @@ class _Stream:
                         items.extend(woken)
                         if any(isinstance(item, LiveText) for item in woken):
                             break  # the model is writing a reply: a task's (never direct)
-                        events = await db(_events_after, caller, task, seq)
+                        events = await db(_events_after, caller, glance, seq)
                         latest = await db(_glance_load, latest)
                         if _informative(events):
                             break
@@ -452,13 +453,13 @@ class _Stream:
                         yield self.frame({"message": latest.reply_message})
                         return
                 yield first
-                first = None
+                del first  # written: not held while the stream lives
                 # A send's stream ends at the pause its turn reached; a subscriber to a task
                 # waiting for input is watching for what follows the answer (the conformance
                 # kit's STREAM-SUB-002): its stream stays open until the next closing state.
                 if sending and first_state in self.closing:
                     return
-                async for frame in self.tail(queue, task, seq, items, next_keepalive):
+                async for frame in self.tail(queue, glance, seq, items, next_keepalive):
                     yield frame
         except asyncio.CancelledError:
             # The client went away: its watching ends here; the turn runs on in the worker.
@@ -470,7 +471,7 @@ class _Stream:
             self.slot.release()
 
     async def run_direct(self, task: Task, *, history_length: int | None):
-        """A 0.x direct message/stream (seed 004): no task is handed out while the turn runs.
+        """A 0.x direct message/stream: no task is handed out while the turn runs.
         The stream waits (with keep-alives) until the turn settles, then sends the reply
         Message, or, when the answer must be a Task (a pause, a failure, artifacts), the Task
         as its terminal frame. A client that goes away before it holds either aborts the

@@ -48,7 +48,7 @@ async def endpoint(request, tenant: str, agent: str):
         response["Allow"] = "POST"
         return response
     request_id = None
-    activated = frozenset()
+    activated: frozenset[str] = frozenset()
     # The 0.3 dialect (a2a_endpoint.dialect03) is chosen per request, once the method is known.
     legacy = False
 

@@ -7,7 +7,7 @@ parts) are taken from the request as sent, so that 42 stays 42 and does not beco
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from a2a import types as a2a
@@ -24,8 +24,10 @@ from runtime.kernel.task_models import Task
 
 MAX_HISTORY = 10_000
 
+M = TypeVar("M", bound=ProtoMessage)
 
-def parse(params: Any, proto_class: type[ProtoMessage]) -> ProtoMessage:
+
+def parse(params: Any, proto_class: type[M]) -> M:
     if not isinstance(params, dict):
         raise invalid_params("params", "must be an object")
     try:

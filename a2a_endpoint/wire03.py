@@ -3,7 +3,7 @@ events and push bodies. Pure functions of the 1.0 ProtoJSON dicts (a2a_endpoint.
 by the 0.3 dialect of the endpoint (a2a_endpoint.dialect03) and by the push bodies of configs
 registered in 0.3 (a2a_endpoint.push_bodies); they import nothing of the endpoint.
 
-Seed 004 (the Wildo host, 0.2.5) is the rule of this dialect: a pause for a person is
+The 0.x hosts (the Wildo host speaks 0.2.5) set the rule of this dialect: a pause for a person is
 ``input-required`` whatever its kind (an approval, a connection), since the dialect's callers
 know no other interrupted state; interactions/v1, for callers that activated it, still says
 ``kind: approval`` on the status message. 1.0 callers see TASK_STATE_AUTH_REQUIRED as ever.
@@ -15,14 +15,14 @@ ROLES_IN = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 ROLES_OUT = {v: k for k, v in ROLES_IN.items()}
 TERMINAL = {"completed", "canceled", "failed", "rejected"}
 # A 0.3 status-update event is ``final`` when the stream closes after it: a terminal state or
-# input-required, which in this dialect includes an approval pause (seed 004: "for a stream,
-# this is the terminal frame").
+# input-required, which in this dialect includes an approval pause (for a 0.x host's stream,
+# the terminal frame).
 FINAL_STATES = TERMINAL | {"input-required"}
 
 
 def state_out(state: str) -> str:
-    """TASK_STATE_INPUT_REQUIRED -> input-required; AUTH_REQUIRED is input-required too (seed
-    004); UNSPECIFIED is 0.3's unknown."""
+    """TASK_STATE_INPUT_REQUIRED -> input-required; AUTH_REQUIRED is input-required too (0.x
+    hosts know no other interrupted state); UNSPECIFIED is 0.3's unknown."""
     name = state.removeprefix("TASK_STATE_").lower().replace("_", "-")
     if name == "auth-required":
         return "input-required"
@@ -55,15 +55,15 @@ def part_out(part: dict) -> dict:
 
 
 def message_out(message: dict) -> dict:
-    out = {"kind": "message"}
+    out: dict[str, Any] = {"kind": "message"}
     out.update({k: v for k, v in message.items() if k not in ("role", "parts")})
-    out["role"] = ROLES_OUT.get(message.get("role"), "agent")
+    out["role"] = ROLES_OUT.get(message.get("role", ""), "agent")
     out["parts"] = [part_out(p) for p in message.get("parts", [])]
     return out
 
 
 def status_out(status: dict) -> dict:
-    out = {"state": state_out(status["state"])}
+    out: dict[str, Any] = {"state": state_out(status["state"])}
     if status.get("message"):
         out["message"] = message_out(status["message"])
     if status.get("timestamp"):

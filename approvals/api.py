@@ -21,7 +21,9 @@ from rest_framework import permissions
 from rest_framework.decorators import api_view, parser_classes, permission_classes
 from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied
 from rest_framework.pagination import BasePagination
-from rest_framework.parsers import JSONParser, get_encoding
+
+# get_encoding: DRF's own charset check of a body (parsers.py), missing from its stubs.
+from rest_framework.parsers import JSONParser, get_encoding  # type: ignore[attr-defined]
 from rest_framework.response import Response
 from rest_framework.utils import json as drf_json
 from rest_framework.utils.urls import replace_query_param
@@ -68,7 +70,7 @@ class Operator:
 
     def decider_for(self, request) -> Decider:
         """The decider, with whether they stepped up: a token made with the step-up right
-        (issue 13) is so from the start; a browser session once its member re-authenticated
+        (``may_step_up``) is so from the start; a browser session once its member re-authenticated
         (read only when it matters, as it reads the session and the member's authenticators)."""
         if not self.session:
             return self.decider
@@ -127,8 +129,8 @@ class JSONOnlyParser(JSONParser):
         try:
             decoded = codecs.getreader(encoding)(stream)
             parse_constant = drf_json.strict_constant if self.strict else None
-            return drf_json.load(
-                decoded, parse_constant=parse_constant, object_pairs_hook=_keys_once
+            return drf_json.loads(
+                decoded.read(), parse_constant=parse_constant, object_pairs_hook=_keys_once
             )
         except RecursionError:
             raise ParseError("JSON parse error - the body is nested too deeply.") from None
@@ -166,8 +168,8 @@ class InteractionKeyset(BasePagination):
             return None
         try:
             query = parse_qs(b64decode(raw.encode("ascii"), validate=True).decode("ascii"))
-            ts, _, pk = query["p"][0].rpartition("~")
-            when, pk = parse_datetime(ts), int(pk)
+            ts, _, pk_text = query["p"][0].rpartition("~")
+            when, pk = parse_datetime(ts), int(pk_text)
             back = query.get("r", ["0"])[0] == "1"
         except (KeyError, ValueError, UnicodeError, binascii.Error):
             raise NotFound(self.invalid_cursor_message) from None

@@ -107,7 +107,7 @@ def _first_error(detail, path: str = "") -> tuple[str, str]:
 
 def validation_body(exc: exceptions.ValidationError) -> dict:
     field, message = _first_error(exc.detail)
-    body = {"detail": f"{field}: {message}" if field else message}
+    body: dict[str, object] = {"detail": f"{field}: {message}" if field else message}
     if field:
         body["field"] = field
     # Every error DRF found, keyed by field as DRF spells them, for programs that fix all.

@@ -147,18 +147,22 @@ class PolicyRuleSerializer(serializers.Serializer):
     )
     title = serializers.CharField(allow_blank=True)
     when = serializers.ListField(child=serializers.DictField(), help_text="Its conditions.")
-    source = serializers.CharField(
+    # The wire's names for fields that a Field has as attributes too: DRF's metaclass takes
+    # declared fields off the class, so they do not clash (the type checker does not know it).
+    source = serializers.CharField(  # type: ignore[assignment]
         help_text="policy, annotations (the tenant's default) or default."
     )
     version = serializers.CharField(help_text="SHA-256 of the rule as written: what receipts bind.")
-    label = serializers.CharField(help_text="Which rule held the call, in words.")
+    label = serializers.CharField(  # type: ignore[assignment]
+        help_text="Which rule held the call, in words."
+    )
 
 
 class StageSerializer(serializers.Serializer):
     stage = serializers.IntegerField()
     title = serializers.CharField(allow_blank=True)
     approvers = serializers.ListField(child=serializers.CharField())
-    required = serializers.IntegerField()
+    required = serializers.IntegerField()  # type: ignore[assignment]  # as in PolicyRuleSerializer
     approved = serializers.IntegerField(help_text="Approvals counted in this stage so far.")
 
 
@@ -192,7 +196,9 @@ class InteractionDetailSerializer(InteractionSerializer):
     @extend_schema_field(HeldCallSerializer(allow_null=True))
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling
         effect = held_call_of(obj)
-        view = held_call_view(obj, arguments=effect.arguments) if effect else None
+        if effect is None:
+            return None
+        view = held_call_view(obj, arguments=effect.arguments)
         if view is None:
             return None
         return {**view, "argumentsHash": effect.arguments_hash, "state": effect.state}
@@ -309,7 +315,7 @@ class JSONBooleanField(serializers.BooleanField):
 class AnswerValueField(serializers.JSONField):
     """Any JSON, holding only text PostgreSQL can store, in strings as long as the page's."""
 
-    default_error_messages = JSON_TEXT_PROBLEMS
+    default_error_messages = {**JSON_TEXT_PROBLEMS}
 
     def to_internal_value(self, data):
         problem = json_text_problem(data, max_length=ANSWER_MAX)
@@ -415,7 +421,7 @@ class ErrorSerializer(serializers.Serializer):
     reason = serializers.CharField(
         required=False, help_text="A machine-readable reason, e.g. STEP_UP_REQUIRED."
     )
-    errors = serializers.JSONField(
+    errors = serializers.JSONField(  # type: ignore[assignment]  # as in PolicyRuleSerializer
         required=False, help_text="Every validation error, keyed by field."
     )
 
@@ -483,7 +489,7 @@ def rule_wire(rule: StandingRule) -> dict:
         "caller": rule.caller,
         "conditions": rule.conditions,
         "createdBy": rule.created_by,
-        "createdFrom": rule.created_from.public_id if rule.created_from_id else None,
+        "createdFrom": rule.created_from.public_id if rule.created_from is not None else None,
         "createdAt": wire_time(rule.created_at),
         "expiresAt": wire_time(rule.expires_at),
         "revokedAt": wire_time(rule.revoked_at),

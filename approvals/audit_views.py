@@ -94,7 +94,7 @@ def _entry_view(entry) -> dict:
     return {"entry": entry, "e": entry.event, "summary": summary}
 
 
-# --- receipts export (issue 13) -------------------------------------------------------------
+# --- receipts export -------------------------------------------------------------------------
 
 RECEIPT_FIELDS = (
     ("receipt", "public_id"),

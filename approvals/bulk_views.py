@@ -151,11 +151,11 @@ def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
             ]
             rows.append({**row, "prompt": prompt, "summary": "", "group": shown})
             continue
-        refused = decision_refusal(
+        fault = decision_refusal(
             interaction=interaction, decider=decider, decision=approving, channel=BULK
         )
-        if refused is not None:
-            left_out.append({**row, "text": refusal_text(refused)})
+        if fault is not None:
+            left_out.append({**row, "text": refusal_text(fault)})
         else:
             rows.append(row)
     return render(

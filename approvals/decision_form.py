@@ -20,7 +20,7 @@ APPROVAL_CHOICES = ("approve", "deny", "approve_edited", "approve_rule")
 
 def edit_form(facts: DecisionFacts, data=None) -> ArgumentsForm | None:
     """The held call's arguments to edit before approving, when its policy lets them be."""
-    if not facts.editable:
+    if not facts.editable or facts.held_call is None:  # editable: there is a held call
         return None
     return ArgumentsForm(data, schema=facts.schema, current=facts.held_call.arguments)
 

@@ -3,6 +3,8 @@ requested schema (runtime.decisions.question_forms), checked as the decision flo
 every channel's answer; sent, it answers ``accept`` with the fields filled in; the page's
 Decline button answers ``decline``."""
 
+from typing import Any
+
 from django import forms
 
 from runtime.decisions.decision_models import Interaction
@@ -16,7 +18,11 @@ from runtime.decisions.question_forms import (
 
 
 def _input(field: FormField) -> forms.Field:
-    common = {"label": field.title, "help_text": field.description, "required": False}
+    common: dict[str, Any] = {
+        "label": field.title,
+        "help_text": field.description,
+        "required": False,
+    }
     if field.kind == "boolean":
         return forms.BooleanField(initial=field.default is True, **common)
     if field.kind == "choice":
@@ -33,9 +39,8 @@ def _input(field: FormField) -> forms.Field:
         )
     if field.kind in ("number", "integer"):
         kind = forms.IntegerField if field.kind == "integer" else forms.FloatField
-        return kind(
-            min_value=field.minimum, max_value=field.maximum, initial=field.default, **common
-        )
+        common.update(min_value=field.minimum, max_value=field.maximum)
+        return kind(initial=field.default, **common)
     widget_type = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
     return forms.CharField(
         max_length=min(field.max_length or TEXT_MAX, TEXT_MAX),
@@ -60,7 +65,8 @@ class ElicitationForm(forms.Form):
                 self.fields[field.name].widget.attrs["aria-required"] = "true"
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         content = {}
         for field in self.form_fields:
             value = data.get(field.name)

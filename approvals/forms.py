@@ -101,7 +101,8 @@ class AnswerForm(forms.Form):
             )
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         custom = (data.get("custom") or "").strip()
         choice = data.get("choice") or ""
         if custom and choice:
@@ -132,7 +133,8 @@ class EffectResolveForm(forms.Form):
     )
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         raw = (data.get("result") or "").strip()
         if data.get("resolution") == "happened":
             if not raw:
@@ -161,7 +163,7 @@ class EffectResolveForm(forms.Form):
         return data
 
 
-# --- edit then approve (issue 13) ------------------------------------------------------------
+# --- edit then approve -----------------------------------------------------------------------
 
 ARGUMENTS_MAX = 100_000
 ARG_PREFIX = "arg__"
@@ -261,7 +263,7 @@ class ArgumentsForm(forms.Form):
         for name in self.properties:
             value = data.get(f"{ARG_PREFIX}{name}")
             field = self.fields[f"{ARG_PREFIX}{name}"]
-            if value in (None, ""):
+            if value is None or value == "":
                 arguments.pop(name, None)
                 continue
             if isinstance(field.widget, forms.Textarea):
@@ -274,7 +276,8 @@ class ArgumentsForm(forms.Form):
         return arguments
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("source") == "json" or not self.properties:
             raw = (data.get("arguments_json") or "").strip()
             try:
@@ -359,7 +362,8 @@ class AllowSimilarForm(forms.Form):
             )
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         conditions = []
         for name, kind in self.schema_fields.items():
             op = data.get(f"op_{name}") or ""

@@ -22,6 +22,7 @@ from approvals.presenting import (
     when_text,
 )
 from notifications.selectors import ladder_positions
+from runtime.agents.agent_models import Agent
 from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.approvers import approvals_progress
 from runtime.decisions.inbox import (
@@ -135,7 +136,7 @@ SEARCH_MAX = 200
 @dataclass(frozen=True)
 class InboxFilters:
     kind: str = ""
-    agent: object = None
+    agent: Agent | None = None
     state: str = "open"
     search: str = ""
     caller: str = ""

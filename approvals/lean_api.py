@@ -5,7 +5,7 @@ Under ASGI, Django runs each synchronous middleware (WhiteNoise, sessions, CSRF,
 allauth, messages) and the request_started/request_finished signals as hops between the
 event loop and a thread it starts for each request: an operator program's decision
 (``POST /api/v1/interactions/<id>/answer``) spent about half of its CPU around the view,
-before the decision was even read (bench/decisions.py, issue 9 item 3). A call that presents
+before the decision was even read (bench/decisions.py measures it). A call that presents
 an ``Authorization`` header is authenticated by its token and by nothing else: DRF's
 BearerTokenAuthentication answers it (or refuses it, 401) before session authentication is
 asked, so the session, its CSRF check, the logged-in user, allauth's and the tenant
@@ -64,10 +64,11 @@ class LeanApiHandler(ASGIHandler):
     def load_middleware(self, is_async=False):
         # BaseHandler.load_middleware's synchronous chain over lean_api_middleware(): the
         # whole request runs on one thread, so no middleware needs an async adapter.
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        handler = convert_exception_to_response(self._get_response)
+        self._view_middleware: list = []
+        self._template_response_middleware: list = []
+        self._exception_middleware: list = []
+        # Django's own (private) innermost handler, which its type stubs leave out.
+        handler = convert_exception_to_response(self._get_response)  # type: ignore[attr-defined]
         for path in reversed(lean_api_middleware()):
             middleware = import_string(path)(handler)
             if hasattr(middleware, "process_view"):
@@ -86,11 +87,11 @@ class LeanApiHandler(ASGIHandler):
             return
         try:
             set_script_prefix(get_script_prefix(scope))
-            request, error_response = self.create_request(scope, body_file)
-            if request is None:
-                await self.send_response(error_response, send)
+            created = self.create_request(scope, body_file)
+            if created[0] is None:  # the request refused, with its error response
+                await self.send_response(created[1], send)
                 return
-            response = await db(self.respond, request)
+            response = await db(self.respond, created[0])
             await self.send_response(response, send)
             if response.streaming:
                 await db(response.close)
@@ -101,7 +102,8 @@ class LeanApiHandler(ASGIHandler):
         """The request's whole synchronous life on this thread: started, answered, finished."""
         signals.request_started.send(sender=self.__class__, scope=request.scope)
         response = self.get_response(request)
-        response._handler_class = self.__class__
+        # As ASGIHandler.handle marks it (Django's stubs leave the attribute out).
+        response._handler_class = self.__class__  # type: ignore[attr-defined]
         if not response.streaming:
             # Sends request_finished (the connection goes back, as at a request's end); a
             # streamed body is closed once it was sent.

@@ -77,9 +77,9 @@ def relative_text(moment: datetime, now: datetime) -> str:
 
 def keyset_cursor_parse(raw: str) -> tuple[datetime, int, int] | None:
     try:
-        ts, rank, pk = raw.rsplit("~", 2)
+        ts, rank_text, pk_text = raw.rsplit("~", 2)
         when = parse_datetime(ts)
-        rank, pk = int(rank), int(pk)
+        rank, pk = int(rank_text), int(pk_text)
     except ValueError:
         return None
     # Only a position we could have written: an aware time, a source rank, a bigint id.

@@ -1,5 +1,6 @@
-"""Step-up for the browser (issue 13): has the member signed in or re-authenticated recently,
-by the method their account calls for, and where to send them when not.
+"""Step-up for the browser (approving a ``risk: high`` tool): has the member signed in or
+re-authenticated recently, by the method their account calls for, and where to send them when
+not.
 
 django-allauth (65.x) keeps a record of each authentication of the session (method, time,
 ``reauthenticated``); a member with TOTP must have passed it (method ``mfa``), others their

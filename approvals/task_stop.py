@@ -1,4 +1,4 @@
-"""An operator's stop (issue 26): cancel a task from its page or over REST, with a reason.
+"""An operator's stop: cancel a task from its page or over REST, with a reason.
 
 Both channels parse their input and call ``runtime.turn.cancel.task_stop``, which closes the
 task's open interactions and held calls, ends it CANCELED with the reason (the partner reads

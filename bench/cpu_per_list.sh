@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU per ListTasks of the web process: the list_tasks phase of ../shared/bench/compare.sh (the
+# CPU per ListTasks of the web process: the list_tasks phase of the A2A comparison bench (the
 # first page, server default page size, of a caller with 1,000 tasks) without pinning cores, so
 # that it can run beside other work. One uvicorn process of this checkout on PostgreSQL and
 # Redis, the demo tenant seeded and N blocking SendMessage calls to `support` made through it

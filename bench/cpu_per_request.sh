@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Server CPU per request (GetTask, ListTasks) of the anchor and of this checkout, and of another
 # checkout (BEFORE=/path/to/a/worktree with its .venv) if given: one server after another under
-# the same wrk load (server on core 0, wrk on core 1), on the databases ../shared/bench/compare.sh
+# the same wrk load (server on core 0, wrk on core 1), on the databases the A2A comparison bench
 # left behind (OURS_DB, default cs_bench; ANCHOR_DB, default anchor; the anchor's venv under
-# var/bench/anchor-venv). CPU time per request drifts much less with the load of a shared machine
-# than req/s does. Run from the project's root:   bench/cpu_per_request.sh OUTDIR [seconds]
+# var/bench/anchor-venv). That bench kit (its compare.sh and the a2a-sdk reference server,
+# sdk_server.py) is not part of this repository: BENCH_KIT names its folder. CPU time per
+# request drifts much less with the load of a shared machine than req/s does. Run from the
+# project's root:   BENCH_KIT=/path/to/kit bench/cpu_per_request.sh OUTDIR [seconds]
 set -u
 OUT=${1:?usage: cpu_per_request.sh OUTDIR [seconds]}; SECS=${2:-10}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 HERE=$(pwd)
 OURS_DB=${OURS_DB:-cs_bench}; ANCHOR_DB=${ANCHOR_DB:-anchor}
+BENCH_KIT=${BENCH_KIT:?set BENCH_KIT to the A2A comparison bench kit (compare.sh, sdk_server.py)}
 ours_env=(DEBUG=false SECRET_KEY=bench-only-secret-key-0123456789abcdefghijklmnopqrstuvwxyz
   ALLOWED_HOSTS=127.0.0.1,localhost SECURE_SSL_REDIRECT=false SESSION_COOKIE_SECURE=false
   CSRF_COOKIE_SECURE=false DEMO_OPERATOR_PASSWORD=bench-only-password
@@ -52,7 +55,7 @@ ids=$(psql -h 127.0.0.1 -U postgres -d $ANCHOR_DB -Atc "select id from anchor_ta
 lua anchor bench-token "$ids" GetTask; lua anchor bench-token "$ids" ListTasks
 ANCHOR_STORE=postgres ANCHOR_TOKEN=bench-token PORT=8480 \
   ANCHOR_DB_URL=postgresql+asyncpg://anchor:anchor@127.0.0.1:5432/$ANCHOR_DB \
-  taskset -c 0 var/bench/anchor-venv/bin/python /work/shared/bench/sdk_server.py >"$OUT/anchor.log" 2>&1 &
+  taskset -c 0 var/bench/anchor-venv/bin/python "$BENCH_KIT/sdk_server.py" >"$OUT/anchor.log" 2>&1 &
 pid=$!; wait_up http://127.0.0.1:8480/a2a/demo/support/.well-known/agent-card.json
 measure anchor $pid http://127.0.0.1:8480/a2a/demo/support GetTask
 measure anchor $pid http://127.0.0.1:8480/a2a/demo/support ListTasks

@@ -1,4 +1,4 @@
-"""Decision latency (issue 9, item 3): from an operator's REST decision to a terminal task.
+"""Decision latency: from an operator's REST decision to a terminal task.
 
 Starts one uvicorn process and one Celery worker on PostgreSQL and Redis, seeds a tenant with
 the demo `deployer` agent, a partner token and an operator token, and pauses N deployer tasks

@@ -1,6 +1,7 @@
 """Send N mutated JSON-RPC bodies to a live A2A endpoint and count how it answers.
 
-Issue 15, finding 2 came from an outside probe of this kind; this is ours. Each body starts as
+An outside probe of this kind once found bodies the endpoint answered with a 500; this is ours.
+Each body starts as
 a valid request of one of the methods the endpoint serves (or an unknown one), aimed at tasks
 and push configs the run has made, and is then mutated: values replaced by hostile ones (NUL,
 lone surrogates, strings longer than their columns, NaN, Infinity, 1e400, huge integers,

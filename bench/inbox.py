@@ -103,7 +103,7 @@ def main() -> int:
             {"kind": "question", "agent": "code-reviewer"},
         ),
         ("inbox page 3", page, *deep(page, "/inbox/", {}, "page")),
-        # Search (issue 25): one column, a trigram index. A common term (one approval in
+        # Search: one column, a trigram index. A common term (one approval in
         # ten goes to production), a rare one (one build), none, and with a filter.
         ("inbox ?q=production", page, "/inbox/", {"q": "production"}),
         ("inbox ?q=b-4242", page, "/inbox/", {"q": "b-4242"}),

@@ -2,8 +2,9 @@
 
 Rows are written with bulk_create (contexts, tasks, interactions, a few uncertain effects),
 not through the turn loop: what is measured is reading them. Approvals hold a deployment's
-call as the turn loop records it, with the search text and summary it writes (issue 25). The tenant gets the demo agents,
-an operator (e-mail ``operator@<slug>.test``) and an operator API token, printed at the end.
+call as the turn loop records it, with the search text and summary it writes. The tenant
+gets the demo agents, an operator (e-mail ``operator@<slug>.test``) and an operator API token,
+printed at the end.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/countersign_bench \\
       .venv/bin/python bench/inbox_seed.py --tenant inbox-bench --pending 10000 --decided 100000
@@ -122,7 +123,7 @@ def seed(*, slug: str, pending: int, decided: int, uncertain: int, rng: random.R
         is_pending = i < pending
         public_id = f"ix-{uuid.uuid4().hex}"
         if kind == "approval":
-            # A held deployment as the turn loop records it (issue 25): the call, its
+            # A held deployment as the turn loop records it: the call, its
             # arguments and the policy's title; one in ten goes to production.
             environment = "production" if i % 10 == 0 else "staging"
             prompt = "Approve deploy / deploy_build?"

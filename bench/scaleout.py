@@ -1,4 +1,4 @@
-"""Scale-out (issue 9, P7): N web processes and M workers on one PostgreSQL and one Redis.
+"""Scale-out: N web processes and M workers on one PostgreSQL and one Redis.
 
 Run through bench/scaleout.sh. Seeds a tenant, a partner token and an agent whose scripted
 model asks a question at once (every turn settles in INPUT_REQUIRED), then runs two phases of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale-out (issue 9, P7): one web process and one worker, then two of each, on one PostgreSQL
+# Scale-out: one web process and one worker, then two of each, on one PostgreSQL
 # and one Redis, no proxy (the callers are split between the two web ports). Prints calls/s of
 # each phase, how many callers on one web process were woken by a turn another worker finished,
 # and the lost wake-ups (a caller left waiting until A2A_WAIT_MS). See bench/scaleout.py and

@@ -1,4 +1,4 @@
-"""What each of the store's hand-written statements saves over the ORM (issue 24, item 3).
+"""What each of the store's hand-written statements saves over the ORM.
 
 runtime/kernel/store.py keeps a statement written by hand only where a benchmark proves it;
 bench/turn_cost.py's CPU per turn moves by a third from one run to the next on a loaded

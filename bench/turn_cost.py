@@ -1,5 +1,5 @@
 """What one turn costs the worker, counted in process: SQL statements, transactions (commits)
-and CPU time per turn, for the turn shapes of issue 9 item 2 and P3. Counts that do not
+and CPU time per turn, for each turn shape below. Counts that do not
 depend on the machine's load, unlike the wall-clock benchmarks.
 
 Seeds a tenant (a new ``bench-…`` one each run) and, for each shape, takes N messages and runs

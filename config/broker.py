@@ -24,7 +24,8 @@ class Channel(redis.Channel):
         shared = self._shared_client
         # The pool is made again after a fork or a reconnection: so is the client.
         if shared is None or shared.connection_pool is not self._pool:
-            shared = self._shared_client = self._create_client()
+            # kombu's own (private) way to make a client; its type stubs leave it out.
+            shared = self._shared_client = self._create_client()  # type: ignore[attr-defined]
         yield shared
 
 

@@ -19,6 +19,7 @@ MIGRATIONS_CACHE_SECONDS (a process's migrations change only with its code).
 import logging
 import threading
 import time
+from typing import Any
 
 from django.conf import settings
 from django.db import connections
@@ -104,7 +105,7 @@ CHECKS = {"database": database_check, "broker": broker_check, "migrations": migr
 
 
 def _checks_run(now: float) -> dict:
-    checks = {}
+    checks: dict[str, dict] = {}
     for name, check in CHECKS.items():
         if name == "migrations" and not checks["database"]["ok"]:
             checks[name] = {"ok": False, "error": "database unavailable", "ms": 0.0}
@@ -128,7 +129,7 @@ def readiness() -> tuple[dict, int]:
             return answer
         checks = _checks_run(now)
         ok = all(check["ok"] for check in checks.values())
-        body = {"status": "ok" if ok else "fail", "checks": checks}
+        body: dict[str, Any] = {"status": "ok" if ok else "fail", "checks": checks}
         if not ok:
             body["failed"] = [name for name, check in checks.items() if not check["ok"]]
         answer = (body, 200 if ok else 503)

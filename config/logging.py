@@ -158,5 +158,7 @@ class JsonFormatter(logging.Formatter):
             payload[field] = getattr(record, field, "-")
         if record.exc_info or record.exc_text:
             # exc_text when a filter formatted (and masked) it already: LinkTokenMask.
-            payload["exc"] = record.exc_text or self.formatException(record.exc_info)
+            payload["exc"] = record.exc_text or (
+                self.formatException(record.exc_info) if record.exc_info else ""
+            )
         return json.dumps(payload)

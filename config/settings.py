@@ -8,6 +8,7 @@ Every deployment knob comes from the environment; ``.env.example`` lists them.
 import secrets
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -146,7 +147,7 @@ elif DATABASE_URL:
 else:
     _db = {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": VAR_DIR / "db.sqlite3",
+        "NAME": str(VAR_DIR / "db.sqlite3"),
         "OPTIONS": dict(SQLITE_OPTIONS),
     }
 if _db["ENGINE"] == "django.db.backends.sqlite3":
@@ -182,7 +183,7 @@ ACCOUNT_LOGIN_ON_PASSWORD_RESET = False
 ACCOUNT_RATE_LIMITS = {"login_failed": "10/m/ip,5/5m/key"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = "Countersign"
-# Step-up (issue 13): approving a tool marked risk: high needs a sign-in or re-authentication
+# Step-up: approving a tool marked risk: high needs a sign-in or re-authentication
 # (allauth's, with TOTP when the member has it) at most this many seconds old.
 STEP_UP_SECONDS = env_int("STEP_UP_SECONDS", 300)
 SOCIALACCOUNT_ONLY = False
@@ -362,7 +363,7 @@ if LOG_FORMAT not in ("text", "json"):
 # Chatter that says nothing about a task: beat's "Sending due task" every sweep, and each
 # periodic task's "received" and "succeeded" lines. LOG_LEVEL=DEBUG shows them again.
 _QUIET_LEVEL = "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {

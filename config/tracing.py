@@ -21,6 +21,7 @@ linked to, not continued.
 import logging
 import os
 import secrets
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
@@ -187,15 +188,16 @@ def task_span(name: str, trace_id: str, *, kind: SpanKind = SpanKind.CONSUMER, *
         wanted = int(trace_id, 16)
     except (TypeError, ValueError):
         wanted = 0
+    links: Sequence[trace.Link] = ()
     if not wanted or (current.is_valid and current.trace_id == wanted):
-        parent, links = None, ()
+        parent = None
     else:
         parent = _remote_parent(trace_id)
         links = [trace.Link(current)] if current.is_valid else ()
     with tracer().start_as_current_span(
         name, context=parent, links=links, kind=kind, attributes=attributes
-    ) as current:
-        yield current
+    ) as started:
+        yield started
 
 
 # --- Celery: the trace context travels in the message headers -----------------------------

@@ -43,7 +43,7 @@ class ConnectionAdmin(TenantScopedAdmin):
     list_select_related = ["tenant", "app", "connected_by", "disconnected_by"]
     # The encrypted columns are left out entirely, not just made read-only: even ciphertext
     # has no business on an admin page.
-    fields = [
+    readonly_fields = (
         "public_id",
         "tenant",
         "app",
@@ -54,8 +54,8 @@ class ConnectionAdmin(TenantScopedAdmin):
         "disconnected_at",
         "expires_at",
         "granted_scopes",
-    ]
-    readonly_fields = fields
+    )
+    fields = readonly_fields
     actions = ["disconnect"]
 
     def has_add_permission(self, request):

@@ -73,7 +73,8 @@ class App(models.Model):
     @property
     def oauth2_ready(self) -> bool:
         """Whether an admin has filled in the client credentials (the demo seeds a blank one)."""
-        return bool(self.social_app_id and self.social_app.client_id and self.social_app.secret)
+        social_app = self.social_app if self.social_app_id else None
+        return bool(social_app is not None and social_app.client_id and social_app.secret)
 
 
 class Connection(models.Model):

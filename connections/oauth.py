@@ -12,6 +12,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
@@ -115,7 +116,7 @@ def pkce_pair() -> tuple[str, str]:
 def oauth_authorize_url(
     *, app: App, endpoints: OAuthEndpoints, redirect_uri: str, state: str, code_challenge: str
 ) -> str:
-    social_app = app.social_app
+    social_app = _social_app(app)
     config = social_app.settings if isinstance(social_app.settings, dict) else {}
     extra = config.get("auth_params")
     params = {
@@ -161,11 +162,17 @@ def oauth_token_refresh(*, app: App, endpoints: OAuthEndpoints, refresh_token: s
     return _token_request(app=app, endpoints=endpoints, data=data, what="the refresh token")
 
 
+def _social_app(app: App) -> SocialApp:
+    if app.social_app is None:
+        raise OAuthError(f"{app.name} has no OAuth2 social application.")
+    return app.social_app
+
+
 def _token_request(*, app: App, endpoints: OAuthEndpoints, data: dict, what: str) -> OAuthTokens:
-    social_app = app.social_app
-    auth = None
+    social_app = _social_app(app)
+    auth: dict[str, Any] = {}  # the client's own (none) unless the provider wants Basic
     if endpoints.basic_auth:
-        auth = (social_app.client_id, social_app.secret)
+        auth["auth"] = (social_app.client_id, social_app.secret)
     else:
         data |= {"client_id": social_app.client_id, "client_secret": social_app.secret}
     try:
@@ -174,8 +181,8 @@ def _token_request(*, app: App, endpoints: OAuthEndpoints, data: dict, what: str
             response = client.post(
                 endpoints.token_url,
                 data=data,
-                auth=auth,
                 headers={"Accept": "application/json"},
+                **auth,
             )
     except (httpx.HTTPError, OutboundRefused) as exc:
         raise OAuthError(f"{app.name} could not be reached: {exc}") from exc
@@ -188,7 +195,7 @@ def _token_request(*, app: App, endpoints: OAuthEndpoints, data: dict, what: str
         raise OAuthError(f"{app.name} answered without an access token.")
     expires_in = body.get("expires_in")
     try:
-        expires_in = int(expires_in) if expires_in not in (None, "") else None
+        expires_in = int(expires_in) if expires_in is not None and expires_in != "" else None
     except (TypeError, ValueError):
         expires_in = None
     refresh_token = body.get("refresh_token")

@@ -164,8 +164,8 @@ def _host_parse(host: str) -> tuple[str, ipaddress.IPv4Address | ipaddress.IPv6A
                 f"the host {host} is not a canonical IPv4 address "
                 "(four decimal numbers from 0 to 255, without leading zeros)"
             )
-        address = ipaddress.IPv4Address(name)
-        return str(address), address
+        ipv4 = ipaddress.IPv4Address(name)
+        return str(ipv4), ipv4
     name = name.removesuffix(".")
     if not name.isascii():
         # httpx's own IDNA encoding, so that the name checked is the name it looks up.
@@ -188,7 +188,7 @@ def _address_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
         return None
 
 
-def url_parse(url: str) -> OutboundURL:
+def url_parse(url: object) -> OutboundURL:
     """Take a URL apart the one way every outbound check does, or raise OutboundRefused
     saying why; what httpx would refuse is refused here first. No network I/O."""
     if not isinstance(url, str) or not url:
@@ -270,7 +270,7 @@ class GuardedBackend(httpcore.SyncBackend):
         refused = []
         last_error: Exception | None = None
         for _family, _type, _proto, _canon, sockaddr in infos:
-            ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
+            ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
             if not address_allowed(ip, allow_private=self.allow_private):
                 refused.append(str(ip))
                 continue
@@ -324,6 +324,8 @@ class GuardedTransport(httpx.HTTPTransport):
         except httpx.DecodingError:
             response.close()
             raise
+        if not isinstance(response.stream, httpx.SyncByteStream):  # as httpx checks it
+            raise RuntimeError("Attempted to call a sync iterator on an async stream.")
         response.stream = CappedStream(response.stream, body)
         return response
 
@@ -375,7 +377,7 @@ def guarded_client(
     )
 
 
-def connection_dropped(exc: BaseException) -> bool:
+def connection_dropped(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) is a connection lost after it was opened: the server
     closed it or reset it (e.g. an idle keep-alive connection it had just timed out), as
     opposed to one that could not be opened or a timeout."""
@@ -437,6 +439,8 @@ class GuardedAsyncTransport(httpx.AsyncHTTPTransport):
         except httpx.DecodingError:
             await response.aclose()
             raise
+        if not isinstance(response.stream, httpx.AsyncByteStream):  # as httpx checks it
+            raise RuntimeError("Attempted to call an async iterator on a sync stream.")
         response.stream = AsyncCappedStream(response.stream, body)
         return response
 

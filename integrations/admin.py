@@ -31,7 +31,8 @@ class SlackAppAdminForm(forms.ModelForm):
         fields = ["tenant"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         tenant = data.get("tenant") or self.instance.tenant

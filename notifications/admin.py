@@ -38,7 +38,8 @@ class ChannelAdminForm(forms.ModelForm):
         ]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         for name in ("email_roles", "email_addresses", "kinds", "agents", "tools"):
@@ -119,7 +120,8 @@ class LadderAdminForm(forms.ModelForm):
         fields = ["tenant", "agent", "tool", "steps"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         agent, tenant = data.get("agent"), data.get("tenant")
         if agent is not None and tenant is not None and agent.tenant_id != tenant.pk:
             self.add_error("agent", "This agent belongs to another tenant.")

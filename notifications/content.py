@@ -5,13 +5,14 @@ e-mail's subject and bodies, a Slack-compatible webhook's message and a Teams ca
 The prompt, the arguments, a reason and the caller's subject are the caller's or the model's
 text: each medium gets them escaped for it. HTML by Django's templates; Slack's mrkdwn by
 ``slack_escape`` (``&``, ``<``, ``>``, so that no link, ``<!channel>`` or ``<@user>`` can be
-made of them, issue 28 finding 10); a Teams card as TextRuns, which read no Markdown; an
-e-mail subject from one line (a header holds no line break, issue 28 finding 9).
+made of them); a Teams card as TextRuns, which read no Markdown; an e-mail subject from one
+line (a header holds no line break: one in a prompt would forge headers).
 """
 
 import json
 import re
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.template.loader import render_to_string
@@ -115,7 +116,7 @@ def notification_content(delivery: Delivery) -> dict:
             "url": base_url() + reverse("approvals:inbox"),
         }
     task = interaction.task
-    content = {
+    content: dict[str, Any] = {
         "event": delivery.event,
         "interactionId": interaction.public_id,
         "taskId": task.public_id,
@@ -145,7 +146,7 @@ def notification_content(delivery: Delivery) -> dict:
         if view is not None:
             content["summary"] = view["summary"]
             content["arguments"] = view["arguments"]
-    if delivery.follow_up_id is not None:
+    if delivery.follow_up is not None:
         content.update(delivery.follow_up.facts)
         content["title"] = f"[{task.agent.name}] {_follow_up_title(content)}"
         return content
@@ -264,7 +265,9 @@ def slack_webhook_message(content: dict) -> dict:
     """A Slack-compatible incoming webhook's message: the item, and a link button to its page
     (a webhook cannot take a click back: nothing is decided from it)."""
     title = slack_escape(content["title"])
-    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(f"*{title}*")}}]
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(f"*{title}*")}}
+    ]
     if "kind" in content and content.get("event") not in FOLLOW_UPS:
         blocks.append({"type": "section", "fields": slack_fields(content)})
         arguments = slack_arguments_block(content)

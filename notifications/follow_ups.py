@@ -17,6 +17,7 @@ task is canceled, or one approval of several is in, the channel hears of it.
 """
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -207,6 +208,7 @@ def follow_ups_missing(*, now: datetime | None = None, limit: int = 500) -> list
     )
     missing = []
     for pk, action, interaction_id, task_id in rows:
+        ids: Iterable[int]
         if action == "task_canceled":
             ids = Interaction.objects.filter(
                 task_id=task_id, state=Interaction.State.CANCELED

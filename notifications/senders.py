@@ -93,7 +93,9 @@ def digest_line(content: dict) -> str:
 
 def _told(delivery: Delivery) -> dict[str, Membership | None]:
     """Who this channel's openings of the item mailed: a follow-up tells the same people."""
-    told = set()
+    if delivery.interaction_id is None:  # every opening and follow-up names its item
+        return {}
+    told: set[str] = set()
     for recipients in Delivery.objects.filter(
         channel_id=delivery.channel_id,
         interaction_id=delivery.interaction_id,

@@ -397,7 +397,7 @@ def _ladder_step(
                     "after": step["after"],
                     "roles": step["roles"],
                     "ladder": source,
-                    # Who may decide is widened by the approvers' rules (issue 13) when they
+                    # Who may decide is widened by the approvers' rules (widen_to) when they
                     # read this; the ladder itself only carries the role.
                     **({"widen_to": step["widen_to"]} if step.get("widen_to") else {}),
                 },

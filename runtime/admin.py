@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -139,14 +140,16 @@ class AgentForm(forms.ModelForm):
         return model
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         default = cleaned.get("default_skill")
         skills = cleaned.get("skills")
         if default and isinstance(skills, list):
             ids = [s.get("id") for s in skills if isinstance(s, dict)]
             if default not in ids:
                 self.add_error(
-                    "default_skill", f"{default!r} is not one of the skills ({', '.join(ids)})."
+                    "default_skill",
+                    f"{default!r} is not one of the skills ({', '.join(map(str, ids))}).",
                 )
         document = cleaned.get("policy")
         if document is not None and "tools" in cleaned:
@@ -314,7 +317,7 @@ def transcript_shown(task: Task) -> list:
         for e in effects
     }
     # An edited approval's answer entry names its call's step; its terms are its approval's.
-    fields_at = {
+    fields_at: dict[object, Any] = {
         e.step: call_terms((interactions[e.public_id].request or {}).get("call")).get("redact", ())
         for e in effects
         if e.public_id in interactions
@@ -476,7 +479,8 @@ class CredentialForm(forms.ModelForm):
         fields = ["tenant", "name"]
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if self.instance.pk is None and not cleaned.get("secret"):
             self.add_error("secret", "Type the secret to store.")
         return cleaned

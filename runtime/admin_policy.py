@@ -13,6 +13,7 @@ file cannot disagree about what a valid policy is. The JSON view edits the same 
 
 import json
 import re
+from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -223,7 +224,7 @@ class PolicyTableWidget(forms.Widget):
         keys = list(policy)
         keys += [k for k in self.offered if k not in keys]
         keys += [k for k in ladders if k not in keys]
-        rows = []
+        rows: list[dict] = []
         for key in keys + [""] * NEW_ROWS:
             entry = policy.get(key) if key else None
             known = {k.name for k in POLICY_KEYS}
@@ -242,7 +243,7 @@ class PolicyTableWidget(forms.Widget):
                     "known": bool(key),
                     "extra": json.dumps(extra) if extra else "",
                     "rules": json.dumps(entry, sort_keys=True) if conditional else "",
-                    "rules_shown": rules_shown(entry) if conditional else [],
+                    "rules_shown": rules_shown(entry) if isinstance(entry, list) else [],
                     "cells": self._cells(name, index, shown),
                 }
             )
@@ -255,7 +256,7 @@ class PolicyTableWidget(forms.Widget):
             value = values.get(key.name, "")
             if kind == "checkbox" and posted:
                 value = value in ("on", "true", "1", True)
-            cell = {
+            cell: dict[str, Any] = {
                 "name": f"{name}-{index}-{key.name}",
                 "key": key.name,
                 "label": key.label,
@@ -325,7 +326,7 @@ class PolicyTableField(forms.Field):
                 )
             document = self._from_json(value["json"])
         else:
-            if errors:
+            if table is None:  # the table's errors say why
                 raise ValidationError(errors)
             document = table
         return self._checked(document)

@@ -109,7 +109,7 @@ def main() -> int:
         text=True,
         bufsize=1,
     )
-    children = [web, worker]
+    children: list[subprocess.Popen] = [web, worker]
     worker_ready = threading.Event()
     threading.Thread(target=forward, args=(worker.stdout, worker_ready), daemon=True).start()
     stopping = False
@@ -124,10 +124,10 @@ def main() -> int:
     signal.signal(signal.SIGTERM, stop)
     code = 0
     while not stopping:
-        for child in children:
+        for child, command in zip(children, commands, strict=True):
             if child.poll() is not None:
                 print(
-                    f"{child.args[0]} exited with {child.returncode}; stopping.",
+                    f"{command[0]} exited with {child.returncode}; stopping.",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -16,7 +16,7 @@ def member_required(view):
     def wrapper(request, *args, **kwargs):
         if not request.membership:
             return render(request, "tenants/no_tenant.html", status=403)
-        # The pages show times in the tenant's time zone (issue 25).
+        # The pages show times in the tenant's time zone.
         with timezone.override(request.membership.tenant.zone):
             return view(request, *args, **kwargs)
 

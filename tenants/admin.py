@@ -172,7 +172,8 @@ class MemberAddForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from None
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         tenant, email = data.get("tenant"), data.get("email")
         if tenant is None or not email:
             return data
@@ -215,7 +216,8 @@ class MemberChangeForm(forms.ModelForm):
             self.fields["staff"].initial = self.instance.user.is_staff
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         member = self.instance
         mine = self.requested_by is not None and member.user_id == self.requested_by.pk
         if mine and "role" in self.changed_data:
@@ -303,8 +305,9 @@ class MembershipAdmin(TenantScopedAdmin):
 
     def get_actions(self, request):
         actions = super().get_actions(request)
-        if "delete_selected" in actions:
-            func, name, _ = actions["delete_selected"]
+        found = actions.get("delete_selected")
+        if found is not None:
+            func, name, _ = found
             actions["delete_selected"] = (
                 func,
                 name,
@@ -368,7 +371,8 @@ class ApproverGroupForm(forms.ModelForm):
         fields = ["tenant", "slug", "name", "members"]
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         tenant, members = cleaned.get("tenant"), cleaned.get("members")
         # A group names members of its own tenant only: approvers never cross tenants.
         if tenant is not None and members is not None:
@@ -431,7 +435,7 @@ class ApiTokenForm(forms.ModelForm):
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise forms.ValidationError("Give a JSON list of agent slugs.")
         # Checked as slugs (as long as Agent.slug at most) before the write: a NUL or a lone
-        # surrogate in JSON text is a DataError in PostgreSQL's jsonb, a 500 (issue 15).
+        # surrogate in JSON text is a DataError in PostgreSQL's jsonb, else a 500.
         for slug in value:
             try:
                 validate_slug(slug)
@@ -442,7 +446,8 @@ class ApiTokenForm(forms.ModelForm):
         return value
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if not data.get("all_agents") and not data.get("agent_slugs"):
             self.add_error("agent_slugs", "Name at least one agent, or allow all agents.")
         if data.get("may_step_up") and data.get("kind") != ApiToken.Kind.OPERATOR:
@@ -509,7 +514,7 @@ class ApiTokenAdmin(TenantScopedAdmin):
         if obj is None:
             return []
         # A token's tenant and subject are its identity; mint a new token to change them.
-        # The step-up right is given when the token is made (issue 13), never added later.
+        # The step-up right is given when the token is made, never added later.
         return [*self.readonly_fields, "tenant", "kind", "subject", "may_step_up"]
 
     def save_model(self, request, obj, form, change):

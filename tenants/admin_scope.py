@@ -5,8 +5,7 @@
   the tenant they work in now, which the tenant switcher chooses (tenants.middleware), as on
   every other page.
 - Anyone else with staff status sees nothing, whatever Django model permissions they hold:
-  those permissions know no tenants, so they would reach every tenant's rows (issue 28,
-  finding 11).
+  those permissions know no tenants, so they would reach every tenant's rows.
 
 One mixin, ``TenantScopedAdmin``, does the scoping for every model admin: the changelist's
 queryset (and with it search, filters, actions and the raw-id popup), the change, delete and
@@ -18,11 +17,14 @@ as platform-only, so that nothing registered later (a third-party app's admin) i
 tenant admins by accident.
 """
 
+import enum
 import logging
 from copy import deepcopy
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import BaseModelAdmin, InlineModelAdmin
 from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
@@ -34,8 +36,15 @@ from tenants.selectors import membership_current
 
 logger = logging.getLogger(__name__)
 
+
+class Infer(enum.Enum):
+    """A one-value type for the INFER marker, so that ``is INFER`` tells the type checker too."""
+
+    INFER = "infer"
+
+
 # The admin's model has a ``tenant`` foreign key, or reaches one over one foreign key.
-INFER = object()
+INFER: Final = Infer.INFER
 PERMISSIONS = ("view", "add", "change", "delete")
 
 
@@ -140,14 +149,23 @@ class ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value) if known else ("", "")
 
 
-class ScopedAdminMixin:
+# The mixins are put before a model admin's or an inline's class: the type checker is told
+# which methods their super() calls reach.
+if TYPE_CHECKING:
+    AdminBase = BaseModelAdmin
+    InlineBase = InlineModelAdmin
+else:
+    AdminBase = InlineBase = object
+
+
+class ScopedAdminMixin(AdminBase):
     """What model admins and inlines share: permissions by scope, scoped relation choices."""
 
     # The lookup to the tenant (INFER: worked out from the model, see tenant_path); None
     # makes the admin platform staff's only.
-    tenant_path = INFER
+    tenant_path: str | None | Infer = INFER
     # What a tenant's admin may do here (the admin's own has_*_permission may say less).
-    tenant_admin_may = PERMISSIONS
+    tenant_admin_may: tuple[str, ...] = PERMISSIONS
 
     def scope_path(self) -> str | None:
         return tenant_path(self.model) if self.tenant_path is INFER else self.tenant_path
@@ -237,11 +255,11 @@ class TenantScopedAdmin(ScopedAdminMixin, admin.ModelAdmin):
         filters = super().get_list_filter(request)
         if admin_scope(request).platform:
             return filters
-        scoped = []
+        scoped: list[Any] = []
         for entry in filters:
             name = entry[0] if isinstance(entry, list | tuple) else entry
-            if isinstance(entry, list | tuple) and not issubclass(
-                entry[1], admin.RelatedFieldListFilter
+            if isinstance(entry, list | tuple) and not (
+                isinstance(entry[1], type) and issubclass(entry[1], admin.RelatedFieldListFilter)
             ):
                 scoped.append(entry)  # e.g. (field, EmptyFieldListFilter): lists no rows
                 continue
@@ -262,9 +280,9 @@ class TenantScopedAdmin(ScopedAdminMixin, admin.ModelAdmin):
         return scoped
 
     def get_changeform_initial_data(self, request):
-        initial = super().get_changeform_initial_data(request)
+        initial: dict[str, Any] = super().get_changeform_initial_data(request)
         scope = admin_scope(request)
-        if scope.tenant_admin and self.scope_path() == "tenant":
+        if scope.tenant_admin and scope.tenant is not None and self.scope_path() == "tenant":
             initial["tenant"] = scope.tenant.pk
         return initial
 
@@ -278,7 +296,7 @@ class TenantScopedAdmin(ScopedAdminMixin, admin.ModelAdmin):
             if scope.tenant_admin or obj is not None:
                 field = deepcopy(field)
                 field.disabled = True
-                if obj is None:
+                if obj is None and scope.tenant is not None:  # a tenant admin's new row
                     # A disabled field's value is its initial one, also when the form is
                     # posted (Django passes the changeform's initial data only to a GET).
                     field.initial = scope.tenant.pk
@@ -301,14 +319,15 @@ class TenantScopedAdmin(ScopedAdminMixin, admin.ModelAdmin):
         return [inline for inline in inlines if issubclass(inline, ScopedAdminMixin)]
 
 
-class TenantScopedInline(ScopedAdminMixin):
+class TenantScopedInline(ScopedAdminMixin, InlineBase):
     """The same for inlines (mix in before admin.TabularInline or admin.StackedInline)."""
 
     def has_view_permission(self, request, obj=None):
         allowed = self.scope_allows(request, "view")
         return super().has_view_permission(request, obj) if allowed is None else allowed
 
-    def has_add_permission(self, request, obj):
+    # An inline's takes the parent object, a model admin's does not (Django's signatures).
+    def has_add_permission(self, request, obj):  # type: ignore[override]
         allowed = self.scope_allows(request, "add")
         return super().has_add_permission(request, obj) if allowed is None else allowed
 

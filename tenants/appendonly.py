@@ -1,6 +1,7 @@
 """Append-only rows: the audit log and decision receipts are written once, never changed or
-deleted through the ORM (issue 13). A base-layer module so that every app's audit rows
-(runtime's decisions, connections' connection changes) share one rule."""
+deleted through the ORM (what they record can be trusted later). A base-layer module so that
+every app's audit rows (runtime's decisions, connections' connection changes) share one
+rule."""
 
 from django.db import models
 
@@ -10,7 +11,7 @@ class AppendOnlyError(Exception):
 
 
 class AppendOnlyQuerySet(models.QuerySet):
-    """Rows are added, never changed or removed (issue 13: the audit log is append-only).
+    """Rows are added, never changed or removed (the audit log is append-only).
 
     ``update`` and ``delete`` refuse, so no service, admin action or shell one-liner can
     rewrite history through the ORM. Deleting a whole tenant still takes its rows with it

@@ -1,6 +1,7 @@
 import unicodedata
 import uuid
 import zoneinfo
+from typing import ClassVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, BaseUserManager
@@ -14,7 +15,7 @@ from django.utils.crypto import salted_hmac
 _SESSION_HASH_SALT = "django.contrib.auth.models.AbstractBaseUser.get_session_auth_hash"
 
 
-class UserManager(BaseUserManager):
+class UserManager(BaseUserManager["User"]):
     use_in_migrations = True
 
     def _create_user(self, email: str, password: str | None, **extra):
@@ -39,16 +40,18 @@ class UserManager(BaseUserManager):
 class User(AbstractUser):
     """A person who logs in with an e-mail address: operators, tenant admins, staff."""
 
-    username = None
+    # No user name: people log in with their e-mail address (AbstractUser's field removed).
+    username = None  # type: ignore[assignment]
     email = models.EmailField("e-mail address", unique=True)
     # Raised to end every session of the person at once (tenants.services.sessions_end):
     # it is part of the hash each session carries, so older sessions stop verifying.
     session_generation = models.PositiveIntegerField(default=0, editable=False)
 
     USERNAME_FIELD = "email"
-    REQUIRED_FIELDS: list[str] = []
+    REQUIRED_FIELDS: ClassVar[list[str]] = []
 
-    objects = UserManager()
+    # By e-mail address too, where AbstractUser's (Django's UserManager) asks for a user name.
+    objects: ClassVar[UserManager] = UserManager()  # type: ignore[assignment]
 
     class Meta:
         ordering = ["email"]

@@ -25,7 +25,7 @@ from tenants.signals import tenant_changed
 from tenants.tokens import token_cache
 
 INVITATION_SALT = "tenants.invitation"
-ROLE_WORDS = {
+ROLE_WORDS: dict[str, str] = {
     Membership.Role.ADMIN: "an admin: you run the tenant (its members, agents, tokens and "
     "settings) and decide what agents may do",
     Membership.Role.OPERATOR: "an operator: you approve or deny what its agents ask to do and "
@@ -45,8 +45,9 @@ def email_normalised(email: str) -> str:
         validate_email(email)
     except ValidationError:
         raise MemberError(f"{email!r} is not an e-mail address.") from None
-    if len(email) > User._meta.get_field("email").max_length:
-        raise MemberError("An e-mail address is at most 254 characters.")
+    limit = User._meta.get_field("email").max_length
+    if limit is not None and len(email) > limit:
+        raise MemberError(f"An e-mail address is at most {limit} characters.")
     return email
 
 
@@ -221,11 +222,11 @@ def invitation_for_key(key: str) -> tuple[Membership | None, str]:
         return None, "expired"
     except signing.BadSignature:
         return None, "invalid"
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not isinstance(data.get("m"), int):
         return None, "invalid"
     membership = (
         Membership.objects.select_related("user", "tenant", "invited_by")
-        .filter(pk=data.get("m"), tenant__active=True, user__is_active=True)
+        .filter(pk=data["m"], tenant__active=True, user__is_active=True)
         .first()
     )
     if membership is None or not hmac.compare_digest(

@@ -78,7 +78,7 @@ def api_token_create(
 ) -> tuple[ApiToken, str]:
     """Mint a token; return the row and the plaintext, which is never stored or shown again.
 
-    ``may_step_up``: an operator token that may approve ``risk: high`` tools (issue 13)."""
+    ``may_step_up``: an operator token that may approve ``risk: high`` tools."""
     if may_step_up and kind != ApiToken.Kind.OPERATOR:
         raise ValidationError({"may_step_up": "Only operator tokens decide, so only they step up."})
     token = ApiToken(

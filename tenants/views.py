@@ -54,7 +54,7 @@ def tenant_switch(request):
     ):
         target = "/"
     # Never shortcuts.redirect: it would read a next without a slash as a view name to reverse
-    # (and a NUL in it was a 500, issue 15); a bad next is only a bad relative URL.
+    # (and a NUL in it would be a 500); a bad next is only a bad relative URL.
     return HttpResponseRedirect(target)
 
 

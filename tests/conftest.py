@@ -93,7 +93,7 @@ def _rows_in_its_own_transaction(request) -> bool:
 
 @pytest.fixture(autouse=True)
 def _a2a_db_thread_sensitive(request, monkeypatch):
-    """What was the A2A_DB_THREAD_SENSITIVE setting, now the tests' own (issue 24): the A2A
+    """What was the A2A_DB_THREAD_SENSITIVE setting, now the tests' own: the A2A
     view runs its database calls on the shared threads (a2a_endpoint.asyncdb), and a test
     that keeps its rows in its own open transaction sees them only from its own thread: its
     calls run there. Every other test (transactional, live) reaches the database as

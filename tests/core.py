@@ -67,7 +67,7 @@ def deploy_step(environment: str = "staging", tool: str = "deploy_build", build:
 
 def caller_may_approve(tenant, slug: str = "deployer") -> None:
     """Let the caller approve the agent's held calls in band too (``deciders: either``): the
-    demo deployer's policy leaves them to the tenant's operators (issue 26)."""
+    demo deployer's policy leaves them to the tenant's operators."""
     agent = Agent.objects.get(tenant=tenant, slug=slug)
 
     def either(rule):

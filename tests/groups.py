@@ -1,4 +1,4 @@
-"""Approval groups for the tests (issue 31, item 4): an agent on a hosted model whose one reply
+"""Approval groups for the tests: an agent on a hosted model whose one reply
 holds several calls, its model the local OpenAI-compatible stub (tests/llm_stub.py: real HTTP
 on 127.0.0.1), and the group its held calls open as."""
 

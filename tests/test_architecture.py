@@ -352,7 +352,7 @@ def violations_outbound(modules: dict[str, Module]) -> list[str]:
     ]
 
 
-# The longest a product module may be (issue 24): a file a newcomer can read through. The
+# The longest a product module may be: a file a newcomer can read through. The
 # edge apps' views are held shorter still: one concern per module.
 MAX_LINES = 800
 MAX_LINES_IN = {"approvals": 500}
@@ -392,7 +392,8 @@ def violations_sql(modules: dict[str, Module]) -> list[str]:
     ]
 
 
-# Issue 24: a side effect is called by name, and test switches live in tests.
+# Names taken out of the product: a side effect is called by name (no signal stands for it),
+# and test switches live in tests, not in the settings.
 GONE = ("LockedFact", "task_event_written", "A2A_DB_THREAD_SENSITIVE")
 
 
@@ -533,7 +534,7 @@ def test_sql_outside_the_store_is_reported():
     ]
 
 
-def test_the_names_issue_24_removed_are_reported_wherever_they_come_back():
+def test_the_names_taken_out_of_the_product_are_reported_wherever_they_come_back():
     tree = made_up(
         **{"runtime.kernel.signals": "task_event_written = Signal()\n"},
         **{"a2a_endpoint.asyncdb": "if settings.A2A_DB_THREAD_SENSITIVE:\n    pass\n"},

@@ -1,4 +1,4 @@
-"""Issue 14, item 6: `.env` is read, and every knob the settings read is documented."""
+"""`.env` is read, and every knob the settings read is documented."""
 
 import os
 import re

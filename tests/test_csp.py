@@ -1,4 +1,4 @@
-"""Issue 15, finding 7: a Content-Security-Policy on every page, and pages that need no inline
+"""A Content-Security-Policy on every page, and pages that need no inline
 script to work under it."""
 
 import re

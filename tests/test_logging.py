@@ -1,4 +1,4 @@
-"""Issue 14, item 1: one log line per event in development, JSON lines in production."""
+"""One log line per event in development, JSON lines in production."""
 
 import json
 import logging

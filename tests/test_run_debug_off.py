@@ -1,4 +1,4 @@
-"""Issue 15, finding 11: `make run` with DEBUG=false serves pages, because scripts/run.py
+"""`make run` with DEBUG=false serves pages, because scripts/run.py
 collects the static files the manifest storage names before it starts the servers."""
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""Issue 14, item 2: the README's walk-through works by copy-paste against a live `make run`.
+"""The README's walk-through works by copy-paste against a live `make run`.
 
 The blocks fenced as ```sh walkthrough are run in order, in one bash, in this folder, as a
 newcomer would paste them (only the port differs: make run listens on a free one here).

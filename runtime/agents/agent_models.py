@@ -18,6 +18,13 @@ from tenants.models import Tenant
 class Agent(models.Model):
     """A tenant's configured agent, usually loaded from an AGENT.md file."""
 
+    # In memory only, on the agents the inbox reads with their counts
+    # (runtime.decisions.inbox.agents_with_open_counts): open items per kind, and the columns
+    # of its query that make them.
+    open_counts: dict[str, int]
+    open_kind: str | None
+    open_n: int | None
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
     slug = models.SlugField(max_length=63)
     name = models.CharField(max_length=200)
@@ -27,7 +34,7 @@ class Agent(models.Model):
         default=list, blank=True, help_text="[{id, name, description, tags, examples}]"
     )
     # The skill a message that names none (no metadata.skillId) runs, for an agent with
-    # several: seed 004 asks the caller to choose only when no default exists.
+    # several: the caller is asked to choose only when no default exists.
     default_skill = models.CharField(
         max_length=100,
         blank=True,

@@ -1,4 +1,4 @@
-"""AGENT.md files: YAML front matter (as in the interactions/v1 seed) and instructions below.
+"""AGENT.md files: YAML front matter and instructions below.
 
     ---
     name: coder
@@ -15,8 +15,10 @@ so that a broken file is fixed in one go.
 """
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import yaml
@@ -48,7 +50,7 @@ _STRINGS = {"type": "array", "items": {"type": "string"}, "x-message": "must be 
 # The front matter. ``x-message`` is what an error on that value says (house wording); other
 # keys are allowed, and ``model`` is only "a mapping with a provider": each provider's own
 # fields are checked by its code below.
-AGENT_SCHEMA = {
+AGENT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "required": ["name", "description"],
@@ -181,7 +183,7 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         1,
         "N: that many different people approve (2: the two-person rule).",
     ),
-    # Issue 13: a high-risk tool's approval needs a recent re-authentication; an operator
+    # The trust keys: a high-risk tool's approval needs a recent re-authentication; an operator
     # may edit an editable tool's arguments before approving.
     PolicyKey(
         "risk",
@@ -214,7 +216,7 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         True,
         "Off: each held call is decided on its own page, never in bulk.",
     ),
-    # Issue 25: what a held call is called on every surface, and what they never show
+    # What a held call is called on every surface, and what they never show
     # (runtime.decisions.summaries; checked further by title_problem and redact_problem).
     PolicyKey(
         "title",
@@ -406,25 +408,30 @@ def _line_of(node: yaml.Node | None, path: list, offset: int) -> int:
 def _schema_problem(error: jsonschema.ValidationError) -> tuple[list, str]:
     """The field path and the message for one schema error, in the house's words."""
     path = list(error.absolute_path)
+    # An error a validator yields carries its value and instance (unset only on one made by
+    # hand); a schema that is true or false has no keywords.
+    value: Any = error.validator_value
+    instance: Any = error.instance
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "required":
-        missing = next(k for k in error.validator_value if k not in error.instance)
+        missing = next(k for k in value if k not in instance)
         return [*path, missing], "is required"
-    if error.validator == "minLength" and error.instance == "":
+    if error.validator == "minLength" and instance == "":
         return path, "is required"
-    if error.validator == "additionalProperties" and error.validator_value is False:
-        known = error.schema.get("properties", {})
-        extra = next(k for k in error.instance if k not in known)
+    if error.validator == "additionalProperties" and value is False:
+        known = schema.get("properties", {})
+        extra = next(k for k in instance if k not in known)
         # ``x-fields``: the fields to name, when some known ones are only refused elsewhere.
-        named = error.schema.get("x-fields", known)
+        named = schema.get("x-fields", known)
         return [*path, extra], f"is not a field here ({', '.join(named)})"
-    if "x-message" in error.schema:
-        return path, error.schema["x-message"]
+    if "x-message" in schema:
+        return path, schema["x-message"]
     if error.validator == "type":
-        expected = error.validator_value
+        expected = value
         words = [_TYPE_WORDS[t] for t in ([expected] if isinstance(expected, str) else expected)]
         return path, f"must be {' or '.join(w for w in words if w != 'empty')}"
     if error.validator == "enum":
-        return path, f"must be one of {', '.join(map(str, error.validator_value))}"
+        return path, f"must be one of {', '.join(map(str, value))}"
     return path, error.message
 
 
@@ -460,7 +467,7 @@ def _front_load(front: str, loader_class):
     """The front matter's data, refusing any alias (AliasFound, with the anchor's line): an
     alias is one node shared by several places, and what is made of the data (the JSON kept
     in the database, the schema checks) writes it out at each, so 542 bytes of nested aliases
-    became 5.2 MB (issue 28). The nodes are walked once each, before anything is built."""
+    became 5.2 MB. The nodes are walked once each, before anything is built."""
     loader = loader_class(front)
     try:
         node = loader.get_single_node()
@@ -502,7 +509,7 @@ def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = N
     front = "\n".join(lines[1:end])
     body = "\n".join(lines[end + 1 :]).strip()
     offset = 2  # the YAML starts on the file's second line
-    nodes = []
+    nodes: list[yaml.Node | None] = []
 
     def composed() -> yaml.Node | None:
         # The YAML's nodes say on which line a problem is: composed when there is one.
@@ -708,7 +715,8 @@ def ladder_tools_problem(ladder: dict, tools: list) -> tuple[str, str] | None:
         server, _, name = key.partition("/")
         if server not in offered:
             return key, f"this agent has no tool server {server!r}"
-        if name and offered[server] is not None and name not in offered[server]:
+        names = offered[server]
+        if name and names is not None and name not in names:
             return key, f"this agent has no tool {key!r}"
     return None
 

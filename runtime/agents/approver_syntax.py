@@ -47,9 +47,9 @@ def approvers_problem(rule: dict) -> tuple[str, str] | None:
         if problem:
             return problem
     required = rule.get("required", 1)
-    problem = _required_problem(required)
-    if problem:
-        return "required", problem
+    why = _required_problem(required)
+    if why:
+        return "required", why
     if required > 1 and CALLER in (approvers or ()):
         return "required", f"{required} people must approve: the caller cannot be one of them"
     if "stages" in rule:
@@ -82,9 +82,9 @@ def stages_problem(rule: dict) -> tuple[str, str] | None:
                 f"{where}.approvers",
                 "a stage is decided by the organisation's people: not the caller",
             )
-        problem = _required_problem(stage.get("required", 1))
-        if problem:
-            return f"{where}.required", problem
+        why = _required_problem(stage.get("required", 1))
+        if why:
+            return f"{where}.required", why
         if "title" in stage and not isinstance(stage["title"], str):
             return f"{where}.title", "must be a string"
     return None

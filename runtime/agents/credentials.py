@@ -72,10 +72,10 @@ def credential_set(*, tenant, name: str, secret: str | None, by=None) -> tuple[C
     # Not durable: Django admin calls this inside the transaction of its change form.
     with transaction.atomic():
         credential = Credential.objects.select_for_update().filter(tenant=tenant, name=name).first()
-        if credential is not None and not secret:
+        if not secret:
+            if credential is None:
+                raise ValueError(f"the credential {name!r} needs a secret")
             return credential, "unchanged"
-        if credential is None and not secret:
-            raise ValueError(f"the credential {name!r} needs a secret")
         fields = {
             "secret_encrypted": secret_encrypt(secret),
             "secret_hint": credential_hint(secret),

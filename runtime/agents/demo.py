@@ -66,7 +66,7 @@ def assistant_spec(*, tenant) -> AgentSpec | None:
         "requests; each deployment and each pull request waits for a person's approval.",
         skills=[skill for donor in donors.values() for skill in donor.skills],
         # Several skills: a message without metadata.skillId (the banner's command, most
-        # clients) runs the first donor's, as seed 004 allows when a default exists.
+        # clients) runs the first donor's: with a default, the caller need not choose.
         default_skill=next(iter(donors.values())).skills[0]["id"],
         instructions=ASSISTANT_INSTRUCTIONS,
         model={

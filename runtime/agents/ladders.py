@@ -12,7 +12,7 @@ written as a sentence (AGENT.md, and Django admin's "Ladders" too) or as a mappi
 Every parsed step has the same keys: ``after`` (as written), ``seconds``, ``action``
 (remind, escalate, expire), ``roles`` (whom an escalation reaches; empty otherwise) and
 ``widen_to`` (the role an escalation lets decide too, or None). ``widen_to`` is carried for
-the approvers' rules (issue 13): nothing here acts on it.
+the approvers' rules (runtime.decisions.approvers): nothing here acts on it.
 
 The notifications app takes the remind and escalate steps (beat); the expire step is read
 when the interaction opens, so that its expiry is exact from the start (``expiry_seconds``).
@@ -61,7 +61,7 @@ def duration_seconds(text) -> int:
 
 def _role(word: str, *, allowed=ROLES) -> str:
     role = _ROLE_WORDS.get(word.strip().lower())
-    if role not in allowed:
+    if role is None or role not in allowed:
         names = ", ".join(f"{r}s" for r in allowed)
         raise ValueError(f"{word.strip()!r} is not a role ({names})")
     return role
@@ -218,7 +218,7 @@ def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
     else ``interactionTtlSeconds``."""
     ladder = getattr(agent, "ladder", None) or {}
     tools = ladder.get("tools") or {}
-    candidates = [steps] if steps else []
+    candidates: list = [steps] if steps else []
     candidates += [tools.get(tool), tools.get(tool.partition("/")[0])] if tool else []
     for steps in [*candidates, ladder.get("steps")]:
         if not steps:

@@ -1,4 +1,4 @@
-"""The MCP sessions of one run of a turn (issue 31, item 5): one session per tool server,
+"""The MCP sessions of one run of a turn: one session per tool server,
 opened by the run's first call of it, reused by every call the run makes to it, and closed
 when the run stops (the turn finished, paused, failed or lost its lease). A session never
 outlives its run: a paused turn resumes later, maybe in another worker, and opens its
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 CLOSE_SECONDS = 5.0
 # How many questions a server may ask during one call; past them it is told ``cancel``.
 ELICITATIONS_PER_CALL = 10
-CANCEL = {"action": "cancel"}
+CANCEL: dict[str, Any] = {"action": "cancel"}
 
 
 class SessionGone(Exception):

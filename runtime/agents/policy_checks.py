@@ -43,11 +43,11 @@ def _entry_problems(rule: dict) -> list[tuple[list, str]]:
     deciders with approvers, a timeout's duration, a rule's ladder, a title's template and
     redact's names."""
     problems = []
-    problem = approvers_problem(rule)
-    if problem:
+    approvers = approvers_problem(rule)
+    if approvers:
         # "stages.0.approvers" as a path: indexes as numbers, so the file's line is found.
-        path = [int(part) if part.isdigit() else part for part in problem[0].split(".")]
-        problems.append((path, problem[1]))
+        path = [int(part) if part.isdigit() else part for part in approvers[0].split(".")]
+        problems.append((path, approvers[1]))
     if rule.get("deciders") == "caller" and rule.get("approvers"):
         problems.append((["deciders"], "give either deciders: caller or approvers"))
     if "stages" in rule and rule.get("action") != "approve":

@@ -3,7 +3,7 @@
 A tool's JSON Schema comes from an AGENT.md, Django admin or a tenant's tool server. Given no
 registry, jsonschema retrieves a ``$ref`` it does not hold with urllib: no outbound guard, no
 timeout, redirects followed, ``file://`` read, and the worker holding the task's row lock
-meanwhile (issue 28, finding 3). So a reference that points outside its schema is refused where
+meanwhile. So a reference that points outside its schema is refused where
 the schema is taken in (``remote_ref``: AGENT.md, admin, a tool server's discovery), and every
 validator is built on ``LOCAL_ONLY``, a registry that holds the JSON Schema meta-schemas
 (bundled with jsonschema) and retrieves nothing: a schema cached before these checks existed
@@ -23,17 +23,21 @@ ID_KEYWORDS = ("$id", "id", "$anchor", "$dynamicAnchor")
 Unresolvable = referencing.exceptions.Unresolvable
 
 
+# referencing types its attrs classes with an early spelling of dataclass_transform that mypy
+# does not read, so mypy sees constructors without their fields.
 def _retrieve_nothing(uri: str):
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
-LOCAL_ONLY = SPECIFICATIONS.combine(referencing.Registry(retrieve=_retrieve_nothing))
+LOCAL_ONLY = SPECIFICATIONS.combine(
+    referencing.Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]
+)
 
 
 def _walk(schema):
     """(path, mapping) for every mapping inside ``schema``, without recursion (a tool server's
     schema may nest as deep as its JSON does)."""
-    stack = [([], schema)]
+    stack: list[tuple[list, object]] = [([], schema)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):

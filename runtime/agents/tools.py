@@ -83,7 +83,7 @@ class Policy:
     action: str  # allow | approve | deny
     # Who decides a held call: the tenant's operators unless the policy entry says
     # ``deciders: either`` (the caller in band, or an operator) or ``caller``. The caller
-    # never sees a call's arguments (seed 000: ``detail`` is never a call's arguments), so a
+    # never sees a call's arguments (interactions/v1's ``detail`` never carries them), so a
     # gateway in front of another company's agents holds its calls for its own people.
     deciders: str = "operators"  # either | operators (``caller`` is approvers: [caller])
     bulk: bool = True  # False: an operator decides each held call on its own page

@@ -86,9 +86,9 @@ def leaf_errors(exc: BaseException) -> list[BaseException]:
 def bearer_token(server: ToolServer) -> str | None:
     """The tenant's token for the server's app; ToolError when the app is not connected (so
     that the model asks for the connection with request_connection)."""
-    if server.app_id is None:
-        return None
     app = server.app
+    if app is None:
+        return None
     try:
         token = connection_access_token(tenant=server.tenant, app=app)
     except OAuthError as exc:
@@ -342,7 +342,8 @@ class McpToolServer:
 
     def discover(self) -> list[dict]:
         async def work(session):
-            listed, cursor = [], None
+            listed: list[dict] = []
+            cursor = None
             for _ in range(20):  # pages; a server that pages forever is cut off
                 result = await session.list_tools(cursor) if cursor else await session.list_tools()
                 listed.extend(t.model_dump(mode="json", by_alias=True) for t in result.tools)

@@ -1,4 +1,4 @@
-"""Reading answers to interactions (interactions/v1, seed 000): pure parsing and checks, no
+"""Reading answers to interactions (interactions/v1): pure parsing and checks, no
 writes. A caller answers in a message (in band); an operator or a program answers directly."""
 
 from typing import Any
@@ -17,7 +17,7 @@ def message_content(message: dict) -> tuple[str, list]:
 
 
 def answer_from_message(interaction: Interaction, message: dict) -> dict:
-    """Read a caller's answer to ``interaction`` from a message (interactions/v1, seed 000)."""
+    """Read a caller's answer to ``interaction`` from a message (interactions/v1)."""
     metadata = message.get("metadata") or {}
     extension = metadata.get(ext.INTERACTIONS) if isinstance(metadata, dict) else None
     field = f"message.metadata[{ext.INTERACTIONS}]"
@@ -116,7 +116,7 @@ def answer_from_decider(interaction: Interaction, answer: dict) -> dict:
 
 
 def connection_answer_is_yes(raw: Any) -> bool:
-    # seed 000: {"connected": true} or true (or approved: true) connects; anything else does not.
+    # interactions/v1: {"connected": true} or true (or approved: true) connects; nothing else.
     return raw is True or (
         isinstance(raw, dict) and (raw.get("connected") is True or raw.get("approved") is True)
     )

@@ -1,4 +1,4 @@
-"""Approval groups: the held calls of one model reply, open together (issue 31, item 4).
+"""Approval groups: the held calls of one model reply, open together.
 
 When one reply of the model holds several calls that the tool policy holds for a person, they
 open as one group, in the transaction that journals them (runtime.turn.groups journals the
@@ -13,7 +13,8 @@ once (runtime.decisions.group_flow: the flow for each of its calls, in one trans
 The wire's pause keeps the first open call's interaction as its top-level fields, so a client
 that knows one interaction at a time answers it, finds the next one on the task, and so on;
 ``groupId`` and ``interactions`` (every call still open) are for the clients that know groups;
-``outcomes`` says what became of those decided so far. Never a call's arguments (seed 000).
+``outcomes`` says what became of those decided so far. Never a call's arguments (the caller
+never sees them).
 
 Everything here runs inside the caller's transaction, with the task's row locked.
 """
@@ -64,7 +65,7 @@ def group_members(*, task: Task, group_id: str) -> list[Interaction]:
 
 
 def interaction_wire(interaction: Interaction) -> dict:
-    """An open interaction as interactions/v1 puts it on the status message (seed 000)."""
+    """An open interaction as interactions/v1 puts it on the status message."""
     return {
         "interactionId": interaction.public_id,
         "kind": interaction.kind,

@@ -136,7 +136,7 @@ def approvers_text(approvers) -> str:
 
 @dataclass(frozen=True)
 class Needs:
-    """What an open approval needs now (issue 28, finding 6): the stricter of what it opened
+    """What an open approval needs now: the stricter of what it opened
     with (recorded on the interaction) and what the agent's policy says today, for the call's
     arguments (the rule that holds it, runtime.agents.policies). A tightened policy reaches
     open approvals; a loosened one never asks less than the approval showed.
@@ -210,9 +210,9 @@ def _stricter_stages(opened, current) -> tuple[tuple[Stage, Stage], ...]:
     stages, its extra stages stand as they are."""
     pairs = []
     for index in range(max(len(opened), len(current))):
-        was = opened[index] if index < len(opened) else None
-        now = current[index] if index < len(current) else None
-        pairs.append((was or now, now or was))
+        was = opened[index] if index < len(opened) else current[index]
+        now = current[index] if index < len(current) else opened[index]
+        pairs.append((was, now))
     return tuple(pairs)
 
 

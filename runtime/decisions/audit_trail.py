@@ -1,5 +1,5 @@
 """The audit trail of a tenant: keyset pages of its decisions and connection changes, newest
-first, filtered by agent, tool, decider, outcome and date, and searched (issue 25)."""
+first, filtered by agent, tool, decider, outcome and date, and searched."""
 
 from dataclasses import dataclass
 from datetime import datetime

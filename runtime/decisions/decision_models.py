@@ -211,11 +211,12 @@ def new_receipt_id() -> str:
 
 
 class Receipt(AppendOnlyModel):
-    """What one decision on a held tool call bound (issue 13): the call (tool and the SHA-256
-    of the canonical arguments shown, and of those to be sent when an operator edited them),
-    the version of the policy entry or rule that held the call (issue 31: another tool's
-    entry changing leaves it valid), who decided, how, and when. The call is sent only while both hashes still match (runtime.turn.approval_check);
-    a receipt is never changed: a void approval gets a receipt of its own (decision "void").
+    """What one decision on a held tool call bound: the call (tool and the SHA-256 of the
+    canonical arguments shown, and of those to be sent when an operator edited them), the
+    version of the policy entry or rule that held the call (another tool's entry changing
+    leaves it valid), who decided, how, and when. The call is sent only while both hashes
+    still match (runtime.turn.approval_check); a receipt is never changed: a void approval
+    gets a receipt of its own (decision "void").
 
     Ids are kept as text, not foreign keys, so that deleting a task or an interaction never
     touches a receipt (append-only).
@@ -251,7 +252,7 @@ class Receipt(AppendOnlyModel):
         max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."
     )
     edited = models.BooleanField(default=False)
-    # The values themselves (issue 25), after the policy's ``redact`` (runtime.decisions.
+    # The values themselves, after the policy's ``redact`` (runtime.decisions.
     # summaries): an auditor tells staging from production without the database. Receipts
     # written before carry none ({}).
     arguments = models.JSONField(default=dict, blank=True, help_text="The arguments shown.")

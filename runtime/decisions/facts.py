@@ -93,7 +93,7 @@ def decision_facts(
     step_up = bool(needs and needs.high_risk and not decider.stepped_up and may_approve)
     editable = bool(held and needs and needs.editable and needs.required <= 1)
     rule_no = ""
-    if approval and held is not None:
+    if needs is not None and held is not None:  # an approval's held call
         agent = interaction.task.agent
         rule_no = (
             rule_refusal(agent, held.server, held.tool, held.arguments)
@@ -101,10 +101,10 @@ def decision_facts(
             or ""
         )
     held_by, held_by_now = _held_by(needs)
-    wants_schema = held is not None and is_open and (editable or not rule_no)
+    wants_schema = is_open and (editable or not rule_no)
     schema = (
         (tool_spec(interaction.task.agent, held.server, held.tool) or {}).get("schema")
-        if wants_schema
+        if held is not None and wants_schema
         else None
     )
     return DecisionFacts(

@@ -349,7 +349,7 @@ def decision_fit_check(interaction: Interaction, decision: Decision) -> None:
         if decision.value is not None:
             raise DecisionMisfit("value", "An approval takes approved (and a reason), not value.")
         if decision.approved is None:
-            # A missing decision is never read as a denial (issue 15, finding 5).
+            # A missing decision is never read as a denial: it is refused, naming the field.
             raise DecisionMisfit("approved", "Required for an approval: true or false.")
         if decision.arguments is not None and decision.approved is not True:
             raise DecisionMisfit("arguments", "Arguments are edited only when approving.")

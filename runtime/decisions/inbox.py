@@ -258,10 +258,12 @@ def approvals_standing(*, tenant, interactions) -> dict[int, tuple[dict, ...]]:
             public_id__in={i.public_id for i in recorded},
         ).only("task_id", "public_id", "server", "tool", "arguments", "arguments_hash")
     }
-    agents = Agent.objects.filter(tenant=tenant, pk__in={i.task.agent_id for i in recorded}).only(
-        "pk", "tenant_id", "tool_policy"
-    )
-    agents = {agent.pk: agent for agent in agents}
+    agents = {
+        agent.pk: agent
+        for agent in Agent.objects.filter(
+            tenant=tenant, pk__in={i.task.agent_id for i in recorded}
+        ).only("pk", "tenant_id", "tool_policy")
+    }
     found = {}
     for interaction in recorded:
         effect = effects.get((interaction.task_id, interaction.public_id))
@@ -372,7 +374,7 @@ def agents_with_open_counts(*, tenant) -> list[Agent]:
             agent = agents[row.pk] = row
             agent.open_counts = dict.fromkeys(INBOX_KINDS, 0)
         if row.open_kind in agent.open_counts:
-            agent.open_counts[row.open_kind] = row.open_n
+            agent.open_counts[row.open_kind] = row.open_n or 0
     return list(agents.values())
 
 

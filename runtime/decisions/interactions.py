@@ -209,8 +209,8 @@ def interaction_close(
     """Claim the open interaction for this answer and resume the turn (caller holds the task lock).
 
     The close of every decision (runtime.decisions.flow, which has checked who decides and
-    how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high,
-    issue 13); ``shown_hash`` and ``edited`` go on the decision's receipt
+    how) and of the expiry. ``stepped_up``: the decider re-authenticated recently (risk: high);
+    ``shown_hash`` and ``edited`` go on the decision's receipt
     (runtime.decisions.receipts), ``channel_user`` on it and the audit row, with
     ``decider_kind`` (a person, a program, the caller).
     """
@@ -254,11 +254,12 @@ def interaction_close(
         "via": via,
         **answer,
     }
-    if edited:
+    held = held_call_of(interaction) if edited else None
+    if held is not None:  # edited: only a held call's arguments are
         # The model is told that the call went out with other arguments, and which
         # (runtime.agents.llm reads this entry beside the call's result).
         entry["step"] = interaction.request.get("step")
-        entry["arguments"] = held_call_of(interaction).arguments
+        entry["arguments"] = held.arguments
     task.transcript.append(entry)
     # One call of a group: the turn resumes once the last of them has its decision.
     resumed = (
@@ -309,7 +310,7 @@ def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, I
     # (only the task's row is locked), then read the interaction under that lock and claim it.
     task = decision_task_lock(tenant=tenant, interaction_id=interaction_id)
     read = decision_interaction_read(task=task, interaction_id=interaction_id) if task else None
-    if read is None:
+    if task is None or read is None:
         raise TaskNotFound("No such interaction.", interactionId=interaction_id)
     interaction, effect = read
     held_call_known(interaction, effect)

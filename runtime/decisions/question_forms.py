@@ -1,4 +1,4 @@
-"""A question that is a form: a tool server's elicitation (MCP, issue 31 item 5) asks a person
+"""A question that is a form: a tool server's elicitation (MCP) asks a person
 to fill in a JSON schema, MCP's restricted subset of it: a flat object whose properties are
 strings (with ``minLength``, ``maxLength``, ``format`` email, uri, date or date-time), numbers
 and integers (``minimum``, ``maximum``), booleans, single choices (``enum``, with the legacy

@@ -1,5 +1,5 @@
 """Receipts: what a decision on a held call binds (the call's arguments hash and the version
-of the policy rule that held it, issues 13 and 31), and the decisions people can trust: the trust keys of a tool
+of the policy rule that held it), and the decisions people can trust: the trust keys of a tool
 (``risk: high``, ``editable``), edit-then-approve, the receipt and the audit row written with
 a decision. The step-up a high-risk approval asks for is the decision flow's
 (runtime.decisions.flow).
@@ -57,7 +57,7 @@ def policy_version(agent: Agent) -> str:
 
 @dataclass(frozen=True)
 class ToolTrust:
-    """The keys of a tool's policy entry that issue 13 adds: ``editable: true`` lets an
+    """The trust keys of a tool's policy entry: ``editable: true`` lets an
     operator change the arguments before approving; ``risk: high`` asks the decider to have
     re-authenticated recently (step-up)."""
 
@@ -74,8 +74,8 @@ def tool_trust(agent: Agent, server: str, tool: str, arguments) -> ToolTrust:
     (runtime.agents.policies.policy_rule_for: ``server/tool``, else ``server``, the rule of a
     conditional entry whose conditions hold); ``risk: high`` from that rule or from the tool's
     own entry in AGENT.md's ``tools`` list (``{server, tool}`` or the whole ``{server}``):
-    either one saying it makes the call high-risk, for step-up as for standing rules (issue
-    28, finding 5)."""
+    either one saying it makes the call high-risk, for step-up as for standing rules (no
+    standing rule ever approves a high-risk call)."""
     rule = policy_rule_for(agent, server, tool, arguments).rule
     declared = any(
         spec.get("risk") == "high"
@@ -312,7 +312,7 @@ def decision_outcome(interaction: Interaction) -> dict:
     Never the arguments, never an operator's identity."""
     answer = interaction.answer or {}
     outcome = decision_word(interaction)
-    data = {
+    data: dict[str, str | bool | None] = {
         "interactionId": interaction.public_id,
         "kind": interaction.kind,
         "outcome": outcome,

@@ -15,7 +15,7 @@ policy rule as it is now (approvers, stages, ``required``, ``risk``). When not, 
 held for people as any other, and the rule says why once (on the rule and in the audit).
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -101,7 +101,7 @@ def rule_check(
     conditions: list,
     duration: str,
     needs: Needs | None = None,
-) -> tuple[Effect, object, dict]:
+) -> tuple[Effect, datetime | None, dict]:
     """Check that a rule can be made from this approval by this decider, before the approval
     is given (so that a wrong form approves nothing); (the held call, its expiry time, what
     the rule records of the policy rule it is made under and of its maker).

@@ -34,7 +34,8 @@ def search_text(
     call = (request or {}).get("call")
     if kind == "approval" and isinstance(call, dict):
         parts += [f"{call.get('server', '')} / {call.get('tool', '')}"]
-        arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        arguments = call.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
         parts += _argument_words(redacted(arguments, call_terms(call).get("redact", ())))
     else:
         detail = detail or {}

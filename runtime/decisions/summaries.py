@@ -65,6 +65,10 @@ def held_call_view(
         if not detail.get("server"):
             return None
         call = {"server": detail.get("server"), "tool": detail.get("tool", "")}
+    return _call_view(call, reveal=reveal, arguments=arguments)
+
+
+def _call_view(call: dict, *, reveal: bool = False, arguments: dict | None = None) -> dict:
     if arguments is None:
         arguments = call.get("arguments")
     arguments = arguments if isinstance(arguments, dict) else {}
@@ -95,7 +99,7 @@ def effect_call_view(effect, *, agent, interaction: Interaction | None = None) -
         arguments=effect.arguments,
         policy=policy_for(agent, effect.server, effect.tool, effect.arguments),
     )
-    return held_call_view(Interaction(kind=Interaction.Kind.APPROVAL, request={"call": call}))
+    return _call_view(call)
 
 
 def held_call_summary(interaction: Interaction) -> str:

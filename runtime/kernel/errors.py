@@ -4,7 +4,7 @@
 class RuntimeFault(Exception):
     reason = "INTERNAL"
 
-    def __init__(self, message: str, **metadata: str):
+    def __init__(self, message: str, **metadata: object):  # each value kept as text
         super().__init__(message)
         self.message = message
         self.metadata = {k: str(v) for k, v in metadata.items()}
@@ -21,7 +21,7 @@ class TaskNotCancelable(RuntimeFault):
 class UnsupportedOperation(RuntimeFault):
     reason = "UNSUPPORTED_OPERATION"
 
-    def __init__(self, message: str, reason: str = "UNSUPPORTED_OPERATION", **metadata: str):
+    def __init__(self, message: str, reason: str = "UNSUPPORTED_OPERATION", **metadata: object):
         super().__init__(message, **metadata)
         self.reason = reason
 

@@ -1,4 +1,5 @@
-"""The profile v2 extensions (DESIGN.md; seeds 000 and 001). URIs are used verbatim."""
+"""The extensions of the profile this endpoint follows (their documents are at the URIs below).
+URIs are used verbatim."""
 
 INTERACTIONS = "https://docs.nylorun.com/a2a/interactions/v1"
 EFFECTS = "https://docs.nylorun.com/a2a/effects/v1"

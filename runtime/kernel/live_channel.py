@@ -1,5 +1,5 @@
 """Live output's channel: a model's text, as it is written, from the worker to the task's
-streams (issue 31, item 6).
+streams.
 
 The text travels as PostgreSQL notifications on its own channel, never as rows: it is not
 part of the task's record. The journal keeps the final reply (one entry, and the same status

@@ -13,9 +13,12 @@ parameters, ``RETURNING`` where the backend has it; an INSERT falls back to the 
 """
 
 from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from django.db import connections
-from django.db.models import Model
+from django.db.models import Field, Model
+
+M = TypeVar("M", bound=Model)
 
 _inserts: dict = {}
 _updates: dict = {}
@@ -33,7 +36,8 @@ def cursor(using: str = "default"):
     connection = connections[using]
     if connection.vendor != "postgresql":
         return connection.cursor()
-    from django.db.backends.postgresql.base import ServerBindingCursor
+    # Django defines it only when psycopg 3 is installed, so its type stubs leave it out.
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
 
     connection.ensure_connection()
     connection.validate_thread_sharing()
@@ -212,7 +216,10 @@ def row_update(
 
 def column(model: type[Model], name: str, using: str = "default") -> str:
     """The quoted column of ``model``'s field ``name``, for hand-written SQL."""
-    return _quote(connections[using], model._meta.get_field(name).column)
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise ValueError(f"{model.__name__}.{name} is not a column")
+    return _quote(connections[using], field.column)
 
 
 class Statements:
@@ -233,12 +240,12 @@ class Statements:
         return found
 
 
-class Columns:
+class Columns(Generic[M]):
     """A model's columns in a hand-written SELECT (``sql``, qualified by ``alias``) and the
     instance made from its part of a result row (``build``), converted as the ORM converts
     them: for reads that join or lock in ways a queryset would compile on every call."""
 
-    def __init__(self, model: type[Model], alias: str, fields: Sequence[str] | None = None):
+    def __init__(self, model: type[M], alias: str, fields: Sequence[str] | None = None):
         self.model = model
         self.alias = alias
         # In the model's order: Model.from_db maps a partial row onto its fields in that order.
@@ -270,7 +277,7 @@ class Columns:
             self._converters[connection.vendor] = found
         return found
 
-    def build(self, row: Sequence, start: int = 0, *, using: str = "default") -> Model:
+    def build(self, row: Sequence, start: int = 0, *, using: str = "default") -> M:
         """The instance of ``row[start:start + len(self)]``, as ``Model.from_db`` makes it."""
         connection = connections[using]
         values = list(row[start : start + len(self.fields)])

@@ -54,8 +54,8 @@ def artifact_payload(task: Task, artifact: dict) -> dict:
 
 def decider_public(by: str, via: str) -> str:
     """Who decided, as a partner may read it (interactions/v1 ``decidedBy``): the kind of
-    decider, never an operator's e-mail or a program's name. Seed 000 records the caller's
-    subject as ``approvedBy`` server side; what goes back on the wire says only the role."""
+    decider, never an operator's e-mail or a program's name. The caller's subject is recorded
+    as ``approvedBy`` server side; what goes back on the wire says only the role."""
     if via == "inband":
         return "caller"
     if via == "rule" or by.startswith("rule:"):

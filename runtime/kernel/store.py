@@ -194,7 +194,7 @@ def context_next_turn(task: Task, *, using: str = "default") -> int | None:
 
 # The rows a turn's start writes, each with the foreign key (``link``) to the row before it.
 _TURN_ROWS = ((Context, None), (Task, "context"), (TaskEvent, "task"))
-_LINKS = dict(_TURN_ROWS)
+_LINKS = {model: link for model, link in _TURN_ROWS if link is not None}
 
 
 def _insert_fields(model) -> tuple:
@@ -576,7 +576,8 @@ def task_events_insert(events: Sequence[TaskEvent], *, using: str = "default") -
     config committed before then (PostgreSQL's READ COMMITTED takes a snapshot per
     statement). A read made by the statement that waited for the lock would not: its
     snapshot predates the wait, and the locked row's re-check does not re-run a subquery
-    (issue 28, finding 1). One statement on PostgreSQL, events and deliveries alike."""
+    (a config made just before would miss the first events). One statement on PostgreSQL,
+    events and deliveries alike."""
     if not events:
         return []
     connection = connections[using]

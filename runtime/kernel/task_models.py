@@ -9,6 +9,7 @@ the row too, and never leaves the server. Agents are runtime.agents.agent_models
 
 import secrets
 import uuid
+from typing import TYPE_CHECKING
 
 from django.db import models
 from django.db.models import Q
@@ -17,6 +18,10 @@ from django.utils import timezone
 from config.tracing import current_trace_id
 from tenants.appendonly import AppendOnlyModel
 from tenants.models import Tenant
+
+if TYPE_CHECKING:
+    from runtime.agents.mcp_sessions import ToolSessions
+    from runtime.kernel.task_state import TurnBatch
 
 
 def new_key(prefix: str = "", nbytes: int = 12) -> str:
@@ -103,6 +108,14 @@ TURN_RUNTIME_FIELDS = ("transcript", "runs", "plan")
 class Task(models.Model):
     """One turn of a context, as the caller sees it (an A2A Task) and as the worker runs it."""
 
+    # In memory only, set on the instance a run or a decision holds: where the saves and
+    # events of a run's open block wait (runtime.turn.batch), the run's tool-server sessions
+    # (runtime.turn.runner), and whether an approval group is being decided at once
+    # (runtime.decisions.group_flow). Readers use getattr with a default.
+    turn_batch: "TurnBatch | None"
+    tool_sessions: "ToolSessions"
+    group_deciding: bool
+
     public_id = models.CharField(max_length=80, unique=True)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey("runtime.Agent", on_delete=models.CASCADE, related_name="tasks")
@@ -112,7 +125,7 @@ class Task(models.Model):
     turn = models.PositiveIntegerField()
     subject = models.CharField(max_length=200)
     skill_id = models.CharField(max_length=100, blank=True)
-    # SendMessage idempotency (seed 000: messageId is the idempotency key): the SHA-256 of the
+    # SendMessage idempotency (the messageId is the idempotency key): the SHA-256 of the
     # messageId that started this task and of the whole message, so that a retry finds this
     # task and a different message under the same messageId is refused. Empty before 0003.
     message_key = models.CharField(max_length=64, blank=True)
@@ -148,9 +161,9 @@ class Task(models.Model):
     # The A2A dialect the task was started in ("1.0", or "0.3" for 0.3 / 0.2.5 callers): shown
     # to support on the task page; either dialect may read it (a2a_endpoint.dialect03).
     dialect = models.CharField(max_length=8, default="1.0")
-    # A 0.x direct send (a blocking message/send or a message/stream without taskId, seed
-    # 004) whose caller has not been handed the task: "no task is created" for a direct
-    # reply, so no task method of either dialect finds it (GetTask, ListTasks, CancelTask,
+    # A 0.x direct send (a blocking message/send or a message/stream without taskId) whose
+    # caller has not been handed the task: for a direct reply, no task is created as the
+    # caller sees it, so no task method of either dialect finds it (GetTask, ListTasks, CancelTask,
     # answers, streams, push configs: TaskNotFound) while this is true. The row stays, as
     # every turn's does, for the worker that runs it and for the operators' pages and audit
     # (its tool calls, its decisions). Cleared when the caller is given the Task (a pause,

@@ -218,6 +218,8 @@ class _Listener:
     def _live(self, payload: str) -> None:
         """Hand a piece of live text to the streams of its task in this process."""
         pk = live_channel.live_task_pk(payload)
+        if pk is None:  # the notification names no task
+            return
         queues = [q for q in self.waiters.get(pk, ()) if isinstance(q, StreamQueue)]
         if not queues:
             return

@@ -1,4 +1,4 @@
-"""The inbox at scale (issue 9, item 5): keyset indexes for the inbox and the REST list.
+"""The inbox at scale: keyset indexes for the inbox and the REST list.
 
 Each page is newest first by (created_at, id); with these an index scan reads the page's
 rows in order and stops, instead of sorting the tenant's interactions. ``interaction_inbox``

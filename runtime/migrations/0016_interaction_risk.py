@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """The held call's risk as it opened (issue 28, finding 6): a decision takes the stricter
+    """The held call's risk as it opened: a decision takes the stricter
     of it and the tool's risk at decision time. Rows opened before it say normal; their
     tool's risk now is read at decision time as for every approval."""
 

@@ -1,4 +1,4 @@
-"""Approvals record their held call (issue 25): ``request["call"]`` holds the server, the tool,
+"""Approvals record their held call: ``request["call"]`` holds the server, the tool,
 the arguments, and the ``title`` and ``redact`` of the tool's policy entry, so that every
 list summarises a page of approvals from the rows it read (runtime.decisions.summaries).
 

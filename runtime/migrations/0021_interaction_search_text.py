@@ -1,4 +1,4 @@
-"""Interaction.search_text: what the inbox's search looks in (issue 25), and
+"""Interaction.search_text: what the inbox's search looks in, and
 Interaction.summary: a held call's one-line summary, redacted, as a list shows it; both
 filled in for the interactions there are, and on PostgreSQL a trigram index over it (pg_trgm, a trusted
 extension since PostgreSQL 13: a database owner may create it), so that ``LIKE '%term%'``

@@ -1,4 +1,4 @@
-"""Push notifications move from the a2a_endpoint app into the core (issue 24): the models are
+"""Push notifications move from the a2a_endpoint app into the core: the models are
 the runtime app's from here on, and their tables keep their names (``db_table``), so nothing
 in the database changes and no row moves (the state only; a2a_endpoint's 0004 drops them
 from its state). Their content types follow them, so that permissions given on them stay."""

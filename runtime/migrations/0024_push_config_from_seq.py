@@ -1,5 +1,5 @@
 """A push config names the task's first event it is given (``from_seq``), so that an event
-with no delivery for it can be found and queued (issue 28, finding 1). A config already
+with no delivery for it can be found and queued (no event is lost to a receiver). A config already
 there gets the first event it has a delivery for, else the task's next event."""
 
 from django.db import migrations, models

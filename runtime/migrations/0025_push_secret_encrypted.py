@@ -1,5 +1,5 @@
-"""A tenant's push signing secrets are stored Fernet-encrypted (issue 28: they were the one
-secret at rest in clear). The columns are renamed to say so, widened for the ciphertext, and
+"""A tenant's push signing secrets are stored Fernet-encrypted (they were the one secret at
+rest in clear). The columns are renamed to say so, widened for the ciphertext, and
 every secret already there is encrypted under the first CONNECTIONS_ENCRYPTION_KEY (and
 decrypted again when migrating back)."""
 

@@ -1,4 +1,4 @@
-"""Approval groups (issue 31, item 4): the held calls of one model reply open together, each
+"""Approval groups: the held calls of one model reply open together, each
 its own interaction of one group.
 
 Interaction.group_id, group_position and listed; a task may have one open interaction per

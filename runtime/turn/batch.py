@@ -84,6 +84,8 @@ class RunBatch:
         """The run's task, its row locked on condition that it is still this run's (LeaseLost
         otherwise), in a transaction that commits what the block's steps changed."""
         task = self.task
+        if task is None:
+            raise RuntimeError("a run locks its task only once it has claimed it")
         with transaction.atomic():
             # The agent's tool policy comes along with the lock: the run may have waited (a
             # model, a tool, a fetch) while an admin changed it, and every call it journals or

@@ -11,6 +11,7 @@ made with no transaction open, and ``_sent`` records its outcome in the next blo
 import hashlib
 import json
 import logging
+from typing import Any
 
 from django.utils import timezone
 
@@ -81,8 +82,8 @@ def call_start(task: Task, action: CallTool) -> Step:
         return _connection_request(task, step, action.arguments)
     spec = tool_spec(task.agent, action.server, action.tool)
     error = call_error(task, action, spec)
-    if error:
-        tool_result_record(task, step, ok=False, error=error)
+    if error or spec is None:  # with no spec, call_error says the tool is unknown
+        tool_result_record(task, step, ok=False, error=error or "unknown tool")
         turn_save(task)
         return True
     return _journal(task, step, action, spec)
@@ -210,7 +211,7 @@ def held_call_approval(task: Task, effect: Effect, spec: dict, policy: Policy) -
         },
         request={
             **approval_request(step=effect.step, policy=policy),
-            # What every surface summarises the held call from (issue 25).
+            # What every surface summarises the held call from.
             "call": held_call_record(
                 server=effect.server,
                 tool=effect.tool,
@@ -311,7 +312,7 @@ def _send(
         else tool_unavailable(task.agent, effect.server, effect.tool)
     )
     if not resend:
-        # Issue 13: an approval binds its receipt's arguments hash and the policy version;
+        # An approval binds its receipt's arguments hash and the policy version;
         # one that no longer matches is void and nothing is sent.
         stale = approval_stale(task=task, effect=effect, receipt=binding)
         if stale is not None:
@@ -370,8 +371,9 @@ def _call(server, task: Task, effect: Effect, context: CallContext) -> tuple[str
     return call_made(spanned)
 
 
-def _sent(task: Task, effect: Effect, outcome: tuple[str, object]) -> Step:
-    """Record the call's outcome (and its tool result for the model) in the block after it."""
+def _sent(task: Task, effect: Effect, outcome: tuple[str, Any]) -> Step:
+    """Record the call's outcome (and its tool result for the model) in the block after it:
+    ``(kind, value)``, the value's type by its kind (runtime.turn.elicitation.call_made)."""
     kind, value = outcome
     if kind == "asks":
         # The server asks a person something, and the call stays open until it has the answer.

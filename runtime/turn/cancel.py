@@ -97,7 +97,7 @@ def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -
         closed_at=now,
     )
     task_end(task, TaskState.CANCELED, agent_message(task, text))
-    detail = {"interactionsClosed": interactions, "callsClosed": calls}
+    detail: dict[str, int | str] = {"interactionsClosed": interactions, "callsClosed": calls}
     if reason:
         detail["reason"] = reason
     audit = audit_record(

@@ -1,4 +1,4 @@
-"""A tool server's question to a person during a call (MCP's elicitation; issue 31, item 5).
+"""A tool server's question to a person during a call (MCP's elicitation).
 
 The call is in flight on the run's session (runtime.agents.mcp_sessions) when the server
 sends ``elicitation/create``; the call's outcome so far is that question (ToolAsks), and the

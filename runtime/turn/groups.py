@@ -1,4 +1,4 @@
-"""A model reply's calls held together (issue 31, item 4): when the reply's next call is one
+"""A model reply's calls held together: when the reply's next call is one
 the tool policy holds for a person and a later call of the same reply is too, the calls from
 this one to the last held one are journalled now, in this block, in the reply's order (each
 as runtime.turn.calls journals a call: allowed, denied with its result, held, or refused with
@@ -36,7 +36,7 @@ def call_or_group_start(task: Task, action: CallTool) -> Step:
     ahead = queued_ahead(task)
     if not ahead or not _held(task, action):
         return call_start(task, action)
-    run = []
+    run: list[tuple[str, CallTool | BadToolCall, bool]] = []
     for queued_id, queued in ahead:
         if isinstance(queued, CallTool) and queued.server != BUILTIN_SERVER:
             run.append((queued_id, queued, _held(task, queued)))
@@ -72,13 +72,13 @@ def _group_start(task: Task, first: CallTool, run: list) -> Step:
     in order, then open the held ones as one group (or, should only one be held, as an
     approval of its own)."""
     group = len(task.transcript)  # the first call's step: the calls journalled together
-    held = [_journal(task, first, group)]
+    journalled = [_journal(task, first, group)]
     for queued_id, action, _ in run:
         if action_error(task, action):
             break  # a limit: left queued, the runner applies it (and stops) in its turn
         queued_applied(task, queued_id)
-        held.append(_journal(task, action, group))
-    held = [h for h in held if h is not None]
+        journalled.append(_journal(task, action, group))
+    held = [h for h in journalled if h is not None]
     if len(held) > 1:
         interaction_group_open(task=task, calls=held, also=TURN_FIELDS)
         return False
@@ -116,8 +116,8 @@ def _journal(task: Task, action, group: int) -> HeldApproval | None:
     task.transcript[step]["group"] = group
     spec = tool_spec(task.agent, action.server, action.tool)
     error = call_error(task, action, spec)
-    if error:
-        tool_result_record(task, step, ok=False, error=error)
+    if error or spec is None:  # with no spec, call_error says the tool is unknown
+        tool_result_record(task, step, ok=False, error=error or "unknown tool")
         return None
     effect, policy = call_journal(task, step, action, spec)
     if policy.action != "approve":

@@ -56,7 +56,7 @@ def _skill_for(agent: Agent, skill_id: str | None) -> str:
     if len(ids) == 1:
         return ids[0]
     if agent.default_skill in ids:
-        # Seed 004 asks the caller to choose only when no default exists.
+        # The caller is asked to choose only when no default exists.
         return agent.default_skill
     if len(ids) > 1:
         raise InvalidParams(
@@ -118,7 +118,7 @@ def message_send(
     ``live``: the message came on a stream, which gets the model's text as it is written
     (Task.live).
 
-    The messageId is the idempotency key per caller (seed 000): a retry returns the task the
+    The messageId is the idempotency key per caller: a retry returns the task the
     first send started and starts nothing."""
     if message.get("taskId"):
         return _message_to_task(
@@ -194,7 +194,7 @@ def _turn_start(
             )
             busy = False
         else:
-            context, busy = _context_turn_take(
+            taken, busy = _context_turn_take(
                 tenant=tenant,
                 agent=agent,
                 subject=subject,
@@ -204,9 +204,10 @@ def _turn_start(
                 digest=digest,
                 delivery=delivery,
             )
-            if isinstance(context, SendResult):
+            if isinstance(taken, SendResult):
                 transaction.set_rollback(True)
-                return context
+                return taken
+            context = taken
         public_id = f"t{context.turns}.{context.key}"
         stored = {**message, "contextId": context_id, "taskId": public_id, "role": "ROLE_USER"}
         task = Task(

@@ -1,4 +1,4 @@
-"""Live output, the worker's side (issue 31, item 6): while a hosted model writes its reply
+"""Live output, the worker's side: while a hosted model writes its reply
 for a turn whose message came on a stream (Task.live), its text goes to the task's streams.
 
 The model's text only: never a tool call, its arguments or a result (the profile: what is

@@ -127,7 +127,7 @@ def turn_record(turn: int, public_id: str, state: str, transcript, status_messag
     """One earlier turn as its record (README "Conversation memory" shows one)."""
     transcript = transcript or [{}]
     first = transcript[0]
-    inputs = next((e for e in transcript if e.get("type") == "inputs"), {})
+    inputs: dict = next((e for e in transcript if e.get("type") == "inputs"), {})
     files = [
         str(f.get("filename") or f"file {f.get('index')}") for f in inputs.get("files") or []
     ] or [str(u.get("filename") or u.get("url", "a file")) for u in first.get("urls") or []]

@@ -1,5 +1,5 @@
 """How a turn ends: finished (its telemetry on the last status), or failed because it cannot go
-on (issue 28, finding 2). A turn is never stuck: an error that can never succeed (data the
+on. A turn is never stuck: an error that can never succeed (data the
 database refuses, a reply nested too deeply to read, a schema or value that does not
 validate, a ``$ref`` that resolves to nothing) fails it at once; any other crash is retried,
 at most TURN_MAX_ATTEMPTS runs in all, and the claim that would exceed them fails it. Either
@@ -69,7 +69,7 @@ _CANNOT_SUCCEED = (
 )
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException | None):
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -144,8 +144,8 @@ def turn_crashed(*, task_pk: int, worker_id: str, run_id: str | None, exc: Excep
     back, whose attempt is counted here instead (or the turn would be retried forever).
 
     Reads the row afresh, under its lock: the run's copy may hold what the database refused."""
-    task = Task.objects.select_for_update().select_related("tenant", "agent").filter(pk=task_pk)
-    task = task.first()
+    locked = Task.objects.select_for_update().select_related("tenant", "agent")
+    task = locked.filter(pk=task_pk).first()
     if task is None or task.state not in (TaskState.SUBMITTED, TaskState.WORKING):
         return
     now = timezone.now()

@@ -103,11 +103,11 @@ def turn_run(*, task_pk: int, worker_id: str) -> None:
                 result = runner.wait(waiting)
                 with batch.locked() as task:
                     waiting = runner.steps(task, waiting.then(task, result))
-            observed.state = batch.task.state
+            observed.state = task.state
         except LeaseLost:
             logger.info("turn stopped: lease lost or task no longer working")
-            if observed is not None:
-                observed.state = batch.task.state
+            if observed is not None and task is not None:  # observed: the claim read it
+                observed.state = task.state
         except Exception as exc:
             if observed is None:  # the claim never read its task
                 run.enter_context(log_context(**turn_log_fields(task_pk)))

@@ -4,6 +4,7 @@ runtime.decisions.decision_metrics'."""
 
 import time
 from contextlib import contextmanager
+from typing import Any
 
 from config import metrics
 from config.tracing import span, task_span
@@ -28,16 +29,13 @@ def turn_observed(task: Task):
     started = time.monotonic()
     state = "error"
     outcome = TurnOutcome()
+    attributes: dict[str, Any] = {
+        "countersign.task_id": task.public_id,
+        "countersign.tenant": task.tenant.slug,
+        "countersign.agent": task.agent.slug,
+    }
     try:
-        with task_span(
-            "turn",
-            task.trace_id,
-            **{
-                "countersign.task_id": task.public_id,
-                "countersign.tenant": task.tenant.slug,
-                "countersign.agent": task.agent.slug,
-            },
-        ) as span:
+        with task_span("turn", task.trace_id, **attributes) as span:
             yield outcome
             state = state_label(outcome.state)
             span.set_attribute("countersign.task_state", state)

@@ -1,4 +1,4 @@
-"""Who owns a task (issue 15): anonymous callers of a public agent are strangers to each other,
+"""Who owns a task: anonymous callers of a public agent are strangers to each other,
 a retried SendMessage is one task, and a late in-band answer says who decided first."""
 
 import json
@@ -231,7 +231,7 @@ def test_an_inband_approval_after_an_operator_decided_says_who_and_when(agents, 
     interaction.refresh_from_db()
     assert info["reason"] == "INTERACTION_ALREADY_DECIDED"
     assert info["metadata"]["interactionId"] == interaction.public_id
-    # The partner learns the kind of decider, never the operator's e-mail (issue 13).
+    # The partner learns the kind of decider, never the operator's e-mail.
     assert info["metadata"]["decidedBy"] == "operator"
     assert info["metadata"]["decidedVia"] == "page"
     assert info["metadata"]["decidedAt"] == interaction.answered_at.isoformat()

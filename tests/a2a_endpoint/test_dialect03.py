@@ -161,7 +161,7 @@ def test_blocking_true_is_the_default_and_non_boolean_is_invalid_params(agents, 
 
 def test_an_approval_pause_returns_the_task_interrupted_with_lowercase_states(agents, client):
     task = task03(send03(client, DEPLOYER, agents.a.token, "deploy build 2026.10.06-1 to staging"))
-    # Seed 004: in the 0.x dialect an approval pause is input-required.
+    # In the 0.x dialect an approval pause is input-required.
     assert task["status"]["state"] == "input-required"
     status_message = task["status"]["message"]
     assert status_message["kind"] == "message" and status_message["role"] == "agent"
@@ -624,7 +624,7 @@ def test_a_task_created_in_1_0_is_read_answered_and_approved_in_0_3(agents, clie
     )
     assert held["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
     got = task03(rpc03(client, DEPLOYER, "tasks/get", {"id": held["id"]}, token=agents.a.token))
-    assert got["status"]["state"] == "input-required"  # seed 004's spelling of the pause
+    assert got["status"]["state"] == "input-required"  # the 0.x spelling of the pause
     assert got["history"][0]["parts"] == [
         {"kind": "text", "text": "deploy build 2026.10.06-1 to staging"}
     ]
@@ -669,7 +669,7 @@ def test_stream_events_become_0_3_events():
             }
         }
     )
-    # Seed 004: an approval pause is input-required, and the terminal frame of a 0.x stream.
+    # An approval pause is input-required, and the terminal frame of a 0.x stream.
     assert waiting["final"] is True and waiting["status"]["state"] == "input-required"
     artifact = wire03.event_out(
         {
@@ -709,7 +709,7 @@ def test_every_state_has_its_0_3_spelling():
     from runtime.kernel.task_models import TaskState
 
     spelled = {wire03.state_out(s) for s in TaskState.values}
-    # No auth-required: a pause for a person is input-required in this dialect (seed 004).
+    # No auth-required: a pause for a person is input-required in this dialect.
     assert spelled == {
         "submitted",
         "working",

@@ -1,5 +1,5 @@
 """Property: whatever params a caller sends to any method, the A2A endpoint answers with a
-JSON-RPC body, never a 5xx and never -32603 Internal error (issue 15, finding 2).
+JSON-RPC body, never a 5xx and never -32603 Internal error.
 
 The strategies mix valid shapes (so that requests get past parsing, to the services and the
 database) with hostile values: NUL characters, lone surrogates, strings longer than their

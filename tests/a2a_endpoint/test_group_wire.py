@@ -1,4 +1,4 @@
-"""An approval group on the A2A wire (issue 31, item 4; interactions/v1, seed 000): the caller
+"""An approval group on the A2A wire (interactions/v1): the caller
 sees one pause listing every held call of the model's reply (one interaction per call, the
 first at the top for a client that knows one interaction), answers each in band by its
 interactionId, and the task goes on once each has its answer. Never a call's arguments."""
@@ -81,7 +81,7 @@ def test_the_caller_sees_one_pause_listing_the_group(agents, client, paused):
     assert [i["interactionId"] for i in data["interactions"]] == [c.public_id for c in calls]
     assert all(i["kind"] == "approval" for i in data["interactions"])
     assert status_text(paused).startswith("Approve 2 calls of one reply:")
-    # Never a call's arguments on the wire (seed 000), and plain text without the extension.
+    # Never a call's arguments on the wire, and plain text without the extension.
     wire = json.dumps(paused["status"])
     # (The build as a JSON string: a random contextId such as "...ab-1f..." may hold b-1.)
     assert "staging" not in wire and "production" not in wire and '"b-1"' not in wire

@@ -1,4 +1,4 @@
-"""The A2A hot path (issue 9): per-process caches of agents and tokens that a change reaches
+"""The A2A hot path: per-process caches of agents and tokens that a change reaches
 within one second, a GetTask of one query, and the endpoint off the middleware stack
 (config/asgi.py, a2a_endpoint.lean) answering as the whole stack did."""
 
@@ -100,7 +100,7 @@ def test_a_tenant_deactivated_by_another_process_is_refused_within_one_second(ag
     Tenant.objects.filter(pk=agents.a.tenant.pk).update(active=False)
     changed = time.monotonic()
     sleep_until(changed + LOOKUP_CACHE_SECONDS)
-    # Its agents say why (issue 30): the tenant is deactivated.
+    # Its agents say why: the tenant is deactivated.
     assert_error(list_tasks(client, agents.a.token), -32000, "TENANT_INACTIVE", status=403)
 
 

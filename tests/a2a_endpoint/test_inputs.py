@@ -1,5 +1,5 @@
-"""Bad input stops at the edge (issue 15, finding 2): each kind of body that an outside probe
-turned into a -32603 is refused with the error that names it, before anything is written.
+"""Bad input stops at the edge: each kind of body that an outside probe once turned into a
+-32603 is refused with the error that names it, before anything is written.
 
 Most of these pass silently on SQLite, which stores NUL characters and over-long strings;
 on PostgreSQL (CI) they were -32603 Internal errors.

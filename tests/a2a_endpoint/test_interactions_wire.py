@@ -131,7 +131,7 @@ def test_approving_in_band_answers_with_the_completed_task(agents, client, held)
 
 
 def test_operators_only_approvals_are_operator_decision_required(agents, client):
-    # The demo deployer's policy names no deciders: the tenant's operators decide (issue 26).
+    # The demo deployer's policy names no deciders: the tenant's operators decide.
     held = task_of(send(client, agents.a.token, user_message(f"deploy build {BUILD} to staging")))
     error = assert_error(
         approve(client, agents.a.token, held, approved=True), -32004, "OPERATOR_DECISION_REQUIRED"

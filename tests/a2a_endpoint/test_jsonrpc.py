@@ -427,7 +427,7 @@ def test_a_public_agent_accepts_anonymous_callers(agents, client):
     response = rpc(client, "/a2a/acme/tck", "SendMessage", {"message": user_message()})
     task = task_of(response)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    # Each anonymous caller's task has a subject of its own (issue 15), never the shared one.
+    # Each anonymous caller's task has a subject of its own, never the shared one.
     assert Task.objects.get().subject.startswith("anonymous:")
 
 

@@ -1,4 +1,4 @@
-"""Live output on a live server (issue 31, item 6): uvicorn and a Celery worker of their own,
+"""Live output on a live server: uvicorn and a Celery worker of their own,
 an agent on ``provider: openai`` whose model is the local stub (tests/llm_stub.py), which
 streams real SSE chunks and can stop mid-reply until the test lets it go on.
 
@@ -406,7 +406,7 @@ def test_a_0_x_stream_closed_after_the_first_text_of_the_reply_leaves_the_turn_r
 
 
 def test_a_0_x_direct_stream_left_before_any_text_aborts_the_turn(agent_url, demo, stub, stack):
-    """Seed 004's rule stands while the caller holds nothing: leaving a direct stream before
+    """The 0.x direct stream's rule stands while the caller holds nothing: leaving a direct stream before
     its first frame aborts the turn, and no background task is left."""
     gate = threading.Event()
     stub.play(completion(REPLY, stream_hold=gate, stream_hold_after=0))

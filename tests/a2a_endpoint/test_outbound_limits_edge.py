@@ -1,4 +1,4 @@
-"""The total deadline and byte cap of outbound reads (issue 28, finding 8) where a partner
+"""The total deadline and byte cap of outbound reads where a partner
 gave the URL: a push receiver that trickles or floods its reply is an attempt that failed and
 is retried; a url part that trickles or is huge is that part failed, and the turn goes on."""
 

@@ -543,7 +543,7 @@ def test_progress_and_telemetry_reach_only_callers_that_activated_them(push_worl
     )
 
 
-# --- issue 15: URLs that can never work, failures as attempts, the token at rest ----------
+# --- URLs that can never work, failures as attempts, the token at rest ---------------------
 
 LEADING_ZERO_URL = "http://0177.0.0.1:8799/x"
 
@@ -834,8 +834,9 @@ def test_a_token_that_cannot_be_sent_as_a_header_gives_the_config_up_without_quo
 def test_a_retry_after_past_the_retry_window_gives_the_delivery_up(
     push_world, receiver, retry_after
 ):
-    # Issue 28: Retry-After 999...9 made a date no datetime holds, an OverflowError on every
-    # attempt. A receiver that asks for a retry later than PUSH_RETRY_HOURS gets none.
+    # A Retry-After of 999...9 makes a date no datetime holds (an OverflowError at every
+    # attempt, unless caught). A receiver that asks for a retry later than PUSH_RETRY_HOURS
+    # gets none.
     receiver.script, receiver.retry_after = [429], retry_after
     task_id = send(push_world.a, "support", "hello", push_url=receiver.url)
     run(task_id)

@@ -1,4 +1,4 @@
-"""Issue 28, finding 1: a push config sent inside SendMessage must not lose the first turn's
+"""A push config sent inside SendMessage must not lose the first turn's
 events. On a live stack (uvicorn and a real Celery worker on PostgreSQL), the worker's turn
 races the config's creation for the task's row lock; whoever wins, every event of the task
 reaches the receiver, exactly once each and in order: the outside probe's 20 non-blocking

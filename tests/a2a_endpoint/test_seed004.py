@@ -1,6 +1,6 @@
-"""Seed 004 (the Wildo host, A2A 0.2.5) point by point, on the wire, in the 0.x dialect:
-requests built as the seed builds them, and what its table says each one gets. The 1.0
-binding keeps seed 003's rules (tests/a2a_endpoint/test_streams.py, test_tasks.py); the
+"""A 0.x host (the Wildo host speaks A2A 0.2.5) point by point, on the wire, in the 0.x
+dialect: requests built as that host builds them, and what it expects each one to get. The 1.0
+binding keeps 1.0's interrupted states (tests/a2a_endpoint/test_streams.py, test_tasks.py); the
 disconnect of a direct stream needs a live server (test_seed004_live.py)."""
 
 import json

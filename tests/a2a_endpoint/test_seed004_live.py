@@ -1,6 +1,6 @@
-"""Seed 004 on a live server (uvicorn and a Celery worker): "Disconnecting during generation
-aborts the streamed turn; it does not create a background task." Only a 0.x direct stream
-does that; a 1.0 stream that closes ends its watching, never the task (seed 003)."""
+"""A 0.x host's direct stream on a live server (uvicorn and a Celery worker): disconnecting
+during generation aborts the streamed turn; it does not create a background task. Only a 0.x
+direct stream does that; a 1.0 stream that closes ends its watching, never the task."""
 
 import uuid
 

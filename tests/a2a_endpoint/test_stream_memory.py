@@ -1,4 +1,4 @@
-"""Stream memory is bounded per stream (issue 28, finding 7): the stream path never reads the
+"""Stream memory is bounded per stream: the stream path never reads the
 turn runtime's columns (the transcript above all), keeps no Task row between frames, and a
 client that never reads is dropped once a write has waited A2A_STREAM_WRITE_TIMEOUT_SECONDS,
 its frame and its slot given back."""

@@ -1,6 +1,6 @@
-"""What an operator's decision over REST costs the database (issue 9, item 3: decision
-latency). The count is pinned, so a change that adds a query to the answer fails here and
-has to say why; the refusals keep their order although the body is read under the lock."""
+"""What an operator's decision over REST costs the database (a part of decision latency). The
+count is pinned, so a change that adds a query to the answer fails here and has to say why;
+the refusals keep their order although the body is read under the lock."""
 
 import re
 from http import HTTPStatus

@@ -71,7 +71,7 @@ def test_two_person_rule_on_the_page_inbox_and_rest(agents, held):
     assert again.status_code == HTTPStatus.FORBIDDEN
     assert "another person" in again.content.decode()
 
-    # A program with an operator token is not a person (issue 28, finding 4): refused, and
+    # A program with an operator token is not a person: refused, and
     # nothing changes.
     program = Client().post(
         f"/api/v1/interactions/{interaction.public_id}/answer",

@@ -1,4 +1,4 @@
-"""Bulk triage (issue 12, item 4): many approvals, one reason, each decided on its own through
+"""Bulk triage: many approvals, one reason, each decided on its own through
 the one decision flow, with its own audit entry and its own race."""
 
 import re

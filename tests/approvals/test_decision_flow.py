@@ -1,5 +1,5 @@
-"""The one decision flow (issue 24, item 2) and the decision side of issue 28's findings 4, 5
-and 6, through the real channels: every channel decides through runtime.decisions.flow once
+"""The one decision flow, and who counts and what a decision needs, through the real
+channels: every channel decides through runtime.decisions.flow once
 per decision; two-person approvals count people, never programs or the system's subjects;
 ``risk: high`` on an AGENT.md tool entry asks for a step-up as the policy's does; and the
 approvers, the number and the risk are the current policy's when stricter, never less than
@@ -114,7 +114,7 @@ def policy_set(rule) -> Agent:
     return agent
 
 
-# --- issue 24: one flow, every channel ------------------------------------------------------
+# --- one flow, every channel ----------------------------------------------------------------
 
 
 def test_every_channel_decides_through_the_one_flow_once_per_decision(agents, caplog):
@@ -259,7 +259,7 @@ def test_the_rest_detail_shows_what_the_page_shows(agents, holder):
     assert facts["next"] in html
 
 
-# --- issue 28, finding 4: two-person counts people --------------------------------------------
+# --- two-person counts people ----------------------------------------------------------------
 
 
 def test_a_person_and_an_operator_token_never_close_a_two_person_approval(agents, holder):
@@ -311,7 +311,7 @@ def test_a_token_with_a_reserved_subject_never_decides(agents, holder, subject):
     assert not AuditEvent.objects.filter(actor=subject).exists()
 
 
-# --- issue 28, finding 5: risk: high on the tool entry ---------------------------------------
+# --- risk: high on the tool entry ------------------------------------------------------------
 
 
 def test_risk_high_on_the_agents_tool_entry_asks_for_a_step_up_on_every_channel(agents, holder):
@@ -350,7 +350,7 @@ def test_risk_high_on_a_whole_servers_tool_entry_counts_too(agents, make_agent):
     assert response.json()["reason"] == "STEP_UP_REQUIRED"
 
 
-# --- issue 28, finding 6: the current policy, never less than the approval showed ----------
+# --- the current policy, never less than the approval showed --------------------------------
 
 
 def test_a_tightened_policy_reaches_an_open_approval(agents, holder):
@@ -388,7 +388,7 @@ def test_a_tightened_policy_reaches_an_open_approval(agents, holder):
         (side.admin.subject, True),
         ("user:admin2@acme.test", True),
     ]
-    # Both bound the version of the tool's entry that held the call (issue 31).
+    # Both bound the version of the tool's entry that held the call.
     effect = held_call_of(approval)
     held_by = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     assert {r.policy_version for r in receipts} == {held_by.version}

@@ -1,4 +1,4 @@
-"""Issue 15: every REST and page route that takes input, fed hostile input by hypothesis.
+"""Every REST and page route that takes input, fed hostile input by hypothesis.
 
 Whatever comes in (NUL, lone surrogates, bytes that are not UTF-8, huge and deeply nested
 values, wrong types, NaN), the answer is never a 5xx, and nothing is decided by input that is

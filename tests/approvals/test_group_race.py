@@ -1,4 +1,4 @@
-"""Races on an approval group (issue 31, item 4), on PostgreSQL's row locks: two operators
+"""Races on an approval group, on PostgreSQL's row locks: two operators
 deciding the two calls of one group at the same moment both win and the turn resumes exactly
 once; one operator deciding the whole group while another decides one of its calls: each call
 gets exactly one decision, and the turn resumes once, when the last call has its own."""

@@ -1,4 +1,4 @@
-"""An approval group on the operator channels (issue 31, item 4): one inbox item listing every
+"""An approval group on the operator channels: one inbox item listing every
 call of a model reply with its arguments, decided call by call and at once on the page, over
 REST and in bulk, each through the one decision flow; bad input is a 4xx that changes nothing,
 another tenant's group a 404."""

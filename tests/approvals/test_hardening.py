@@ -1,6 +1,6 @@
-"""Issue 15 on the operator channel: REST answers held to JSON and its types (finding 5), text
-PostgreSQL cannot store refused at the edge (finding 2), ids with a NUL in page paths (finding
-2), and the REST channel's one exception handler (issue 8, item 3)."""
+"""Hostile input on the operator channel: REST answers held to JSON and its types, text
+PostgreSQL cannot store refused at the edge, ids with a NUL in page paths, and the REST
+channel's one exception handler."""
 
 import json
 from http import HTTPStatus
@@ -54,7 +54,7 @@ def assert_400_naming(response, field: str):
     assert body["detail"].startswith(f"{field}: "), body
 
 
-# --- finding 5: a REST answer is JSON, and approved is a JSON boolean ----------------------
+# --- a REST answer is JSON, and approved is a JSON boolean ----------------------------------
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def test_rest_json_true_and_false_still_decide(agents, client):
         assert approval.answer["approved"] is approved
 
 
-# --- finding 2: text PostgreSQL cannot store, and lengths, are 400 naming the field ---------
+# --- text PostgreSQL cannot store, and lengths, are 400 naming the field ---------------------
 
 BAD_TEXTS = {
     "nul": "ship\u0000it",
@@ -245,7 +245,7 @@ def test_page_decision_text_with_nul_is_400(agents):
     assert_unchanged(question)
 
 
-# --- finding 2: an id with a NUL in a path is 404, never 500 --------------------------------
+# --- an id with a NUL in a path is 404, never 500 --------------------------------------------
 
 
 def test_nul_in_any_id_path_is_404_never_500(agents):
@@ -306,7 +306,7 @@ def test_nul_in_list_filters_is_never_500(agents):
     assert status < HTTPStatus.INTERNAL_SERVER_ERROR
 
 
-# --- issue 8, item 3: one exception handler maps the core's faults --------------------------
+# --- one exception handler maps the core's faults -------------------------------------------
 
 
 def test_rest_exception_handler_is_the_one_configured():

@@ -1,4 +1,4 @@
-"""The inbox at scale (issue 9, item 5): keyset pages and a fixed number of queries.
+"""The inbox at scale: keyset pages and a fixed number of queries.
 
 Rows are bulk-created (the turn loop is not what is tested here): more open interactions
 than a page holds, over two agents and every kind, some sharing one created_at (so the id

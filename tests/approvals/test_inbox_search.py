@@ -1,4 +1,4 @@
-"""The inbox's search and filters (issue 12, item 3): in the URL, combinable with the keyset
+"""The inbox's search and filters: in the URL, combinable with the keyset
 pages, a fixed number of queries, and only ever the tenant's own items."""
 
 from datetime import timedelta

@@ -1,6 +1,6 @@
 """The audit's filters and search, the task page's states and calls, and times as people read
 them: in the tenant's time zone, relative where it helps, exact on hover, never with
-microseconds (issue 25, items 5 and 6)."""
+microseconds."""
 
 import re
 from datetime import timedelta
@@ -83,7 +83,7 @@ def test_the_audit_filter_pages_keep_their_filters(agents, django_assert_max_num
 def test_the_task_page_collapses_repeated_status_updates_and_summarises_calls(agents):
     approval = agents.a.extra["make"].approval(build="tp-1")
     task = approval.task
-    # A turn's repeated "working" updates, one after another (the issue's five).
+    # A turn's repeated "working" updates, five one after another.
     from runtime.kernel.task_models import TaskEvent
 
     last = task.events.order_by("-seq").first()

@@ -1,4 +1,4 @@
-"""What is being approved, on every surface (issue 25, items 1, 2 and 5): the held call's
+"""What is being approved, on every surface: the held call's
 summary on inbox rows, search results, the REST list and detail, bulk results, the audit,
 the task page and receipts; search over its arguments; and a redacted field that never
 appears outside the decision page."""

@@ -1,4 +1,4 @@
-"""Triage that cannot go blind (issue 25, item 3): after a decision the operator moves on to
+"""Triage that cannot go blind: after a decision the operator moves on to
 the next open item of the list they came from; Approve is not offered to the first of two
 approvers; bulk approval shows the summaries of what it approves, and binds them; the item
 page puts what is decided and the buttons first."""

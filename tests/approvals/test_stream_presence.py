@@ -1,4 +1,4 @@
-"""The task page says whether a caller watches the task on an A2A stream (issue 11, item 3)."""
+"""The task page says whether a caller watches the task on an A2A stream."""
 
 import asyncio
 import json

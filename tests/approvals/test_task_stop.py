@@ -1,4 +1,4 @@
-"""An operator's stop (issue 26): Cancel on the task page (with a reason, audited) and
+"""An operator's stop: Cancel on the task page (with a reason, audited) and
 ``POST /api/v1/tasks/{id}/cancel`` for operator tokens. The task ends CANCELED with the
 reason, which the partner reads on GetTask; its open interactions and held calls close."""
 

@@ -1,4 +1,4 @@
-"""Hostile input on the routes of who-may-decide and standing rules (issue 15's standard):
+"""Hostile input on the routes of who-may-decide and standing rules (as on every route):
 "approve and allow similar calls" on the page and over REST, and revoking rules. Never a
 5xx, and nothing is approved or made by input that is not valid."""
 

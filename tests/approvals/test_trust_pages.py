@@ -1,4 +1,4 @@
-"""Decisions people can trust (issue 13) on the operator's channels: the edit form on the
+"""Decisions people can trust on the operator's channels: the edit form on the
 decision page, step-up through allauth's re-authentication, the REST channel's 403 and
 token right, receipts on the pages, and their CSV / JSON Lines export."""
 
@@ -165,7 +165,7 @@ def test_a_recent_sign_in_counts_and_an_old_one_does_not(agents, make_agent, set
     client = agents.a.client_for(agents.a.operator)
     client.logout()
     client.post(reverse("account_login"), {"login": agents.a.operator.email, "password": PASSWORD})
-    # Approved, the operator moves on to the next open item (issue 25).
+    # Approved, the operator moves on to the next open item.
     assert client.post(page(first), {"decision": "approve"})["Location"] == page(second)
     assert Receipt.objects.get().stepped_up
     settings.STEP_UP_SECONDS = 0

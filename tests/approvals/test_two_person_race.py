@@ -125,7 +125,7 @@ def decide_or_program(index, interaction, barrier, outcomes):
 def test_a_policy_tightened_to_two_people_holds_under_a_race_of_people_and_programs(
     postgres_only, transactional_db, make_agent, agents
 ):
-    """Issue 28, findings 4 and 6: approvals opened for one person, the policy then asks for
+    """Approvals opened for one person, the policy then asks for
     two; twenty deciders (sixteen people's tabs, four programs) approve at once. Exactly two
     distinct people's approvals count, no program's, and the tool is sent once."""
     side = agents.a
@@ -224,7 +224,7 @@ def program(name) -> tuple[str, Decider]:
 def test_a_quorum_of_three_under_a_race_counts_three_distinct_people(
     postgres_only, transactional_db, make_agent, agents
 ):
-    """Issue 31, item 2: twenty deciders (eight people, each in two tabs, and four programs)
+    """Twenty deciders (eight people, each in two tabs, and four programs)
     approve a required: 3 call at once: exactly three distinct people count, no program, and
     the tool is sent once."""
     side = agents.a
@@ -264,7 +264,7 @@ def test_a_quorum_of_three_under_a_race_counts_three_distinct_people(
 def test_two_stages_under_a_race_count_two_operators_then_an_admin(
     postgres_only, transactional_db, make_agent, agents
 ):
-    """Issue 31, item 2: two operators, then an admin. Operators (each in two tabs), admins
+    """Two operators, then an admin. Operators (each in two tabs), admins
     and programs approve at once: stage 1 takes exactly two distinct operators, stage 2
     exactly one admin (an admin who came early is refused, and tries again), no program
     counts, nobody counts twice, and the tool is sent once."""

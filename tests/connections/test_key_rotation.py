@@ -1,4 +1,4 @@
-"""Issue 14, item 6: CONNECTIONS_ENCRYPTION_KEY rotates (MultiFernet): with a new key first,
+"""CONNECTIONS_ENCRYPTION_KEY rotates (MultiFernet): with a new key first,
 old secrets stay readable; `rotate_secrets` re-encrypts every stored one under the new key;
 after it, the new key alone reads them all."""
 

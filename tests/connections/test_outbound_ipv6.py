@@ -1,4 +1,4 @@
-"""Issue 15, finding 8: IPv6 addresses that embed an IPv4 address are classified by it."""
+"""IPv6 addresses that embed an IPv4 address are classified by it."""
 
 import ipaddress
 

@@ -1,4 +1,4 @@
-"""'Approve and allow similar calls' in Chromium (issue 13, item 5): the operator approves a
+"""'Approve and allow similar calls' in Chromium: the operator approves a
 held deployment and makes a rule from the form generated from the tool's schema; a matching
 call then runs without a pause, a non-matching one waits; the rule is revoked on the rules
 page."""

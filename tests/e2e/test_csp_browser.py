@@ -1,4 +1,4 @@
-"""Issue 15, finding 7, in Chromium: the pages work under their Content-Security-Policy, and
+"""In Chromium: the pages work under their Content-Security-Policy, and
 the browser reports no violation (an inline script or handler it refused to run)."""
 
 import pytest

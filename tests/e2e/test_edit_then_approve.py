@@ -1,4 +1,4 @@
-"""Edit then approve in a real browser (issue 13): an operator changes a held deploy's
+"""Edit then approve in a real browser: an operator changes a held deploy's
 arguments in the form made from the tool's schema, a value the schema refuses is a form error,
 and the call goes out with the edited arguments."""
 
@@ -52,7 +52,7 @@ def test_operator_edits_a_held_deploy_then_approves_it(live_stack, demo, browser
     assert record.data == {"build": "2026.12.01-2", "environment": "production"}
     receipt = Receipt.objects.get(effect_public_id=effect.public_id)
     assert receipt.edited and receipt.arguments_hash != receipt.sent_arguments_hash
-    # The receipt is on the decision page (approved, the operator moved on: issue 25).
+    # The receipt is on the decision page (approved, the operator moved on to the next item).
     page.goto(f"{live_stack.url}/inbox/{effect.public_id}/")
     page.locator(f"#receipt-{receipt.public_id}").wait_for()
     page.screenshot(path=str(artifacts / "edit-then-approve-receipt.png"), full_page=True)

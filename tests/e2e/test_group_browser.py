@@ -1,4 +1,4 @@
-"""A group of held calls decided in a real browser (issue 31, item 4): a hosted model (the
+"""A group of held calls decided in a real browser: a hosted model (the
 local OpenAI-compatible stub, real HTTP) asks for two deploys in one reply; the operator sees
 one inbox item listing both, decides one call alone and then the rest with the group's form,
 and, for a second reply, both at once; each task goes on once, with every call's outcome."""

@@ -1,4 +1,4 @@
-"""The inbox by keyboard and in bulk, in Chromium (issue 12, items 3 and 4)."""
+"""The inbox by keyboard and in bulk, in Chromium."""
 
 import pytest
 
@@ -43,8 +43,8 @@ def test_keyboard_open_and_approve_then_bulk_deny(live_stack, demo, browser, art
     page.wait_for_url(f"{live_stack.url}{first_url}")
     page.get_by_role("button", name="Approve").wait_for()
 
-    # Back in the inbox: j then a opens the selected item asking to approve it (issue 25:
-    # never blind from the list); a again approves it.
+    # Back in the inbox: j then a opens the selected item asking to approve it (never blind
+    # from the list); a again approves it.
     page.goto(f"{live_stack.url}/inbox/?kind=approval")
     page.keyboard.press("j")
     page.keyboard.press("j")

@@ -1,4 +1,4 @@
-"""Informed decisions in Chromium, at desktop and phone sizes (issue 25, acceptance): the summary
+"""Informed decisions in Chromium, at desktop and phone sizes: the summary
 on inbox rows; the first item on the first screen of a 390x844 phone; ``a`` shows the
 arguments before anything is decided, and the decision carries the hash shown; after a
 decision the next item opens."""

@@ -1,4 +1,4 @@
-"""The demo tenant's admin in a real browser (issue 30, acceptance): logs in, changes the
+"""The demo tenant's admin in a real browser: logs in, changes the
 deployer's policy for deploy_build from approve to deny in the policy table, and the next call
 of that tool is denied; nowhere does Django admin show the other tenant."""
 

@@ -1,4 +1,4 @@
-"""Approve and deny from e-mail with one-time links (issue 27, item 2), with Django's mail
+"""Approve and deny from e-mail with one-time links, with Django's mail
 outbox: opening a link decides nothing; the confirm page's POST decides once."""
 
 import re

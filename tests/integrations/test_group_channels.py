@@ -1,4 +1,4 @@
-"""An approval group in Slack and by e-mail (issue 31, item 4): each call of the group is its
+"""An approval group in Slack and by e-mail: each call of the group is its
 own message, saying which call of how many it is, with its own buttons and one-time links,
 decided call by call through the one decision flow; the turn goes on once the last call has
 its decision. (The group at once is decided on its page, over REST or in bulk.)"""

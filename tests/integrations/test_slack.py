@@ -1,4 +1,4 @@
-"""Approve and deny from Slack (issue 27, item 1), through the real slack_sdk against a local
+"""Approve and deny from Slack, through the real slack_sdk against a local
 stand-in for Slack's Web API, and Slack's signed requests to the interactivity endpoint."""
 
 import json

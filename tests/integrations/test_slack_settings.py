@@ -1,4 +1,4 @@
-"""Setting up the tenant's Slack app (issue 27, item 1): on the settings page, in Django admin
+"""Setting up the tenant's Slack app: on the settings page, in Django admin
 (scoped to the tenant admin's tenant), its secrets stored encrypted and never shown."""
 
 import json

@@ -120,7 +120,7 @@ def test_flow_2_cancel_closes_the_question(partner03, agents):
 
 def test_flow_3_held_deploy_approved_by_an_operator(partner03, agents, demo):
     task = partner03.send(agents["deployer"], user_message(DEPLOY))
-    # Seed 004: in the 0.x dialect an approval pause is input-required.
+    # In the 0.x dialect an approval pause is input-required.
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert status_text(task) == "Approve deploy / deploy_build?"
     assert not task.status.message.metadata
@@ -200,7 +200,7 @@ def stream_states(events) -> list[int]:
 
 def is_paused(event) -> bool:
     """A status update that pauses the task (in 0.x, an approval or a connection reads as
-    input-required, seed 004)."""
+    input-required)."""
     return (
         event.HasField("status_update")
         and event.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -208,7 +208,7 @@ def is_paused(event) -> bool:
 
 
 def test_streamed_flow_1_a_direct_stream_answers_with_the_reply_message(partner03, agents):
-    # Seed 004: a direct message/stream whose turn completes sends its reply Message, no task.
+    # A direct message/stream whose turn completes sends its reply Message, no task.
     events = partner03.stream(agents["support"], user_message("How do I reset my password?"))
     assert [e.WhichOneof("payload") for e in events] == ["message"]
     assert "Reset password" in events[-1].message.parts[0].text
@@ -239,7 +239,7 @@ def test_streamed_flow_3_ends_at_the_approval_and_resubscribe_carries_the_result
 ):
     deployer = agents["deployer"]
     events = partner03.stream(deployer, user_message(DEPLOY))
-    # Seed 004: the approval gate is the stream's terminal frame, the task in input-required.
+    # The approval gate is the stream's terminal frame, the task in input-required.
     [task] = [e.task for e in events]
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert status_text(task) == "Approve deploy / deploy_build?"
@@ -293,7 +293,7 @@ def test_a_0_3_stream_on_the_wire_ends_at_the_approval_and_resubscribe_carries_t
     live_stack, demo
 ):
     """Raw SSE: every frame a 0.3 object with the request's id. A direct message/stream ends
-    at the approval gate with the task in input-required (seed 004); tasks/resubscribe then
+    at the approval gate with the task in input-required; tasks/resubscribe then
     follows it through the operator's approval, final only where it closes."""
     from a2a.compat.v0_3 import types as v03
 

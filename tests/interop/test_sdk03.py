@@ -59,7 +59,7 @@ def test_default_connect_reads_the_card_and_completes_a_send(stack, demo, stream
     )
     # The card it read: the 0.3 fields beside the 1.0 ones (a2a_endpoint.dialect03.card_wanted).
     assert answer["card_url"] == url and answer["transport"] == "JSONRPC"
-    # Seed 004: a completed direct reply is a Message (streamed: its one frame), no task.
+    # A completed direct reply is a Message (streamed: its one frame), no task.
     [event] = answer["events"]
     assert event["kind"] == "message"
     reply = event["message"]

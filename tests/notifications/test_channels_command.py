@@ -1,4 +1,4 @@
-"""`manage.py channels` (issue 25, item 7; issue 27's Slack set-up): channels kept as code."""
+"""`manage.py channels` (the Slack app's set-up too): channels kept as code."""
 
 from io import StringIO
 

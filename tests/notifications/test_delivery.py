@@ -43,7 +43,7 @@ def test_a_held_call_notifies_each_matching_channel_once(
     body = mail.outbox[0].body
     link = f"https://countersign.example/inbox/{interaction.public_id}/"
     assert link in body and "deployer" in body.lower() and agents.a.subject in body
-    # The held call's summary and arguments go with it by default (issue 25, item 1).
+    # The held call's summary and arguments go with it by default.
     assert f"Deploy {BUILD} to staging" in mail.outbox[0].subject
     assert f'"build": "{BUILD}"' in body and '"environment": "staging"' in body
 

@@ -1,4 +1,4 @@
-"""Closing the loop (issue 25, item 4): a channel that told of an item hears what became of it
+"""Closing the loop: a channel that told of an item hears what became of it
 (decided, expired, voided, canceled; one approval of several in), once each, through the
 same fan-out, delivery and sweep machinery as the openings."""
 

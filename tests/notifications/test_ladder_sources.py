@@ -77,7 +77,7 @@ def test_an_agent_md_ladder_reminds_escalates_and_expires_by_beat(
     assert [m.to for m in mail.outbox] == [["admin@acme.test"]]  # the step's roles only
     escalated = AuditEvent.objects.get(action="escalated")
     assert escalated.detail["roles"] == ["admin"]
-    # Carried for the approvers' rules (issue 13), which widen who may decide.
+    # Carried for the approvers' rules, which widen who may decide.
     assert escalated.detail["widen_to"] == "admin"
 
     # The expire step is no beat step of the ladder: the expiry it set closes the item.

@@ -1,4 +1,4 @@
-"""Spans and metrics of decisions, tool calls and notifications (issue 28, operations): a
+"""Spans and metrics of decisions, tool calls and notifications: a
 decision is a span of its task's trace and the turn it resumes its child, across a worker
 (the Celery message carries the decision's context, taken when the turn was enqueued); each
 tool call and notification attempt is a span; notifications are counted by channel kind and

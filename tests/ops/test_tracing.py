@@ -120,7 +120,7 @@ def test_a_turn_resumed_by_an_operator_stays_in_the_tasks_trace(agents, client, 
     [taken] = [s for s in finished if s.name == "decision"]
     assert len(turns) == 1
     # The decision is a span of the task's trace, linked to the request that made it; the
-    # turn it resumed is its child (issue 28: it had no link to the decision at all).
+    # turn it resumed is its child (never a trace with no link to the decision).
     assert trace_hex(turns[0]) == trace_hex(taken) == task.trace_id != trace_hex(decision)
     assert [link.context.span_id for link in taken.links] == [decision.context.span_id]
     assert turns[0].parent.span_id == taken.context.span_id

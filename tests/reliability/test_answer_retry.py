@@ -1,5 +1,5 @@
-"""A caller's answer retried with the same messageId is applied once (seed 002: the answer's
-messageId is its idempotency key)."""
+"""A caller's answer retried with the same messageId is applied once (the answer's messageId
+is its idempotency key)."""
 
 import uuid
 

@@ -97,3 +97,20 @@ def test_the_default_skill_must_be_one_of_the_agents_skills(demo, staff):
     assert saved.status_code == HTTPStatus.FOUND
     agent.refresh_from_db()
     assert agent.default_skill == agent.skills[0]["id"]
+
+
+def test_a_default_skill_not_among_skills_with_a_number_for_an_id_is_refused_with_their_ids(
+    demo, staff
+):
+    agent = Agent.objects.get(tenant__slug="demo", slug="support")
+    page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
+    data = form_data(page.content.decode())
+    data["skills"] = json.dumps([{"id": 7, "name": "Seven", "description": "A numbered skill."}])
+    data["default_skill"] = "nope"
+
+    refused = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
+
+    assert refused.status_code == HTTPStatus.OK
+    assert b"is not one of the skills (7)" in refused.content
+    agent.refresh_from_db()
+    assert agent.default_skill == ""

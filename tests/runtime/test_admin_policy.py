@@ -1,4 +1,4 @@
-"""The policy editor in Django admin (issue 30, item 2): the agent's tool policy and ladders as
+"""The policy editor in Django admin: the agent's tool policy and ladders as
 a table, validated as AGENT.md's are, the JSON one click away, the version receipts bind to
 shown; a tenant admin's change is what the next call meets."""
 

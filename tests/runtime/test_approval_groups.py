@@ -1,4 +1,4 @@
-"""A reply's calls decided together (issue 31, item 4): the held calls of one model reply open
+"""A reply's calls decided together: the held calls of one model reply open
 as one approval group, decided call by call or at once through the one decision flow, and the
 turn resumes once, when the last of them has its decision; then every call of the reply is sent
 (or its denial told) in the reply's order. The model is the local OpenAI-compatible stub."""

@@ -140,7 +140,7 @@ def test_an_approval_answer_that_is_not_a_boolean_is_refused(held, answer):
     ids=["plain", "no-deciders", "operators"],
 )
 def test_an_in_band_approval_under_a_policy_without_deciders_is_refused(agents, rule):
-    # Issue 26: the caller never sees a call's arguments (seed 000), so by default it does
+    # The caller never sees a call's arguments (interactions/v1), so by default it does
     # not approve them; the refusal says who may decide.
     Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
         tool_policy={"deploy/deploy_build": rule}

@@ -181,7 +181,7 @@ def test_two_person_rule_first_approval_recorded_then_second_resumes(agents, hol
         "approval_recorded",
         "approved",
     ]
-    # Each person's approval has its receipt (issue 13): the first says it waited.
+    # Each person's approval has its receipt: the first says it waited.
     receipts = list(Receipt.objects.filter(effect_public_id=interaction.public_id).order_by("id"))
     assert [(r.decider, r.decision) for r in receipts] == [
         ("user:operator@acme.test", "approved"),

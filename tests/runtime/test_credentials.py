@@ -1,4 +1,4 @@
-"""Credentials for model providers (issue 10, item 5): set in admin, shown once, encrypted at
+"""Credentials for model providers: set in admin, shown once, encrypted at
 rest, looked up tenant first, then the environment, never leaked in a message."""
 
 from http import HTTPStatus

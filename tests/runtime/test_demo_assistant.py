@@ -1,4 +1,4 @@
-"""The demo's `assistant` on a real model (issue 10, item 6): seeded only when a key is
+"""The demo's `assistant` on a real model: seeded only when a key is
 configured, with the deployer's and the coder's tools under their policies; `make run`'s
 banner says how to turn it on."""
 
@@ -142,7 +142,7 @@ def test_the_banners_assistant_command_runs_the_assistant_on_its_model(
     monkeypatch, settings, client, eager
 ):
     """The banner's command names no skill and the assistant has several (the deployer's and
-    the coder's): its default skill takes the message (issue 26, item 6), and the model is asked."""
+    the coder's): its default skill takes the message, and the model is asked."""
     from config.banner import curl_command
     from runtime.kernel.task_models import Task
     from tests.llm_stub import LLMStub, completion

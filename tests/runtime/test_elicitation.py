@@ -1,4 +1,4 @@
-"""A tool server's elicitation becomes a question (issue 31, item 5), with a real MCP server
+"""A tool server's elicitation becomes a question, with a real MCP server
 built with the official ``mcp`` package (tests.mcp_servers: FastMCP with sessions, on a
 local port) whose tools ask a person something in the middle of a call and say what they
 got back. The turn runs in a thread of its own, as in a worker, while the test answers as

@@ -1,4 +1,4 @@
-"""Expiry (seed 002): an open interaction past its expiry closes; an approval as a denial with
+"""Expiry: an open interaction past its expiry closes; an approval as a denial with
 reason "expired", a question as no answer; each audited."""
 
 from datetime import timedelta

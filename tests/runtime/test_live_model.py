@@ -1,4 +1,4 @@
-"""Live output, the providers' side (issue 31, item 6): ``provider: openai`` and
+"""Live output, the providers' side: ``provider: openai`` and
 ``openai-responses`` asked to stream, against the local OpenAI-compatible server
 (tests/llm_stub.py) answering with real SSE chunks. The reply's text is written as it comes,
 nothing else is, and the streamed reply becomes the same actions as the reply unstreamed."""

@@ -1,4 +1,4 @@
-"""Live output, the turn's side (issue 31, item 6): which turns stream (Task.live, set by each
+"""Live output, the turn's side: which turns stream (Task.live, set by each
 message), and the worker's sending of a reply's text (runtime.turn.live_output) as PostgreSQL
 notifications: in order, in pieces that fit NOTIFY, ended by a last piece that is sent before
 the reply is recorded, bounded when sending does not keep up."""

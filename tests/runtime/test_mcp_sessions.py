@@ -1,4 +1,4 @@
-"""One MCP session per tool server per run of a turn (issue 31, item 5), with a stateful
+"""One MCP session per tool server per run of a turn, with a stateful
 server built with the official ``mcp`` package (FastMCP with sessions, on a local port) that
 counts its initializations and session ends: a run's calls share one session (the server
 keeps its state between them), the session closes when the run stops, and a resumed turn

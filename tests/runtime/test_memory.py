@@ -1,4 +1,4 @@
-"""Conversation memory (issue 26): a turn's model sees the earlier turns of its context, bounded
+"""Conversation memory: a turn's model sees the earlier turns of its context, bounded
 by the agent's budget (``memory: {turns, tokens}``), for provider openai (against the local
 OpenAI-compatible stub), http (a real agent server on loopback) and scripted agents that name
 the earlier turns. Contexts stay per tenant and per caller."""

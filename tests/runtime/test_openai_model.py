@@ -551,7 +551,7 @@ def test_two_held_calls_in_one_reply_open_together_and_are_decided_each_on_its_o
         completion("Staging yes, production no."),
     )
     task = start(agents)
-    # One approval group (issue 31, item 4): both calls held at once, one pause.
+    # One approval group: both calls held at once, one pause.
     first, second = Interaction.objects.filter(task=task).order_by("group_position")
     assert first.group_id and first.group_id == second.group_id
     assert second.state == Interaction.State.OPEN
@@ -750,7 +750,7 @@ def test_the_client_cache_is_bounded_and_closes_what_it_drops_once_unused():
     assert list(cache.entries) == [("b",), ("d",)]
 
 
-# --- replies that cannot be used: back to the model, a bounded number of times (issue 26) ----
+# --- replies that cannot be used: back to the model, a bounded number of times ---------------
 
 
 def bad_reply_notes(body: dict) -> list[str]:
@@ -844,7 +844,7 @@ def test_a_usable_reply_ends_a_run_of_bad_ones(agents, llm, make_llm_agent):
     ]
 
 
-# --- what real providers send (issue 26) ------------------------------------------------------
+# --- what real providers send ----------------------------------------------------------------
 
 
 def test_content_as_a_list_of_parts_and_arguments_as_an_object_complete_normally(
@@ -899,7 +899,7 @@ def test_a_refusal_rejects_the_task_with_the_models_words(agents, llm, make_llm_
     assert (task.state, status_text(task)) == ("TASK_STATE_REJECTED", "I can't help.")
 
 
-# --- current model APIs (issue 26) ------------------------------------------------------------
+# --- current model APIs ----------------------------------------------------------------------
 
 
 def test_the_request_carries_max_completion_tokens_and_the_allow_listed_parameters(
@@ -949,7 +949,7 @@ def test_the_approval_reason_reaches_the_model_with_the_result(agents, llm, make
     assert (result["ok"], result["approvalReason"]) == (True, "staging is free")
 
 
-# --- provider: openai-responses (issue 26) ----------------------------------------------------
+# --- provider: openai-responses --------------------------------------------------------------
 
 
 def test_the_responses_api_provider_holds_a_call_and_completes(agents, llm, make_llm_agent):

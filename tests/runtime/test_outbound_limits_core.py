@@ -1,4 +1,4 @@
-"""The total deadline and byte cap of outbound reads (issue 28, finding 8) where the turn
+"""The total deadline and byte cap of outbound reads where the turn
 waits on a server: a tool server (HTTP and MCP: calls and tool lists), a hosted model, an
 agent over HTTP. Against loopback servers that trickle and that flood: a trickled answer is a
 timeout (the call uncertain, the model call retried then failed), a flood stops at its cap

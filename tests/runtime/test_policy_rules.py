@@ -1,4 +1,4 @@
-"""Conditional policy entries (issue 31, item 1): a tool's entry as a list of rules with
+"""Conditional policy entries: a tool's entry as a list of rules with
 ``when`` conditions over the call's arguments, the first that holds deciding; the condition
 language shared with standing rules; errors at load with field paths; which rule held a call
 on the decision page, over REST and on receipts."""

@@ -1,4 +1,4 @@
-"""Per-tool policy versions (issue 31, item 3): an approval binds the version of the entry (or
+"""Per-tool policy versions: an approval binds the version of the entry (or
 rule of it) that held its call, so editing another tool's entry, or another rule of the same
 entry, voids nothing; editing the tool's own entry or rule voids its approval as before."""
 

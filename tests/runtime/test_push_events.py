@@ -1,4 +1,4 @@
-"""Each event of a task reaches each of its push configs once, in order (issue 28, finding 1):
+"""Each event of a task reaches each of its push configs once, in order:
 the statement that writes events queues their deliveries, after the task's row lock was
 taken; an event that still has no delivery is queued before the config's next round and
 found by the sweep."""

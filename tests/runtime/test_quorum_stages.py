@@ -1,4 +1,4 @@
-"""Quorums and stages (issue 31, item 2): ``required: N`` of the eligible approvers for any N,
+"""Quorums and stages: ``required: N`` of the eligible approvers for any N,
 and ``stages`` decided in order, each by its approvers; distinct people only (no program, no
 system subject, nobody twice, in any stage); a denial at any stage ends it; the page and
 REST say the progress ("2 of 3", "stage 1 of 2: operators")."""

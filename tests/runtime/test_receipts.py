@@ -1,4 +1,4 @@
-"""Decisions people can trust (issue 13, items 1, 2 and 4) in the core: every decision on a held
+"""Decisions people can trust, in the core: every decision on a held
 call stores a receipt; a call is sent only while its approval's arguments hash and policy
 version still match; edit then approve; step-up for risk: high; the audit is append-only.
 
@@ -82,7 +82,7 @@ def test_every_decision_on_a_held_call_stores_a_receipt_of_what_it_bound(agents,
     # The SHA-256 of the canonical arguments, the same bytes as the effect journal's hash.
     assert receipt.arguments_hash == canonical_hash({"environment": "staging", "build": "b-1"})
     assert canonical_hash({"b": 1, "a": "é"}) == arguments_hash({"a": "é", "b": 1})
-    # The version of the entry that held the call (issue 31): its key and the entry as written.
+    # The version of the entry that held the call: its key and the entry as written.
     held_by = policy_rule_for(agent, "deploy", "deploy_build", effect.arguments)
     assert receipt.policy_version == held_by.version
     assert held_by.version == canonical_hash(

@@ -158,7 +158,7 @@ def test_never_for_high_risk_or_two_person_tools(agents, deployer, policy):
     decider = operator(side)
     if policy.get("required") == 2:
         decide(interaction, by="user:admin@acme.test", approved=True)
-    # risk: high needs a stepped-up decider (issue 13, item 4) before a rule is even asked for.
+    # risk: high needs a stepped-up decider before a rule is even asked for.
     decide(interaction, by=decider.subject, approved=True, stepped_up=True)
     with pytest.raises(NotAllowed, match="No standing rule"):
         rule_create(
@@ -265,7 +265,7 @@ def test_conditions_are_checked_against_the_schema():
     assert conditions_problem([{"field": "n", "op": "in", "value": [1, 2]}], schema) is None
 
 
-# --- issue 28 (low), closed in issue 31: nested values and undeclared fields ----------------
+# --- nested values and undeclared fields -----------------------------------------------------
 
 # A tool whose schema lets extra fields through and has a nested object: the shape that let a
 # rule made for one call allow calls with anything more.

@@ -1,4 +1,4 @@
-"""No remote ``$ref`` ever (issue 28, finding 3): a tool's schema refers only to itself. A
+"""No remote ``$ref`` ever: a tool's schema refers only to itself. A
 reference outside it is refused where the schema is taken in (AGENT.md, Django admin, a tool
 server's discovery), naming the field; one stored before that is never fetched: the call is
 a clear tool error, the turn goes on, and nothing holds the task while a server takes its time.

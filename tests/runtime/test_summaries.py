@@ -1,4 +1,4 @@
-"""The summary of a held call (issue 25): a policy entry's ``title`` template and ``redact``
+"""The summary of a held call: a policy entry's ``title`` template and ``redact``
 list, checked when the agent loads, recorded on the approval when the call is held, and
 rendered by runtime.decisions.summaries from the interaction's own row for every surface."""
 

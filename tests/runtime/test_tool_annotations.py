@@ -1,4 +1,4 @@
-"""MCP tool annotations and resources (issue 31, item 5 in part), with a real MCP server built
+"""MCP tool annotations and resources, with a real MCP server built
 with the official ``mcp`` package (FastMCP over streamable HTTP on a local port): each
 discovered tool keeps its annotations; the tenant's default maps them to a policy (read-only
 runs, the rest waits for a person), shown in admin and overridden per tool by the agent's

@@ -322,7 +322,7 @@ def test_a_server_that_is_gone_is_a_clear_tool_error(agents, make_agent, mcp_stu
     mcp_stub.stop()
     task = start(agents.a, "calcer", "go")
     assert task.state == "TASK_STATE_COMPLETED"
-    # Issue 26: the server by its name, never its URL (the model's context is no place for
+    # The server by its name, never its URL (the model's context is no place for
     # an internal address).
     text = status_text(task)
     assert text.startswith("error: the tool server calc could not be reached (")
@@ -811,7 +811,7 @@ def test_an_mcp_call_that_takes_too_long_is_a_timeout_error(
         tool_policy={"calc": "allow"},
     )
     task = start(agents.a, "sleeper", "go")
-    # Issue 26: the call was sent and no answer came: it may have run, so its outcome is
+    # The call was sent and no answer came: it may have run, so its outcome is
     # uncertain (effects/v1) and an operator resolves it, as after a crash.
     assert task.state == "TASK_STATE_WORKING"
     assert status_text(task) == "The outcome of calc / slow was lost; an operator is checking."

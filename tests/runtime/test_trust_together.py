@@ -1,6 +1,6 @@
-"""Where receipts, edit-then-approve and step-up (issue 13, items 1, 2, 4) meet approvers and
-standing rules (items 3, 5): a rule's decision is a receipt, a void rule decision holds the
-call for a person, and a two-person approval is approved as the call stands."""
+"""Where receipts, edit-then-approve and step-up meet approvers and standing rules: a rule's
+decision is a receipt, a void rule decision holds the call for a person, and a two-person
+approval is approved as the call stands."""
 
 from unittest import mock
 

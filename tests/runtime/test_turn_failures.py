@@ -1,4 +1,4 @@
-"""Turns are never stuck (issue 28, finding 2): an error that can never succeed fails the turn
+"""Turns are never stuck: an error that can never succeed fails the turn
 at once, with a reason for the partner and the task page; any other is retried at most
 TURN_MAX_ATTEMPTS times in all; and every line the turn logs names its task and tenant."""
 

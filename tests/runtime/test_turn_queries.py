@@ -1,4 +1,4 @@
-"""What a turn costs the database (issue 9, item 2): one transaction to claim, one to finish,
+"""What a turn costs the database: one transaction to claim, one to finish,
 and one more for each step that must be durable before it acts. The counts are pinned, so a
 change that adds a query or a transaction to these turns fails here and has to say why.
 
@@ -149,7 +149,7 @@ def test_a_later_turn_of_a_context_reads_its_earlier_turns_once(agents, settings
 
     second.refresh_from_db()
     assert (second.turn, second.state) == (2, TaskState.COMPLETED)
-    # Conversation memory (issue 26): the first turn's 9 statements and one more, the read of
+    # Conversation memory: the first turn's 9 statements and one more, the read of
     # the context's earlier turns, in the claim's transaction (before the model is asked);
     # kept in the transcript, it is not read again for the turn's later steps.
     assert cost.transactions == 2, cost
@@ -178,7 +178,7 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     tool = sum(1 for s in cost.statements if "runtime_demorecord" in s)
     assert tool == 1, cost
     # Take: locked read; the effect with its interaction and the approval's receipt (does it
-    # still bind? issue 13) in one read (they were three, runtime.turn.calls._JournalRead);
+    # still bind?) in one read (they were three, runtime.turn.calls._JournalRead);
     # the effect approved and sending in one write (they were two); save.
     # Finish: the row's lock, effect closed, the context's next queued turn, three status
     # events (one INSERT as the transaction commits, with their push deliveries: none), save

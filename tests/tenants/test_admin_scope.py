@@ -1,4 +1,4 @@
-"""Tenant admins run their own tenant in Django admin and nothing else (issue 30, item 1).
+"""Tenant admins run their own tenant in Django admin and nothing else.
 
 The walk goes through every model admin registered on the site (``admin.site._registry``,
 so an admin registered later is walked too) as the admin of tenant A and proves that nothing
@@ -219,8 +219,8 @@ def test_a_tool_servers_refresh_of_another_tenant_is_a_404(scoped_world):
 def test_staff_of_another_tenant_with_every_model_permission_see_nothing_of_this_one(
     scoped_world,
 ):
-    """Issue 28, finding 11: staff of `other` with model permissions saw demo's tokens and
-    tasks and changed demo's agent policy to `allow`."""
+    """Staff of `other` with Django model permissions neither see demo's tokens and tasks nor
+    change demo's agent policy to `allow`: those permissions know no tenants."""
     a, b = scoped_world.a, scoped_world.b
     agent = Agent.objects.get(tenant=a.tenant, slug="shipper")
     policy = agent.tool_policy

@@ -1,4 +1,4 @@
-"""Issue 14, item 3: an install set up from a shell (tokens, tenants, members) and the banner
+"""An install set up from a shell (tokens, tenants, members) and the banner
 again on demand (countersign_info)."""
 
 import re
@@ -53,7 +53,7 @@ def test_tokens_create_an_operator_token_for_some_agents_that_expires(acme):
     [
         (["--tenant", "nope", "--subject", "partner:x"], "No tenant 'nope'"),
         (["--tenant", "acme", "--subject", "anonymous:x"], "subject: anonymous"),
-        # The system's own subjects (issue 28, finding 4): no token acts as one.
+        # The system's own subjects: no token acts as one.
         (["--tenant", "acme", "--subject", "system:expiry"], "reserved for the system"),
         (["--tenant", "acme", "--subject", "rule:rul_1"], "reserved for the system"),
         # ... in any case, after trimming, in any Unicode form that folds to one.
@@ -172,7 +172,7 @@ def test_countersign_info_prints_the_banner_with_working_export_lines(settings, 
     assert "Countersign is running at http://127.0.0.1:8123/" in out
     assert "export A2A_BASE=http://127.0.0.1:8123" in out
     assert 'scripts/a2a.sh code-reviewer reply "$TASK" main' in out
-    # The demo tenant's admin, and platform staff for every tenant (issue 30, item 4).
+    # The demo tenant's admin, and platform staff for every tenant.
     assert "admin login:    admin@demo.test" in out and "the demo tenant's admin" in out
     assert "platform staff: platform@countersign.test" in out
     exports, _ = run("countersign_info", "--exports")

@@ -1,4 +1,4 @@
-"""Members' life cycle and tenant deactivation (issue 30, item 3): a real invitation (who,
+"""Members' life cycle and tenant deactivation: a real invitation (who,
 which tenant, which role, a link that sets a password and expires), resend, change role,
 remove (sessions end, audit history stays), in Django admin and in `manage.py members`;
 deactivation by platform staff (tokens stop, agents say why); `tokens list --all`."""

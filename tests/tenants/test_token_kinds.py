@@ -1,4 +1,4 @@
-"""Issue 15, finding 6: partner tokens reach the A2A endpoint only, operator tokens the REST
+"""Partner tokens reach the A2A endpoint only, operator tokens the REST
 channel only, and each is refused clearly where it does not belong."""
 
 import json

@@ -33,7 +33,7 @@ KINDS = {
     "teams": Channel.Kind.TEAMS,
     "webhook": Channel.Kind.WEBHOOK,
 }
-NAMES = {kind: name for name, kind in KINDS.items()}
+NAMES: dict[str, str] = {kind: name for name, kind in KINDS.items()}
 
 
 def _words(text: str) -> list[str]:
@@ -140,7 +140,9 @@ class Command(BaseCommand):
         )
         if not form.is_valid():
             problems = "; ".join(
-                f"{field}: {' '.join(errors)}" if field != "__all__" else " ".join(errors)
+                f"{field}: {' '.join(map(str, errors))}"
+                if field != "__all__"
+                else " ".join(map(str, errors))
                 for field, errors in form.errors.items()
             )
             raise CommandError(f"Channel not saved: {problems}")
@@ -187,10 +189,11 @@ class Command(BaseCommand):
         if not channels:
             self.stdout.write("No channels.")
         for channel in channels:
-            where = {
+            places: dict[str, str] = {
                 Channel.Kind.EMAIL: ", ".join(channel.email_roles + channel.email_addresses),
                 Channel.Kind.SLACK_APP: channel.slack_channel,
-            }.get(channel.kind, channel.url_hint)
+            }
+            where = places.get(channel.kind, channel.url_hint)
             filters = [
                 f"{label}: {','.join(values)}"
                 for label, values in (

@@ -168,7 +168,9 @@ def action_dump(action: Action) -> dict:
 
 
 def action_load(data: dict) -> Action:
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "type"}
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "type"
+    }
     return ACTION_TYPES[data["type"]](**fields)
 
 
@@ -220,7 +222,7 @@ class TurnView:
 
     @property
     def answers(self) -> dict[str, Any]:
-        # An expired question has no value: the model sees it unanswered (seed 002).
+        # An expired question has no value: the model sees it unanswered, never a made-up one.
         return {
             e["questionId"]: e["value"]
             for e in self.transcript
@@ -253,12 +255,12 @@ class LiveWriter(Protocol):
 
 
 class ModelProvider(Protocol):
-    # True for a model that runs in the worker's process and waits on nothing (scripted): the
-    # turn loop then asks it without first committing its steps (runtime.turn.runner).
-    # Providers that leave it out are asked as network calls.
-    in_process: bool = False
-    # True for a provider that can stream its reply: while the turn's caller streams, it is
-    # asked with ``live`` (a LiveWriter) and writes its text there as the model writes it.
-    streams: bool = False
+    # Two attributes a provider may have, read with getattr (False when left out):
+    # ``in_process``: True for a model that runs in the worker's process and waits on nothing
+    # (scripted): the turn loop then asks it without first committing its steps
+    # (runtime.turn.runner). Providers that leave it out are asked as network calls.
+    # ``streams``: True for a provider that can stream its reply: while the turn's caller
+    # streams, it is asked with ``live`` (a LiveWriter) and writes its text there as the model
+    # writes it.
 
     def next_action(self, view: TurnView) -> Action | ModelTurn: ...

@@ -19,6 +19,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ ANSWER_FIELDS = (
     "approved",
     "connected",
     "reason",
-    # An operator edited the call before approving it (issue 13): what was sent instead.
+    # An operator edited the call before approving it: what was sent instead.
     "edited",
     "step",
     "arguments",
@@ -147,7 +148,7 @@ def reply_error(reply: Any) -> str | None:
     return f"the reply is not a valid action at {where}: {error.message}"[:1000]
 
 
-def history(transcript: list[dict], earlier: list[dict] = ()) -> list[dict]:
+def history(transcript: list[dict], earlier: Sequence[dict] = ()) -> list[dict]:
     """The context's earlier turns (``turn`` entries, oldest first, as conversation memory
     kept them), then this turn since the caller's message, in the protocol's terms
     (agent-request.json)."""

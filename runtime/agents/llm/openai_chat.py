@@ -107,7 +107,7 @@ CLIENT_SHARDS = 8
 # and cost a millisecond of CPU per call, and its first use imports the SDK's resources
 # (half a second, with every turn's thread waiting on the import; bench/slow_turns.py).
 # ``security`` is what ``create`` asks for: the client's key as a bearer token.
-CALL_OPTIONS: dict = {"security": {"bearer_auth": True}}
+CALL_OPTIONS: openai.RequestOptions = {"security": {"bearer_auth": True}}
 
 
 # --- tool names ------------------------------------------------------------------------------
@@ -610,6 +610,7 @@ def reply_turn(
     arguments}}``), as the actions it holds."""
     calls = [c for c in calls if isinstance(c, dict) and isinstance(c.get("function"), dict)]
     if not calls:
+        action: Reply | Fail
         if content.strip():
             action = Reply(content)
         elif isinstance(refusal, str) and refusal.strip():

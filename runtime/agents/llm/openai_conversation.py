@@ -5,6 +5,7 @@ sends the same conversation."""
 
 import json
 import re
+from typing import Any
 
 from runtime.agents.llm.actions import (
     TurnView,
@@ -75,7 +76,7 @@ def tool_result_content(transcript: list[dict], step: int | None, call_id: str) 
             if result.get("reason"):
                 body["reason"] = result["reason"]
         if edit is not None:
-            # Issue 13: an operator changed the arguments before approving; say so, and to what.
+            # An operator changed the arguments before approving: say so, and to what.
             body["argumentsEdited"] = {
                 "note": "An operator changed this call's arguments before approving it; "
                 "it was made with these arguments instead of yours.",
@@ -235,7 +236,7 @@ UPDATE_PLAN = "update_plan"
 PLAN_STATES = ["pending", "active", "completed", "failed", "skipped"]
 
 
-BUILTINS = {
+BUILTINS: dict[str, dict[str, Any]] = {
     ASK_QUESTION: {
         "description": "Ask the caller a question and wait for the answer.",
         "parameters": {

@@ -1,4 +1,4 @@
-"""A model's reply read as it streams (live output, issue 31 item 6), for ``provider: openai``
+"""A model's reply read as it streams (live output), for ``provider: openai``
 and ``provider: openai-responses``.
 
 Asked with ``stream: true``, both APIs answer with Server-Sent Events through the official
@@ -40,7 +40,7 @@ def stream_reply(
     client: openai.OpenAI,
     path: str,
     body: dict,
-    options: dict,
+    options: openai.RequestOptions,
     read: Callable[[Iterable[Any], LiveWriter], dict],
     live: LiveWriter,
 ) -> dict:

@@ -1,5 +1,7 @@
 """The model providers an agent's ``model.provider`` may name."""
 
+from collections.abc import Callable
+
 from runtime.agents.llm.actions import ModelProvider
 from runtime.agents.llm.http_agent import HttpAgent
 from runtime.agents.llm.openai_chat import OpenAIChatModel
@@ -7,7 +9,7 @@ from runtime.agents.llm.openai_responses import OpenAIResponsesModel
 from runtime.agents.llm.scripted import ScriptedModel
 
 # provider name -> a factory taking the agent's ``model`` mapping.
-PROVIDERS = {
+PROVIDERS: dict[str, Callable[[dict], ModelProvider]] = {
     "scripted": lambda model: ScriptedModel(model.get("script", [])),
     "http": HttpAgent,
     "openai": OpenAIChatModel,

@@ -195,7 +195,7 @@ class ScriptedModel:
         if rule is None:
             return Fail("This agent has no answer for that message.")
         last = view.last_result or {}
-        # Issue 13: the last call's approval with arguments an operator edited, if any.
+        # The last call's approval with arguments an operator edited, if any.
         edit = next(
             (
                 e
@@ -205,7 +205,7 @@ class ScriptedModel:
             None,
         )
         # The arguments the last call went out with: an operator's edit, else the call's own
-        # (what the demo deployer reports, issue 25: never what was merely asked for).
+        # (what the demo deployer reports: never what was merely asked for).
         asked = next(
             (
                 (e.get("action") or {}).get("arguments")

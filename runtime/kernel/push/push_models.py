@@ -5,7 +5,7 @@ event of the task (runtime.kernel.task_models.TaskEvent, the outbox) becomes one
 config in the same transaction as the event, so no event is lost between a change and its
 delivery; Celery workers then POST them, a config's deliveries strictly in event order.
 
-The ``runtime`` app's models since issue 24 (they were ``a2a_endpoint``'s): their tables kept
+The ``runtime`` app's models (they were ``a2a_endpoint``'s): their tables kept
 their names (``db_table``), and no row moved (runtime/migrations/0023_push_models_from_a2a_endpoint.py).
 """
 

@@ -109,7 +109,7 @@ class Command(BaseCommand):
             email = email_normalised(options["email"])
         except MemberError as exc:
             raise CommandError(str(exc)) from None
-        base_url = inviter = None
+        base_url, inviter = "", None  # set for the commands that send an invitation
         if action in ("invite", "resend"):
             base = options["base_url"] or settings.PUBLIC_BASE_URL or "http://127.0.0.1:8000"
             base_url = site_base_url(base.rstrip("/"))

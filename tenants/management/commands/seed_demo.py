@@ -95,13 +95,14 @@ class Command(BaseCommand):
                 created_by=admin,
             )
 
+        agents = {slug: f"/a2a/{demo.slug}/{slug}" for slug in seeded.get("agents", [])}
         summary = {
             "tenant": demo.slug,
             "token": token,
             "subject": DEMO_SUBJECT,
             "operator_token": operator_token,
             "operator_subject": DEMO_OPERATOR_SUBJECT,
-            "agents": {slug: f"/a2a/{demo.slug}/{slug}" for slug in seeded.get("agents", [])},
+            "agents": agents,
             "logins": {
                 "operator": {"email": DEMO_OPERATOR, "password": password},
                 "admin": {"email": DEMO_ADMIN, "password": password},
@@ -121,7 +122,7 @@ class Command(BaseCommand):
             f"  platform staff: {DEMO_PLATFORM} / {password} (superuser: every tenant in Django admin)"
         )
         self.stdout.write(f"  other tenant:   {OTHER_OPERATOR} / {password}")
-        for slug, path in summary["agents"].items():
+        for slug, path in agents.items():
             self.stdout.write(f"  agent {slug}: {path}")
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
         self.stdout.write(f"  operator token ({DEMO_OPERATOR_SUBJECT}, REST API): {operator_token}")

@@ -37,10 +37,9 @@ from approvals.api_serializers import (
     InteractionFilters,
     InteractionPageSerializer,
     InteractionSerializer,
-    RuleSerializer,
     answer_decision,
-    rule_wire,
 )
+from approvals.rule_bodies import RuleSerializer, rule_wire
 from approvals.stepup import stepped_up
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction

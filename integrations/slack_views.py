@@ -11,6 +11,7 @@ request (its trigger lasts 3 seconds), bounded by SLACK_MODAL_TIMEOUT_SECONDS.
 
 import json
 import logging
+import re
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
@@ -61,7 +62,29 @@ def _dict(value) -> dict:
 
 
 def _id(value) -> str:
-    return value if isinstance(value, str) and 0 < len(value) <= 80 else ""
+    if not isinstance(value, str) or not 0 < len(value) <= 80:
+        return ""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return ""  # a lone surrogate: no text PostgreSQL can compare (nor Slack's)
+    return value
+
+
+# Slack's own ids: a user (U0…), a channel (C0…), a message's ts (1700000000.000100).
+SLACK_REF = re.compile(r"[A-Za-z0-9.]{1,80}")
+
+
+def _ref(value) -> str:
+    return value if isinstance(value, str) and SLACK_REF.fullmatch(value) else ""
+
+
+def _choice(number: str, choices: list) -> int | None:
+    """The index a button's or an option's number names among ``choices``, or None (only
+    ASCII digits: "²" is a digit to str.isdigit, and not to int)."""
+    if not re.fullmatch(r"[0-9]{1,4}", number) or int(number) >= len(choices):
+        return None
+    return int(number)
 
 
 @csrf_exempt
@@ -135,9 +158,9 @@ def _content(app: SlackApp, interaction: Interaction, channel_id: str, ts: str) 
 
 
 def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
-    user_id = _id(_dict(payload.get("user")).get("id"))
-    channel_id = _id(_dict(payload.get("channel")).get("id"))
-    ts = _id(_dict(payload.get("container")).get("message_ts"))
+    user_id = _ref(_dict(payload.get("user")).get("id"))
+    channel_id = _ref(_dict(payload.get("channel")).get("id"))
+    ts = _ref(_dict(payload.get("container")).get("message_ts"))
     actions = payload.get("actions")
     action = _dict(actions[0] if isinstance(actions, list) and actions else {})
     action_id = str(action.get("action_id", ""))
@@ -149,9 +172,9 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
     elif action_id.startswith(blocks.CHOICE + ":"):
         interaction = _interaction(app, interaction_id)
         choices = (interaction.request or {}).get("choices") or [] if interaction else []
-        number = action_id.partition(":")[2]
-        if number.isdigit() and int(number) < len(choices):
-            _queue(app, {**click, "decision": {"value": choices[int(number)]}})
+        number = _choice(action_id.partition(":")[2], choices)
+        if number is not None:
+            _queue(app, {**click, "decision": {"value": choices[number]}})
     elif action_id in (blocks.DENY, blocks.ANSWER, blocks.SIMILAR):
         _modal_open(app, payload, action_id, click, value.get("h"), ts)
     # Link buttons (Open in Countersign, step-up, edit) reach here too: nothing to do.
@@ -210,8 +233,8 @@ def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
     metadata = _json(view.get("private_metadata"))
     values = _dict(_dict(view.get("state")).get("values"))
     click = {
-        "user": _id(_dict(payload.get("user")).get("id")),
-        "channel": _id(metadata.get("c")),
+        "user": _ref(_dict(payload.get("user")).get("id")),
+        "channel": _ref(metadata.get("c")),
         "interaction": _id(metadata.get("i")),
     }
     callback = view.get("callback_id")
@@ -227,10 +250,10 @@ def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
         if picked and custom:
             return _errors(custom="Pick a choice or write another answer, not both.")
         if picked:
-            number = picked[0]
-            if not number.isdigit() or int(number) >= len(choices):
+            number = _choice(picked[0], choices)
+            if number is None:
                 return _errors(choice="Pick one of the choices.")
-            decision = {"value": choices[int(number)]}
+            decision = {"value": choices[number]}
         elif custom and len(custom) <= blocks.ANSWER_MAX:
             decision = {"value": custom}
         else:

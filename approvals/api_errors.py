@@ -105,6 +105,23 @@ def _first_error(detail, path: str = "") -> tuple[str, str]:
     return path, str(detail)
 
 
+def _sendable(value):
+    """``value`` with every text (keys too) written so that it encodes as UTF-8: a lone
+    surrogate that a client sent in a key (an argumentsHashes id, an answer's field) as
+    ``\\udXXX``. Rendered as it is, it made the error itself fail, a 500."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value  # as it was (DRF's ErrorDetail keeps its code)
+    if isinstance(value, dict):
+        return {_sendable(k): _sendable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sendable(v) for v in value]
+    return value
+
+
 def validation_body(exc: exceptions.ValidationError) -> dict:
     field, message = _first_error(exc.detail)
     body: dict[str, object] = {"detail": f"{field}: {message}" if field else message}
@@ -112,7 +129,7 @@ def validation_body(exc: exceptions.ValidationError) -> dict:
         body["field"] = field
     # Every error DRF found, keyed by field as DRF spells them, for programs that fix all.
     body["errors"] = exc.detail
-    return body
+    return _sendable(body)
 
 
 def rest_exception_handler(exc, context) -> Response | None:

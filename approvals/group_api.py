@@ -80,7 +80,8 @@ class GroupAnswerSerializer(serializers.Serializer):
         if len(value) > MAX_CALLS:
             raise serializers.ValidationError(f"At most {MAX_CALLS} calls.")
         for key in value:
-            if not key or len(key) > 64 or "\x00" in key:
+            # Ids are ASCII: a NUL or a lone surrogate is no id (and no text PostgreSQL takes).
+            if not key or len(key) > 64 or not key.isascii() or "\x00" in key:
                 raise serializers.ValidationError(f"{key[:64]!r} is not an interaction id.")
         return value
 

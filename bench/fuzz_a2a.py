@@ -6,7 +6,9 @@ a valid request of one of the methods the endpoint serves (or an unknown one), a
 and push configs the run has made, and is then mutated: values replaced by hostile ones (NUL,
 lone surrogates, strings longer than their columns, NaN, Infinity, 1e400, huge integers,
 wrong types), keys added, nesting deepened (up to 100,000 levels), the envelope broken, and
-now and then the bytes themselves (truncated, flipped, not UTF-8).
+now and then the bytes themselves (truncated, flipped, not UTF-8). ``--dialect 0.3`` speaks
+the 0.3 dialect instead (slash-named methods, 0.3's shapes, ``A2A-Version: 0.3`` or none);
+the HTTP+JSON binding has its own fuzzer, bench/fuzz_a2a_rest.py.
 
 Run by hand against a server of your own; never part of the test run. Loopback only: the
 script refuses any other host. It prints the totals, the HTTP status histogram, the JSON-RPC
@@ -14,7 +16,7 @@ error code histogram, and the number of 5xx answers, -32603 errors and answers t
 JSON-RPC; it exits 1 if there are any, 2 if the time limit stopped it first.
 
     .venv/bin/python bench/fuzz_a2a.py --url http://127.0.0.1:8731/a2a/demo/support \\
-        --token cs_... --n 20000 --seed 1
+        --token cs_... --n 20000 --seed 1 [--dialect 0.3]
 
 Keep the live server's deliveries and file fetches on loopback too (see bench/README.md):
 the requests name receivers at http://127.0.0.1:9 (discard, refused).
@@ -22,18 +24,18 @@ the requests name receivers at http://127.0.0.1:9 (discard, refused).
 
 import argparse
 import base64
-import ipaddress
 import json
-import random
-import re
-import socket
 import sys
 import time
 import uuid
 from collections import Counter
-from urllib.parse import urlsplit
+from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.fuzzkit import Hostile, loopback_only  # noqa: E402
 
 SERVED = [
     "SendMessage",
@@ -54,82 +56,15 @@ STATES = [
     "TASK_STATE_INPUT_REQUIRED",
     "TASK_STATE_UNSPECIFIED",
 ]
-HOSTILE_TEXT = [
-    "",
-    "\x00",
-    "a\x00b",
-    "\ud800",
-    "x\udfffy",
-    "\ud83d",
-    "\n",
-    "c" * 128 + "\n",
-    "²",
-    "٣",
-    "\U0001f600",
-    "TASK_STATE_WORKING",
-    "ROLE_USER",
-    "NaN",
-    "%00",
-    "\\u0000",
-    "'; drop table runtime_task; --",
-    "../../etc/passwd",
-    "${jndi:ldap://x}",
-]
-LENGTHS = [80, 81, 100, 101, 128, 129, 200, 201, 253, 254, 300, 301, 1000, 1001, 2000, 2001, 70_000]
-HOSTILE_NUMBERS = [0, -1, 1, 2**31, 2**31 - 1, 2**63, -(2**63) - 1, 10**308, 10**400, -(10**400)]
-# Written into the body after json.dumps: literals json.dumps cannot write, and deep nesting.
-RAW_NUMBERS = ["1e400", "-1e999", "1" + "0" * 4000, "NaN", "Infinity", "-Infinity", "1E-400"]
-DEPTHS = [10, 63, 64, 65, 100, 957, 958, 1000, 5000, 100_000]
-_RAW = re.compile(r'"@raw(\d+)"')
 
 
-class Fuzzer:
+class Fuzzer(Hostile):
     def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-        self.raw: list[str] = []  # text spliced in for the "@rawN" markers of the next body
+        super().__init__(seed)
         self.tasks: list[str] = []
         self.contexts: list[str] = []
         self.configs: list[tuple[str, str]] = []
         self.list_tokens: list[str] = []
-
-    # --- values ------------------------------------------------------------------------------
-
-    def _raw(self, text: str) -> str:
-        self.raw.append(text)
-        return f"@raw{len(self.raw) - 1}"
-
-    def text(self) -> str:
-        rng = self.rng
-        pick = rng.random()
-        if pick < 0.35:
-            return rng.choice(HOSTILE_TEXT)
-        if pick < 0.55:
-            return rng.choice("ab\x00\ud800é") * rng.choice(LENGTHS)
-        if pick < 0.85:
-            # Any code point: controls, surrogates, private use, unassigned.
-            return "".join(chr(rng.randrange(0x110000)) for _ in range(rng.randrange(1, 12)))
-        return uuid.uuid4().hex[: rng.randrange(1, 32)]
-
-    def hostile(self, depth: int = 0):
-        rng = self.rng
-        pick = rng.random()
-        if pick < 0.4:
-            return self.text()
-        if pick < 0.55:
-            return rng.choice(HOSTILE_NUMBERS)
-        if pick < 0.65:
-            return rng.choice([float("nan"), float("inf"), -float("inf"), 1.5, -0.0])
-        if pick < 0.72:
-            return self._raw(rng.choice(RAW_NUMBERS))
-        if pick < 0.8:
-            levels = rng.choice(DEPTHS)
-            opener, closer = rng.choice([("[", "]"), ('{"a":', "}")])
-            return self._raw(opener * levels + "1" + closer * levels)
-        if pick < 0.88 or depth > 2:
-            return rng.choice([None, True, False, [], {}, [None], {"": None}])
-        if pick < 0.94:
-            return [self.hostile(depth + 1) for _ in range(rng.randrange(1, 4))]
-        return {self.text(): self.hostile(depth + 1) for _ in range(rng.randrange(1, 4))}
 
     def _one(self, items: list, fallback: str) -> str:
         return self.rng.choice(items) if items and self.rng.random() < 0.8 else fallback
@@ -214,69 +149,32 @@ class Fuzzer:
         task_id, config_id = self._one(self.configs, (self.task_id(), "hook"))
         return {"taskId": task_id, "id": config_id}
 
-    # --- mutations ----------------------------------------------------------------------------
+    # --- the body -----------------------------------------------------------------------------
 
-    def _places(self, value):
-        """Every (container, key) of ``value``, at any depth."""
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            yield value, key
-            if isinstance(item, dict | list):
-                yield from self._places(item)
+    served, unknown, fallback = SERVED, UNKNOWN, "GetTask"
 
-    def mutate(self, params: dict) -> dict:
+    def envelope(self) -> tuple[str, dict]:
         rng = self.rng
-        for _ in range(rng.choice([0, 1, 1, 1, 2, 3])):
-            places = list(self._places(params))
-            kind = rng.random()
-            if places and kind < 0.6:
-                container, key = rng.choice(places)
-                container[key] = self.hostile()
-            elif places and kind < 0.7:
-                container, key = rng.choice(places)
-                del container[key]
-            else:
-                dicts = [params] + [c[k] for c, k in places if isinstance(c[k], dict)]
-                rng.choice(dicts)[self.text()] = self.hostile()
-        return params
+        method = rng.choice(self.served) if rng.random() < 0.92 else rng.choice(self.unknown)
+        params = self.mutate(self.params(method if method in self.served else self.fallback))
+        return method, {
+            "jsonrpc": "2.0",
+            "id": rng.randrange(1, 10**6),
+            "method": method,
+            "params": params,
+        }
 
     def body(self) -> bytes:
         rng = self.rng
         self.raw = []
-        method = rng.choice(SERVED) if rng.random() < 0.92 else rng.choice(UNKNOWN)
-        params = self.mutate(self.params(method if method in SERVED else "GetTask"))
-        envelope = {"jsonrpc": "2.0", "id": rng.randrange(1, 10**6), "method": method}
-        envelope["params"] = params
+        _, envelope = self.envelope()
         if rng.random() < 0.08:
             key = rng.choice(["jsonrpc", "id", "method", "params"])
             if rng.random() < 0.3:
                 envelope.pop(key)
             else:
                 envelope[key] = self.hostile()
-        text = json.dumps(envelope, ensure_ascii=rng.random() < 0.8)
-        text = _RAW.sub(lambda m: self.raw[int(m.group(1))], text)
-        data = text.encode("utf-8", "surrogatepass")  # raw surrogates: not UTF-8
-        if rng.random() < 0.06:
-            data = self.mangle(data)
-        return data
-
-    def mangle(self, data: bytes) -> bytes:
-        rng = self.rng
-        at = rng.randrange(len(data) + 1)
-        pick = rng.random()
-        if pick < 0.25:
-            return data[:at]
-        if pick < 0.5:
-            return data[:at] + bytes([rng.randrange(256)]) + data[at + 1 :]
-        if pick < 0.7:
-            return (
-                data[:at]
-                + rng.choice([b"\x00", b"\xff\xfe", b"\xc3", b"\\", b'"', b"]"])
-                + data[at:]
-            )
-        if pick < 0.85:
-            return rng.choice([b"\xef\xbb\xbf", b"\xff\xfe", b" \n\t"]) + data
-        return rng.choice([b"[" + data + b"]", data + data, b"", b"null", b"[]"])
+        return self.dumps(envelope)
 
     # --- what the answers teach -----------------------------------------------------------------
 
@@ -296,14 +194,110 @@ class Fuzzer:
             self.list_tokens = (self.list_tokens + [result["nextPageToken"]])[-20:]
 
 
-def loopback_only(url: str) -> None:
-    host = urlsplit(url).hostname or ""
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except socket.gaierror as exc:
-        sys.exit(f"cannot resolve {host!r}: {exc}")
-    if not addresses or not all(ipaddress.ip_address(a).is_loopback for a in addresses):
-        sys.exit(f"refusing {host!r}: this fuzzer only sends to loopback addresses")
+SERVED03 = [
+    "message/send",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/pushNotificationConfig/set",
+    "tasks/pushNotificationConfig/get",
+    "tasks/pushNotificationConfig/list",
+    "tasks/pushNotificationConfig/delete",
+]
+UNKNOWN03 = [
+    "message/stream",
+    "agent/getAuthenticatedExtendedCard",
+    "SendMessage",
+    "tasks/list",
+    "",
+]
+STATES03 = ["submitted", "working", "completed", "input-required", "unknown"]
+
+
+class Fuzzer03(Fuzzer):
+    """The same, in the 0.3 dialect (README "The 0.3 / 0.2.5 dialect")."""
+
+    served, unknown, fallback = SERVED03, UNKNOWN03, "tasks/get"
+
+    def push_config(self) -> dict:
+        config = super().push_config()
+        authentication = config.pop("authentication", None)
+        if authentication is not None:
+            config["authentication"] = {"schemes": [authentication["scheme"]]}
+            if "credentials" in authentication:
+                config["authentication"]["credentials"] = authentication["credentials"]
+        return config
+
+    def part(self) -> dict:
+        rng = self.rng
+        pick = rng.random()
+        if pick < 0.5:
+            return {"kind": "text", "text": rng.choice(["hello", "main", "approve", "x" * 300])}
+        if pick < 0.7:
+            return {"kind": "data", "data": {"n": rng.randrange(100), "tags": ["a", "b"]}}
+        if pick < 0.8:
+            return {"kind": "data", "data": rng.choice([1, "x", [1, 2], None])}
+        if pick < 0.9:
+            return {
+                "kind": "file",
+                "file": {"uri": "http://127.0.0.1:9/a.txt", "mimeType": "text/plain"},
+            }
+        return {
+            "kind": "file",
+            "file": {"bytes": base64.b64encode(b"hello").decode(), "mimeType": "text/plain"},
+        }
+
+    def params(self, method: str) -> dict:
+        rng = self.rng
+        if method == "message/send":
+            message = {
+                "kind": "message",
+                "messageId": f"m-{uuid.uuid4()}",
+                "role": rng.choice(["user", "user", "user", "agent"]),
+                "parts": [self.part() for _ in range(rng.randrange(1, 4))],
+            }
+            if rng.random() < 0.1:
+                message.pop("messageId")  # the 0.x dialect mints a missing one
+            if rng.random() < 0.3:
+                message["contextId"] = self._one(self.contexts, f"ctx-{rng.randrange(50)}")
+            if rng.random() < 0.2:
+                message["taskId"] = self.task_id()
+            if rng.random() < 0.2:
+                message["metadata"] = {"note": "fuzz"}
+            configuration = {"blocking": False}
+            if rng.random() < 0.3:
+                configuration["historyLength"] = rng.randrange(0, 20)
+            if rng.random() < 0.2:
+                configuration["acceptedOutputModes"] = ["text/plain", "application/json"]
+            if rng.random() < 0.15:
+                configuration["pushNotificationConfig"] = self.push_config()
+            return {"message": message, "configuration": configuration}
+        if method in ("tasks/get", "tasks/cancel"):
+            params = {"id": self.task_id()}
+            if method == "tasks/get" and rng.random() < 0.4:
+                params["historyLength"] = rng.randrange(0, 20)
+            return params
+        if method == "tasks/pushNotificationConfig/set":
+            return {"taskId": self.task_id(), "pushNotificationConfig": self.push_config()}
+        if method == "tasks/pushNotificationConfig/list":
+            return {"id": self.task_id()}
+        task_id, config_id = self._one(self.configs, (self.task_id(), "hook"))
+        params = {"id": task_id}
+        if method == "tasks/pushNotificationConfig/delete" or rng.random() < 0.7:
+            params["pushNotificationConfigId"] = config_id
+        return params
+
+    def learn(self, method: str, body: dict) -> None:
+        result = body.get("result")
+        if not isinstance(result, dict):
+            return
+        if result.get("kind") == "task" and isinstance(result.get("id"), str):
+            if result["id"] not in self.tasks:
+                self.tasks = (self.tasks + [result["id"]])[-200:]
+            if result.get("contextId") and result["contextId"] not in self.contexts:
+                self.contexts = (self.contexts + [result["contextId"]])[-100:]
+        config = result.get("pushNotificationConfig")
+        if method == "tasks/pushNotificationConfig/set" and isinstance(config, dict):
+            self.configs = (self.configs + [(result.get("taskId"), config.get("id"))])[-100:]
 
 
 def _not_json(literal: str):
@@ -335,27 +329,28 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=1800, help="seconds for the run")
     parser.add_argument("--timeout", type=float, default=30, help="seconds for one request")
+    parser.add_argument("--dialect", choices=["1.0", "0.3"], default="1.0")
     args = parser.parse_args()
     loopback_only(args.url)
 
-    fuzzer = Fuzzer(args.seed)
+    fuzzer = Fuzzer(args.seed) if args.dialect == "1.0" else Fuzzer03(args.seed)
     statuses: Counter = Counter()
     codes: Counter = Counter()
     failures: Counter = Counter()
     examples: dict[str, bytes] = {}
-    headers = {
-        "Authorization": f"Bearer {args.token}",
-        "A2A-Version": "1.0",
-        "Content-Type": "application/json",
-    }
+    headers = {"Authorization": f"Bearer {args.token}", "Content-Type": "application/json"}
+    versions = ["1.0"] if args.dialect == "1.0" else ["0.3", "0.2.5", None]
     started = time.monotonic()
     sent = 0
     with httpx.Client(timeout=args.timeout, headers=headers) as client:
         while sent < args.n and time.monotonic() - started < args.time_limit:
             data = fuzzer.body()
             sent += 1
+            version = versions[0] if len(versions) == 1 else fuzzer.rng.choice(versions)
             try:
-                response = client.post(args.url, content=data)
+                response = client.post(
+                    args.url, content=data, headers={"A2A-Version": version} if version else {}
+                )
             except httpx.HTTPError as exc:
                 failures[f"transport: {type(exc).__name__}"] += 1
                 examples.setdefault(f"transport: {type(exc).__name__}", data)
@@ -384,7 +379,7 @@ def main() -> int:
                 fuzzer.learn(method, body)
     elapsed = time.monotonic() - started
 
-    print(f"total: {sent} bodies in {elapsed:.1f}s (seed {args.seed})")
+    print(f"total: {sent} bodies in {elapsed:.1f}s (seed {args.seed}, dialect {args.dialect})")
     print("HTTP status:", dict(sorted(statuses.items())))
     print(
         "JSON-RPC:",

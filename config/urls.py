@@ -38,3 +38,9 @@ urlpatterns = [
     path("api/v1/whoami", tenant_views.whoami, name="api_whoami"),
     path("api/schema", SpectacularAPIView.as_view(), name="api_schema"),
 ]
+
+# Django's error pages, reading a body it cannot parse first (config/error_views.py).
+handler400 = "config.error_views.bad_request"
+handler403 = "config.error_views.permission_denied"
+handler404 = "config.error_views.page_not_found"
+handler500 = "config.error_views.server_error"

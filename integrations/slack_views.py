@@ -11,6 +11,7 @@ request (its trigger lasts 3 seconds), bounded by SLACK_MODAL_TIMEOUT_SECONDS.
 
 import json
 import logging
+import re
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
@@ -66,6 +67,22 @@ def _id(value) -> str:
     # Slack's ids and ours are printable text: a NUL (which PostgreSQL refuses, a
     # DataError) or a lone surrogate (which psycopg cannot encode) names nothing.
     return value if isinstance(value, str) and 0 < len(value) <= 80 and value.isprintable() else ""
+
+
+# Slack's own ids: a user (U0…), a channel (C0…), a message's ts (1700000000.000100).
+SLACK_REF = re.compile(r"[A-Za-z0-9.]{1,80}")
+
+
+def _ref(value) -> str:
+    return value if isinstance(value, str) and SLACK_REF.fullmatch(value) else ""
+
+
+def _choice(number: str, choices: list) -> int | None:
+    """The index a button's or an option's number names among ``choices``, or None (only
+    ASCII digits: "²" is a digit to str.isdigit, and not to int)."""
+    if not re.fullmatch(r"[0-9]{1,4}", number) or int(number) >= len(choices):
+        return None
+    return int(number)
 
 
 @csrf_exempt
@@ -139,9 +156,9 @@ def _content(app: SlackApp, interaction: Interaction, channel_id: str, ts: str) 
 
 
 def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
-    user_id = _id(_dict(payload.get("user")).get("id"))
-    channel_id = _id(_dict(payload.get("channel")).get("id"))
-    ts = _id(_dict(payload.get("container")).get("message_ts"))
+    user_id = _ref(_dict(payload.get("user")).get("id"))
+    channel_id = _ref(_dict(payload.get("channel")).get("id"))
+    ts = _ref(_dict(payload.get("container")).get("message_ts"))
     actions = payload.get("actions")
     action = _dict(actions[0] if isinstance(actions, list) and actions else {})
     action_id = str(action.get("action_id", ""))
@@ -160,9 +177,9 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
             _reply(app, channel_id, user_id, NO_SUCH_ITEM)
             return HttpResponse(status=200)
         choices = (interaction.request or {}).get("choices") or []
-        number = action_id.partition(":")[2]
-        if number.isdigit() and int(number) < len(choices):
-            _queue(app, {**click, "decision": {"value": choices[int(number)]}})
+        number = _choice(action_id.partition(":")[2], choices)
+        if number is not None:
+            _queue(app, {**click, "decision": {"value": choices[number]}})
         else:
             _reply(
                 app, channel_id, user_id, "Nothing was decided: the question has no such choice."
@@ -236,8 +253,8 @@ def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
     metadata = _json(view.get("private_metadata"))
     values = _dict(_dict(view.get("state")).get("values"))
     click = {
-        "user": _id(_dict(payload.get("user")).get("id")),
-        "channel": _id(metadata.get("c")),
+        "user": _ref(_dict(payload.get("user")).get("id")),
+        "channel": _ref(metadata.get("c")),
         "interaction": _id(metadata.get("i")),
     }
     callback = view.get("callback_id")
@@ -259,10 +276,10 @@ def _view_submission(app: SlackApp, payload: dict) -> HttpResponse:
         if problem:
             return _errors(custom=f"The answer {problem}.")
         if picked:
-            number = picked[0]
-            if not number.isdigit() or int(number) >= len(choices):
+            number = _choice(picked[0], choices)
+            if number is None:
                 return _errors(choice="Pick one of the choices.")
-            decision = {"value": choices[int(number)]}
+            decision = {"value": choices[number]}
         elif custom and len(custom) <= blocks.ANSWER_MAX:
             decision = {"value": custom}
         else:

@@ -1,7 +1,9 @@
 """Shared fixtures: a world of two tenants, each with an admin, an operator, a viewer and a
 partner token, as the house style asks."""
 
+import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,7 @@ from a2a_endpoint import asyncdb
 from runtime.agents.agentfile import AgentSpec, agent_upsert
 from runtime.agents.demo import seed_demo_agents
 from tenants.models import User
+from tests import loopback
 from tests.world import PASSWORD, World, make_side
 
 # In-process tests publish their Celery messages to a queue of this run that no worker
@@ -73,6 +76,46 @@ def _flush_by_delete():
 
 
 _flush_by_delete()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _loopback_only_session(tmp_path_factory):
+    """Tests never leave loopback, not even for a DNS lookup (tests/loopback.py): in this
+    process, and in the Python processes it starts (tests/loopback_site), which report what
+    they refuse to a file of this run."""
+    from django.conf import settings
+
+    services = loopback.service_hosts() | loopback.service_hosts(
+        {"DATABASE_URL": f"db://{settings.DATABASES['default'].get('HOST') or ''}/"}
+    )
+    services |= loopback.service_hosts({"CELERY_BROKER_URL": settings.CELERY_BROKER_URL})
+    report = tmp_path_factory.mktemp("loopback") / "refused.txt"
+    report.touch()
+    guard = loopback.LoopbackOnly(allowed=services, collect=str(report))
+    site = str(Path(__file__).resolve().parent / "loopback_site")
+    undo = loopback.install(guard)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(loopback.REPORT_ENV, str(report))
+        mp.setenv(
+            "PYTHONPATH", os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
+        )
+        yield guard
+    undo()
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(_loopback_only_session):
+    """The lookup guard: a test may give a name fixed addresses (``loopback_only.answer(
+    "hooks.test", "127.0.0.1")``, e.g. to see the outbound guard refuse what a public name
+    resolves to). A test, or a subprocess of it, that looked up any other name fails, even
+    where the product code swallowed the error; a test of the guard itself takes what it
+    provoked with ``take_refused()``."""
+    guard = _loopback_only_session
+    yield guard
+    guard.answers.clear()
+    refused = guard.take_refused()
+    if refused:
+        pytest.fail(f"tests never leave loopback, but this one looked up: {refused}")
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 
+import anyio
 import uvicorn
 from mcp.server.fastmcp import Context, FastMCP
 
@@ -62,6 +63,11 @@ class StatefulMcp:
         self.session_ends = 0
         self.elicited: list[dict] = []  # what each elicitation came back with
         self.counts: dict[int, int] = {}
+        # A slow network for the client's answers (to elicitations): when set, an answer
+        # reaches the server once a session's end (a DELETE) that came after it has, or
+        # after these seconds.
+        self.slow_answers: float | None = None
+        self._ended = None  # an anyio.Event, made on the server's loop
         mcp = FastMCP("stateful")  # sessions, and answers as SSE streams
 
         @mcp.tool(description="Counts its calls in this session.")
@@ -121,6 +127,10 @@ class StatefulMcp:
         async def app(scope, receive, send):
             if scope["type"] == "http" and scope["method"] == "DELETE":
                 self.session_ends += 1
+                await inner(scope, receive, send)
+                if self._ended is not None:
+                    self._ended.set()
+                return
             if scope["type"] != "http" or scope["method"] != "POST":
                 return await inner(scope, receive, send)
             # Read the body to count initializations, then hand it on as it came.
@@ -131,10 +141,16 @@ class StatefulMcp:
                 more = message.get("more_body", False)
             body = b"".join(m.get("body", b"") for m in messages)
             try:
-                if json.loads(body).get("method") == "initialize":
+                message = json.loads(body)
+                if message.get("method") == "initialize":
                     self.initializes += 1
+                answer = "method" not in message and "result" in message
             except (ValueError, AttributeError):
-                pass
+                answer = False
+            if answer and self.slow_answers:
+                self._ended = ended = anyio.Event()  # the next session end from now
+                with anyio.move_on_after(self.slow_answers):
+                    await ended.wait()
 
             async def replay():
                 return messages.pop(0) if messages else await receive()

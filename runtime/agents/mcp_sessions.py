@@ -15,9 +15,10 @@ back to the run's thread as the call's outcome so far, an ``Elicitation``, while
 stays open: the turn asks a person (runtime.turn.elicitation) and hands the answer back with
 ``Elicitation.answer``, which then waits for the call's next outcome. A request made outside
 a call of the run, past ELICITATIONS_PER_CALL, or still unanswered when the run stops, is
-answered ``cancel``.
+answered ``cancel`` (in the last case before the session ends, so that the server hears it).
 """
 
+import concurrent.futures
 import logging
 import math
 import queue
@@ -228,9 +229,17 @@ class McpSession:
             return ElicitResult(**CANCEL)
 
     def close(self) -> None:
-        call = self.call_open
+        # From now on a question of the server is answered cancel at once (_elicited).
+        call, self.call_open = self.call_open, None
         if call is not None and call.pending is not None:
             call.pending.give(self.sessions, CANCEL)
+            # The answer goes out as a POST of its own, while ending the session sends its
+            # DELETE and then cancels the transport's tasks: an answer slower than that (a
+            # busy process, a new connection) is cut off, or reaches a session the server
+            # has ended, and the server never hears "cancel". The call ends once the server
+            # has the answer: wait for that first, CLOSE_SECONDS at most.
+            if self.alive() and call.future is not None:
+                concurrent.futures.wait([call.future], timeout=CLOSE_SECONDS)
         if not self.alive():
             return
         try:

@@ -143,8 +143,13 @@ def test_a_retried_send_message_returns_the_same_task(agents, client, fields):
     assert events == 1
 
 
-def test_a_retried_send_message_registers_its_inline_push_config_once(agents, client):
+def test_a_retried_send_message_registers_its_inline_push_config_once(
+    agents, client, loopback_only
+):
     PushSettings.objects.create(tenant=agents.a.tenant, allowed_hosts="*.test")
+    # The deliveries that the eager turn makes stay on this machine (the outbound guard
+    # refuses the address unless private hosts are allowed); this test counts configs.
+    loopback_only.answer("hooks.example.test", "127.0.0.1")
     message = user_message("hello")
     # No config id: registering it again would make a second receiver of every event.
     configuration = {"taskPushNotificationConfig": {"url": "https://hooks.example.test/a2a"}}

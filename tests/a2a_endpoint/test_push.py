@@ -439,21 +439,13 @@ def test_private_and_loopback_addresses_are_refused_unless_allowed(settings):
         fetch_url("http://169.254.169.254/latest", allowed_hosts=["*"], max_bytes=10, timeout=1)
 
 
-def test_a_name_that_resolves_to_loopback_at_connect_time_is_refused(settings, monkeypatch):
+def test_a_name_that_resolves_to_loopback_at_connect_time_is_refused(settings, loopback_only):
     settings.PUSH_ALLOW_PRIVATE_HOSTS = False
     receiver = Receiver().start()
     port = receiver.server.server_address[1]
-    real = socket.getaddrinfo
+    # The first lookup (anyone's check) sees a public address, the next one loopback.
     answers = iter(["93.184.216.34", "127.0.0.1"])
-
-    def rebinding(host, *args, **kwargs):
-        if host == "rebind.test":
-            # The first lookup (anyone's check) sees a public address, the next one loopback.
-            ip = next(answers, "127.0.0.1")
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))]
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    loopback_only.answer("rebind.test", lambda: next(answers, "127.0.0.1"))
     socket.getaddrinfo("rebind.test", port)  # a check elsewhere used up the public answer
     try:
         with pytest.raises(OutboundRefused, match="refused addresses"):
@@ -467,19 +459,10 @@ def test_a_name_that_resolves_to_loopback_at_connect_time_is_refused(settings, m
 
 @pytest.mark.django_db(transaction=True)
 def test_push_to_a_name_resolving_to_loopback_is_refused_when_not_allowed(
-    push_world, receiver, settings, monkeypatch
+    push_world, receiver, settings, loopback_only
 ):
     port = receiver.server.server_address[1]
-    real = socket.getaddrinfo
-    monkeypatch.setattr(
-        socket,
-        "getaddrinfo",
-        lambda host, *a, **k: (
-            [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
-            if host == "hooks.test"
-            else real(host, *a, **k)
-        ),
-    )
+    loopback_only.answer("hooks.test", "127.0.0.1")
     task_id = send(push_world.a, "support", "hello", push_url=f"http://hooks.test:{port}/hook")
     settings.PUSH_ALLOW_PRIVATE_HOSTS = False
     run(task_id)

@@ -77,6 +77,21 @@ def test_the_rest_group_answer_with_hostile_bodies_never_5xx(agents, group):
     assert states(calls) == ["open", "open"]
 
 
+def test_a_lone_surrogate_in_an_arguments_hashes_id_is_a_400_that_names_it(agents, group):
+    calls, digests = group
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {agents.a.extra['operator_token']}")
+    path = f"/api/v1/groups/{calls[0].group_id}/answer"
+    lone = "x\udfffy"  # valid JSON ("x\\udfffy"), and no text UTF-8 (or PostgreSQL) takes
+    for hashes in ({lone: -0.0}, {**digests, lone: "0" * 64}):
+        body = json.dumps({"approved": True, "argumentsHashes": hashes}).encode()
+        response = client.post(path, body, content_type="application/json")
+        assert response.status_code == 400, response.content[:300]
+        answer = response.json()
+        assert answer["field"].startswith("argumentsHashes"), answer
+        assert "\\udfff" in json.dumps(answer["errors"]), answer
+    assert states(calls) == ["open", "open"]
+
+
 def test_the_rest_group_read_with_hostile_ids_never_5xx(agents, group):
     calls, _ = group
     client = Client(HTTP_AUTHORIZATION=f"Bearer {agents.a.extra['operator_token']}")

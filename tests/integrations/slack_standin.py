@@ -20,7 +20,7 @@ SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 
 class SlackStandIn:
-    def __init__(self, token: str = BOT_TOKEN):
+    def __init__(self, token: str = BOT_TOKEN, port: int = 0):
         self.token = token
         self.users: dict[str, dict] = {}
         self.calls: list[tuple[str, dict]] = []
@@ -28,7 +28,7 @@ class SlackStandIn:
         self.fail: dict[str, str] = {}  # method -> the error to answer with
         self.lock = threading.Lock()
         self._ts = 1_700_000_000
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

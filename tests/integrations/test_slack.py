@@ -181,6 +181,73 @@ def test_signed_nonsense_is_answered_and_decides_nothing(slack_app, held, slack_
     assert interaction.state == "open" and not Receipt.objects.exists()
 
 
+def test_ids_slack_never_sends_are_answered_and_decide_nothing(slack_app, held, slack_post):
+    interaction = held()
+    ts, message = posted(slack_app)
+    lone = "\ud800"  # a lone surrogate: valid JSON, and no text PostgreSQL can compare
+    hostile = []
+    for action in ("cs_approve", "cs_deny", "cs_similar"):
+        payload = click(message, action, user=OPERATOR, ts=ts)
+        value = json.loads(payload["actions"][0]["value"])
+        payload["actions"][0]["value"] = json.dumps(
+            {**value, "i": f"{interaction.public_id}{lone}"}
+        )
+        hostile.append(payload)
+        if action == "cs_approve":
+            continue  # the channel and ts only say where to answer: an approval stands
+        for where, key in (("channel", "id"), ("container", "message_ts")):
+            payload = click(message, action, user=OPERATOR, ts=ts)
+            payload[where][key] = f"{payload[where][key]}{lone}"
+            hostile.append(payload)
+            payload = click(message, action, user=OPERATOR, ts=ts)
+            payload[where][key] = f"{payload[where][key]}\x00"
+            hostile.append(payload)
+    metadata = {"i": f"{interaction.public_id}{lone}", "c": SLACK_CHANNEL}
+    reason = {"reason": {"reason": {"type": "plain_text_input", "value": "no"}}}
+    hostile.append(
+        submission(
+            {"callback_id": "cs_deny", "private_metadata": json.dumps(metadata)},
+            user=OPERATOR,
+            values=reason,
+        )
+    )
+    for payload in hostile:
+        assert slack_post(payload).status_code == 200
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
+def test_a_choice_number_that_is_not_ascii_digits_is_no_choice(
+    slack_app, held, slack_post, make_agent
+):
+    from tests.core import CHOOSER
+
+    make_agent("chooser", CHOOSER)
+    interaction = held("chooser", "go")
+    ts, message = posted(slack_app)
+    metadata = json.dumps({"i": interaction.public_id, "c": SLACK_CHANNEL})
+    # "²" and "٣" are digits to str.isdigit; int() refuses the first and reads the second;
+    # 5,000 digits are past int()'s limit.
+    for number in ("²", "٣", "1" * 5000, "-1", "2"):
+        payload = click(message, "cs_choice:0", user=OPERATOR, ts=ts)
+        payload["actions"][0]["action_id"] = f"cs_choice:{number}"
+        assert slack_post(payload).status_code == 200
+        option = {
+            "choice": {"choice": {"type": "radio_buttons", "selected_option": {"value": number}}}
+        }
+        answered = slack_post(
+            submission(
+                {"callback_id": "cs_answer", "private_metadata": metadata},
+                user=OPERATOR,
+                values=option,
+            )
+        )
+        assert answered.status_code == 200
+        assert answered.json()["errors"] == {"choice": "Pick one of the choices."}
+    interaction.refresh_from_db()
+    assert interaction.state == "open" and not Receipt.objects.exists()
+
+
 def test_a_deny_with_a_reason_from_the_modal_reaches_the_model(slack_app, held, slack_post):
     interaction = held()
     ts, message = posted(slack_app)

@@ -436,6 +436,24 @@ def test_a_task_canceled_mid_question_stops_the_run_and_the_server_hears_cancel(
     ]
 
 
+def test_the_cancel_reaches_the_server_before_the_session_ends_however_slow_the_answer(
+    agents, booker, server
+):
+    # A busy worker process (or a new connection) makes the answer's POST slower than the
+    # session's DELETE: here the server gets the answer only once the session has ended,
+    # if the run ends it first, and then never hears it.
+    server.slow_answers = 1.0
+    booker(place="Chez Nous")
+    ended = server.session_ends  # the refresh's session
+    task = send(agents.a, "booker", "book")
+    worker = Worker(task)
+    question_of(task)
+    task_cancel(tenant=task.tenant, agent=task.agent, subject=task.subject, task_id=task.public_id)
+    assert worker.join().state == TaskState.CANCELED
+    assert server.session_ends == ended + 1  # the run's session ended as the run did
+    assert server.elicited == [{"action": "cancel", "content": None}]
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY")
 def test_the_wait_for_an_answer_is_woken_by_the_tasks_announcement(agents, booker):
     booker()

@@ -39,3 +39,21 @@ def queue() -> str:
     from django.conf import settings
 
     return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def task_named(name: str):
+    """The Celery task registered as ``name`` (``app.tasks.function``).
+
+    Work is queued by the task's name, never by importing the module that runs it: each app's
+    task module imports the services it runs, so it sits above them, and a service that
+    imported it would close a circle. A process that has not imported the task modules yet
+    (a web process) finds them as the worker does, by each app's ``tasks`` module."""
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    return app.tasks[name]
+
+
+def task_enqueue(name: str, args: tuple = (), kwargs: dict | None = None, **options) -> None:
+    """Queue the task ``name`` on this process's queue (``queue()``), as ``apply_async``
+    does: run at once where tasks run eagerly (tests)."""
+    task_named(name).apply_async(args, kwargs, queue=queue(), **options)

@@ -24,17 +24,19 @@ def context_for(browser, size: str):
 
 
 def held(partner, stack, page, builds: list[str], last: str = "production") -> list[str]:
-    """Held deployments of ``builds`` (to staging, the last to ``last``), in the inbox."""
+    """Held deployments of ``builds`` (to staging, the last to ``last``), in the inbox, held
+    in that order: each is sent once the one before it waits (the worker may run two turns
+    at once, and the inbox lists the newest first)."""
     tasks = []
     for i, build in enumerate(builds):
         env = last if i == len(builds) - 1 else "staging"
         tasks.append(partner.start("deployer", f"deploy build {build} to {env}"))
 
-    def arrived():
-        page.goto(f"{stack.url}/inbox/?kind=approval")
-        return page.locator(ITEMS).count() >= len(builds)
+        def arrived(count=i + 1):
+            page.goto(f"{stack.url}/inbox/?kind=approval")
+            return page.locator(ITEMS).count() >= count
 
-    wait_until(arrived, 30, interval=0.5, what=f"{len(builds)} approvals in the inbox")
+        wait_until(arrived, 30, interval=0.5, what=f"{i + 1} approvals in the inbox")
     return tasks
 
 

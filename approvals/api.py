@@ -52,7 +52,7 @@ from runtime.decisions.decision_selectors import (
 )
 from runtime.decisions.facts import decision_facts
 from runtime.decisions.flow import REST, Decision, decision_take
-from runtime.decisions.rules import rule_revoke
+from runtime.decisions.standing_rules import rule_revoke
 from tenants.models import ApiToken
 from tenants.tokens import TokenError, token_kind_check
 

@@ -15,14 +15,14 @@ from approvals.forms import (
     REASON_MAX,
     json_text_problem,
 )
-from runtime.agents.conditions import OPS
 from runtime.decisions.approvers import effective_approvers
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.facts import approval_progress
 from runtime.decisions.flow import AllowSimilar, Decision
-from runtime.decisions.rules import DURATIONS, FOREVER
+from runtime.decisions.standing_rules import DURATIONS, FOREVER
 from runtime.decisions.summaries import held_call_view
+from runtime.policy.conditions import OPS
 
 
 def wire_time(value: datetime | None) -> str | None:

@@ -9,11 +9,11 @@ request.
 
 from approvals.elicitation_form import ElicitationForm, elicitation_of
 from approvals.forms import AllowSimilarForm, AnswerForm, ApprovalForm, ArgumentsForm
-from runtime.agents.conditions import conditions_text
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts
 from runtime.decisions.flow import AllowSimilar, Decided, Decision
 from runtime.kernel.errors import InvalidParams, RuleRefused
+from runtime.policy.conditions import conditions_text
 
 APPROVAL_CHOICES = ("approve", "deny", "approve_edited", "approve_rule")
 

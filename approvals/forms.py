@@ -5,7 +5,9 @@ import math
 
 from django import forms
 
-from runtime.agents.conditions import (
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.standing_rules import DURATION_LABELS, DURATIONS, FOREVER
+from runtime.policy.conditions import (
     JSON_KIND,
     MISSING,
     NUMBER_OPS,
@@ -13,9 +15,7 @@ from runtime.agents.conditions import (
     schema_fields,
     value_at,
 )
-from runtime.agents.tools import validate_arguments
-from runtime.decisions.decision_models import Interaction
-from runtime.decisions.rules import DURATION_LABELS, DURATIONS, FOREVER
+from runtime.tools.catalog import validate_arguments
 
 REASON_MAX = 1000
 # A question's answer, on the page and in each text of a REST answer's value.
@@ -310,7 +310,7 @@ class ArgumentsForm(forms.Form):
 class AllowSimilarForm(forms.Form):
     """ "Approve and allow similar calls": the rule's duration, caller and conditions, with a
     condition row per field of the tool's schema, nested ones by path
-    (runtime.agents.conditions.schema_fields), each offered with the value the held call has."""
+    (runtime.policy.conditions.schema_fields), each offered with the value the held call has."""
 
     OP_LABELS = {
         "equals": "equals",

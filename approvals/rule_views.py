@@ -9,10 +9,10 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from runtime.agents.conditions import conditions_text
 from runtime.decisions.decision_selectors import rules_for_tenant
-from runtime.decisions.rules import DURATION_LABELS, rule_revoke
+from runtime.decisions.standing_rules import DURATION_LABELS, rule_revoke
 from runtime.kernel.errors import NotAllowed, TaskNotFound
+from runtime.policy.conditions import conditions_text
 from tenants.access import member_required, require_decider
 
 
@@ -28,7 +28,7 @@ def rules(request):
             state = "expired"
         elif rule.inapplicable_reason:
             # In force, but the last call it matched was held: its maker may no longer
-            # approve such calls, or its policy rule is gone (runtime.decisions.rules).
+            # approve such calls, or its policy rule is gone (runtime.decisions.standing_rules).
             state = "inapplicable"
         else:
             state = "active"

@@ -48,8 +48,8 @@ def main() -> None:
     from notifications.models import FanOut
     from notifications.services import fan_outs_missing, ladders_advance
     from runtime.agents.agent_models import Agent
-    from runtime.agents.ladders import ladder_parse
     from runtime.decisions.decision_models import Interaction
+    from runtime.policy.ladders import ladder_parse
 
     open_items = Interaction.objects.filter(tenant__slug=args.tenant, state="open")
     print(f"{open_items.count()} open interactions in {args.tenant}")

@@ -52,11 +52,11 @@ def main() -> int:
 
     from runtime.agents.agent_models import Credential, ModelPrice
     from runtime.agents.agentfile import agent_upsert, parse_agent_file
-    from runtime.agents.credentials import credential_set
     from runtime.agents.demo import AGENTS_DIR
     from runtime.decisions.decision_models import Effect, Interaction, Receipt
     from runtime.kernel import store
     from runtime.kernel.task_models import TERMINAL_STATES, Task, TaskState
+    from runtime.llm.credentials import credential_set
     from runtime.turn.claim import turn_claim
     from runtime.turn.intake import message_send
     from tenants.models import Tenant

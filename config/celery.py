@@ -1,5 +1,6 @@
 import logging
 import os
+import threading
 import warnings
 
 from celery import Celery
@@ -13,6 +14,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 logger = logging.getLogger(__name__)
+_discovery = threading.Lock()
 
 # A worker run as root (a container without USER, `make run` in a root shell) gets Celery's
 # nine-line warning box on every start. Its messages are JSON only (CELERY_ACCEPT_CONTENT),
@@ -39,3 +41,25 @@ def queue() -> str:
     from django.conf import settings
 
     return settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+def task_named(name: str):
+    """The Celery task registered as ``name`` (``app.tasks.function``).
+
+    Work is queued by the task's name, never by importing the module that runs it: each app's
+    task module imports the services it runs, so it sits above them, and a service that
+    imported it would close a circle. A process that has not imported the task modules yet
+    (a web process) finds them as the worker does, by each app's ``tasks`` module, once:
+    Celery's autodiscovery returns nothing to a second thread that asks while a first is
+    importing, so the threads that commit a web process's writes take turns here."""
+    if name not in app.tasks:
+        with _discovery:
+            if name not in app.tasks:
+                app.loader.import_default_modules()
+    return app.tasks[name]
+
+
+def task_enqueue(name: str, args: tuple = (), kwargs: dict | None = None, **options) -> None:
+    """Queue the task ``name`` on this process's queue (``queue()``), as ``apply_async``
+    does: run at once where tasks run eagerly (tests)."""
+    task_named(name).apply_async(args, kwargs, queue=queue(), **options)

@@ -454,7 +454,7 @@ MCP_ELICITATION_TIMEOUT_SECONDS = env_int("MCP_ELICITATION_TIMEOUT_SECONDS", 300
 TURN_MAX_ATTEMPTS = env_int("TURN_MAX_ATTEMPTS", 3)
 
 # What model tokens cost, USD per million (input, output), for telemetry/v1's costUsd
-# (runtime.agents.llm.prices). Admins may override a model's price in Django admin.
+# (runtime.llm.prices). Admins may override a model's price in Django admin.
 MODEL_PRICES = {
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
@@ -463,9 +463,9 @@ MODEL_PRICES = {
     "gpt-4.1-nano": (0.10, 0.40),
 }
 # Credentials (AGENT.md's model.credential) that may come from the environment when the
-# tenant has none of that name in admin (runtime.agents.credentials): single-tenant installs.
+# tenant has none of that name in admin (runtime.llm.credentials): single-tenant installs.
 CREDENTIAL_ENV_NAMES = env_list("CREDENTIAL_ENV_NAMES", ["OPENAI_API_KEY"])
-# provider: openai (runtime.agents.llm.openai_chat). OPENAI_BASE_URL is the installer's, so trusted
+# provider: openai (runtime.llm.openai_chat). OPENAI_BASE_URL is the installer's, so trusted
 # (it may be loopback: a model server on this host); a tenant's model.base_url goes through
 # the outbound guard. A 429, 5xx, timeout or lost connection is retried MODEL_MAX_ATTEMPTS
 # times in all, with exponential backoff from MODEL_RETRY_BASE_SECONDS (or Retry-After).
@@ -519,7 +519,7 @@ CELERY_BEAT_SCHEDULE = {
 # that trickles is cut off at it), and reads at most this much body unless its caller has a
 # limit of its own (PUSH_REPLY_MAX_BYTES, FILES_FETCH_MAX_BYTES, TOOL_*_MAX_BYTES, MODEL_...).
 OUTBOUND_MAX_RESPONSE_BYTES = env_int("OUTBOUND_MAX_RESPONSE_BYTES", 1024 * 1024)
-# Tenants' tool servers (runtime.agents.toolservers): the largest answer to a call, and to a
+# Tenants' tool servers (runtime.tools.servers): the largest answer to a call, and to a
 # discovery (tools/list, list_tools), read.
 TOOL_RESULT_MAX_BYTES = env_int("TOOL_RESULT_MAX_BYTES", 10 * 1024 * 1024)
 TOOL_LIST_MAX_BYTES = env_int("TOOL_LIST_MAX_BYTES", 4 * 1024 * 1024)

@@ -390,7 +390,7 @@ def connection_dropped(exc: BaseException | None) -> bool:
 
 
 class GuardedAsyncBackend(httpcore.AnyIOBackend):
-    """``GuardedBackend`` for async clients (the MCP client, runtime.agents.toolservers): the same
+    """``GuardedBackend`` for async clients (the MCP client, runtime.tools.servers): the same
     resolve-check-connect, so that the address checked is the address connected to."""
 
     def __init__(self, *, allow_private: bool | None = None):

@@ -22,12 +22,12 @@ from notifications.content import (
     slack_fields,
     slack_when,
 )
-from runtime.agents.conditions import schema_fields
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts, decision_facts
 from runtime.decisions.receipts import decision_word
-from runtime.decisions.rules import DURATION_LABELS, DURATIONS
+from runtime.decisions.standing_rules import DURATION_LABELS, DURATIONS
+from runtime.policy.conditions import schema_fields
 
 APPROVE, DENY, SIMILAR, ANSWER, CHOICE, OPEN = (
     "cs_approve",
@@ -122,7 +122,7 @@ def _approval_actions(interaction: Interaction, facts: DecisionFacts, url: str) 
         elements.append(_button("Approve", APPROVE, value, style="primary"))
     elements.append(_button("Deny…", DENY, value, style="danger"))
     # Whether a rule may be made is the tool's and the policy's, not the clicker's (the flow
-    # checks who clicked: runtime.decisions.rules.rule_check).
+    # checks who clicked: runtime.decisions.standing_rules.rule_check).
     if held is not None and not facts.rule_refusal and (needs is None or needs.action != "deny"):
         elements.append(_button("Approve and allow similar…", SIMILAR, value))
     if facts.editable and not (needs and needs.high_risk):

@@ -19,14 +19,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from slack_sdk.signature import SignatureVerifier
 
-from config.celery import queue
+from config.celery import task_enqueue
 from connections.crypto import InvalidToken, secret_decrypt
 from integrations import slack_blocks as blocks
 from integrations.models import SlackApp
 from integrations.slack_api import SlackFailed, slack_call
 from integrations.slack_decide import NO_SUCH_ITEM, already_text
-from integrations.tasks import slack_decide as slack_decide_task
-from integrations.tasks import slack_reply as slack_reply_task
 from notifications.content import notification_content, slack_escape
 from notifications.models import Delivery
 from runtime.decisions.answers import text_problem
@@ -119,7 +117,7 @@ class _Unqueued(Exception):
 
 def _queue(app: SlackApp, click: dict) -> None:
     try:
-        slack_decide_task.apply_async((app.tenant_id, click), queue=queue())
+        task_enqueue("integrations.tasks.slack_decide", (app.tenant_id, click))
     except Exception as exc:  # noqa: BLE001 - a broker down: Slack tells the clicker
         logger.warning("could not queue a Slack decision", exc_info=True)
         raise _Unqueued from exc
@@ -127,7 +125,7 @@ def _queue(app: SlackApp, click: dict) -> None:
 
 def _reply(app: SlackApp, channel_id: str, user_id: str, text: str) -> None:
     try:
-        slack_reply_task.apply_async((app.tenant_id, channel_id, user_id, text), queue=queue())
+        task_enqueue("integrations.tasks.slack_reply", (app.tenant_id, channel_id, user_id, text))
     except Exception:  # noqa: BLE001 - a courtesy message only
         logger.warning("could not queue a Slack reply", exc_info=True)
 

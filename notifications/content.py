@@ -19,9 +19,9 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from notifications.models import Delivery
-from runtime.decisions.approvers import approvers_text
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import held_call_view
+from runtime.policy.needs import approvers_text
 
 SUBJECT_MAX = 150
 # Slack: a section's text is at most 3,000 characters, a field's 2,000.

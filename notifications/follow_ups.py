@@ -25,10 +25,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from config.celery import queue
+from config.celery import task_enqueue
 from notifications.models import Channel, Delivery, FollowUp
 from notifications.services import delivery_schedule
-from notifications.tasks import follow_up as follow_up_task
 from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.kernel.task_models import AuditEvent
 
@@ -55,7 +54,7 @@ def interaction_changed_received(sender, *, interaction, event, audit, **kwargs)
 
     def enqueue() -> None:
         try:
-            follow_up_task.apply_async(args, queue=queue())
+            task_enqueue("notifications.tasks.follow_up", args)
         except Exception:  # noqa: BLE001 - the sweep asks again for what was not queued
             logger.warning(
                 "could not queue the follow-up of interaction %s", args[1], exc_info=True

@@ -1,8 +1,8 @@
 """Ladders as tenant admins set them in Django admin ("Ladders"): the steps of
-runtime.agents.ladders (sentences such as ``remind after 15m`` or mappings such as
+runtime.policy.ladders (sentences such as ``remind after 15m`` or mappings such as
 ``{"after": "15m", "action": "remind"}``), without an expire step: expiry is the agent's."""
 
-from runtime.agents.ladders import ROLES, LadderError, duration_seconds, steps_parse, steps_stored
+from runtime.policy.ladders import ROLES, LadderError, duration_seconds, steps_parse, steps_stored
 
 __all__ = ["ROLES", "duration_seconds", "steps_clean", "steps_stored"]
 

@@ -206,7 +206,7 @@ class Ladder(models.Model):
     """Reminders and escalation for an agent's (or one tool's) open interactions.
 
     ``steps``: ``[{"after": "15m", "action": "remind"}, {"after": "1h", "action": "escalate",
-    "roles": ["admin"]}]``, times counted from when the interaction opened (runtime.agents.ladders;
+    "roles": ["admin"]}]``, times counted from when the interaction opened (runtime.policy.ladders;
     no expire step: expiry is the agent's). An agent's AGENT.md may carry ladders too
     (``Agent.ladder``); at the same scope this one wins (notifications.services.ladder_for).
     """

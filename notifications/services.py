@@ -30,7 +30,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from config.celery import queue
+from config.celery import task_enqueue
 from notifications.content import notification_content, one_line, tool_of
 from notifications.ladders import rule_ladder, steps_clean, steps_stored
 from notifications.models import (
@@ -45,13 +45,11 @@ from notifications.models import (
 )
 from notifications.observe import attempt_observed
 from notifications.senders import OPENINGS, SendFailed, delivery_deliver
-from notifications.tasks import deliver_notification as deliver_notification_task
-from notifications.tasks import notify_interaction as notify_interaction_task
 from runtime.agents.agent_models import Agent
-from runtime.agents.ladders import steps_parse
 from runtime.decisions.approvers import interaction_widen
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel.audit import audit_record
+from runtime.policy.ladders import steps_parse
 from tenants.models import Membership
 
 logger = logging.getLogger(__name__)
@@ -71,7 +69,7 @@ def interaction_opened_received(sender, *, interaction: Interaction, **kwargs) -
 
     def enqueue() -> None:
         try:
-            notify_interaction_task.apply_async((pk,), queue=queue())
+            task_enqueue("notifications.tasks.notify_interaction", (pk,))
         except Exception:  # noqa: BLE001 - a broker hiccup must not fail the committed turn
             logger.warning("could not queue notifications for interaction %s", pk, exc_info=True)
 
@@ -99,7 +97,7 @@ def delivery_schedule(pks: list[int]) -> None:
     def enqueue() -> None:
         for pk in pks:
             try:
-                deliver_notification_task.apply_async((pk,), queue=queue())
+                task_enqueue("notifications.tasks.deliver_notification", (pk,))
             except Exception:  # noqa: BLE001 - the sweep delivers what could not be queued
                 logger.warning("could not queue notification delivery %s", pk, exc_info=True)
 
@@ -306,7 +304,7 @@ def ladders_advance(*, now: datetime | None = None) -> int:
     """Take every ladder step that is due (beat); each step in its own transaction.
 
     Expire steps are not taken here: the interaction's expiry was set from them when it
-    opened (runtime.agents.ladders.expiry_seconds), and the expiry sweep closes it.
+    opened (runtime.policy.ladders.expiry_seconds), and the expiry sweep closes it.
 
     The open items are read as plain values and each (agent, tool) ladder is found and
     parsed once per beat: a quiet beat over 10,000 open items is a few queries and little

@@ -1,28 +1,33 @@
 """Celery tasks of notifications: thin, they take ids and call one service; safe to run twice.
 
-The services are imported inside the task bodies: notifications.services imports these tasks
-to schedule them, so a top-level import here would be a cycle.
+Nothing imports this module: the services queue its tasks by name (config.celery.task_enqueue).
 """
 
 from celery import shared_task
 
 from config.celery import queue
 from config.tracing import span
+from notifications.follow_ups import follow_ups_missing, notifications_follow_up
+from notifications.services import (
+    MAX_COUNTDOWN,
+    deliveries_due,
+    delivery_send,
+    digests_send,
+    fan_outs_missing,
+    ladders_advance,
+    notifications_fan_out,
+)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def notify_interaction(interaction_pk: int, swept: bool = False) -> int:
     """Queue one delivery per matching channel for an interaction that just opened."""
-    from notifications.services import notifications_fan_out
-
     return notifications_fan_out(interaction_pk=interaction_pk, swept=swept)
 
 
 @shared_task(ignore_result=True)
 def sweep_fan_outs() -> int:
     """Open interactions whose fan-out never ran (its message was lost): ask for it again."""
-    from notifications.services import fan_outs_missing
-
     missing = fan_outs_missing()
     for pk in missing:
         notify_interaction.apply_async((pk,), {"swept": True}, queue=queue())
@@ -31,8 +36,6 @@ def sweep_fan_outs() -> int:
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def deliver_notification(self, delivery_pk: int) -> None:
-    from notifications.services import MAX_COUNTDOWN, delivery_send
-
     # In the trace of what queued it: the turn whose pause it tells (config.tracing).
     with span("notification send", **{"countersign.delivery": delivery_pk}):
         retry = delivery_send(delivery_pk=delivery_pk)
@@ -44,8 +47,6 @@ def deliver_notification(self, delivery_pk: int) -> None:
 @shared_task(ignore_result=True)
 def sweep_notifications() -> int:
     """Deliveries that are due but have no message in the broker (lost, or a long retry)."""
-    from notifications.services import deliveries_due
-
     due = deliveries_due()
     for pk in due:
         deliver_notification.apply_async((pk,), queue=queue())
@@ -54,31 +55,23 @@ def sweep_notifications() -> int:
 
 @shared_task(ignore_result=True)
 def advance_ladders() -> int:
-    from notifications.services import ladders_advance
-
     return ladders_advance()
 
 
 @shared_task(ignore_result=True)
 def send_digests() -> int:
-    from notifications.services import digests_send
-
     return digests_send()
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def follow_up(audit_pk: int, interaction_pk: int, swept: bool = False) -> int:
     """Tell the channels that told of an item what became of it (one event), once."""
-    from notifications.follow_ups import notifications_follow_up
-
     return notifications_follow_up(audit_pk=audit_pk, interaction_pk=interaction_pk, swept=swept)
 
 
 @shared_task(ignore_result=True)
 def sweep_follow_ups() -> int:
     """Recent decisions, expiries, voids and cancels whose follow-up never ran: ask again."""
-    from notifications.follow_ups import follow_ups_missing
-
     missing = follow_ups_missing()
     for audit_pk, interaction_pk in missing:
         follow_up.apply_async((audit_pk, interaction_pk), {"swept": True}, queue=queue())

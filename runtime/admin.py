@@ -23,27 +23,28 @@ from runtime.agents.agent_models import (
 )
 from runtime.agents.agent_selectors import discovered_tools
 from runtime.agents.agentfile import ladder_tools_problem
-from runtime.agents.credentials import credential_delete, credential_set
 from runtime.agents.limits import limits_error
-from runtime.agents.llm.http_agent import ModelConfigError
-from runtime.agents.llm.http_agent import validate_model as http_model_validate
-from runtime.agents.llm.openai_spec import ModelSpecError
-from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
-from runtime.agents.llm.registry import PROVIDERS
-from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
-from runtime.agents.policies import HINT_KINDS, HINT_WORDS, HINTS, hint_defaults, hint_kind
-from runtime.agents.policy_checks import policy_tools_problems
-from runtime.agents.schema_refs import schema_problem
-from runtime.agents.title_syntax import call_terms
-from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.decisions.receipts import policy_version
-from runtime.decisions.rules import rule_revoke
+from runtime.decisions.standing_rules import rule_revoke
 from runtime.decisions.summaries import effect_call_view, redacted
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import RuntimeFault
 from runtime.kernel.task_models import AuditEvent, Task
+from runtime.llm.credentials import credential_delete, credential_set
+from runtime.llm.http_agent import ModelConfigError
+from runtime.llm.http_agent import validate_model as http_model_validate
+from runtime.llm.openai_spec import ModelSpecError
+from runtime.llm.openai_spec import validate_model as openai_model_validate
+from runtime.llm.registry import PROVIDERS
+from runtime.llm.scripted import ScriptError, validate_script
+from runtime.policy.checks import policy_tools_problems
+from runtime.policy.rules import HINT_KINDS, HINT_WORDS, hint_defaults, hint_kind
+from runtime.policy.title_syntax import call_terms
+from runtime.tools.catalog import HINTS
+from runtime.tools.schema_refs import schema_problem
+from runtime.tools.servers import DiscoveryError, tool_server_refresh
 from tenants.admin_scope import TenantScopedAdmin
 
 
@@ -736,7 +737,7 @@ def hints_text(annotations) -> str:
 @admin.register(AnnotationPolicy)
 class AnnotationPolicyAdmin(TenantScopedAdmin):
     """A tenant's default policy for its tool servers' tools by their MCP annotations
-    (runtime.agents.policies): one row per tenant; without it, read-only tools run and the
+    (runtime.policy.rules): one row per tenant; without it, read-only tools run and the
     rest wait for a person. An agent's policy entry for the tool (or server) always wins."""
 
     list_display = ["tenant", "read_only", "additive", "destructive", "unknown", "updated_at"]

@@ -4,7 +4,7 @@ one click away.
 The table has a row per tool (the policy's entries, then the agent's tools that have none)
 and a column per key of ``runtime.agents.agentfile.POLICY_KEYS``, plus the tool's ladder; each
 cell's widget comes from the key's JSON Schema. A conditional entry (a list of rules, each
-with its ``when``: runtime.agents.policies) has no cells: its row lists its rules and says to
+with its ``when``: runtime.policy.rules) has no cells: its row lists its rules and says to
 edit them in the JSON view; a save from the table keeps them as they were. What it submits is checked as AGENT.md's
 ``policy`` and ``ladder`` are (``policy_problems``, ``ladder_parse``), so the table and the
 file cannot disagree about what a valid policy is. The JSON view edits the same document,
@@ -19,8 +19,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from runtime.agents.agentfile import POLICY_KEYS, PolicyKey, policy_problems
-from runtime.agents.conditions import conditions_text
-from runtime.agents.ladders import LadderError, ladder_parse
+from runtime.policy.conditions import conditions_text
+from runtime.policy.ladders import LadderError, ladder_parse
 
 LADDER_COLUMN = "ladder"
 NEW_ROWS = 2
@@ -29,7 +29,7 @@ _UNSET = object()
 
 
 def step_sentence(step: dict) -> str:
-    """A stored ladder step (runtime.agents.ladders.steps_stored) as the sentence that parses back
+    """A stored ladder step (runtime.policy.ladders.steps_stored) as the sentence that parses back
     to it: "escalate to operators and admins after 1h, widen to admins"."""
     after = step.get("after", "")
     action = step.get("action")

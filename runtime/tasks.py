@@ -1,7 +1,7 @@
 """Celery tasks: thin, they take ids and call one service; each is safe to run twice.
 
-Services import these tasks at the top (as ``run_turn_task``); these tasks import services
-inside their bodies, so that no import cycle runs through the task modules.
+This module sits above the services it runs: nothing imports it. Services queue its tasks by
+name (config.celery.task_enqueue), and the worker finds it by autodiscovery.
 """
 
 import os
@@ -10,21 +10,25 @@ import socket
 from celery import shared_task
 
 from config.celery import queue
+from runtime.decisions.interactions import interactions_expire
+from runtime.kernel.push.push_delivery import (
+    MAX_COUNTDOWN,
+    configs_due,
+    configs_missing_deliveries,
+    push_deliver,
+)
+from runtime.turn.claim import turns_to_sweep, worker_id_of
+from runtime.turn.runner import turn_run
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_turn(self, task_pk: int) -> None:
-    from runtime.turn.claim import worker_id_of
-    from runtime.turn.runner import turn_run
-
     turn_run(task_pk=task_pk, worker_id=worker_id_of(self.request))
 
 
 @shared_task(ignore_result=True)
 def sweep_turns() -> int:
     """Give turns whose worker died (lease expired) or whose start was lost to a worker."""
-    from runtime.turn.claim import turns_to_sweep
-
     pks = turns_to_sweep()
     for pk in pks:
         run_turn.apply_async((pk,), queue=queue())
@@ -33,15 +37,11 @@ def sweep_turns() -> int:
 
 @shared_task(ignore_result=True)
 def expire_interactions() -> int:
-    from runtime.decisions.interactions import interactions_expire
-
     return interactions_expire()
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)
 def deliver_push(self, config_pk: int) -> None:
-    from runtime.kernel.push.push_delivery import MAX_COUNTDOWN, push_deliver
-
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{self.request.id or 'eager'}"
     retry = push_deliver(config_pk=config_pk, worker_id=worker_id)
     # Run eagerly (tests, CELERY_TASK_ALWAYS_EAGER) a retry would recurse at once; the sweep
@@ -54,8 +54,6 @@ def deliver_push(self, config_pk: int) -> None:
 def sweep_push() -> int:
     """Deliveries that are due but have no message in the broker (lost, or a long retry),
     and configs with an event that has no delivery (push_deliver queues it first)."""
-    from runtime.kernel.push.push_delivery import configs_due, configs_missing_deliveries
-
     due = sorted(set(configs_due()) | set(configs_missing_deliveries()))
     for pk in due:
         deliver_push.apply_async((pk,), queue=queue())

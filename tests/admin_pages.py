@@ -15,11 +15,11 @@ from integrations.models import SlackUser
 from integrations.slack_settings import slack_app_save
 from notifications.models import Channel, Delivery, Ladder, Preference
 from runtime.agents.agent_models import AnnotationPolicy, ToolServer
-from runtime.agents.credentials import credential_set
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.kernel.push.push_models import PushConfig, PushDelivery
 from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.task_models import AuditEvent, Task, TaskEvent
+from runtime.llm.credentials import credential_set
 from tenants.models import ApproverGroup, Membership
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send
 

@@ -47,15 +47,15 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
 
 # The core's sub-packages, lowest first (README "Architecture"): each imports only those below
 # it. The app's own modules sit on top: Django's (admin, apps, the models re-exported for
-# Django), the receivers of other apps' signals and the commands. The Celery task module is
-# with the kernel: services import its tasks at the top, and its task bodies import the
-# services they run (deferred, as for cycles). Under everything, the schema: each domain's
+# Django), the receivers of other apps' signals, the commands and the Celery task module (it
+# imports the services it runs; nothing imports it: services queue its tasks by name,
+# config.celery.task_enqueue). Under everything, the schema: each domain's
 # models (they import only models) and the store, the hand-written statements that join
 # tables of several domains (runtime.kernel.store) on rowsql's compiled-once machinery. A
 # module belongs to the layer of its longest matching prefix.
 CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (
-        5,
+        8,
         (
             "runtime.admin",
             "runtime.admin_policy",
@@ -64,12 +64,16 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "runtime.models",
             "runtime.receivers",
             "runtime.management",
+            "runtime.tasks",
         ),
     ),
-    (4, ("runtime.turn",)),
-    (3, ("runtime.decisions",)),
-    (2, ("runtime.agents",)),
-    (1, ("runtime.kernel", "runtime.tasks")),
+    (7, ("runtime.turn",)),
+    (6, ("runtime.decisions",)),
+    (5, ("runtime.agents",)),
+    (4, ("runtime.llm",)),
+    (3, ("runtime.policy",)),
+    (2, ("runtime.tools",)),
+    (1, ("runtime.kernel",)),
     (
         0,
         (
@@ -244,8 +248,8 @@ def core_layer_of(module: str) -> int | None:
 
 
 def violations_core_layers(modules: dict[str, Module]) -> list[str]:
-    """Within the core, no import (at the top or inside a function, but for a Celery task's
-    body) reaches a higher sub-package: kernel < agents < decisions < turn < the app's own."""
+    """Within the core, no import (at the top or inside a function) reaches a higher
+    sub-package: kernel < tools < policy < llm < agents < decisions < turn < the app's own."""
     out = []
     for m in modules.values():
         mine = core_layer_of(m.name)
@@ -253,7 +257,7 @@ def violations_core_layers(modules: dict[str, Module]) -> list[str]:
             continue
         for imp in m.imports:
             theirs = core_layer_of(imp.target)
-            if theirs is None or (is_celery_module(m.name) and not imp.top_level):
+            if theirs is None:
                 continue
             if theirs > mine:
                 out.append(
@@ -280,15 +284,12 @@ def _resolve(target: str, modules: dict[str, Module]) -> str | None:
 
 
 def violations_cycles(modules: dict[str, Module]) -> list[str]:
-    """No import cycle, counting imports inside functions too; the one exception is a Celery
-    task module, which imports services inside its task bodies so that services may import
-    the tasks at the top."""
+    """No import cycle, counting imports inside functions too."""
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for m in modules.values():
         for imp in m.imports:
             target = _resolve(imp.target, modules)
-            deferred = not imp.top_level and is_celery_module(m.name)
-            if target and target != m.name and not deferred:
+            if target and target != m.name:
                 graph[m.name].add(target)
     out, state = [], {}
 
@@ -326,20 +327,15 @@ def is_celery_module(name: str) -> bool:
 
 
 def violations_celery(modules: dict[str, Module]) -> list[str]:
-    """Celery task modules import the services inside their bodies; a module that imports a
-    task names it with a `_task` suffix (HackSoft's rule)."""
-    out = []
-    for m in modules.values():
-        is_tasks = is_celery_module(m.name)
-        for imp in m.imports:
-            target_is_tasks = is_celery_module(imp.target)
-            if is_tasks and imp.top_level and not imp.target.startswith("config"):
-                out.append(f"{m.path}:{imp.line} task module imports {imp.target} at the top")
-            if target_is_tasks and not is_tasks:
-                for name, alias in zip(imp.names, imp.aliases, strict=True):
-                    if not (alias or name).endswith("_task"):
-                        out.append(f"{m.path}:{imp.line} imports task {name} without a _task name")
-    return out
+    """No module imports a Celery task module: work is queued by the task's name
+    (config.celery.task_enqueue), so the task modules, which import the services they run,
+    sit above them and close no circle."""
+    return [
+        f"{m.path}:{imp.line} imports the task module {imp.target}; queue its tasks by name"
+        for m in modules.values()
+        for imp in m.imports
+        if is_celery_module(imp.target) and imp.target != m.name
+    ]
 
 
 def violations_outbound(modules: dict[str, Module]) -> list[str]:
@@ -448,14 +444,17 @@ def test_a_lower_layer_importing_a_higher_one_is_reported():
     ]
 
 
-def test_a_cycle_is_reported_even_through_a_function_body_but_not_through_a_task_body():
+def test_a_cycle_is_reported_even_through_a_function_body_or_a_task_body():
     tree = made_up(
         **{"runtime.a": "from runtime.b import x\n"},
         **{"runtime.b": "def f():\n    from runtime.a import y\n"},
         **{"runtime.c": "from runtime.tasks import run_task\n"},
         **{"runtime.tasks": "def run():\n    from runtime.c import z\n"},
     )
-    assert violations_cycles(tree) == ["runtime.a -> runtime.b -> runtime.a"]
+    assert violations_cycles(tree) == [
+        "runtime.a -> runtime.b -> runtime.a",
+        "runtime.c -> runtime.tasks -> runtime.c",
+    ]
 
 
 def test_an_underscore_name_from_another_module_is_reported():
@@ -465,14 +464,16 @@ def test_an_underscore_name_from_another_module_is_reported():
     ]
 
 
-def test_task_modules_and_task_names_are_checked():
+def test_a_module_importing_a_task_module_is_reported():
     tree = made_up(
         **{"runtime.tasks": "from runtime.services import go\n"},
-        **{"runtime.services": "from runtime.tasks import run_turn, sweep as sweep_task\n"},
+        **{"runtime.services": "from runtime.tasks import run_turn\n"},
+        **{"notifications.services": "def f():\n    from notifications.tasks import x\n"},
     )
     assert violations_celery(tree) == [
-        "runtime/tasks.py:1 task module imports runtime.services at the top",
-        "runtime/services.py:1 imports task run_turn without a _task name",
+        "runtime/services.py:1 imports the task module runtime.tasks; queue its tasks by name",
+        "notifications/services.py:2 imports the task module notifications.tasks; queue its "
+        "tasks by name",
     ]
 
 
@@ -486,27 +487,27 @@ def test_a_direct_httpx_call_is_reported_outside_the_guard():
     ]
 
 
-def test_a_core_sub_package_importing_a_higher_one_is_reported_but_not_from_a_task_body():
+def test_a_core_sub_package_importing_a_higher_one_is_reported():
     tree = made_up(
         **{"runtime.kernel.task_state": "from runtime.turn.runner import turn_run\n"},
         **{"runtime.turn.runner": "from runtime.decisions.interactions import x\n"},
         **{"runtime.decisions.interactions": "from runtime.kernel.task_state import y\n"},
-        **{"runtime.tasks": "def run():\n    from runtime.turn.runner import turn_run\n"},
+        **{"runtime.tasks": "from runtime.turn.runner import turn_run\n"},
     )
     assert violations_core_layers(tree) == [
         "runtime/kernel/task_state.py:1 runtime.kernel.task_state (core layer 1) imports "
-        "runtime.turn.runner (core layer 4)"
+        "runtime.turn.runner (core layer 7)"
     ]
 
 
 def test_two_core_modules_with_one_file_name_are_reported():
     tree = made_up(
-        **{"runtime.agents.credentials": "x = 1\n"},
+        **{"runtime.llm.credentials": "x = 1\n"},
         **{"runtime.decisions.credentials": "y = 1\n"},
         **{"a2a_endpoint.credentials": "z = 1\n"},
     )
     assert violations_core_basenames(tree) == [
-        "credentials.py: runtime/agents/credentials.py, runtime/decisions/credentials.py"
+        "credentials.py: runtime/llm/credentials.py, runtime/decisions/credentials.py"
     ]
 
 

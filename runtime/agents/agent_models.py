@@ -52,7 +52,7 @@ class Agent(models.Model):
         default=dict,
         blank=True,
         help_text='{"server/tool" or "server": "allow"|"approve"|"deny", {action, ...}, or a '
-        "list of rules [{when, action, ...}, ...] (runtime.agents.policies)}",
+        "list of rules [{when, action, ...}, ...]}",
     )
     connections_enabled = models.BooleanField(
         default=False, help_text="loop.connections: the request_connection tool"
@@ -62,7 +62,7 @@ class Agent(models.Model):
         help_text="Anonymous callers allowed (each task they start gets its own subject).",
     )
     interaction_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
-    # AGENT.md's ``ladder`` (runtime.agents.ladders.ladder_parse): reminders, escalation and expiry.
+    # AGENT.md's ``ladder`` (runtime.policy.ladders.ladder_parse): reminders, escalation and expiry.
     ladder = models.JSONField(
         default=dict,
         blank=True,
@@ -86,7 +86,7 @@ class Agent(models.Model):
 
 
 class DemoRecord(models.Model):
-    """What the offline demo tool servers did: a deployment, a pull request (runtime.agents.tools)."""
+    """What the offline demo tool servers did: a deployment, a pull request (runtime.tools.catalog)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     server = models.CharField(max_length=100)
@@ -112,7 +112,7 @@ class Credential(models.Model):
     and referenced by name from AGENT.md (``model.credential``).
 
     Only the Fernet ciphertext (connections.crypto) is stored; admin shows that it is set and
-    the last characters of a long secret, never the secret (runtime.agents.credentials reads it).
+    the last characters of a long secret, never the secret (runtime.llm.credentials reads it).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -148,7 +148,7 @@ class Credential(models.Model):
 
 class ModelPrice(models.Model):
     """What a model's tokens cost, USD per million; a row here overrides settings.MODEL_PRICES
-    (runtime.agents.llm.prices)."""
+    (runtime.llm.prices)."""
 
     model = models.CharField(max_length=200, unique=True, help_text="e.g. gpt-4o-mini")
     input_usd_per_million = models.DecimalField(
@@ -167,7 +167,7 @@ class ModelPrice(models.Model):
 
 
 # Names tool servers may not take: the demo servers and the built-in tools' server answer to
-# these (runtime.agents.tools.SERVERS, BUILTIN_SERVER), and a tenant's server of the same name
+# these (runtime.tools.demo_servers.SERVERS, BUILTIN_SERVER), and a tenant's server of the same name
 # would never be reached.
 RESERVED_SERVER_NAMES = frozenset({"deploy", "github", "countersign"})
 
@@ -269,7 +269,7 @@ class AnnotationPolicy(models.Model):
         APPROVE = "approve", "approve: waits for a person"
         DENY = "deny", "deny: never runs"
 
-    # The annotation kinds, each with its column and its default (runtime.agents.policies).
+    # The annotation kinds, each with its column and its default (runtime.policy.rules).
     KINDS = (
         ("read_only", "allow"),
         ("additive", "approve"),

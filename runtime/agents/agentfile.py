@@ -25,19 +25,19 @@ import yaml
 from django.utils.text import slugify
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.approver_syntax import MAX_REQUIRED, MAX_STAGES
-from runtime.agents.ladders import ACTIONS as LADDER_ACTIONS
-from runtime.agents.ladders import MAX_STEPS, WIDEN_ROLES, LadderError, ladder_parse
-from runtime.agents.ladders import ROLES as LADDER_ROLES
 from runtime.agents.limits import limits_error
-from runtime.agents.llm.http_agent import ModelConfigError
-from runtime.agents.llm.http_agent import validate_model as http_model_validate
-from runtime.agents.llm.openai_spec import ModelSpecError
-from runtime.agents.llm.openai_spec import validate_model as openai_model_validate
-from runtime.agents.llm.scripted import ScriptError, validate_script
 from runtime.agents.memory_budget import memory_error
-from runtime.agents.policy_checks import WHEN_SCHEMA, policy_rule_problems, policy_tools_problems
-from runtime.agents.schema_refs import schema_problem
+from runtime.llm.http_agent import ModelConfigError
+from runtime.llm.http_agent import validate_model as http_model_validate
+from runtime.llm.openai_spec import ModelSpecError
+from runtime.llm.openai_spec import validate_model as openai_model_validate
+from runtime.llm.scripted import ScriptError, validate_script
+from runtime.policy.approver_syntax import MAX_REQUIRED, MAX_STAGES
+from runtime.policy.checks import WHEN_SCHEMA, policy_rule_problems, policy_tools_problems
+from runtime.policy.ladders import ACTIONS as LADDER_ACTIONS
+from runtime.policy.ladders import MAX_STEPS, WIDEN_ROLES, LadderError, ladder_parse
+from runtime.policy.ladders import ROLES as LADDER_ROLES
+from runtime.tools.schema_refs import schema_problem
 
 POLICY_ACTIONS = {"allow", "approve", "deny"}
 # The most rules one conditional entry has.
@@ -86,7 +86,7 @@ AGENT_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 # {server: NAME} alone offers every tool a tenant's tool server was found to
-                # offer (runtime.agents.toolservers).
+                # offer (runtime.tools.servers).
                 "x-message": "must be a mapping with server (and tool)",
                 "required": ["server"],
                 "properties": {
@@ -96,7 +96,7 @@ AGENT_SCHEMA: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "schema": {"type": "object", "x-message": "must be a JSON schema object"},
                     # The tool's own risk: high asks for a step-up and bars standing rules,
-                    # as the policy entry's does (runtime.decisions.receipts.tool_trust).
+                    # as the policy entry's does (runtime.policy.trust.tool_trust).
                     "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
                 },
             },
@@ -158,7 +158,7 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         "operators (the default): only the tenant's operators; either: the caller in band "
         "too; caller: the caller alone, in band.",
     ),
-    # Who may decide (runtime.agents.approver_syntax); checked further by approvers_problem.
+    # Who may decide (runtime.policy.approver_syntax); checked further by approvers_problem.
     PolicyKey(
         "approvers",
         "approvers",
@@ -243,7 +243,7 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         "Arguments shown as ••• everywhere but the decision page (token, or a path: auth.token).",
     ),
 )
-# A ladder's steps (runtime.agents.ladders): the schema says their shape; ladder_parse then checks
+# A ladder's steps (runtime.policy.ladders): the schema says their shape; ladder_parse then checks
 # what it cannot say (the roles, the order of time, expire last) with the same field paths.
 # Added to AGENT_SCHEMA here, apart from the literal above, so that a ladder change and a
 # policy change touch different lines.
@@ -297,8 +297,8 @@ AGENT_SCHEMA["properties"]["ladder"] = {
     },
 }
 # A tool's policy entry: a decision, a mapping of POLICY_KEYS (and the key a table column
-# cannot show: stages), or a list of rules tried in order (runtime.agents.policies),
-# each with its ``when`` conditions (runtime.agents.conditions), its own keys and ladder.
+# cannot show: stages), or a list of rules tried in order (runtime.policy.rules),
+# each with its ``when`` conditions (runtime.policy.conditions), its own keys and ladder.
 # What the schema cannot say (approvers, stages, the order of the rules, conditions on the
 # tool's own fields) policy_rule_problems checks below, with the same field paths.
 _ENTRY_KEYS = {
@@ -682,7 +682,7 @@ def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = N
 
 
 def _ladder(data: dict, tools: list, fail) -> dict:
-    """The ``ladder``, parsed (runtime.agents.ladders) and checked against the agent's own tools."""
+    """The ``ladder``, parsed (runtime.policy.ladders) and checked against the agent's own tools."""
     value = data.get("ladder")
     # The short form (a list) is the agent's steps; its errors name ladder.N, as written.
     prefix = ["ladder"] if isinstance(value, list) else ["ladder", "steps"]

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from runtime.agents.agentfile import AgentSpec, agent_upsert, parse_agent_file
-from runtime.agents.credentials import CredentialMissing, credential_value
+from runtime.llm.credentials import CredentialMissing, credential_value
 
 AGENTS_DIR = Path(__file__).resolve().parent
 

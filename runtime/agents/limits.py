@@ -7,8 +7,8 @@ unknown tool, arguments that fail the tool's schema) go back to the model as err
 one fails the task. ``tool_result_bytes``: the most of one tool result the model is sent (the
 whole result is kept as a task file, runtime.turn.calls)."""
 
-from runtime.agents.llm.actions import CallTool
 from runtime.kernel.task_models import Task
+from runtime.llm.actions import CallTool
 
 DEFAULT_LIMITS = {
     "steps": 25,

@@ -11,24 +11,33 @@ named means the default: admins and operators (and the caller only with ``decide
 ``deciders: caller`` is ``approvers: [caller]``). ``required: N`` above 1, or ``stages``,
 asks for distinct people: never the caller, never a program (an operator token), never a
 subject the system decides as, and nobody twice in any stage. The syntax of ``approvers``,
-``required`` and ``stages`` is runtime.agents.approver_syntax's."""
+``required`` and ``stages`` is runtime.policy.approver_syntax's."""
 
-import hashlib
 from dataclasses import dataclass
 
 from django.utils import timezone
 
-from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
-from runtime.agents.policies import PolicyRule, Stage
-from runtime.agents.title_syntax import call_terms
-from runtime.agents.tools import policy_for
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.decisions.decision_selectors import held_call_of
-from runtime.decisions.receipts import receipt_record, tool_trust
+from runtime.decisions.receipts import receipt_record
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import DeciderRefused
 from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task
+from runtime.policy.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
+from runtime.policy.lookup import policy_for
+from runtime.policy.needs import (
+    Needs,
+    approval_binding,
+    approvers_shown,
+    approvers_text,
+    opened_stages,
+    stage_at,
+    stricter_stages,
+)
+from runtime.policy.rules import Stage
+from runtime.policy.title_syntax import call_terms
+from runtime.policy.trust import tool_trust
 from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup, subject_reserved
 
 
@@ -91,129 +100,13 @@ class Decider:
         return cls(subject=subject, role="", kind=cls.CALLER)
 
 
-def opened_stages(interaction: Interaction) -> tuple[Stage, ...]:
-    """The stages the approval opened with (or was tightened to since, by an approval it
-    recorded): one, its approvers and number, unless its policy rule said ``stages``."""
-    written = (interaction.request or {}).get("stages")
-    if isinstance(written, list) and written:
-        return tuple(Stage.of(stage) for stage in written)
-    return (Stage(tuple(interaction.approvers or ()), interaction.approvals_required),)
-
-
-def _stage_at(stages, approved: int) -> int:
-    """The index of the stage the next approval counts in, after ``approved`` approvals."""
-    total = 0
-    for index, stage in enumerate(stages):
-        total += stage.required
-        if approved < total:
-            return index
-    return len(stages) - 1
-
-
 def effective_approvers(interaction: Interaction) -> list[str]:
     """Who may decide the interaction as it opened (its current stage's approvers) and what
     escalation added (``approval_needs`` adds what the policy says now)."""
     stages = opened_stages(interaction)
-    stage = stages[_stage_at(stages, len(interaction.approvals or ()))]
+    stage = stages[stage_at(stages, len(interaction.approvals or ()))]
     named = list(stage.approvers) or list(DEFAULT_APPROVERS)
     return named + [role for role in interaction.widened_to or () if role not in named]
-
-
-def approvers_text(approvers) -> str:
-    """``["admin", "group:sre"]`` as people read it: "admins or members of group sre"."""
-    words = []
-    for value in approvers:
-        if value == CALLER:
-            words.append("the caller (in band)")
-        elif value.startswith(GROUP_PREFIX):
-            words.append(f"members of group {value[len(GROUP_PREFIX) :]}")
-        else:
-            words.append(f"{value}s")
-    if len(words) <= 1:
-        return "".join(words)
-    return ", ".join(words[:-1]) + " or " + words[-1]
-
-
-@dataclass(frozen=True)
-class Needs:
-    """What an open approval needs now: the stricter of what it opened
-    with (recorded on the interaction) and what the agent's policy says today, for the call's
-    arguments (the rule that holds it, runtime.agents.policies). A tightened policy reaches
-    open approvals; a loosened one never asks less than the approval showed.
-
-    An approval is decided in stages, in order (one stage unless the rule says ``stages``):
-    a decider must be allowed by both lists of approvers of the current stage (each with what
-    escalation added); each stage's number of people is the larger; ``required`` is the
-    number of people in all. The call is high-risk when either says so; the caller may
-    answer in band only when both let it; ``bulk`` and ``editable`` are the policy's now.
-    ``approved`` are the approvals that still count (they approved what ``binds`` says).
-    """
-
-    opened: tuple[str, ...]
-    current: tuple[str, ...]
-    required: int
-    high_risk: bool
-    caller_may: bool
-    bulk: bool
-    editable: bool
-    server: str = ""
-    tool: str = ""
-    # The policy's action now: a tool it now denies is never approved (only denied).
-    action: str = "approve"
-    # The stages, each as stricter as above (``approvers`` the list to show), and the index
-    # of the one being decided.
-    stages: tuple[Stage, ...] = ()
-    stage: int = 0
-    approved: tuple[dict, ...] = ()
-    binds: str = ""
-    # The rule of the policy that holds the call now, and the one it opened under (as stored).
-    rule: PolicyRule | None = None
-    opened_rule: dict | None = None
-
-    @property
-    def approvers(self) -> tuple[str, ...]:
-        """The approvers to show: one list when one holds the other, else both in turn."""
-        opened, current = set(self.opened), set(self.current)
-        if opened <= current:
-            return self.opened
-        if current <= opened:
-            return self.current
-        return self.opened
-
-    @property
-    def named(self) -> bool:
-        """Someone narrowed who decides (not just admins and operators, the default)."""
-        return set(self.opened) != set(DEFAULT_APPROVERS) or set(self.current) != set(
-            DEFAULT_APPROVERS
-        )
-
-    @property
-    def staged(self) -> bool:
-        return len(self.stages) > 1
-
-    @property
-    def stage_required(self) -> int:
-        return self.stages[self.stage].required if self.stages else self.required
-
-    def stage_text(self) -> str:
-        """ "stage 1 of 2: operators" for an approval in stages; "" otherwise."""
-        if not self.staged:
-            return ""
-        stage = self.stages[self.stage]
-        who = approvers_text(self.approvers)
-        title = f" ({stage.title})" if stage.title else ""
-        return f"stage {self.stage + 1} of {len(self.stages)}{title}: {who}"
-
-
-def _stricter_stages(opened, current) -> tuple[tuple[Stage, Stage], ...]:
-    """Each stage as it opened and as the policy says now, paired: where one list has more
-    stages, its extra stages stand as they are."""
-    pairs = []
-    for index in range(max(len(opened), len(current))):
-        was = opened[index] if index < len(opened) else current[index]
-        now = current[index] if index < len(current) else opened[index]
-        pairs.append((was, now))
-    return tuple(pairs)
 
 
 def approval_needs(interaction: Interaction, agent=None) -> Needs:
@@ -233,10 +126,10 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
         named = list(named) or list(DEFAULT_APPROVERS)
         return tuple(named + [role for role in widened if role not in named])
 
-    pairs = _stricter_stages(opened_stages(interaction), policy.stages or (Stage(),))
+    pairs = stricter_stages(opened_stages(interaction), policy.stages or (Stage(),))
     stages = tuple(
         Stage(
-            approvers=_shown(with_widened(was.approvers), with_widened(now.approvers)),
+            approvers=approvers_shown(with_widened(was.approvers), with_widened(now.approvers)),
             required=max(was.required, now.required),
             title=now.title or was.title,
         )
@@ -248,7 +141,7 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
         arguments_hash=held.arguments_hash if held else "",
     )
     approved = tuple(e for e in interaction.approvals or () if e.get("binds") == binds)
-    stage = _stage_at(stages, len(approved))
+    stage = stage_at(stages, len(approved))
     was, now = pairs[stage]
     return Needs(
         opened=with_widened(was.approvers),
@@ -270,15 +163,6 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
         rule=policy.rule,
         opened_rule=(interaction.request or {}).get("policyRule"),
     )
-
-
-def _shown(opened: tuple[str, ...], current: tuple[str, ...]) -> tuple[str, ...]:
-    # As Needs.approvers: the list that holds the other, else the one the approval opened with.
-    if set(opened) <= set(current):
-        return opened
-    if set(current) <= set(opened):
-        return current
-    return opened
 
 
 def _member_groups(interaction: Interaction, decider: Decider, approvers) -> set[str]:
@@ -346,14 +230,6 @@ def approve_refusal(decider: Decider, needs: Needs) -> str | None:
             "it in the browser (or over REST with a signed-in session). It may still deny it."
         )
     return None
-
-
-def approval_binding(*, version: str, arguments_hash: str) -> str:
-    """What an approval of a held call approves: the SHA-256 of the version of the policy
-    rule that holds the call (runtime.agents.policies: the tool's own, not the whole
-    policy's) and the call's arguments hash. Approvals count together only when they
-    approved the same thing."""
-    return hashlib.sha256(f"{version}:{arguments_hash}".encode()).hexdigest()
 
 
 def approvals_progress(
@@ -435,7 +311,7 @@ def approval_gate(
         interaction.request = request
         waits = "another person's approval"
         if needs.staged:
-            waits = f"the next approval (stage {_stage_at(needs.stages, len(approvals)) + 1})"
+            waits = f"the next approval (stage {stage_at(needs.stages, len(approvals)) + 1})"
         held = held_call_of(interaction)
         if held is not None:
             # A decision like any other: its receipt binds what this person approved. The
@@ -464,7 +340,7 @@ def approval_gate(
             detail["channelUser"] = decider.channel_user
         if needs.staged:
             detail.update(stage=stage, stages=len(needs.stages))
-            after = _stage_at(needs.stages, len(approvals))
+            after = stage_at(needs.stages, len(approvals))
             if after + 1 != stage:
                 # This approval completed its stage: who decides from now on (the follow-ups
                 # tell the channels, notifications.follow_ups).

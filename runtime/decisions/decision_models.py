@@ -46,7 +46,7 @@ class Interaction(models.Model):
         default=dict, blank=True
     )  # server side: choices, allowCustom, question id
     subject = models.CharField(max_length=200, help_text="The caller who may answer in-band.")
-    # Operators unless the tool policy says either or caller (runtime.agents.tools.Policy).
+    # Operators unless the tool policy says either or caller (runtime.policy.lookup.Policy).
     deciders = models.CharField(max_length=16, choices=Deciders.choices, default=Deciders.OPERATORS)
     # Who may decide an approval, as its policy said when it opened (runtime.decisions.approvers):
     # roles, ``group:<slug>`` and ``caller``; empty is the default (admins and operators).
@@ -153,7 +153,7 @@ class InteractionApproval(models.Model):
     by = models.CharField(max_length=200)
     via = models.CharField(max_length=16)
     # What the approval approved: the SHA-256 of the version of the policy rule that held the
-    # call and the call's arguments hash then (runtime.decisions.approvers.approval_binding). An approval counts only while both
+    # call and the call's arguments hash then (runtime.policy.needs.approval_binding). An approval counts only while both
     # still hold, so an approval voided by a policy or argument change never counts again.
     binds = models.CharField(max_length=64)
     at = models.DateTimeField(default=timezone.now)
@@ -261,10 +261,10 @@ class Receipt(AppendOnlyModel):
     )
     policy_version = models.CharField(
         max_length=64,
-        help_text="SHA-256 of the policy entry (or rule of it) that held the call "
-        "(runtime.agents.policies): the tool's own, not the whole policy's.",
+        help_text="SHA-256 of the policy entry (or rule of it) that held the call: the "
+        "tool's own, not the whole policy's.",
     )
-    # Which entry and rule of the tool policy held the call (runtime.agents.policies): the
+    # Which entry and rule of the tool policy held the call (runtime.policy.rules): the
     # entry's key ("" when none did: the default, or the tenant's annotation default) and the
     # rule's number in a conditional entry (null: the entry is no list of rules).
     policy_entry = models.CharField(max_length=201, blank=True)
@@ -300,10 +300,10 @@ class StandingRule(models.Model):
     without a pause, journalled with the rule as their decider (README "Standing rules").
 
     A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
-    arguments' fields, nested ones by path (runtime.agents.conditions); it expires by itself
+    arguments' fields, nested ones by path (runtime.policy.conditions); it expires by itself
     (no expiry only when an admin made it) and can be revoked. It matches only calls held by
     the policy rule it was made under (``policy_rule``), and allows one only while its maker
-    could approve it under that rule as it is now, as they are now (runtime.decisions.rules):
+    could approve it under that rule as it is now, as they are now (runtime.decisions.standing_rules):
     never a call whose rule is ``risk: high`` or asks for more than one person, whatever the
     policy said when it was made, nor a call with a field its tool's schema does not declare.
     """
@@ -334,7 +334,7 @@ class StandingRule(models.Model):
     uses = models.PositiveIntegerField(default=0)
     last_used_at = models.DateTimeField(null=True, blank=True)
     # The rule of the tool policy that held the call it was made from, as an interaction keeps
-    # it (runtime.agents.policies.PolicyRule.stored: entry, rule number, when, source,
+    # it (runtime.policy.rules.PolicyRule.stored: entry, rule number, when, source,
     # version, label). {}: made before rules recorded it (README "Standing rules").
     policy_rule = models.JSONField(default=dict, blank=True)
     # Who made it, to ask at each use whether they may still approve the call: a member (their

@@ -10,20 +10,19 @@ decision itself is runtime.decisions.flow's.
 
 from dataclasses import dataclass
 
-from runtime.agents.tools import tool_spec
 from runtime.decisions.approvers import (
     Decider,
-    Needs,
     approval_needs,
     approvals_progress,
     approve_refusal,
-    approvers_text,
     decider_refusal,
 )
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.receipts import receipts_for
-from runtime.decisions.rules import needs_refusal, rule_refusal
+from runtime.decisions.standing_rules import needs_refusal, rule_refusal
+from runtime.policy.needs import Needs, approvers_text
+from runtime.tools.catalog import tool_spec
 
 
 @dataclass(frozen=True)

@@ -43,21 +43,18 @@ from opentelemetry.trace import SpanKind
 
 from config import metrics
 from config.tracing import task_span
-from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS
 from runtime.decisions.answers import answer_from_decider
 from runtime.decisions.approvers import (
     Decider,
-    Needs,
     approval_gate,
     approval_needs,
     approve_refusal,
-    approvers_text,
     decider_refusal,
 )
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.decisions.interactions import interaction_close, interaction_locked
 from runtime.decisions.receipts import decision_edit_apply, decision_word
-from runtime.decisions.rules import rule_check, rule_create
+from runtime.decisions.standing_rules import rule_check, rule_create
 from runtime.kernel.errors import (
     AlreadyDecided,
     ChannelRefused,
@@ -73,6 +70,8 @@ from runtime.kernel.errors import (
     UnsupportedOperation,
 )
 from runtime.kernel.task_models import Task
+from runtime.policy.approver_syntax import CALLER, DEFAULT_APPROVERS
+from runtime.policy.needs import Needs, approvers_text
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ CHANNELS = (PAGE, REST, BULK, INBAND, CONNECTION, SLACK, EMAIL)
 @dataclass(frozen=True)
 class AllowSimilar:
     """ "Approve and allow similar calls": the standing rule made with an approval
-    (runtime.decisions.rules): how long, only for this caller, conditions on the arguments."""
+    (runtime.decisions.standing_rules): how long, only for this caller, conditions on the arguments."""
 
     duration: str = "1d"
     caller_only: bool = True

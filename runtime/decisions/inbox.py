@@ -8,13 +8,14 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.policies import policy_rule_for
-from runtime.decisions.approvers import approval_binding, approval_needs
+from runtime.decisions.approvers import approval_needs
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.search import search_query
 from runtime.kernel.task_models import (
     Task,
 )
+from runtime.policy.needs import approval_binding
+from runtime.policy.rules import policy_rule_for
 
 # --- the operator pages and the operator REST API ------------------------------------------
 

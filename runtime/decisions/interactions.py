@@ -9,8 +9,6 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from runtime.agents.ladders import LadderError, expiry_seconds, steps_parse, steps_stored
-from runtime.agents.tools import Policy
 from runtime.decisions.answers import text_problem
 from runtime.decisions.approval_groups import (
     HeldApproval,
@@ -38,6 +36,8 @@ from runtime.kernel.task_state import (
     turn_enqueue,
     with_plan,
 )
+from runtime.policy.ladders import LadderError, expiry_seconds, steps_parse, steps_stored
+from runtime.policy.lookup import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def interaction_group_open(
 
 def interaction_expiry_seconds(task: Task, kind: str, detail: dict, request: dict) -> int:
     """The agent's expiry for a new interaction: a held call's may be its own
-    (runtime.agents.ladders: the expire step of its policy rule's ladder, or of an AGENT.md
+    (runtime.policy.ladders: the expire step of its policy rule's ladder, or of an AGENT.md
     ladder for its tool, else interactionTtlSeconds)."""
     held = kind == Interaction.Kind.APPROVAL and detail.get("server")
     tool = f"{detail['server']}/{detail.get('tool', '')}" if held else ""
@@ -172,7 +172,7 @@ def interaction_expiry_seconds(task: Task, kind: str, detail: dict, request: dic
 
 def approval_request(*, step: int, policy: Policy) -> dict:
     """The server-side ``request`` of an approval that holds a call: its transcript step,
-    the rule of the tool policy that held it (runtime.agents.policies: kept here, not in
+    the rule of the tool policy that held it (runtime.policy.rules: kept here, not in
     ``detail``, since its conditions name argument values), the stages it asks for when
     more than one, and the rule's own ladder, parsed."""
     request: dict = {"step": step}
@@ -257,7 +257,7 @@ def interaction_close(
     held = held_call_of(interaction) if edited else None
     if held is not None:  # edited: only a held call's arguments are
         # The model is told that the call went out with other arguments, and which
-        # (runtime.agents.llm reads this entry beside the call's result).
+        # (runtime.llm reads this entry beside the call's result).
         entry["step"] = interaction.request.get("step")
         entry["arguments"] = held.arguments
     task.transcript.append(entry)

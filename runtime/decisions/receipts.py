@@ -12,14 +12,10 @@ opens a transaction of its own.
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
 
 from django.db.models import Q
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.policies import PolicyRule, policy_rule_for
-from runtime.agents.title_syntax import call_terms
-from runtime.agents.tools import tool_spec, validate_arguments
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.summaries import held_call_summary, redacted
@@ -29,12 +25,16 @@ from runtime.kernel.errors import InvalidParams
 from runtime.kernel.rowsql import row_insert
 from runtime.kernel.shapes import decider_public
 from runtime.kernel.task_models import AuditEvent, Task
+from runtime.policy.rules import PolicyRule, policy_rule_for
+from runtime.policy.title_syntax import call_terms
+from runtime.policy.trust import tool_trust
+from runtime.tools.catalog import tool_spec, validate_arguments
 
 logger = logging.getLogger(__name__)
 
 
 # How a decision reached the core; a receipt's channel. ``rule``: a standing rule allowed the
-# call (runtime.decisions.rules calls receipt_record with the rule's id); ``system``: a void
+# call (runtime.decisions.standing_rules calls receipt_record with the rule's id); ``system``: a void
 # approval; ``slack`` and ``email``: the tenant's Slack app, an e-mail's one-time link.
 CHANNELS = ("page", "rest", "inband", "bulk", "rule", "expiry", "system", "slack", "email")
 RISK_LEVELS = ("normal", "high")
@@ -53,39 +53,6 @@ def policy_version(agent: Agent) -> str:
     admin shows it and audits a change with it; what an approval binds is the version of the
     rule that held its call (rule_version), so another tool's entry changing voids nothing."""
     return canonical_hash(agent.tool_policy or {})
-
-
-@dataclass(frozen=True)
-class ToolTrust:
-    """The trust keys of a tool's policy entry: ``editable: true`` lets an
-    operator change the arguments before approving; ``risk: high`` asks the decider to have
-    re-authenticated recently (step-up)."""
-
-    editable: bool = False
-    risk: str = "normal"
-
-    @property
-    def high_risk(self) -> bool:
-        return self.risk == "high"
-
-
-def tool_trust(agent: Agent, server: str, tool: str, arguments) -> ToolTrust:
-    """The trust keys of a call of the tool: ``editable`` from the policy rule that holds it
-    (runtime.agents.policies.policy_rule_for: ``server/tool``, else ``server``, the rule of a
-    conditional entry whose conditions hold); ``risk: high`` from that rule or from the tool's
-    own entry in AGENT.md's ``tools`` list (``{server, tool}`` or the whole ``{server}``):
-    either one saying it makes the call high-risk, for step-up as for standing rules (no
-    standing rule ever approves a high-risk call)."""
-    rule = policy_rule_for(agent, server, tool, arguments).rule
-    declared = any(
-        spec.get("risk") == "high"
-        for spec in agent.tools or []
-        if spec.get("server") == server and spec.get("tool") in (tool, None)
-    )
-    return ToolTrust(
-        editable=rule.get("editable") is True,
-        risk="high" if declared or rule.get("risk") == "high" else "normal",
-    )
 
 
 def receipt_record(

@@ -9,9 +9,9 @@ on a list, so nobody may find an item by them either (a search that matched woul
 the value, one guess at a time).
 """
 
-from runtime.agents.title_syntax import call_terms
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import REDACTED, held_call_summary, redacted
+from runtime.policy.title_syntax import call_terms
 
 SEARCH_TEXT_MAX = 4000
 _VALUE_MAX = 200

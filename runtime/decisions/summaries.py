@@ -6,7 +6,7 @@ A tool's policy entry may give ``title``, a template over the call's arguments
 shown as ``•••`` everywhere but the decision page. Both are recorded on the interaction when
 the call is held (``held_call_record``, under ``request["call"]``, with the arguments), so
 that a list renders a page of summaries from the rows it read, with no query per row, and
-an item keeps the title it was held under. ``runtime.agents.title_syntax.call_terms`` is the
+an item keeps the title it was held under. ``runtime.policy.title_syntax.call_terms`` is the
 one place that reads them from a policy entry (and checks them, for AGENT.md and admin).
 
 Everything returned is plain text: each surface escapes it for its medium (HTML, Slack
@@ -18,9 +18,9 @@ import re
 import unicodedata
 from typing import Any
 
-from runtime.agents.title_syntax import PATH_RE, TEMPLATE_RE, TITLE_MAX, call_terms
-from runtime.agents.tools import Policy, policy_for
 from runtime.decisions.decision_models import Interaction
+from runtime.policy.lookup import Policy, policy_for
+from runtime.policy.title_syntax import PATH_RE, TEMPLATE_RE, TITLE_MAX, call_terms
 
 REDACTED = "•••"
 # How long a summary and one value in it may get (characters).
@@ -34,7 +34,7 @@ _INVISIBLE = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 def held_call_record(*, server: str, tool: str, arguments: Any, policy: Policy) -> dict:
     """What an approval of a held call records as ``request["call"]`` when it opens: the
     call, and the title and redaction of the policy rule that holds it now (of a conditional
-    entry, the rule that matched: runtime.agents.policies.policy_rule_for)."""
+    entry, the rule that matched: runtime.policy.rules.policy_rule_for)."""
     rule = policy.rule.rule if policy.rule is not None else {}
     return {
         "server": server,

@@ -20,8 +20,8 @@ from tenants.appendonly import AppendOnlyModel
 from tenants.models import Tenant
 
 if TYPE_CHECKING:
-    from runtime.agents.mcp_sessions import ToolSessions
     from runtime.kernel.task_state import TurnBatch
+    from runtime.tools.mcp_sessions import ToolSessions
 
 
 def new_key(prefix: str = "", nbytes: int = 12) -> str:

@@ -17,7 +17,9 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
+from config.celery import app as celery_app
 from config.celery import queue as celery_queue
+from config.celery import task_enqueue
 from config.tracing import context_attached, context_for_later
 from runtime.kernel import extensions as ext
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
@@ -26,7 +28,6 @@ from runtime.kernel.shapes import status_payload
 from runtime.kernel.store import context_next_turn, task_events_insert
 from runtime.kernel.task_models import Task, TaskEvent
 from runtime.kernel.wakeups import announcement, task_changed
-from runtime.tasks import run_turn as run_turn_task
 
 # The fields a status change writes; nobody else lists them.
 STATUS_FIELDS = (
@@ -234,17 +235,20 @@ def _turn_publish(task_pk: int, context=None) -> None:
         _turn_message_send(task_pk)
 
 
+# The Celery task that runs a turn (runtime.tasks), queued by name.
+RUN_TURN = "runtime.tasks.run_turn"
+
+
 def _turn_message_send(task_pk: int) -> None:
-    app = run_turn_task.app
-    if app.conf.task_always_eager:
+    if celery_app.conf.task_always_eager:
         # Tests run the turn in-process, as apply_async does in that mode.
-        run_turn_task.apply_async((task_pk,), queue=celery_queue())
+        task_enqueue(RUN_TURN, (task_pk,))
         return
-    message = app.amqp.create_task_message(
-        uuid(), run_turn_task.name, (task_pk,), {}, ignore_result=True, reply_to=app.thread_oid
+    message = celery_app.amqp.create_task_message(
+        uuid(), RUN_TURN, (task_pk,), {}, ignore_result=True, reply_to=celery_app.thread_oid
     )
-    with app.producer_or_acquire() as producer:
-        app.amqp.send_task_message(producer, run_turn_task.name, message, queue=celery_queue())
+    with celery_app.producer_or_acquire() as producer:
+        celery_app.amqp.send_task_message(producer, RUN_TURN, message, queue=celery_queue())
 
 
 def context_next_start(task: Task) -> None:

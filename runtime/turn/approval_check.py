@@ -5,17 +5,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from runtime.agents.ladders import expiry_seconds
-from runtime.agents.tools import policy_for
 from runtime.decisions.approval_groups import group_relist
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interactions import approval_request
-from runtime.decisions.receipts import (
-    receipt_binding,
-    receipt_mismatch,
-    receipt_record,
-    tool_trust,
-)
+from runtime.decisions.receipts import receipt_binding, receipt_mismatch, receipt_record
 from runtime.decisions.search import listing_columns
 from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
@@ -24,6 +17,9 @@ from runtime.kernel.shapes import agent_message
 from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_state import task_pause, task_save, with_plan
+from runtime.policy.ladders import expiry_seconds
+from runtime.policy.lookup import policy_for
+from runtime.policy.trust import tool_trust
 from runtime.turn.transcript import TURN_FIELDS, tool_result_record
 
 # Who voids an approval that no longer matches (a receipt's decider, an audit row's actor).

@@ -1,11 +1,11 @@
 """Artifacts a turn makes (files/v1): their parts, hosted bytes, versions and files entry."""
 
-from runtime.agents.llm.actions import EmitArtifact
 from runtime.kernel import extensions as ext
 from runtime.kernel import files
 from runtime.kernel.shapes import artifact_payload
 from runtime.kernel.task_models import Task, TaskEvent, TaskFile
 from runtime.kernel.task_state import event_emit
+from runtime.llm.actions import EmitArtifact
 
 
 def artifact_version_next(task: Task, artifact_id: str) -> int:

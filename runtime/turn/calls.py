@@ -15,24 +15,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from runtime.agents.llm.actions import CallTool
-from runtime.agents.tools import (
-    BUILTIN_SERVER,
-    REQUEST_CONNECTION,
-    REQUEST_CONNECTION_SCHEMA,
-    CallContext,
-    Policy,
-    policy_for,
-    tool_spec,
-    tool_unavailable,
-    validate_arguments,
-)
-from runtime.agents.toolservers import server_for
 from runtime.decisions.approval_groups import HeldApproval
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.interactions import approval_request, interaction_open
-from runtime.decisions.receipts import tool_trust
-from runtime.decisions.rules import rule_for_call, rule_use_record
+from runtime.decisions.standing_rules import rule_for_call, rule_use_record
 from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.rowsql import row_move
@@ -40,6 +26,19 @@ from runtime.kernel.shapes import agent_message
 from runtime.kernel.store import call_journal_read
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_pause, with_plan
+from runtime.llm.actions import CallTool
+from runtime.policy.lookup import Policy, policy_for
+from runtime.policy.trust import tool_trust
+from runtime.tools.catalog import (
+    BUILTIN_SERVER,
+    REQUEST_CONNECTION,
+    REQUEST_CONNECTION_SCHEMA,
+    tool_spec,
+    tool_unavailable,
+    validate_arguments,
+)
+from runtime.tools.protocol import CallContext
+from runtime.tools.servers import server_for
 from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
 from runtime.turn.batch import Outbound, Step, turn_save
 from runtime.turn.elicitation import call_made, elicitation_ask

@@ -1,6 +1,6 @@
 """A tool server's question to a person during a call (MCP's elicitation).
 
-The call is in flight on the run's session (runtime.agents.mcp_sessions) when the server
+The call is in flight on the run's session (runtime.tools.mcp_sessions) when the server
 sends ``elicitation/create``; the call's outcome so far is that question (ToolAsks), and the
 call stays open. In the next locked block the turn opens a question interaction (its prompt
 the server's message, its detail the requested schema as the form) and the task is
@@ -31,13 +31,13 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.utils import timezone
 
-from runtime.agents.tools import ToolAsks, ToolError, ToolOutcomeLost
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.interactions import interaction_expire, interaction_open
 from runtime.decisions.question_forms import FormError, form_clean
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import STATUS_FIELDS
 from runtime.kernel.wakeups import task_announcements_heard
+from runtime.tools.protocol import ToolAsks, ToolError, ToolOutcomeLost
 from runtime.turn.batch import Outbound, Step
 from runtime.turn.claim import LeaseLost, db_give_back, lease_expiry, lease_seconds
 from runtime.turn.transcript import TURN_FIELDS

@@ -12,13 +12,14 @@ before: nothing is looked at ahead but the reply's queued actions, in memory.
 """
 
 from runtime.agents.limits import action_error
-from runtime.agents.llm.actions import BadToolCall, CallTool
-from runtime.agents.tools import BUILTIN_SERVER, policy_for, tool_spec
 from runtime.decisions.approval_groups import HeldApproval
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interaction_group_open, interaction_open
-from runtime.decisions.rules import rule_for_call
+from runtime.decisions.standing_rules import rule_for_call
 from runtime.kernel.task_models import Task, TaskState
+from runtime.llm.actions import BadToolCall, CallTool
+from runtime.policy.lookup import policy_for
+from runtime.tools.catalog import BUILTIN_SERVER, tool_spec
 from runtime.turn.batch import Step, turn_save
 from runtime.turn.calls import call_error, call_journal, call_start, held_call_approval
 from runtime.turn.transcript import (

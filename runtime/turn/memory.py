@@ -18,8 +18,8 @@ import json
 import logging
 
 from runtime.agents.memory_budget import agent_memory
-from runtime.agents.tools import BUILTIN_SERVER, REQUEST_CONNECTION
 from runtime.kernel.task_models import Task
+from runtime.tools.catalog import BUILTIN_SERVER, REQUEST_CONNECTION
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,13 @@ from decimal import Decimal
 
 from config.logging import log_context
 from runtime.agents.limits import action_error, bad_reply_error, steps_error, tokens_error
-from runtime.agents.llm.actions import (
+from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interactions import interaction_open
+from runtime.kernel import extensions as ext
+from runtime.kernel.shapes import agent_message
+from runtime.kernel.task_models import Task, TaskState, new_key
+from runtime.kernel.task_state import task_status_set
+from runtime.llm.actions import (
     AdvancePlan,
     AgentError,
     Ask,
@@ -31,15 +37,9 @@ from runtime.agents.llm.actions import (
     Wait,
     reply_problem,
 )
-from runtime.agents.llm.prices import cost_usd
-from runtime.agents.llm.registry import model_for
-from runtime.agents.mcp_sessions import ToolSessions
-from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_open
-from runtime.kernel import extensions as ext
-from runtime.kernel.shapes import agent_message
-from runtime.kernel.task_models import Task, TaskState, new_key
-from runtime.kernel.task_state import task_status_set
+from runtime.llm.prices import cost_usd
+from runtime.llm.registry import model_for
+from runtime.tools.mcp_sessions import ToolSessions
 from runtime.turn.artifacts import artifact_add
 from runtime.turn.batch import Outbound, RunBatch, Step, turn_save
 from runtime.turn.calls import call_continue
@@ -94,7 +94,7 @@ def turn_run(*, task_pk: int, worker_id: str) -> None:
                 else:
                     runner = TurnRunner(batch, task)
                     # One MCP session per tool server for the whole run, closed when the run
-                    # stops (runtime.agents.mcp_sessions); its calls find them on the task.
+                    # stops (runtime.tools.mcp_sessions); its calls find them on the task.
                     task.tool_sessions = run.enter_context(ToolSessions())
                     waiting = runner.steps(task)
             # Each wait on the network, with no transaction open; then the block that applies

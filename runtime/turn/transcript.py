@@ -3,10 +3,10 @@ read and append entries in memory; the runner saves them with its step."""
 
 from collections.abc import Iterator, Set
 
-from runtime.agents.credentials import credential_value
-from runtime.agents.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
-from runtime.agents.tools import tools_offered
 from runtime.kernel.task_models import Task
+from runtime.llm.actions import Action, ModelTurn, TurnView, action_dump, action_load
+from runtime.llm.credentials import credential_value
+from runtime.tools.catalog import tools_offered
 from runtime.turn.claim import db_give_back
 from runtime.turn.inputs import input_files
 from runtime.turn.memory import memory_of

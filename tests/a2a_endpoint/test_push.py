@@ -647,7 +647,7 @@ def test_a_transient_failure_records_attempts_with_backoff(push_world, settings)
 def test_the_sweep_leaves_a_config_alone_while_its_first_delivery_backs_off(
     push_world, settings, monkeypatch
 ):
-    from runtime.tasks import sweep_push
+    from runtime.tasks import deliver_push, sweep_push
 
     settings.PUSH_RETRY_BASE_SECONDS = 60
     url = f"http://127.0.0.1:{free_loopback_port()}/hook"  # nothing listens there
@@ -662,9 +662,7 @@ def test_the_sweep_leaves_a_config_alone_while_its_first_delivery_backs_off(
     assert first.state == PushDelivery.State.PENDING and first.next_attempt_at > now
 
     enqueued = []
-    monkeypatch.setattr(
-        push_delivery.deliver_push_task, "apply_async", lambda *a, **k: enqueued.append(a)
-    )
+    monkeypatch.setattr(deliver_push, "apply_async", lambda *a, **k: enqueued.append(a))
     assert push_delivery.configs_due() == []
     assert sweep_push() == 0 and enqueued == []
     # Another config's holder draining the same receiver passes it over as well.

@@ -13,7 +13,6 @@ from django.test import Client
 from django.urls import reverse
 
 from runtime.agents.agent_models import Agent, DemoRecord
-from runtime.agents.policies import policy_rule_for
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.decisions.decision_selectors import held_call_of
@@ -25,6 +24,7 @@ from runtime.kernel.errors import (
     UnsupportedOperation,
 )
 from runtime.kernel.task_models import AuditEvent, TaskState
+from runtime.policy.rules import policy_rule_for
 from tenants.models import ApiToken, Membership, User
 from tenants.tokens import api_token_create, token_issue
 from tests.core import (

@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.policy.rules import policy_rule_for
 from tests.core import open_interaction, start
 
 pytestmark = pytest.mark.django_db

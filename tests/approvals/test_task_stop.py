@@ -219,7 +219,7 @@ def test_the_page_cancel_needs_csrf_a_reason_and_a_decider(agents):
 
 
 def test_a_stop_while_the_model_is_asked_leaves_the_task_canceled(agents, make_agent, monkeypatch):
-    from runtime.agents.llm.actions import Reply
+    from runtime.llm.actions import Reply
     from runtime.turn.cancel import task_stop
 
     make_agent("hosted", [{"reply": "never used"}])

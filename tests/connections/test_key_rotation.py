@@ -17,9 +17,9 @@ from connections.models import Connection
 from connections.selectors import connection_secret_for
 from connections.services import connection_connect_token
 from runtime.agents.agent_models import Credential
-from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
 from runtime.kernel.push.push_models import PushConfig, PushSettings
 from runtime.kernel.push.push_selectors import push_settings_for
+from runtime.llm.credentials import CredentialMissing, credential_set, credential_value
 
 OLD, NEW, STRANGER = "the-old-key-" + "o" * 40, "the-new-key-" + "n" * 40, "s" * 50
 GITHUB_TOKEN = "ghp_" + "a" * 36

@@ -12,10 +12,10 @@ from django.utils import timezone
 from notifications.models import Ladder, LadderStep
 from notifications.services import ladder_for, ladder_save, ladders_advance
 from runtime.agents.agent_models import Agent
-from runtime.agents.ladders import ladder_parse
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interactions_expire
 from runtime.kernel.task_models import AuditEvent
+from runtime.policy.ladders import ladder_parse
 from tests.core import start
 from tests.notifications.conftest import HOLD
 

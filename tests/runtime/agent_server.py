@@ -1,4 +1,4 @@
-"""A real agent over HTTP on loopback for the http provider's tests (runtime.agents.llm.http_agent).
+"""A real agent over HTTP on loopback for the http provider's tests (runtime.llm.http_agent).
 
 It verifies every request's Standard Webhooks signature with the agent's secret (a request
 that fails verification is answered 401 and counted) and records what it received. What it

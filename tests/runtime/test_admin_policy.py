@@ -12,10 +12,10 @@ import pytest
 from runtime.admin_policy import step_sentence
 from runtime.agents.agent_models import Agent
 from runtime.agents.agentfile import AGENT_SCHEMA, POLICY_KEYS
-from runtime.agents.ladders import ladder_parse
 from runtime.decisions.decision_models import Effect
 from runtime.decisions.receipts import policy_version
 from runtime.kernel.task_models import AuditEvent, TaskState
+from runtime.policy.ladders import ladder_parse
 from tests.admin_pages import form_data, tenant_admin_client
 from tests.core import DEPLOY_TOOL, run, send, status_text, tool_results
 
@@ -68,7 +68,7 @@ def test_the_table_has_a_column_per_policy_key_of_the_agentfile_schema(shipper, 
     entry = AGENT_SCHEMA["properties"]["policy"]["additionalProperties"]["else"]["else"]
     # A column per key (the title and redact ones too); the key a column cannot show
     # (stages) comes after them. (``when`` and ``ladder`` pass the schema to be refused
-    # with their own words: runtime.agents.policy_checks.)
+    # with their own words: runtime.policy.checks.)
     schema_keys = entry["x-fields"]
     assert [k for k in entry["properties"] if k not in schema_keys] == ["when", "ladder"]
     assert schema_keys[: len(POLICY_KEYS)] == [key.name for key in POLICY_KEYS]

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.tools import policy_for
+from runtime.policy.lookup import policy_for
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """Reminder ladders in AGENT.md: parsed with the same grammar as Django admin's, checked by
-the JSON Schema and by runtime.agents.ladders with file, line and field, and an expire step sets the
+the JSON Schema and by runtime.policy.ladders with file, line and field, and an expire step sets the
 expiry of the items it covers."""
 
 import json
@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 
 from runtime.agents.agent_models import Agent
 from runtime.agents.agentfile import AGENT_SCHEMA
-from runtime.agents.ladders import LadderError, ladder_parse, steps_parse
 from runtime.decisions.decision_models import Interaction
+from runtime.policy.ladders import LadderError, ladder_parse, steps_parse
 from tests.core import start
 
 pytestmark = pytest.mark.django_db

@@ -7,11 +7,11 @@ import pytest
 
 from notifications.services import ladder_save, ladders_advance
 from runtime.agents.agent_models import DemoRecord
-from runtime.agents.tools import policy_for
 from runtime.decisions.approvers import Decider, decider_refusal
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.kernel.errors import AlreadyDecided, DeciderRefused, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent
+from runtime.policy.lookup import policy_for
 from tenants.models import ApproverGroup, Membership
 from tests.core import (
     DEPLOY_TOOL,

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test import override_settings
 
 from runtime.agents.agent_models import Credential
-from runtime.agents.credentials import CredentialMissing, credential_set, credential_value
 from runtime.kernel.task_models import AuditEvent
+from runtime.llm.credentials import CredentialMissing, credential_set, credential_value
 
 pytestmark = pytest.mark.django_db
 

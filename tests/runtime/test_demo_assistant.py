@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.credentials import credential_set
+from runtime.llm.credentials import credential_set
 from tenants.models import Tenant
 from tests.test_run_debug_off import load_run_script
 

@@ -13,12 +13,12 @@ from django.db import connection
 from django.urls import reverse
 
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.toolservers import tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.wakeups import task_announcements_heard, task_changed
+from runtime.tools.servers import tool_server_refresh
 from runtime.turn.cancel import task_cancel
 from runtime.turn.claim import turn_claim, turns_to_sweep
 from runtime.turn.runner import turn_run

@@ -1,4 +1,4 @@
-"""``provider: http``: the turn loop driving an agent over HTTP (runtime.agents.llm.http_agent), against
+"""``provider: http``: the turn loop driving an agent over HTTP (runtime.llm.http_agent), against
 a real agent server on loopback that verifies each request's Standard Webhooks signature
 (tests/runtime/agent_server.py). What the agent received is asserted on, request by request.
 """
@@ -21,10 +21,10 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.agents.agentfile import AgentFileError, AgentSpec, agent_upsert, parse_agent_file
-from runtime.agents.llm import http_agent
-from runtime.agents.llm.http_agent import PARTNER_MESSAGE, schema
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel.task_models import Task, TaskState
+from runtime.llm import http_agent
+from runtime.llm.http_agent import PARTNER_MESSAGE, schema
 from tests.core import DEPLOY_TOOL, decide, open_interaction, reply, run, send, status_text
 from tests.runtime.agent_server import AgentServer
 

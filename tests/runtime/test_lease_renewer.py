@@ -11,9 +11,9 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runtime.agents.credentials import credential_set
-from runtime.agents.llm.registry import model_for
 from runtime.kernel.task_models import Task, TaskState
+from runtime.llm.credentials import credential_set
+from runtime.llm.registry import model_for
 from runtime.turn import runner
 from runtime.turn.claim import (
     db_released,

@@ -7,17 +7,9 @@ import json
 
 import pytest
 
-from runtime.agents.llm.actions import (
-    BadReply,
-    CallTool,
-    Fail,
-    ModelError,
-    ModelTurn,
-    Reply,
-    TurnView,
-)
-from runtime.agents.llm.openai_chat import OpenAIChatModel
-from runtime.agents.llm.openai_responses import OpenAIResponsesModel
+from runtime.llm.actions import BadReply, CallTool, Fail, ModelError, ModelTurn, Reply, TurnView
+from runtime.llm.openai_chat import OpenAIChatModel
+from runtime.llm.openai_responses import OpenAIResponsesModel
 from tests.core import DEPLOY_TOOL
 from tests.llm_stub import LLMStub, call, completion, reply_with, response
 

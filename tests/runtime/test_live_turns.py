@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.llm.scripted import ScriptedModel
 from runtime.kernel import live_channel
 from runtime.kernel.live_channel import PIECE_CHARS, live_parse
+from runtime.llm.scripted import ScriptedModel
 from runtime.turn import live_output
 from runtime.turn.intake import message_send
 from runtime.turn.live_output import PENDING_MAX_CHARS, LiveReply, live_asked, live_reply

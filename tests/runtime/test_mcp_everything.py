@@ -14,10 +14,10 @@ import pytest
 from django.db import connection
 
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.toolservers import tool_server_refresh
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task, TaskState
+from runtime.tools.servers import tool_server_refresh
 from runtime.turn.runner import turn_run
 from tests.core import REPORT_RESULT, in_band, reply, send, status_text
 from tests.mcp_servers import free_port, wait_for

@@ -7,8 +7,8 @@ opens a new one."""
 import pytest
 
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.toolservers import tool_server_refresh
 from runtime.decisions.decision_models import Effect
+from runtime.tools.servers import tool_server_refresh
 from tests.core import REPORT_RESULT, decide, open_interaction, run, start, status_text
 from tests.mcp_servers import StatefulMcp
 

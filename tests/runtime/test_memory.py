@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from runtime.agents.agentfile import AgentSpec, agent_upsert
-from runtime.agents.llm.http_agent import schema
 from runtime.decisions.decision_models import Interaction
+from runtime.llm.http_agent import schema
 from runtime.turn.intake import message_send
 from tests.core import (
     DEPLOY_TOOL,

@@ -15,13 +15,13 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.agents.agentfile import AgentSpec, agent_upsert
-from runtime.agents.credentials import credential_set
-from runtime.agents.llm import openai_chat
-from runtime.agents.llm.openai_chat import CLIENTS, ClientCache
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.flow import interactions_connect_app
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task
+from runtime.llm import openai_chat
+from runtime.llm.credentials import credential_set
+from runtime.llm.openai_chat import CLIENTS, ClientCache
 from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send, status_text
 from tests.llm_stub import LLMStub, Respond, call, completion, error, reply_with, response
 

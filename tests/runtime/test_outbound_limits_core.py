@@ -11,10 +11,10 @@ import pytest
 
 from runtime.agents.agent_models import ToolServer
 from runtime.agents.agentfile import AgentSpec, agent_upsert
-from runtime.agents.llm.http_agent import PARTNER_MESSAGE
-from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect
 from runtime.kernel.task_models import TaskState
+from runtime.llm.http_agent import PARTNER_MESSAGE
+from runtime.tools.servers import DiscoveryError, tool_server_refresh
 from tests.core import REPORT_RESULT, run, send, start, status_text
 from tests.hostile import gzip_bomb, huge, trickling
 from tests.runtime.test_toolservers import McpStub, mcp_server
@@ -205,7 +205,7 @@ def http_agent(agents, settings, monkeypatch):
         name = "HOSTILE_AGENT_SECRET"
         settings.CREDENTIAL_ENV_NAMES = [*settings.CREDENTIAL_ENV_NAMES, name]
         monkeypatch.setenv(name, "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode())
-        monkeypatch.setattr("runtime.agents.llm.http_agent.RETRY_BASE_SECONDS", 0.01)
+        monkeypatch.setattr("runtime.llm.http_agent.RETRY_BASE_SECONDS", 0.01)
         spec = AgentSpec(
             slug="byo",
             name="byo",

@@ -12,11 +12,11 @@ import pytest
 from notifications.services import ladder_for
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.agents.agentfile import AgentFileError, parse_agent_file, policy_problems
-from runtime.agents.conditions import conditions_hold, schema_fields, undeclared_fields
-from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import TaskState
+from runtime.policy.conditions import conditions_hold, schema_fields, undeclared_fields
+from runtime.policy.rules import policy_rule_for
 from tests.core import (
     DEPLOY_TOOL,
     REPORT_RESULT,

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from runtime.agents.agent_models import ModelPrice
-from runtime.agents.llm.prices import cost_usd, price_for
+from runtime.llm.prices import cost_usd, price_for
 from tenants.models import User
 
 pytestmark = pytest.mark.django_db

@@ -13,13 +13,13 @@ from django.test import RequestFactory
 
 from a2a_endpoint.wire import event_wire, task_wire
 from runtime.agents.agent_models import Agent, DemoRecord
-from runtime.agents.policies import policy_rule_for
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interactions import interactions_expire
 from runtime.decisions.receipts import canonical_hash, receipt_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
+from runtime.policy.rules import policy_rule_for
 from runtime.turn.calls import arguments_hash
 from tenants.appendonly import AppendOnlyError
 from tests.core import (
@@ -221,7 +221,7 @@ def test_a_rule_approved_call_whose_policy_changed_is_put_to_a_person(
     is held for a person, with the reason, instead."""
     agent = deploy_agent(make_agent, "allow")
     task = send(agents.a, "shipper")
-    # The turn journals the allowed call; a rule's receipt binds it (as runtime.decisions.rules would).
+    # The turn journals the allowed call; a rule's receipt binds it (as runtime.decisions.standing_rules would).
     original = Effect.objects.create
     made = []
 

@@ -11,7 +11,12 @@ from django.utils import timezone
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, StandingRule
-from runtime.decisions.rules import conditions_hold, conditions_problem, rule_create, rule_revoke
+from runtime.decisions.standing_rules import (
+    conditions_hold,
+    conditions_problem,
+    rule_create,
+    rule_revoke,
+)
 from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed
 from runtime.kernel.task_models import AuditEvent, TaskState
 from runtime.turn.intake import message_send
@@ -126,7 +131,7 @@ def test_an_expired_rule_stops_matching(agents, deployer):
     rule = approved_with_rule(side, "dep", "rel-1", duration="1h")
     assert rule.expires_at - rule.created_at <= timedelta(hours=1, seconds=1)
     later = timezone.now() + timedelta(hours=1, minutes=1)
-    with mock.patch("runtime.decisions.rules.timezone.now", return_value=later):
+    with mock.patch("runtime.decisions.standing_rules.timezone.now", return_value=later):
         assert run(send(side, "dep", "rel-2")).state == TaskState.AUTH_REQUIRED
     assert run(send(side, "dep", "rel-3")).state == TaskState.COMPLETED
 

@@ -11,7 +11,7 @@ import pytest
 
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, StandingRule
-from runtime.decisions.rules import rule_create
+from runtime.decisions.standing_rules import rule_create
 from runtime.kernel.errors import DeciderRefused
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.models import ApproverGroup, Membership

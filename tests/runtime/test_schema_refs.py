@@ -13,11 +13,11 @@ import pytest
 from runtime.admin import AgentForm
 from runtime.agents.agent_models import Agent, ToolServer
 from runtime.agents.agentfile import AgentFileError, parse_agent_file
-from runtime.agents.schema_refs import remote_ref
-from runtime.agents.tools import validate_arguments
-from runtime.agents.toolservers import DiscoveryError, tool_server_refresh
 from runtime.decisions.decision_models import Effect
 from runtime.kernel.task_models import TaskState
+from runtime.tools.catalog import validate_arguments
+from runtime.tools.schema_refs import remote_ref
+from runtime.tools.servers import DiscoveryError, tool_server_refresh
 from tests.core import REPORT_RESULT, start, status_text
 from tests.hostile import HostileServer
 

@@ -19,10 +19,10 @@ from mcp.types import (
 )
 
 from runtime.agents.agent_models import AnnotationPolicy, ToolServer
-from runtime.agents.policies import hint_kind, policy_rule_for
-from runtime.agents.toolservers import tool_server_refresh
 from runtime.decisions.decision_models import Effect
 from runtime.kernel.task_models import AuditEvent, TaskState
+from runtime.policy.rules import hint_kind, policy_rule_for
+from runtime.tools.servers import tool_server_refresh
 from tests.admin_pages import tenant_admin_client
 from tests.core import REPORT_RESULT, decide, open_interaction, run, send, tool_results
 from tests.runtime.test_toolservers import free_port, wait_for

@@ -4,10 +4,11 @@ request_connection tool (interactions/v1, kind connection)."""
 import pytest
 
 from runtime.agents.agent_models import DemoRecord
-from runtime.agents.tools import SERVERS, CallContext
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.flow import interactions_connect_app
 from runtime.kernel.task_models import Task
+from runtime.tools.demo_servers import SERVERS
+from runtime.tools.protocol import CallContext
 from tests.core import (
     DEPLOY_TOOL,
     REPORT_RESULT,
@@ -200,7 +201,7 @@ def test_connecting_an_app_answers_its_open_connections_in_that_tenant_only(agen
 def test_a_policy_may_forbid_bulk_decisions_and_allows_them_otherwise():
     from types import SimpleNamespace
 
-    from runtime.agents.tools import policy_for
+    from runtime.policy.lookup import policy_for
 
     agent = SimpleNamespace(
         tool_policy={
@@ -237,7 +238,7 @@ def test_a_demo_deployment_sent_again_finds_its_first_record(agents):
 def test_arguments_are_judged_as_jsonschema_validate_judges_them():
     import jsonschema
 
-    from runtime.agents.tools import validate_arguments
+    from runtime.tools.catalog import validate_arguments
 
     schema = {
         "type": "object",
@@ -263,7 +264,7 @@ def test_arguments_are_judged_as_jsonschema_validate_judges_them():
 def test_a_schema_is_checked_once_and_a_bad_one_every_time(monkeypatch):
     import jsonschema
 
-    from runtime.agents import tools
+    from runtime.tools import catalog as tools
 
     tools._validator.cache_clear()
     checked = []
@@ -291,7 +292,7 @@ def test_a_schema_is_checked_once_and_a_bad_one_every_time(monkeypatch):
 def test_a_very_large_schema_is_judged_but_not_kept():
     import json
 
-    from runtime.agents import tools
+    from runtime.tools import catalog as tools
 
     tools._validator.cache_clear()
     big = {

@@ -25,9 +25,9 @@ from connections.crypto import secret_decrypt
 from connections.models import App, Connection, ConnectionAuditEvent
 from connections.services import connection_connect_oauth, connection_connect_token
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.tools import tool_spec, tools_offered
 from runtime.decisions.decision_models import Effect
 from runtime.decisions.effects import effect_resolve
+from runtime.tools.catalog import tool_spec, tools_offered
 from tenants.models import User
 from tests.core import REPORT_RESULT, decide, open_interaction, run, start, status_text
 

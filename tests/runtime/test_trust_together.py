@@ -11,7 +11,7 @@ from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.facts import decision_facts
-from runtime.decisions.rules import rule_use_record
+from runtime.decisions.standing_rules import rule_use_record
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import TaskState
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, flow_answer, run, send

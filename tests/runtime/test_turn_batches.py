@@ -7,8 +7,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from runtime.agents.llm.actions import Reply
 from runtime.kernel.task_models import Task, TaskState
+from runtime.llm.actions import Reply
 from runtime.turn.batch import RunBatch
 from runtime.turn.claim import LeaseLost
 from runtime.turn.runner import turn_run
@@ -67,7 +67,7 @@ def test_a_hosted_model_is_asked_with_no_transaction_open_and_the_row_unlocked(
 
 
 def test_a_tool_is_called_with_no_transaction_open_and_the_row_unlocked(agents, monkeypatch):
-    from runtime.agents.tools import SERVERS
+    from runtime.tools.demo_servers import SERVERS
 
     task = start(agents.a, "deployer", "deploy build 2026.10.06-1 to staging")
     decide(open_interaction(task), approved=True)

@@ -83,7 +83,7 @@ def byo(agents, settings, monkeypatch):
     import base64
     import secrets
 
-    from runtime.agents import llm
+    from runtime import llm
     from runtime.agents.agentfile import AgentSpec, agent_upsert
 
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()

@@ -199,7 +199,7 @@ class HostedModel:
         self.meanwhile = meanwhile
 
     def next_action(self, view):
-        from runtime.agents.llm.actions import Reply
+        from runtime.llm.actions import Reply
 
         self.meanwhile()
         return Reply("Done.")

@@ -47,7 +47,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from config.celery import queue
+from config.celery import task_enqueue
 from config.logging import log_context
 from connections.crypto import InvalidToken, secret_decrypt
 from connections.outbound import OutboundRefused, check_url, guarded_client, webhook_headers
@@ -61,7 +61,6 @@ from runtime.kernel.push.push_models import (
 )
 from runtime.kernel.push.push_selectors import push_settings_for
 from runtime.kernel.task_models import TaskEvent
-from runtime.tasks import deliver_push as deliver_push_task
 
 # A retry further away than this is left to the sweep, so that no message sits in the broker
 # for hours (brokers redeliver unacknowledged messages after their visibility timeout).
@@ -85,6 +84,10 @@ DRAIN_SECONDS = 30.0
 # (A2aEndpointConfig.ready calls push_body_writer_set), and deliveries call it by name.
 PushBodyWriter = Callable[[PushConfig, TaskEvent], dict]
 _body_writer: PushBodyWriter | None = None
+
+
+# The Celery task that delivers a config's events (runtime.tasks), queued by name.
+DELIVER_PUSH = "runtime.tasks.deliver_push"
 
 
 def push_body_writer_set(writer: PushBodyWriter) -> None:
@@ -117,9 +120,7 @@ def push_deliveries_schedule(*, config_pks: Iterable[int]) -> None:
     """Deliver these configs once this transaction commits (their deliveries were queued in
     it: runtime.kernel.task_state.events_write, push_deliveries_backfill)."""
     for config_pk in config_pks:
-        transaction.on_commit(
-            functools.partial(deliver_push_task.apply_async, (config_pk,), queue=queue())
-        )
+        transaction.on_commit(functools.partial(task_enqueue, DELIVER_PUSH, (config_pk,)))
 
 
 def push_deliveries_backfill(*, config: PushConfig) -> None:
@@ -309,7 +310,7 @@ def _drain_receiver(receiver: str, worker_id: str) -> None:
         finally:
             _release_config(candidate, worker_id)
         if retry is not None and retry <= MAX_COUNTDOWN:
-            deliver_push_task.apply_async((candidate,), countdown=retry, queue=queue())
+            task_enqueue(DELIVER_PUSH, (candidate,), countdown=retry)
 
 
 def _deliver_due(config: PushConfig, worker_id: str) -> float | None:

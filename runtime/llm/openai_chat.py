@@ -5,7 +5,7 @@ vLLM, Ollama, LiteLLM, Together, Groq...) through the official ``openai`` packag
       provider: openai
       model: gpt-4o-mini
       base_url: https://llm.example.com/v1   # optional; else OPENAI_BASE_URL, else OpenAI's
-      credential: OPENAI_API_KEY             # the name of the credential (runtime.agents.credentials)
+      credential: OPENAI_API_KEY             # the name of the credential (runtime.llm.credentials)
       temperature: 0.2                       # optional
       max_output_tokens: 800                 # optional (sent as max_completion_tokens)
       reasoning_effort: low                  # optional: PARAMETERS, checked at load
@@ -29,10 +29,10 @@ The credential goes in the Authorization header only: never into a prompt, a log
 error message. A tenant's ``base_url`` goes through the outbound guard (private addresses
 only when PUSH_ALLOW_PRIVATE_HOSTS is on); the installer's OPENAI_BASE_URL is trusted.
 
-What ``model:`` may say is runtime.agents.llm.openai_spec's; the messages sent,
-runtime.agents.llm.openai_conversation's; this module sends them and reads the reply. While the
+What ``model:`` may say is runtime.llm.openai_spec's; the messages sent,
+runtime.llm.openai_conversation's; this module sends them and reads the reply. While the
 turn's caller streams, the reply is asked for as a stream and read as it comes
-(runtime.agents.llm.openai_stream: live output), and put back together into the reply the API
+(runtime.llm.openai_stream: live output), and put back together into the reply the API
 sends otherwise.
 """
 
@@ -58,8 +58,7 @@ from connections.outbound import (
     guarded_client,
 )
 from connections.outbound_limits import too_large_cause
-from runtime.agents.credentials import CredentialMissing
-from runtime.agents.llm.actions import (
+from runtime.llm.actions import (
     AdvancePlan,
     Ask,
     BadReply,
@@ -75,21 +74,22 @@ from runtime.agents.llm.actions import (
     TurnView,
     Usage,
 )
-from runtime.agents.llm.openai_conversation import (
+from runtime.llm.credentials import CredentialMissing
+from runtime.llm.openai_conversation import (
     ASK_QUESTION,
     BUILTINS,
     EMIT_ARTIFACT,
     NO_USABLE_REPLY,
     conversation,
 )
-from runtime.agents.llm.openai_spec import (
+from runtime.llm.openai_spec import (
     CHAT_PARAMETERS,
     DEFAULT_CREDENTIAL,
     MAX_TOKENS_FIELDS,
     request_parameters,
 )
-from runtime.agents.llm.openai_stream import StreamBroken, chat_stream_read, stream_reply
-from runtime.agents.tools import BUILTIN_SERVER, REQUEST_CONNECTION, validate_arguments
+from runtime.llm.openai_stream import StreamBroken, chat_stream_read, stream_reply
+from runtime.tools.catalog import BUILTIN_SERVER, REQUEST_CONNECTION, validate_arguments
 
 logger = logging.getLogger(__name__)
 FUNCTION_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -7,10 +7,8 @@ import json
 import re
 from typing import Any
 
-from runtime.agents.llm.actions import (
-    TurnView,
-)
-from runtime.agents.tools import REQUEST_CONNECTION
+from runtime.llm.actions import TurnView
+from runtime.tools.catalog import REQUEST_CONNECTION
 
 # --- the conversation --------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ official ``openai`` package, beside ``provider: openai`` (Chat Completions).
       reasoning_effort: low                  # optional, as the other parameters
       max_output_tokens: 2000                # optional
 
-It is the Chat Completions provider (runtime.agents.llm.openai_chat) with another request and
+It is the Chat Completions provider (runtime.llm.openai_chat) with another request and
 another reply: the same clients, retries, credential handling, tool names, built-in tools,
 conversation (the transcript and the conversation's earlier turns) and bounded handling of
 replies that cannot be used. The conversation is sent as input items (messages,
@@ -20,8 +20,8 @@ the provider keeping a response (``store: false`` may be set).
 import json
 from typing import Any
 
-from runtime.agents.llm.actions import LiveWriter, ModelTurn, TurnView
-from runtime.agents.llm.openai_chat import (
+from runtime.llm.actions import LiveWriter, ModelTurn, TurnView
+from runtime.llm.openai_chat import (
     NOT_JSON,
     OpenAIChatModel,
     ToolNames,
@@ -31,9 +31,9 @@ from runtime.agents.llm.openai_chat import (
     tool_definitions,
     usage_of,
 )
-from runtime.agents.llm.openai_conversation import conversation
-from runtime.agents.llm.openai_spec import RESPONSES_PARAMETERS, request_parameters
-from runtime.agents.llm.openai_stream import responses_stream_read
+from runtime.llm.openai_conversation import conversation
+from runtime.llm.openai_spec import RESPONSES_PARAMETERS, request_parameters
+from runtime.llm.openai_stream import responses_stream_read
 
 
 def input_items(messages: list[dict]) -> tuple[str, list[dict]]:

@@ -5,7 +5,7 @@ receipts, standing rules) asks ``policy_rule_for``, so that they all agree on it
 An entry is written under ``server/tool`` or ``server`` (the more specific wins) as a
 decision (``allow``, ``approve``, ``deny``), a mapping (``{action: approve, required: 3}``), or
 a list of rules tried in order: each a mapping with ``when`` conditions over the call's
-arguments (runtime.agents.conditions: the standing rules' language) and its own keys; the
+arguments (runtime.policy.conditions: the standing rules' language) and its own keys; the
 first whose conditions hold is the call's, and a last rule without ``when`` is the default.
 When no rule of a list holds, the call is treated as if that entry were not written: the
 server's entry, then (for a tool of a tenant's tool server) the tenant's default for what
@@ -24,11 +24,8 @@ from typing import Any
 
 from runtime.agents.agent_models import RESERVED_SERVER_NAMES, AnnotationPolicy
 from runtime.agents.agent_models import ToolServer as ServerRow
-from runtime.agents.conditions import conditions_hold, conditions_text
+from runtime.policy.conditions import conditions_hold, conditions_text
 
-# The annotations of a discovered tool that are kept (MCP's ToolAnnotations; README "Tool
-# servers"), and what each kind of tool is by them.
-HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 HINT_KINDS = tuple(kind for kind, _ in AnnotationPolicy.KINDS)
 HINT_DEFAULTS = dict(AnnotationPolicy.KINDS)
 HINT_WORDS = {

@@ -214,7 +214,7 @@ def ladder_parse(value) -> dict:
 def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
     """How long an interaction of this agent (and tool) stays open: the expire step of its
     most specific ladder that has one (``steps``: the ladder of the policy rule that held
-    the call, runtime.agents.policies; then AGENT.md's for the tool, its server, the agent),
+    the call, runtime.policy.rules; then AGENT.md's for the tool, its server, the agent),
     else ``interactionTtlSeconds``."""
     ladder = getattr(agent, "ladder", None) or {}
     tools = ladder.get("tools") or {}

@@ -2,11 +2,11 @@
 
 from collections.abc import Callable
 
-from runtime.agents.llm.actions import ModelProvider
-from runtime.agents.llm.http_agent import HttpAgent
-from runtime.agents.llm.openai_chat import OpenAIChatModel
-from runtime.agents.llm.openai_responses import OpenAIResponsesModel
-from runtime.agents.llm.scripted import ScriptedModel
+from runtime.llm.actions import ModelProvider
+from runtime.llm.http_agent import HttpAgent
+from runtime.llm.openai_chat import OpenAIChatModel
+from runtime.llm.openai_responses import OpenAIResponsesModel
+from runtime.llm.scripted import ScriptedModel
 
 # provider name -> a factory taking the agent's ``model`` mapping.
 PROVIDERS: dict[str, Callable[[dict], ModelProvider]] = {

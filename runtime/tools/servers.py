@@ -1,4 +1,4 @@
-"""Tenants' tool servers (runtime.agents.agent_models.ToolServer) behind runtime.agents.tools' ToolServer protocol.
+"""Tenants' tool servers (runtime.agents.agent_models.ToolServer) behind runtime.tools.catalog' ToolServer protocol.
 
 ``mcp``: a Model Context Protocol server over streamable HTTP, through the official ``mcp``
 package: ``list_tools`` discovers (each tool with its annotations), ``call_tool`` calls. ``http``: a URL that takes JSON posts
@@ -33,10 +33,11 @@ from connections.outbound import (
 )
 from connections.outbound_limits import ResponseTooLarge
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.policies import HINTS
-from runtime.agents.schema_refs import remote_ref, remote_ref_message
-from runtime.agents.tools import SERVERS, CallContext, ToolError, ToolOutcomeLost
-from runtime.agents.tools import ToolServer as CallableServer
+from runtime.tools.catalog import HINTS
+from runtime.tools.demo_servers import SERVERS
+from runtime.tools.protocol import CallContext, ToolError, ToolOutcomeLost
+from runtime.tools.protocol import ToolServer as CallableServer
+from runtime.tools.schema_refs import remote_ref, remote_ref_message
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def checked_url(server: ToolServer) -> str:
 
 def clean_hints(raw: Any) -> dict:
     """A tool's MCP annotations as kept: the four hints that are true or false, and a title
-    (runtime.agents.policies maps them to the tenant's default policy)."""
+    (runtime.policy.rules maps them to the tenant's default policy)."""
     if not isinstance(raw, dict):
         return {}
     hints = {name: raw[name] for name in HINTS if isinstance(raw.get(name), bool)}
@@ -273,7 +274,7 @@ def mcp_failure(
 
 async def elicitation_unasked(context, params):
     """A session of its own (discovery) declares elicitation, as a turn's sessions do
-    (runtime.agents.mcp_sessions), so that a server offers it the tools a turn may call (the
+    (runtime.tools.mcp_sessions), so that a server offers it the tools a turn may call (the
     reference ``everything`` server lists its elicitation tools only to a client that
     declares it); nobody is there to ask, so a request is cancelled."""
     from mcp.types import ElicitResult
@@ -359,7 +360,7 @@ class McpToolServer:
 
     def call(self, tool: str, arguments: dict, ctx: CallContext):
         """``tools/call``. In a turn the call goes out on the run's session with this server
-        (``ctx.sessions``, runtime.agents.mcp_sessions), and may come back as the server's
+        (``ctx.sessions``, runtime.tools.mcp_sessions), and may come back as the server's
         question to a person (elicitation) while it stays open; else in a session of its own."""
         if ctx.sessions is not None:
             timeout = float(ctx.timeout or self.row.timeout_seconds)
@@ -504,7 +505,7 @@ def tool_server_refresh(*, server: ToolServer) -> list[dict]:
 
 
 def server_for(tenant, name: str) -> CallableServer | None:
-    """The server ``name`` as this tenant's agents reach it: a demo server (runtime.agents.tools.
+    """The server ``name`` as this tenant's agents reach it: a demo server (runtime.tools.catalog.
     SERVERS), else the tenant's own active tool server of that name; never another tenant's."""
     if name in SERVERS:
         return SERVERS[name]

@@ -4,11 +4,11 @@ far to the agent's URL, signed with Standard Webhooks, and the agent answers wit
     model:
       provider: http
       url: https://agents.example.com/deployer
-      secret: DEPLOYER_AGENT_SECRET    # a credential's name (runtime.agents.credentials): whsec_...
+      secret: DEPLOYER_AGENT_SECRET    # a credential's name (runtime.llm.credentials): whsec_...
       timeout: 30                      # seconds per request (default 30)
 
 The protocol (the request document, each action, signatures, retries) is written down in
-docs/agent-http-protocol.md; its JSON Schemas are runtime/agents/llm/schemas/agent-*.json, and
+docs/agent-http-protocol.md; its JSON Schemas are runtime/llm/schemas/agent-*.json, and
 replies are validated against them. Whatever makes a reply unusable (no answer after the
 retries, an HTTP error, a body that is not JSON or not a valid action) raises AgentError: the
 turn fails with a message for the partner that says only that the agent failed, and the
@@ -36,8 +36,7 @@ from connections.outbound import (
     webhook_headers,
 )
 from connections.outbound_limits import ResponseTooLarge
-from runtime.agents.credentials import CredentialMissing, credential_value
-from runtime.agents.llm.actions import (
+from runtime.llm.actions import (
     Action,
     AdvancePlan,
     AgentError,
@@ -50,7 +49,8 @@ from runtime.agents.llm.actions import (
     SetPlan,
     TurnView,
 )
-from runtime.agents.tools import (
+from runtime.llm.credentials import CredentialMissing, credential_value
+from runtime.tools.catalog import (
     BUILTIN_SERVER,
     REQUEST_CONNECTION,
     REQUEST_CONNECTION_SCHEMA,

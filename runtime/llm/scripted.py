@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any
 
-from runtime.agents.llm.actions import (
+from runtime.llm.actions import (
     AdvancePlan,
     Ask,
     CallTool,

@@ -34,14 +34,8 @@ from django.conf import settings
 from connections.outbound import guarded_async_client
 from connections.outbound_limits import ResponseTooLarge
 from runtime.agents.agent_models import ToolServer
-from runtime.agents.tools import ToolAsks, ToolError, ToolOutcomeLost
-from runtime.agents.toolservers import (
-    bearer_token,
-    call_result,
-    checked_url,
-    mcp_failure,
-    too_large,
-)
+from runtime.tools.protocol import ToolAsks, ToolError, ToolOutcomeLost
+from runtime.tools.servers import bearer_token, call_result, checked_url, mcp_failure, too_large
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +338,7 @@ def _connection_closed(exc: BaseException) -> bool:
 
 @dataclass(eq=False)
 class Elicitation(ToolAsks):
-    """A server's question during a call still open (runtime.agents.tools.ToolAsks)."""
+    """A server's question during a call still open (runtime.tools.protocol.ToolAsks)."""
 
     call: Call
     reply: Reply

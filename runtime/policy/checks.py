@@ -6,17 +6,17 @@ editor both check with these (runtime.agents.agentfile.policy_problems), with fi
 inside the policy; the load of AGENT.md into a tenant and Django admin also check conditions
 against the schemas the tenant's tool servers' discovery found."""
 
-from runtime.agents.approver_syntax import approvers_problem
-from runtime.agents.conditions import (
+from runtime.policy.approver_syntax import approvers_problem
+from runtime.policy.conditions import (
     MAX_CONDITIONS,
     OPS,
     condition_field_problem,
     conditions_shape_problem,
     schema_fields,
 )
-from runtime.agents.ladders import LadderError, steps_parse
-from runtime.agents.title_syntax import redact_problem, title_problem
-from runtime.agents.tools import timeout_seconds
+from runtime.policy.ladders import LadderError, steps_parse
+from runtime.policy.lookup import timeout_seconds
+from runtime.policy.title_syntax import redact_problem, title_problem
 
 # A rule's ``when``: the shape of its conditions (conditions_shape_problem checks the rest).
 WHEN_SCHEMA = {
@@ -128,7 +128,7 @@ def policy_tools_problems(
     with an op or value its field cannot take: such a rule would never hold (a typo in
     ``when`` letting production through to the default). The schema is the one AGENT.md
     declares for the tool, else (``discovered``: a tenant's tool servers' cached tools, by
-    server name) the one the server's last discovery found, as runtime.agents.tools.tool_spec
+    server name) the one the server's last discovery found, as runtime.tools.catalog.tool_spec
     reads it for a call. A tool with neither (a server not yet refreshed) is not checked."""
     problems = []
     for key, entry in (policy or {}).items():

@@ -1,6 +1,6 @@
 """The condition language over a tool call's arguments: one implementation for the tool
-policy's conditional entries (``when``, runtime.agents.policies) and for standing rules
-(runtime.decisions.rules). README "Conditions" documents it.
+policy's conditional entries (``when``, runtime.policy.rules) and for standing rules
+(runtime.decisions.standing_rules). README "Conditions" documents it.
 
 A condition is ``{"field", "op", "value"}``:
 
@@ -227,7 +227,7 @@ def undeclared_fields(arguments: Any, schema: dict | None, *, _depth: int = 0) -
     """The fields of ``arguments`` that the schema does not declare, as paths: where a schema
     lists ``properties``, every other key is undeclared (nested objects too); where it lists
     none, the value is free-form and nothing in it is. A standing rule never allows a call
-    with an undeclared field (runtime.decisions.rules)."""
+    with an undeclared field (runtime.decisions.standing_rules)."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict) or not isinstance(arguments, dict):
         return []

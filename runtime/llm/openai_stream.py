@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import openai
 
-from runtime.agents.llm.actions import LiveWriter, ModelError
+from runtime.llm.actions import LiveWriter, ModelError
 
 # The text and tool call arguments of one reply, at most (a reply that goes on past it is
 # not read further: the turn fails, as for a provider that cannot be used).

@@ -1,5 +1,5 @@
 """The model interface the turn loop talks to: the actions a model may take, what it sees of
-a turn, and the protocol a provider implements (runtime.agents.llm.registry names the providers)."""
+a turn, and the protocol a provider implements (runtime.llm.registry names the providers)."""
 
 import dataclasses
 from collections.abc import Callable
@@ -133,7 +133,7 @@ def reply_problem(reply: "Action | ModelTurn") -> str | None:
 
 @dataclass(frozen=True)
 class Usage:
-    """The tokens one model call took; ``model`` names its price (runtime.agents.llm.prices)."""
+    """The tokens one model call took; ``model`` names its price (runtime.llm.prices)."""
 
     model: str
     input_tokens: int = 0
@@ -198,18 +198,18 @@ class TurnView:
     # sha256, and text for text files (runtime.kernel.files); a part that could not be fetched has
     # an ``error`` saying why instead of its content (runtime.turn.inputs).
     files: list[dict] = field(default_factory=list)
-    # For providers that describe the turn to something outside (runtime.agents.llm.http_agent):
+    # For providers that describe the turn to something outside (runtime.llm.http_agent):
     # the agent row (its tenant, tools and instructions), the task's public id, its plan.
     agent: Any = None
     task_id: str = ""
     plan: list[dict] = field(default_factory=list)
     # The agent as a hosted model needs it: its instructions (AGENT.md's body), the tools it
-    # may call (runtime.agents.tools.tools_offered) and whether it may ask for connections.
+    # may call (runtime.tools.catalog.tools_offered) and whether it may ask for connections.
     instructions: str = ""
     tools: list[dict] = field(default_factory=list)
     connections_enabled: bool = False
     # (name, environment=True) -> the secret of the task's own tenant, else the environment's
-    # (runtime.agents.credentials.credential_value); raises CredentialMissing. A provider sends it and
+    # (runtime.llm.credentials.credential_value); raises CredentialMissing. A provider sends it and
     # never shows it to the model.
     credential: Callable[..., str] | None = None
     # Conversation memory (AGENT.md ``memory``): the context's id and this turn's number, the

@@ -2,7 +2,7 @@
 (README "Standing rules"), and their writes: made from an approval ("approve and allow
 similar calls"), revoked, and used by the turn when a held tool's call matches.
 
-A rule's conditions are the condition language of runtime.agents.conditions (the tool
+A rule's conditions are the condition language of runtime.policy.conditions (the tool
 policy's ``when`` is the same), on the fields the tool's schema declares, nested ones by path.
 A call matches a rule when every condition holds and it has no field the schema does not
 declare: what nobody described cannot pass as "similar".
@@ -21,28 +21,25 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runtime.agents.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
-from runtime.agents.conditions import (
+from runtime.decisions.approvers import Decider, approval_needs, decider_refusal
+from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
+from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.receipts import receipt_record
+from runtime.kernel.audit import audit_record
+from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
+from runtime.kernel.task_models import Task
+from runtime.policy.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
+from runtime.policy.conditions import (
     conditions_hold,
     conditions_problem,
     conditions_text,
     undeclared_fields,
 )
-from runtime.agents.policies import PolicyRule, policy_entry
-from runtime.agents.tools import Policy, policy_for, tool_spec
-from runtime.decisions.approvers import (
-    Decider,
-    Needs,
-    approval_needs,
-    approvers_text,
-    decider_refusal,
-)
-from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
-from runtime.decisions.decision_selectors import held_call_of
-from runtime.decisions.receipts import receipt_record, tool_trust
-from runtime.kernel.audit import audit_record
-from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed, TaskNotFound
-from runtime.kernel.task_models import Task
+from runtime.policy.lookup import Policy, policy_for
+from runtime.policy.needs import Needs, approvers_text
+from runtime.policy.rules import PolicyRule, policy_entry
+from runtime.policy.trust import tool_trust
+from runtime.tools.catalog import tool_spec
 from tenants.models import ApiToken, ApproverGroup, Membership
 
 # How long a rule lasts; "forever" is an admin's choice only.

@@ -64,7 +64,7 @@ PARAMETERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "prompt_cache_key": (_is_short_text, "must be a string of at most 200 characters"),
 }
 # What Chat Completions takes of them; the Responses API has no stop, seed or penalties
-# (runtime.agents.llm.openai_responses).
+# (runtime.llm.openai_responses).
 CHAT_PARAMETERS = frozenset(PARAMETERS)
 RESPONSES_PARAMETERS = CHAT_PARAMETERS - {
     "stop",

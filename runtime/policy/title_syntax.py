@@ -14,7 +14,7 @@ TEMPLATE_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
 
 def call_terms(entry: Any) -> dict:
-    """The summary terms of a tool's policy entry (as ``runtime.agents.tools.policy_rule``
+    """The summary terms of a tool's policy entry (as ``runtime.policy.lookup.policy_rule``
     returns it): ``{"title": ..., "redact": [...]}``, each only when the entry gives it."""
     if not isinstance(entry, dict):
         return {}

@@ -1,9 +1,0 @@
-"""Models: a model looks at the turn so far and says what to do next.
-
-A model keeps no state of its own, so a turn resumed on another worker asks it again and gets
-the same answer. The scripted model (runtime.agents.llm.scripted) is one provider; a hosted model's
-adapter (runtime.agents.llm.openai_chat) implements the same protocol (runtime.agents.llm.actions) and is
-named in runtime.agents.llm.registry. A provider may answer with one action or with a ModelTurn (a
-reply holding several actions, and its token usage), and raises ModelError when it cannot
-answer at all.
-"""

@@ -12,7 +12,7 @@ from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, status_text
 from tests.integrations.conftest import ADMIN, BUILD, OPERATOR, SLACK_CHANNEL, STRANGER, VIEWER
-from tests.integrations.slack_standin import button, click, submission
+from tests.integrations.slack.standin import button, click, submission
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from notifications.channel_settings import channel_save
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel.task_models import Task, TaskState
 from tests.core import send
-from tests.integrations.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn, click, signed
+from tests.integrations.slack.standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn, click, signed
 from tests.live import LiveStack, wait_until
 
 

@@ -1,7 +1,7 @@
 import pytest
 from django.test import Client
 
-from integrations.slack_settings import slack_app_save
+from integrations.slack.settings import slack_app_save
 from notifications.channel_settings import channel_save
 from runtime.decisions.decision_models import Interaction
 from tests.core import start

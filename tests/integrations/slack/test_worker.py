@@ -8,7 +8,7 @@ import uuid
 import httpx
 import pytest
 
-from integrations.slack_settings import slack_app_save
+from integrations.slack.settings import slack_app_save
 from notifications.channel_settings import channel_save
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel.task_models import Task, TaskState

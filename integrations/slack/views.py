@@ -147,8 +147,8 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
     value = _json(action.get("value"))
     interaction_id = _id(value.get("i"))
     click = {"user": user_id, "channel": channel_id, "interaction": interaction_id}
-    # An approval's buttons name the opening they were posted for (integrations.slack.blocks); those
-    # posted before openings were counted are the first's.
+    # An approval's buttons name the opening they were posted for (integrations.slack.blocks);
+    # those posted before openings were counted are the first's.
     opening = value.get("o", 1)
     if action_id == blocks.APPROVE:
         decision = {"approved": True, "shownHash": value.get("h"), "opening": opening}

@@ -61,7 +61,7 @@ class ForbiddenOneLine(logging.Filter):
         return True
 
 
-# An e-mail's one-time decision link (integrations.email_links) carries its token in the
+# An e-mail's one-time decision link (integrations.email.links) carries its token in the
 # path, /integrations/email/<token>/<action>: the link is its recipient's credential while
 # it works. The segment after the prefix is masked, also percent-encoded (a ``next=``).
 # (``pending``, the token-less page of a link on its way through sign-in, is kept.)

@@ -106,7 +106,9 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The site's templates, and each notification medium's (integrations/<medium>/templates/:
+        # a medium's folder holds its templates, as it holds its views and models).
+        "DIRS": [BASE_DIR / "templates", *sorted((BASE_DIR / "integrations").glob("*/templates"))],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from config import health, metrics
-from integrations import settings_views as slack_settings_views
+from integrations.slack import settings_views as slack_settings_views
 from tenants import views as tenant_views
 
 urlpatterns = [

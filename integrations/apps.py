@@ -2,8 +2,10 @@ from django.apps import AppConfig
 
 
 class IntegrationsConfig(AppConfig):
-    """Decisions where people are: the tenant's Slack app (buttons and modals) and e-mail's
-    one-time links. Each is a thin edge over the one decision flow (runtime.decisions.flow)."""
+    """The notification mediums, one folder each (email/, slack/, teams/, webhook/): how each
+    sends (its transport, registered by name in notifications.transports) and, where people
+    decide from it (the Slack app's buttons and modals, e-mail's one-time links), a thin edge
+    over the one decision flow (runtime.decisions.flow). Their rows keep this one app label."""
 
     name = "integrations"
     verbose_name = "Slack and e-mail decisions"

@@ -1,12 +1,13 @@
-"""Celery tasks of the Slack app: thin, they take ids and the click, and call one service.
+"""Celery tasks of the mediums (the Slack app's clicks): thin, they take ids and the click, and
+call one service.
 
-Nothing imports this module: integrations.slack_views queues its tasks by name
+Nothing imports this module: integrations.slack.views queues its tasks by name
 (config.celery.task_enqueue)."""
 
 from celery import shared_task
 
-from integrations.slack_api import SlackFailed
-from integrations.slack_decide import slack_app_tell, slack_click_take
+from integrations.slack.api import SlackFailed
+from integrations.slack.decide import slack_app_tell, slack_click_take
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=3)

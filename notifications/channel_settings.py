@@ -1,33 +1,14 @@
 """A tenant's notification channels as its admins set them (the settings page, Django admin,
-``manage.py channels``): checked, saved with their secrets encrypted, rotated, deleted."""
-
-import base64
-import re
-import secrets
+``manage.py channels``): checked, saved with their secrets encrypted, rotated, deleted. What
+each kind needs (an e-mail's recipients, a URL, the Slack app) is its medium's to check and
+store (notifications.transports)."""
 
 from django.db import transaction
 
-from connections.crypto import secret_encrypt
-from connections.outbound import OutboundRefused, check_url
-from integrations.models import SlackApp
 from notifications.models import Channel
+from notifications.transports import ChannelError, ChannelFields, transport_for
 
-# A Slack channel's ID (public C…, private G…, or a direct message D…), as its details show.
-SLACK_CHANNEL = re.compile(r"^[CGD][A-Z0-9]{2,39}$")
-URL_KINDS = (Channel.Kind.SLACK, Channel.Kind.TEAMS, Channel.Kind.WEBHOOK)
-
-
-class ChannelError(ValueError):
-    """A channel's settings cannot be saved; the message says why (never a secret)."""
-
-
-def _url_hint(url: str) -> str:
-    host = url.split("//", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
-    return f"{url.split('//', 1)[0]}//{host}/…"
-
-
-def signing_secret_new() -> str:
-    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+__all__ = ["ChannelError", "channel_check", "channel_delete", "channel_save"]
 
 
 def channel_check(
@@ -51,26 +32,8 @@ def channel_check(
         others = others.exclude(pk=channel.pk)
     if others.exists():
         raise ChannelError("another channel has this name")
-    if kind == Channel.Kind.EMAIL:
-        if not email_roles and not email_addresses:
-            raise ChannelError("an e-mail channel needs roles or addresses")
-    elif kind == Channel.Kind.SLACK_APP:
-        if not SlackApp.objects.filter(tenant=tenant).exists():
-            raise ChannelError(
-                "set up the tenant's Slack app first (its bot token and signing secret)"
-            )
-        if not SLACK_CHANNEL.match(slack_channel or ""):
-            raise ChannelError(
-                "give the Slack channel's ID (C0123…: the channel's details in Slack show it), "
-                "not its name"
-            )
-    elif url:
-        try:
-            check_url(url, ["*"])
-        except OutboundRefused as exc:
-            raise ChannelError(f"the URL cannot be used: {exc}") from None
-    elif channel is None or not channel.url_encrypted:
-        raise ChannelError("this channel needs a URL")
+    given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    transport_for(kind).check(tenant=tenant, channel=channel, given=given)
 
 
 @transaction.atomic
@@ -101,19 +64,13 @@ def channel_save(
         url=url,
         slack_channel=slack_channel,
     )
-    new_secret = ""
     channel = channel or Channel(tenant=tenant, kind=kind)
-    if kind in URL_KINDS and url:
-        channel.url_encrypted = secret_encrypt(url)
-        channel.url_hint = _url_hint(url)
-    if kind == Channel.Kind.WEBHOOK and not channel.signing_secret_encrypted:
-        new_secret = signing_secret_new()
-        channel.signing_secret_encrypted = secret_encrypt(new_secret)
+    given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    new_secret = transport_for(kind).store(channel=channel, given=given)
     channel.name = name
     channel.enabled = enabled
     channel.email_roles = list(email_roles)
     channel.email_addresses = list(email_addresses)
-    channel.slack_channel = slack_channel if kind == Channel.Kind.SLACK_APP else ""
     channel.kinds = list(kinds)
     channel.agents = list(agents)
     channel.tools = list(tools)
@@ -124,11 +81,9 @@ def channel_save(
 
 @transaction.atomic
 def channel_secret_rotate(*, channel: Channel) -> str:
-    """A new signing secret for a webhook channel; returned once, stored encrypted."""
-    if channel.kind != Channel.Kind.WEBHOOK:
-        raise ChannelError("only webhook channels sign their requests")
-    secret = signing_secret_new()
-    channel.signing_secret_encrypted = secret_encrypt(secret)
+    """A new signing secret for a channel whose medium signs its requests (a webhook);
+    returned once, stored encrypted."""
+    secret = transport_for(channel.kind).secret_set(channel=channel)
     channel.save(update_fields=["signing_secret_encrypted", "updated_at"])
     return secret
 

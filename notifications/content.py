@@ -1,21 +1,16 @@
-"""What a notification says, in each medium: the facts of an item (with the held call's
-summary and arguments unless the channel omits them, redacted as its policy says), the
-e-mail's subject and bodies, a Slack-compatible webhook's message and a Teams card.
+"""What a notification says, whatever its medium: the facts of an item (with the held call's
+summary and arguments unless the channel omits them, redacted as its policy says), its title
+(an opening's, a follow-up's), and the links to its page.
 
 The prompt, the arguments, a reason and the caller's subject are the caller's or the model's
-text: each medium gets them escaped for it. HTML by Django's templates; Slack's mrkdwn by
-``slack_escape`` (``&``, ``<``, ``>``, so that no link, ``<!channel>`` or ``<@user>`` can be
-made of them); a Teams card as TextRuns, which read no Markdown; an e-mail subject from one
-line (a header holds no line break: one in a prompt would forge headers).
+text: each medium escapes them for itself (integrations/<medium>/: HTML by Django's
+templates, Slack's mrkdwn, a Teams card's TextRuns, an e-mail subject of one line).
 """
 
 import json
-import re
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.template.loader import render_to_string
 from django.urls import reverse
 
 from notifications.models import Delivery
@@ -23,9 +18,10 @@ from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import held_call_view
 from runtime.policy.needs import approvers_text
 
+# The longest a line of ``one_line`` is by default (an e-mail's subject, a digest's title).
 SUBJECT_MAX = 150
-# Slack: a section's text is at most 3,000 characters, a field's 2,000.
-SLACK_TEXT_MAX = 2900
+# The openings of an item (whose recipients its follow-ups tell), and its follow-ups.
+OPENINGS = (Delivery.Event.OPENED, Delivery.Event.REMINDER, Delivery.Event.ESCALATION)
 FOLLOW_UPS = (
     Delivery.Event.DECIDED,
     Delivery.Event.EXPIRED,
@@ -33,9 +29,6 @@ FOLLOW_UPS = (
     Delivery.Event.CANCELED,
     Delivery.Event.RECORDED,
 )
-# The webhook event's type for each follow-up (interaction.<type>).
-WEBHOOK_TYPES = {Delivery.Event.RECORDED: "approval_recorded"}
-_MENTION_WORD = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
 
 
 def base_url() -> str:
@@ -157,189 +150,8 @@ def notification_content(delivery: Delivery) -> dict:
     return content
 
 
-def webhook_event(content: dict, now) -> dict:
-    """The JSON event a signed webhook receives: ``interaction.<event>``."""
-    event = content["event"]
-    data = {k: v for k, v in content.items() if k not in ("event", "title")}
-    return {
-        "type": f"interaction.{WEBHOOK_TYPES.get(event, event)}",
-        "timestamp": now.isoformat(),
-        "data": data,
-    }
-
-
-# --- e-mail ---------------------------------------------------------------------------------
-
-
-def email_subject(content: dict) -> str:
-    """One line, whatever the prompt holds (a header with a line break is refused)."""
-    return one_line(content["title"], SUBJECT_MAX)
-
-
-def _arguments_text(content: dict) -> str:
+def arguments_text(content: dict) -> str:
+    """The held call's arguments as indented JSON ("" when the channel omits them)."""
     if "arguments" not in content:
         return ""
     return json.dumps(content["arguments"], indent=2, sort_keys=True, ensure_ascii=False)
-
-
-def email_bodies(content: dict, links: dict | None = None) -> tuple[str, str]:
-    """The plain-text and HTML bodies for one recipient (``links``: their one-time Approve
-    and Deny links, when they may decide the item from the e-mail)."""
-    context = {
-        "content": content,
-        "title": content["title"],
-        "headline": headline(content) if "kind" in content else content.get("prompt", ""),
-        "arguments": _arguments_text(content),
-        "links": links or {},
-        "follow_up": content.get("event") in FOLLOW_UPS,
-        "expires": when_text(content.get("expiresAt", "")),
-        # A prompt of several lines (the title holds its first): the whole of it.
-        "prompt": content.get("prompt", "")
-        if "\n" in str(content.get("prompt", "")).strip()
-        else "",
-    }
-    text = render_to_string("notifications/email/notification.txt", context)
-    html = render_to_string("notifications/email/notification.html", context)
-    return text, html
-
-
-# --- Slack ----------------------------------------------------------------------------------
-
-
-def slack_escape(text) -> str:
-    """Text for Slack's mrkdwn that makes no link and no mention: ``&``, ``<`` and ``>`` as
-    Slack asks (every link and mention is written inside ``<...>``), and the words
-    ``@channel``, ``@here``, ``@everyone`` kept from being read as one."""
-    escaped = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MENTION_WORD.sub(lambda m: "@\u2060" + m.group(1), escaped)
-
-
-def slack_code(text: str) -> str:
-    """Escaped text inside a code block that it cannot close."""
-    return "```" + slack_escape(text).replace("```", "`\u200b``") + "```"
-
-
-def slack_cut(text: str, limit: int = SLACK_TEXT_MAX) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def when_text(iso: str) -> str:
-    """An ISO time as people read it in mail: ``2026-12-02 14:08 UTC``."""
-    try:
-        return f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M} UTC"
-    except (TypeError, ValueError):
-        return str(iso or "")
-
-
-def slack_when(moment: datetime) -> str:
-    """A time Slack shows in each reader's own time zone (UTC where it cannot)."""
-    return (
-        f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} {{time}}|"
-        f"{moment:%Y-%m-%d %H:%M} UTC>"
-    )
-
-
-def slack_fields(content: dict) -> list[dict]:
-    try:
-        expires = slack_when(datetime.fromisoformat(content["expiresAt"]))
-    except (KeyError, TypeError, ValueError):
-        expires = "-"
-    fields = [
-        f"*Agent:* {slack_escape(content.get('agentName', '-'))}",
-        f"*Caller:* {slack_escape(content.get('caller', '-'))}",
-        f"*Expires:* {expires}",
-    ]
-    if content.get("tool"):
-        fields.append(f"*Tool:* {slack_escape(content['tool'])}")
-    return [{"type": "mrkdwn", "text": slack_cut(f, 1900)} for f in fields]
-
-
-def slack_arguments_block(content: dict) -> dict | None:
-    if "arguments" not in content:
-        return None
-    text = json.dumps(content["arguments"], indent=2, sort_keys=True, ensure_ascii=False)
-    return {"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(slack_code(text))}}
-
-
-def slack_webhook_message(content: dict) -> dict:
-    """A Slack-compatible incoming webhook's message: the item, and a link button to its page
-    (a webhook cannot take a click back: nothing is decided from it)."""
-    title = slack_escape(content["title"])
-    blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(f"*{title}*")}}
-    ]
-    if "kind" in content and content.get("event") not in FOLLOW_UPS:
-        blocks.append({"type": "section", "fields": slack_fields(content)})
-        arguments = slack_arguments_block(content)
-        if arguments:
-            blocks.append(arguments)
-    blocks.append(
-        {
-            "type": "actions",
-            "elements": [
-                {
-                    "type": "button",
-                    "text": {"type": "plain_text", "text": "Open in Countersign"},
-                    "url": content["url"],
-                }
-            ],
-        }
-    )
-    return {"text": slack_cut(f"{title} {content['url']}"), "blocks": blocks}
-
-
-# --- Microsoft Teams ------------------------------------------------------------------------
-
-
-def _runs(*texts: tuple[str, bool]) -> dict:
-    # TextRuns read no Markdown: the caller's text cannot make a link or a heading.
-    return {
-        "type": "RichTextBlock",
-        "inlines": [
-            {"type": "TextRun", "text": text, **({"weight": "Bolder"} if bold else {})}
-            for text, bold in texts
-        ],
-    }
-
-
-def teams_card(content: dict) -> dict:
-    """A Teams incoming webhook's (or Workflows') message: an Adaptive Card with the item and
-    "Open in Countersign" (Teams cannot take a click back here either)."""
-    body = [_runs((content["title"], True))]
-    if "kind" in content and content.get("event") not in FOLLOW_UPS:
-        for label, key in (
-            ("Agent", "agentName"),
-            ("Caller", "caller"),
-            ("Tool", "tool"),
-            ("Expires", "expiresAt"),
-        ):
-            if content.get(key):
-                body.append(_runs((f"{label}: ", True), (str(content[key]), False)))
-        if "arguments" in content:
-            body.append(
-                {
-                    "type": "RichTextBlock",
-                    "inlines": [
-                        {
-                            "type": "TextRun",
-                            "text": _arguments_text(content),
-                            "fontType": "Monospace",
-                        }
-                    ],
-                }
-            )
-    card = {
-        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "type": "AdaptiveCard",
-        "version": "1.4",
-        "body": body,
-        "actions": [
-            {"type": "Action.OpenUrl", "title": "Open in Countersign", "url": content["url"]}
-        ],
-    }
-    return {
-        "type": "message",
-        "attachments": [
-            {"contentType": "application/vnd.microsoft.card.adaptive", "content": card}
-        ],
-    }

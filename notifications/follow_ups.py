@@ -26,6 +26,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from config.celery import task_enqueue
+from notifications.content import OPENINGS
 from notifications.models import Channel, Delivery, FollowUp
 from notifications.services import delivery_schedule
 from runtime.decisions.decision_models import Interaction, Receipt
@@ -45,7 +46,6 @@ EVENT_OF_ACTION = {
     "approval_recorded": Delivery.Event.RECORDED,
     "task_canceled": Delivery.Event.CANCELED,
 }
-OPENINGS = (Delivery.Event.OPENED, Delivery.Event.REMINDER, Delivery.Event.ESCALATION)
 
 
 def interaction_changed_received(sender, *, interaction, event, audit, **kwargs) -> None:

@@ -11,8 +11,9 @@
 - Ladders (reminders, escalation) are advanced by beat (``ladders_advance(now=...)``): each
   step is a LadderStep row, an audit entry and a fan-out of its own, in one transaction.
 - A held call's summary and arguments go with every notification unless the channel omits
-  them (``omit_arguments``), with the fields its policy redacts as "•••" (what each medium
-  gets, escaped for it, is notifications.content's; the sending, notifications.senders').
+  them (``omit_arguments``), with the fields its policy redacts as "•••" (what a
+  notification says is notifications.content's; each medium escapes it for itself and sends
+  it through its transport, notifications.transports).
 - An opening (opened, reminder, escalation) of an item decided before it was sent is not
   sent: it would ask for a decision already taken. What became of an item a channel told of
   follows it (notifications.follow_ups).
@@ -25,26 +26,24 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from config.celery import task_enqueue
-from notifications.content import notification_content, one_line, tool_of
+from notifications.content import OPENINGS, notification_content, tool_of
 from notifications.ladders import rule_ladder, steps_clean, steps_stored
 from notifications.models import (
     Attempt,
     Channel,
     Delivery,
-    DigestItem,
     FanOut,
     Ladder,
     LadderStep,
     Preference,
 )
 from notifications.observe import attempt_observed
-from notifications.senders import OPENINGS, SendFailed, delivery_deliver
+from notifications.transports import SendFailed, transport_for
 from runtime.agents.agent_models import Agent
 from runtime.decisions.approvers import interaction_widen
 from runtime.decisions.decision_models import Interaction
@@ -214,7 +213,10 @@ def delivery_send(*, delivery_pk: int, now: datetime | None = None) -> float | N
     number = delivery.attempts + 1
     error, status, final, kept = "", None, False, {}
     try:
-        kept = delivery_deliver(delivery, notification_content(delivery), timezone.now())
+        # Sent at the wall clock, not the claim's ``now``: a signed webhook's receivers
+        # check its timestamp against theirs.
+        transport = transport_for(delivery.channel.kind)
+        kept = transport.send(delivery, notification_content(delivery), timezone.now())
     except SendFailed as exc:
         error, status, final = str(exc), exc.status, exc.final
     except Exception as exc:  # noqa: BLE001 - an unexpected error is an attempt retried too
@@ -421,68 +423,6 @@ def _ladder_step(
     except IntegrityError:
         return 0  # another beat took this step first
     return 1
-
-
-# --- digests ---------------------------------------------------------------------------------
-
-
-def digests_send(*, now: datetime | None = None) -> int:
-    """Mail each member who chose a digest what is held for them, every N minutes (beat)."""
-    now = now or timezone.now()
-    sent = 0
-    pending = (
-        DigestItem.objects.filter(sent_at__isnull=True)
-        .values_list("tenant_id", "user_id")
-        .distinct()
-    )
-    for tenant_id, user_id in list(pending):
-        preference = (
-            Preference.objects.filter(membership__tenant_id=tenant_id, membership__user_id=user_id)
-            .select_related("membership__user", "membership__tenant")
-            .first()
-        )
-        if preference is None or not preference.email_enabled:
-            DigestItem.objects.filter(
-                tenant_id=tenant_id, user_id=user_id, sent_at__isnull=True
-            ).update(sent_at=now)
-            continue
-        minutes = preference.digest_minutes or 0
-        if (
-            preference.last_digest_at
-            and preference.last_digest_at + timedelta(minutes=minutes) > now
-        ):
-            continue
-        items = list(
-            DigestItem.objects.filter(tenant_id=tenant_id, user_id=user_id, sent_at__isnull=True)
-            .select_related("interaction")
-            .order_by("created_at")
-        )
-        # Only what still waits is listed: an item decided, expired or voided since it was
-        # held for the digest needs nobody, and is counted on one line.
-        waiting = [i for i in items if i.interaction.state == Interaction.State.OPEN]
-        if not waiting:
-            DigestItem.objects.filter(pk__in=[i.pk for i in items]).update(sent_at=now)
-            continue
-        tenant = preference.membership.tenant
-        lines = [f"{len(waiting)} item(s) in {one_line(tenant.name)} wait for a decision:", ""]
-        lines += [f"- {item.line}" for item in waiting]
-        closed = len({i.interaction_id for i in items}) - len({i.interaction_id for i in waiting})
-        if closed:
-            lines += ["", f"{closed} more were decided or closed before this digest."]
-        body = "\n".join(lines)
-        try:
-            EmailMessage(
-                f"Countersign digest: {len(waiting)} item(s) waiting",
-                body,
-                to=[preference.membership.user.email],
-            ).send()
-        except Exception:  # noqa: BLE001 - tried again at the next beat
-            logger.warning("digest mail failed for user %s", user_id, exc_info=True)
-            continue
-        DigestItem.objects.filter(pk__in=[i.pk for i in items]).update(sent_at=now)
-        Preference.objects.filter(pk=preference.pk).update(last_digest_at=now)
-        sent += 1
-    return sent
 
 
 # --- settings: ladders, preferences (channels: notifications.channel_settings) ----------------

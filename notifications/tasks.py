@@ -7,12 +7,12 @@ from celery import shared_task
 
 from config.celery import queue
 from config.tracing import span
+from notifications.digests import digests_send
 from notifications.follow_ups import follow_ups_missing, notifications_follow_up
 from notifications.services import (
     MAX_COUNTDOWN,
     deliveries_due,
     delivery_send,
-    digests_send,
     fan_outs_missing,
     ladders_advance,
     notifications_fan_out,

@@ -5,13 +5,10 @@ answers 404 like a missing one. Changing channels takes the admin role; posts ne
 """
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from integrations.models import SlackApp
-from integrations.slack_settings import request_url
 from notifications.channel_settings import (
     ChannelError,
     channel_delete,
@@ -27,13 +24,9 @@ from notifications.selectors import (
     recent_tests,
 )
 from notifications.services import channel_test, preference_set
-from tenants.access import member_required
+from notifications.transports import transport_for, transports
+from tenants.access import member_required, require_admin
 from tenants.models import Membership
-
-
-def require_admin(membership) -> None:
-    if membership.role != Membership.Role.ADMIN:
-        raise PermissionDenied("Only the tenant's admins manage notification channels.")
 
 
 def _channel_or_404(request, public_id: str) -> Channel:
@@ -54,14 +47,16 @@ def _preference_form(request, data=None) -> PreferenceForm:
 
 def _settings(request, *, preference_form=None, status=200):
     tenant = request.membership.tenant
+    is_admin = request.membership.role == Membership.Role.ADMIN
+    # Each medium's own section (the Slack app's set-up), in the order of the kinds.
+    sections = [t.settings_section(request=request, is_admin=is_admin) for t in transports()]
     context = {
         "nav": "notifications",
         "channels": channels_for_tenant(tenant=tenant),
-        "is_admin": request.membership.role == Membership.Role.ADMIN,
+        "is_admin": is_admin,
         "tests": recent_tests(tenant=tenant),
         "preference_form": preference_form or _preference_form(request),
-        "slack_app": SlackApp.objects.filter(tenant=tenant).first(),
-        "slack_request_url": request_url(tenant),
+        "medium_sections": [section for section in sections if section],
     }
     return render(request, "notifications/settings.html", context, status=status)
 
@@ -89,7 +84,14 @@ def preferences(request):
 
 
 def _channel_page(request, form, channel=None, *, status=200, secret=""):
-    context = {"nav": "notifications", "form": form, "channel": channel, "secret": secret}
+    context = {
+        "nav": "notifications",
+        "form": form,
+        "channel": channel,
+        "secret": secret,
+        # Whether its page offers a new signing secret.
+        "signs": channel is not None and transport_for(channel.kind).signs,
+    }
     return render(request, "notifications/channel.html", context, status=status)
 
 

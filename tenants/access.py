@@ -7,6 +7,8 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
+from tenants.models import Membership
+
 
 def member_required(view):
     """Log-in required, and a membership in an active tenant; the view gets request.membership."""
@@ -27,3 +29,9 @@ def require_decider(membership) -> None:
     """Viewers see but cannot decide."""
     if not membership.can_decide:
         raise PermissionDenied("Viewers can see but not decide.")
+
+
+def require_admin(membership) -> None:
+    """A tenant's settings (its notification channels, its Slack app) are its admins' to change."""
+    if membership.role != Membership.Role.ADMIN:
+        raise PermissionDenied("Only the tenant's admins manage notification channels.")

@@ -10,9 +10,9 @@ from django.test import Client
 from django.utils import timezone
 
 from connections.models import App, Connection, ConnectionAuditEvent
-from integrations.email_links import email_link_mint
+from integrations.email.links import email_link_mint
 from integrations.models import SlackUser
-from integrations.slack_settings import slack_app_save
+from integrations.slack.settings import slack_app_save
 from notifications.models import Channel, Delivery, Ladder, Preference
 from runtime.agents.agent_models import AnnotationPolicy, ToolServer
 from runtime.decisions.decision_models import Interaction, StandingRule

@@ -24,16 +24,18 @@ APPS = (
 
 # Lower layers never import higher ones. Within a layer, modules may import each other, as
 # long as no cycle forms. `config`'s settings, Celery app and logging sit below everything;
-# its URL and ASGI wiring sit above everything.
+# its URL and ASGI wiring sit above everything. The notification mediums (`integrations`, one
+# folder each) sit above the engine that sends through them (`notifications`), which finds
+# each medium's transport by name (notifications.transports) and imports none.
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (5, ("config.urls", "config.asgi", "config.wsgi")),
+    (6, ("config.urls", "config.asgi", "config.wsgi")),
+    (5, ("integrations",)),
     (
         4,
         (
             "a2a_endpoint",
             "approvals",
             "notifications",
-            "integrations",
             "connections.views",
             "connections.urls",
             "connections.forms",
@@ -231,6 +233,33 @@ def violations_layers(modules: dict[str, Module]) -> list[str]:
     return out
 
 
+# Imports that the layers allow but the design does not: (importer, imported, why).
+NEVER_IMPORTS = [
+    (
+        "notifications",
+        "integrations",
+        "the engine knows each medium by its transport's name (notifications.transports)",
+    ),
+]
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def violations_never_imports(modules: dict[str, Module]) -> list[str]:
+    """``notifications`` never imports ``integrations`` (at the top or inside a function): the
+    engine loads each medium's transport by name."""
+    return [
+        f"{m.path}:{imp.line} {m.name} imports {imp.target}: {why}"
+        for importer, imported, why in NEVER_IMPORTS
+        for m in modules.values()
+        if _within(m.name, importer)
+        for imp in m.imports
+        if _within(imp.target, imported)
+    ]
+
+
 def core_layer_of(module: str) -> int | None:
     """The module's sub-layer in the core (that of its longest matching prefix), or None
     outside the core (or the package itself)."""
@@ -349,13 +378,14 @@ def violations_outbound(modules: dict[str, Module]) -> list[str]:
 
 
 # The longest a product module may be: a file a newcomer can read through. The
-# edge apps' views are held shorter still: one concern per module.
+# edge apps are held shorter still: one concern per module.
 MAX_LINES = 800
-MAX_LINES_IN = {"approvals": 500}
+MAX_LINES_IN = {"approvals": 500, "notifications": 500, "integrations": 500}
 
 
 def violations_module_sizes(modules: dict[str, Module]) -> list[str]:
-    """No product module over 800 lines, none in approvals/ over 500."""
+    """No product module over 800 lines, none in approvals/, notifications/ or integrations/
+    over 500."""
     out = []
     for m in modules.values():
         limit = MAX_LINES_IN.get(m.name.split(".")[0], MAX_LINES)
@@ -401,6 +431,7 @@ def violations_gone_names(modules: dict[str, Module]) -> list[str]:
 
 RULES = [
     violations_layers,
+    violations_never_imports,
     violations_core_layers,
     violations_core_basenames,
     violations_cycles,
@@ -516,10 +547,37 @@ def test_a_module_too_long_for_its_app_is_reported():
         **{"approvals.views": "x = 1\n" * 501},
         **{"runtime.turn.runner": "x = 1\n" * 800},
         **{"a2a_endpoint.views": "x = 1\n" * 801},
+        **{"notifications.services": "x = 1\n" * 501},
+        **{"integrations.slack.blocks": "x = 1\n" * 501},
+        **{"integrations.slack.views": "x = 1\n" * 500},
     )
     assert violations_module_sizes(tree) == [
         "approvals/views.py has 501 lines (at most 500)",
         "a2a_endpoint/views.py has 801 lines (at most 800)",
+        "notifications/services.py has 501 lines (at most 500)",
+        "integrations/slack/blocks.py has 501 lines (at most 500)",
+    ]
+
+
+def test_the_engine_importing_a_medium_is_reported_and_a_medium_importing_the_engine_is_not():
+    tree = made_up(
+        **{"notifications.services": "from integrations.email.links import email_link_mint\n"},
+        **{"notifications.transports": "def f():\n    import integrations.slack.transport\n"},
+        **{"notifications.content": "x = 'integrations.email.transport.EmailTransport'\n"},
+        **{"integrations.email.transport": "from notifications.transports import Transport\n"},
+    )
+    why = "the engine knows each medium by its transport's name (notifications.transports)"
+    assert violations_never_imports(tree) == [
+        f"notifications/services.py:1 notifications.services imports integrations.email.links: "
+        f"{why}",
+        f"notifications/transports.py:2 notifications.transports imports "
+        f"integrations.slack.transport: {why}",
+    ]
+    assert violations_layers(tree) == [
+        "notifications/services.py:1 notifications.services (layer 4) imports "
+        "integrations.email.links (layer 5)",
+        "notifications/transports.py:2 notifications.transports (layer 4) imports "
+        "integrations.slack.transport (layer 5)",
     ]
 
 

@@ -1,11 +1,14 @@
 import pytest
 from django.test import Client
 
-from integrations.slack_settings import slack_app_save
+from integrations.slack.settings import slack_app_save
 from notifications.channel_settings import channel_save
 from runtime.decisions.decision_models import Interaction
 from tests.core import start
-from tests.integrations.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn, signed
+from tests.integrations.slack.standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn, signed
+from tests.notifications.conftest import channel
+
+__all__ = ["channel"]  # the fixture that makes a channel through the service, shared
 
 BUILD = "2026.10.06-1"
 SLACK_CHANNEL = "C0DEPLOY"

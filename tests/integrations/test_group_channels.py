@@ -17,7 +17,7 @@ from runtime.kernel.task_models import TaskState
 from tests.core import run, send
 from tests.groups import model_stub, planner, two_deploys
 from tests.integrations.conftest import OPERATOR, SLACK_CHANNEL
-from tests.integrations.slack_standin import click
+from tests.integrations.slack.standin import click
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from connections.crypto import secret_decrypt
 from integrations.models import SlackApp
 from notifications.models import Channel, Delivery
-from tests.integrations.slack_standin import BOT_TOKEN, SIGNING_SECRET
+from tests.integrations.slack.standin import BOT_TOKEN, SIGNING_SECRET
 
 pytestmark = pytest.mark.django_db
 

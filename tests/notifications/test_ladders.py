@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
+from notifications.digests import digests_send
 from notifications.models import Delivery, DigestItem, Ladder, LadderStep
-from notifications.services import digests_send, ladder_save, ladders_advance, preference_set
+from notifications.services import ladder_save, ladders_advance, preference_set
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.interactions import interactions_expire

@@ -5,35 +5,28 @@ shell, so that they can be kept as code.
 page checks it (the same form and service). A webhook's signing secret is printed once, alone
 on stdout, when it is made; ``add slack`` sets up the tenant's Slack app too and prints its
 interactivity Request URL on a line of its own, to paste into Slack.
-"""
 
-import json
+What differs by medium (a kind's name here, its own options and sub-commands, what it prints)
+is its transport's (notifications.transports): this command names no medium.
+"""
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from integrations.models import SlackApp
-from integrations.slack_settings import (
-    SlackAppError,
-    request_url,
-    slack_app_save,
-    slack_manifest,
-)
 from notifications.channel_settings import ChannelError, channel_delete, channel_save
 from notifications.forms import ChannelForm
 from notifications.models import Channel
 from notifications.services import channel_test
+from notifications.transports import TRANSPORTS, transport_for, transports
 from tenants.management.commands.tokens import tenant_named
 
 # The command's names for the kinds (``slack`` is the interactive Slack app).
-KINDS = {
-    "email": Channel.Kind.EMAIL,
-    "slack": Channel.Kind.SLACK_APP,
-    "slack-webhook": Channel.Kind.SLACK,
-    "teams": Channel.Kind.TEAMS,
-    "webhook": Channel.Kind.WEBHOOK,
-}
+KINDS: dict[str, str] = {transport_for(kind).command_name: kind for kind in TRANSPORTS}
 NAMES: dict[str, str] = {kind: name for name, kind in KINDS.items()}
+# The medium's own sub-commands (``slack-manifest``): name -> the kind whose they are.
+ACTIONS: dict[str, str] = {
+    name: kind for kind in TRANSPORTS for name, _ in transport_for(kind).command_actions
+}
 
 
 def _words(text: str) -> list[str]:
@@ -52,8 +45,9 @@ class Command(BaseCommand):
         add.add_argument("--roles", default="", help="E-mail: roles to mail, e.g. operator,admin.")
         add.add_argument("--addresses", default="", help="E-mail: addresses, comma-separated.")
         add.add_argument("--url", default="", help="Incoming webhooks: the URL (kept encrypted).")
-        add.add_argument("--bot-token", default="", help="slack: the app's xoxb-… bot token.")
-        add.add_argument("--signing-secret", default="", help="slack: the app's signing secret.")
+        for transport in transports():
+            for flag, text in transport.command_options:
+                add.add_argument(flag, default="", help=text)
         add.add_argument("--channel", default="", help="slack: the Slack channel's ID (C0123…).")
         add.add_argument("--kinds", default="", help="Only these: approval,question,connection.")
         add.add_argument("--agents", default="", help="Only these agents' items (slugs).")
@@ -81,12 +75,17 @@ class Command(BaseCommand):
             one = sub.add_parser(name, help=text)
             one.add_argument("channel", help="The channel's name or id (nch_…).")
             one.add_argument("--tenant", required=True)
-        manifest = sub.add_parser("slack-manifest", help="Print the Slack app's manifest (JSON).")
-        manifest.add_argument("--tenant", required=True)
+        for transport in transports():
+            for name, text in transport.command_actions:
+                sub.add_parser(name, help=text).add_argument("--tenant", required=True)
 
     def handle(self, *args, **options):
-        action = options["action"].replace("-", "_")
-        getattr(self, f"handle_{action}")(**options)
+        if options["action"] in ACTIONS:
+            transport = transport_for(ACTIONS[options["action"]])
+            owner = tenant_named(options["tenant"])
+            self.stdout.write(transport.command_run(options["action"], tenant=owner))
+            return
+        getattr(self, f"handle_{options['action']}")(**options)
 
     def _channel(self, tenant, named: str) -> Channel:
         channel = Channel.objects.filter(tenant=tenant, name=named).first()
@@ -98,13 +97,14 @@ class Command(BaseCommand):
         return channel
 
     def handle_add(self, **options):
-        # The Slack app and its channel together, or neither.
+        # What the medium sets up (the Slack app) and its channel together, or neither.
         with transaction.atomic():
             self._add(**options)
 
     def _add(self, *, kind, tenant, name, omit_arguments, disabled, **options):
         owner = tenant_named(tenant)
         stored = KINDS[kind]
+        transport = transport_for(stored)
         name = (name or kind).strip()
         existing = Channel.objects.filter(tenant=owner, name=name).first()
         if existing is not None and existing.kind != stored:
@@ -112,15 +112,10 @@ class Command(BaseCommand):
                 f"The channel {name!r} is a {NAMES[existing.kind]} channel; "
                 "a channel's kind cannot change (remove it, or give another --name)."
             )
-        if stored == Channel.Kind.SLACK_APP and (options["bot_token"] or options["signing_secret"]):
-            try:
-                slack_app_save(
-                    tenant=owner,
-                    bot_token=options["bot_token"],
-                    signing_secret=options["signing_secret"],
-                )
-            except SlackAppError as exc:
-                raise CommandError(f"Slack app not saved: {exc}") from None
+        try:
+            transport.command_prepare(tenant=owner, options=options)
+        except ChannelError as exc:
+            raise CommandError(str(exc)) from None
         if omit_arguments is None:
             omit_arguments = existing.omit_arguments if existing else False
         form = ChannelForm(
@@ -167,33 +162,24 @@ class Command(BaseCommand):
             raise CommandError(f"Channel not saved: {exc}") from None
         verb = "Changed" if existing else "Added"
         summary = f"{verb} channel {channel.name} ({NAMES[channel.kind]}) in {owner.slug}"
-        if stored == Channel.Kind.SLACK_APP:
-            self.stdout.write(f"{summary}: it posts to Slack channel {channel.slack_channel}.")
-            self.stdout.write(
-                "Paste this interactivity Request URL into the Slack app "
-                "(Interactivity & Shortcuts):"
-            )
-            self.stdout.write(request_url(owner))
-        elif secret:
+        lines = transport.command_added(tenant=owner, channel=channel, summary=summary)
+        if not lines and secret:
             self.stderr.write(f"{summary}; its signing secret, below, is shown this once.")
-            self.stdout.write(secret)
-        else:
-            self.stdout.write(f"{summary}.")
+            lines = [secret]
+        for line in lines or [f"{summary}."]:
+            self.stdout.write(line)
 
     def handle_list(self, *, tenant, **_):
         owner = tenant_named(tenant)
-        app = SlackApp.objects.filter(tenant=owner).first()
-        if app is not None:
-            self.stdout.write(f"Slack app: bot token {app.bot_token_hint}, {request_url(owner)}")
+        for transport in transports():
+            overview = transport.command_overview(tenant=owner)
+            if overview:
+                self.stdout.write(overview)
         channels = Channel.objects.filter(tenant=owner).order_by("name")
         if not channels:
             self.stdout.write("No channels.")
         for channel in channels:
-            places: dict[str, str] = {
-                Channel.Kind.EMAIL: ", ".join(channel.email_roles + channel.email_addresses),
-                Channel.Kind.SLACK_APP: channel.slack_channel,
-            }
-            where = places.get(channel.kind, channel.url_hint)
+            where = transport_for(channel.kind).where(channel)
             filters = [
                 f"{label}: {','.join(values)}"
                 for label, values in (
@@ -222,6 +208,3 @@ class Command(BaseCommand):
             f"A test notification through {found.name} is queued (delivery {delivery.pk}); "
             "the settings page shows how it went."
         )
-
-    def handle_slack_manifest(self, *, tenant, **_):
-        self.stdout.write(json.dumps(slack_manifest(tenant_named(tenant)), indent=2))

@@ -7,10 +7,11 @@ one item may arrive out of order (a decision, then the void right after it), and
 update is always right.
 """
 
-from integrations.models import SlackApp
-from integrations.slack_api import SlackFailed, slack_call
-from integrations.slack_blocks import item_message
-from notifications.content import FOLLOW_UPS, slack_escape
+from integrations.slack.api import SlackFailed, slack_call
+from integrations.slack.blocks import item_message
+from integrations.slack.models import SlackApp
+from integrations.slack.mrkdwn import slack_escape
+from notifications.content import FOLLOW_UPS
 from notifications.models import Delivery
 from runtime.decisions.decision_models import Interaction
 

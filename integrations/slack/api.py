@@ -14,7 +14,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from connections.crypto import InvalidToken, secret_decrypt
-from integrations.models import SlackApp
+from integrations.slack.models import SlackApp
 
 logger = logging.getLogger(__name__)
 

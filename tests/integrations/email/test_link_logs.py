@@ -13,7 +13,7 @@ from django.core import mail
 from config.logging import LinkTokenMask
 from runtime.decisions.decision_models import Interaction
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step
-from tests.integrations.test_email_links import links_of, mail_to
+from tests.integrations.email.test_links import links_of, mail_to
 from tests.live import LiveStack
 from tests.world import PASSWORD
 
@@ -145,7 +145,7 @@ def test_a_stale_sessions_step_up_keeps_the_token_out_of_next_and_replays_the_de
     from notifications.channel_settings import channel_save
     from runtime.decisions.decision_models import Receipt
     from tests.core import start
-    from tests.integrations.test_email_links import shown_hash
+    from tests.integrations.email.test_links import shown_hash
 
     channel_save(tenant=agents.a.tenant, name="ops mail", kind="email", email_roles=["operator"])
     with django_capture_on_commit_callbacks(execute=True):

@@ -18,9 +18,10 @@ from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
-from integrations.models import SlackApp, SlackUser
-from integrations.slack_api import SlackFailed, slack_call
-from notifications.content import item_url, person, slack_escape
+from integrations.slack.api import SlackFailed, slack_call
+from integrations.slack.models import SlackApp, SlackUser
+from integrations.slack.mrkdwn import slack_escape
+from notifications.content import item_url, person
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.flow import SLACK, AllowSimilar, Decision, decision_take

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from integrations.models import EmailLink
+from integrations.email.models import EmailLink
 from notifications.content import base_url, person
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction

@@ -12,7 +12,7 @@ from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, status_text
 from tests.integrations.conftest import ADMIN, BUILD, OPERATOR, SLACK_CHANNEL, STRANGER, VIEWER
-from tests.integrations.slack_standin import button, click, submission
+from tests.integrations.slack.standin import button, click, submission
 
 pytestmark = pytest.mark.django_db
 
@@ -310,7 +310,7 @@ def test_a_deny_reason_postgres_cannot_keep_is_a_modal_error(slack_app, held, sl
 def test_a_nul_reason_that_reaches_the_decision_is_refused_and_the_clicker_told(slack_app, held):
     """Whatever let it through (a click queued before the modal checked it), the flow refuses
     it: nothing is lost, and the person hears why."""
-    from integrations.slack_decide import slack_click_take
+    from integrations.slack.decide import slack_click_take
 
     interaction = held()
     click_ = {"user": ADMIN, "channel": SLACK_CHANNEL, "interaction": interaction.public_id}
@@ -331,7 +331,7 @@ def test_an_item_id_that_names_nothing_is_answered_and_the_clicker_told(
 ):
     """Signed payloads whose item id holds a NUL were a 500 (PostgreSQL refuses the NUL):
     each is a 200, the person hears there is no such item, and nothing changes."""
-    from integrations.slack_decide import NO_SUCH_ITEM
+    from integrations.slack.decide import NO_SUCH_ITEM
 
     interaction = held()
     ts, message = posted(slack_app)

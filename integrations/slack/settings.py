@@ -8,7 +8,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from connections.crypto import secret_encrypt
-from integrations.models import SlackApp
+from integrations.slack.models import SlackApp
 from notifications.content import base_url
 
 # The Web API scopes the app uses: post and update messages (and messages only the clicker

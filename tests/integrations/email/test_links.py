@@ -237,7 +237,7 @@ def test_the_confirm_page_posts_with_csrf(agents, mailed, held):
 def test_a_link_of_the_first_opening_never_decides_the_reopened_approval(
     agents, mailed, held, django_capture_on_commit_callbacks
 ):
-    from tests.integrations.test_slack import void_and_reopen
+    from tests.integrations.slack.test_app import void_and_reopen
 
     interaction = held()
     first = links_of(mail_to("operator@acme.test"))

@@ -7,17 +7,16 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from integrations.forms import SlackAppForm
-from integrations.models import SlackApp
-from integrations.slack_settings import (
+from integrations.slack.forms import SlackAppForm
+from integrations.slack.models import SlackApp
+from integrations.slack.settings import (
     SlackAppError,
     request_url,
     slack_app_delete,
     slack_app_save,
     slack_manifest,
 )
-from notifications.views import require_admin
-from tenants.access import member_required
+from tenants.access import member_required, require_admin
 
 
 def _page(request, form, *, status=200):
@@ -29,7 +28,7 @@ def _page(request, form, *, status=200):
         "request_url": request_url(tenant),
         "manifest": json.dumps(slack_manifest(tenant), indent=2),
     }
-    return render(request, "integrations/slack_app.html", context, status=status)
+    return render(request, "integrations/slack/app.html", context, status=status)
 
 
 @require_http_methods(["GET", "POST"])

@@ -8,20 +8,19 @@ Deny (a modal for the reason), "Approve and allow similar" where a standing rule
 a question's choices; what must be done in the browser is a link to the item's page there
 (``risk: high``: step-up is a browser act; editing the arguments). A decided item's message
 says who decided, how and when, and has no buttons. Every text the caller or the model wrote
-is escaped (notifications.content.slack_escape).
+is escaped (integrations.slack.mrkdwn.slack_escape).
 """
 
 import json
 
-from notifications.content import (
-    headline,
-    person,
+from integrations.slack.mrkdwn import (
     slack_arguments_block,
     slack_cut,
     slack_escape,
     slack_fields,
     slack_when,
 )
+from notifications.content import headline, person
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts, decision_facts

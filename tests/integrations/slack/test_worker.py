@@ -8,12 +8,12 @@ import uuid
 import httpx
 import pytest
 
-from integrations.slack_settings import slack_app_save
+from integrations.slack.settings import slack_app_save
 from notifications.channel_settings import channel_save
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel.task_models import Task, TaskState
 from tests.core import send
-from tests.integrations.slack_standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn, click, signed
+from tests.integrations.slack.standin import BOT_TOKEN, SIGNING_SECRET, SlackStandIn, click, signed
 from tests.live import LiveStack, wait_until
 
 

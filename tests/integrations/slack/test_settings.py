@@ -10,7 +10,7 @@ from connections.crypto import secret_decrypt
 from integrations.models import SlackApp
 from notifications.models import Channel
 from tests.admin_pages import tenant_admin_client
-from tests.integrations.slack_standin import BOT_TOKEN, SIGNING_SECRET
+from tests.integrations.slack.standin import BOT_TOKEN, SIGNING_SECRET
 
 pytestmark = pytest.mark.django_db
 PAGE = "/settings/notifications/slack"

@@ -21,11 +21,12 @@ from slack_sdk.signature import SignatureVerifier
 
 from config.celery import task_enqueue
 from connections.crypto import InvalidToken, secret_decrypt
-from integrations import slack_blocks as blocks
-from integrations.models import SlackApp
-from integrations.slack_api import SlackFailed, slack_call
-from integrations.slack_decide import NO_SUCH_ITEM, already_text
-from notifications.content import notification_content, slack_escape
+from integrations.slack import blocks
+from integrations.slack.api import SlackFailed, slack_call
+from integrations.slack.decide import NO_SUCH_ITEM, already_text
+from integrations.slack.models import SlackApp
+from integrations.slack.mrkdwn import slack_escape
+from notifications.content import notification_content
 from notifications.models import Delivery
 from runtime.decisions.answers import text_problem
 from runtime.decisions.decision_models import Interaction
@@ -163,8 +164,8 @@ def _block_actions(app: SlackApp, payload: dict) -> HttpResponse:
     value = _json(action.get("value"))
     interaction_id = _id(value.get("i"))
     click = {"user": user_id, "channel": channel_id, "interaction": interaction_id}
-    # An approval's buttons name the opening they were posted for (slack_blocks); those
-    # posted before openings were counted are the first's.
+    # An approval's buttons name the opening they were posted for (integrations.slack.blocks);
+    # those posted before openings were counted are the first's.
     opening = value.get("o", 1)
     if action_id == blocks.APPROVE:
         decision = {"approved": True, "shownHash": value.get("h"), "opening": opening}

@@ -2,7 +2,7 @@
 
 GET shows the item (its summary, its arguments and their SHA-256) and asks to confirm:
 opening a link decides nothing. The POST from that page decides once, through the flow
-(integrations.email_links.email_link_use), binding the hash the page showed. The link is
+(integrations.email.links.email_link_use), binding the hash the page showed. The link is
 the recipient's credential, so no sign-in is needed, except that a browser signed in as
 another member is refused, and ``risk: high`` asks the recipient to sign in and
 re-authenticate (django-allauth, as the decision page does: approvals.stepup).
@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from approvals.stepup import step_up_redirect, stepped_up
-from integrations.email_links import (
+from integrations.email.links import (
     ACTIONS,
     LinkSpent,
     email_link_find,
@@ -73,7 +73,7 @@ def _page(request, link, action, *, refusal="", done="", error="", status=200):
         "url": item_url(interaction),
         "sign_in_first": action == "approve" and facts.step_up_needed,
     }
-    return render(request, "integrations/email_link.html", context, status=status)
+    return render(request, "integrations/email/link.html", context, status=status)
 
 
 def _refusal(request, link, action) -> tuple[str, int]:
@@ -98,7 +98,7 @@ def email_link_page(request, token: str, action: str):
         raise Http404("No such link.")
     link = email_link_find(token)
     if link is None:
-        return render(request, "integrations/email_link_unknown.html", status=404)
+        return render(request, "integrations/email/link_unknown.html", status=404)
     return _link_page(request, link, action)
 
 
@@ -111,7 +111,7 @@ def email_link_pending(request):
     if isinstance(pending, dict) and pending.get("action") in ACTIONS:
         link = email_link_pending_find(pending.get("link"))
     if link is None:
-        return render(request, "integrations/email_link_unknown.html", status=404)
+        return render(request, "integrations/email/link_unknown.html", status=404)
     return _link_page(request, link, pending["action"])
 
 

@@ -35,8 +35,8 @@ from io import StringIO  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from integrations.email_links import email_link_mint  # noqa: E402
-from integrations.slack_settings import slack_app_save  # noqa: E402
+from integrations.email.links import email_link_mint  # noqa: E402
+from integrations.slack.settings import slack_app_save  # noqa: E402
 from runtime.agents.agent_models import Agent  # noqa: E402
 from runtime.agents.agentfile import AgentSpec, agent_upsert  # noqa: E402
 from runtime.decisions.decision_models import Interaction  # noqa: E402

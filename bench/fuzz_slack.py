@@ -11,7 +11,7 @@ conditions replaced by hostile values (NUL, lone surrogates, 70,000 characters, 
 the private metadata broken, the payload's ``type`` changed, the JSON or the bytes broken;
 now and then the signature is wrong or the timestamp old (401 is the answer then).
 
-A local stand-in for Slack's Web API (tests/integrations/slack_standin.py) answers the
+A local stand-in for Slack's Web API (tests/integrations/slack/standin.py) answers the
 server's ``views.open``, ``users.info`` and ``chat.postEphemeral`` on ``--slack-port``: start
 the server and its worker with ``SLACK_API_URL=http://127.0.0.1:<port>/api/``. The Slack
 user ``U0FUZZOP1`` is the demo operator there, so that clicks reach the decision flow.
@@ -40,7 +40,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fuzzkit import Hostile, Tally, loopback_only  # noqa: E402
-from tests.integrations.slack_standin import SlackStandIn  # noqa: E402
+from tests.integrations.slack.standin import SlackStandIn  # noqa: E402
 
 APPROVE, DENY, SIMILAR, ANSWER, CHOICE = (
     "cs_approve",

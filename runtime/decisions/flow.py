@@ -77,8 +77,8 @@ logger = logging.getLogger(__name__)
 
 # The channels a decision comes through (a receipt's and an audit row's ``via``).
 # ``connection``: connecting an app answers the open requests for it; ``slack``: a button or a
-# modal of the tenant's Slack app (integrations.slack_decide); ``email``: an e-mail's one-time
-# link, confirmed on its page (integrations.email_views).
+# modal of the tenant's Slack app (integrations.slack.decide); ``email``: an e-mail's one-time
+# link, confirmed on its page (integrations.email.views).
 PAGE, REST, BULK, INBAND, CONNECTION = "page", "rest", "bulk", "inband", "connection"
 SLACK, EMAIL = "slack", "email"
 CHANNELS = (PAGE, REST, BULK, INBAND, CONNECTION, SLACK, EMAIL)

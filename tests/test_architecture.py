@@ -58,8 +58,6 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
         8,
         (
             "runtime.admin",
-            "runtime.admin_policy",
-            "runtime.admin_push",
             "runtime.apps",
             "runtime.models",
             "runtime.receivers",

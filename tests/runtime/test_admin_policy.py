@@ -9,7 +9,7 @@ from http import HTTPStatus
 
 import pytest
 
-from runtime.admin_policy import step_sentence
+from runtime.admin.policy_table import step_sentence
 from runtime.agents.agent_models import Agent
 from runtime.agents.agentfile import AGENT_SCHEMA, POLICY_KEYS
 from runtime.decisions.decision_models import Effect

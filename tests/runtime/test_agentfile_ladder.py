@@ -182,7 +182,7 @@ def test_the_short_form_names_its_steps_as_written(world, tmp_path):
 
 
 def test_django_admin_agent_form_checks_the_ladder_the_same_way():
-    from runtime.admin import AgentForm
+    from runtime.admin.agent_admin import AgentForm
 
     expected = ["ladder: steps.1: 'nobody' is not a role (admins, operators, viewers)"]
     initial = json.dumps({"policy": {}, "ladder": {}})

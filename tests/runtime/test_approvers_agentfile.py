@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runtime.admin import AgentForm
+from runtime.admin.agent_admin import AgentForm
 from runtime.agents.agentfile import AgentFileError, parse_agent_file
 
 FILE = """---
@@ -70,7 +70,7 @@ def test_admin_form_refuses_the_same(world):
                 "skills": "[]",
                 "model": '{"provider": "scripted", "script": []}',
                 "tools": "[]",
-                # The policy table's JSON view (runtime.admin_policy).
+                # The policy table's JSON view (runtime.admin.policy_table).
                 "policy-json": json.dumps({"policy": json.loads(policy)}),
                 "policy-json-initial": json.dumps({"policy": {}, "ladder": {}}),
                 "interaction_ttl_seconds": 60,

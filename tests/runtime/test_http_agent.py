@@ -492,7 +492,7 @@ def test_a_broken_http_model_names_its_line_and_field(tmp_path, old, new, line, 
 def test_admin_checks_an_http_model_as_agent_files_do(model, error):
     from django import forms
 
-    from runtime.admin import AgentForm
+    from runtime.admin.agent_admin import AgentForm
 
     form = AgentForm()
     form.cleaned_data = {"model": model}

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from runtime.admin import AgentForm
+from runtime.admin.agent_admin import AgentForm
 from runtime.agents.agent_models import Agent, ToolServer
 from runtime.agents.agentfile import AgentFileError, parse_agent_file
 from runtime.decisions.decision_models import Effect

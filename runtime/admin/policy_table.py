@@ -2,8 +2,8 @@
 one click away.
 
 The table has a row per tool (the policy's entries, then the agent's tools that have none)
-and a column per key of ``runtime.agents.agentfile.POLICY_KEYS``, plus the tool's ladder; each
-cell's widget comes from the key's JSON Schema. A conditional entry (a list of rules, each
+and a column per key of ``runtime.agents.agent_schema.POLICY_KEYS``, plus the tool's ladder;
+each cell's widget comes from the key's JSON Schema. A conditional entry (a list of rules, each
 with its ``when``: runtime.policy.rules) has no cells: its row lists its rules and says to
 edit them in the JSON view; a save from the table keeps them as they were. What it submits is checked as AGENT.md's
 ``policy`` and ``ladder`` are (``policy_problems``, ``ladder_parse``), so the table and the
@@ -18,7 +18,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from runtime.agents.agentfile import POLICY_KEYS, PolicyKey, policy_problems
+from runtime.agents.agent_schema import POLICY_KEYS, PolicyKey, policy_problems
 from runtime.policy.conditions import conditions_text
 from runtime.policy.ladders import LadderError, ladder_parse
 

@@ -11,7 +11,7 @@ import pytest
 
 from runtime.admin.policy_table import step_sentence
 from runtime.agents.agent_models import Agent
-from runtime.agents.agentfile import AGENT_SCHEMA, POLICY_KEYS
+from runtime.agents.agent_schema import AGENT_SCHEMA, POLICY_KEYS
 from runtime.decisions.decision_models import Effect
 from runtime.decisions.receipts import policy_version
 from runtime.kernel.task_models import AuditEvent, TaskState

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runtime.agents.agent_models import Agent
-from runtime.agents.agentfile import AGENT_SCHEMA
+from runtime.agents.agent_schema import AGENT_SCHEMA
 from runtime.decisions.decision_models import Interaction
 from runtime.policy.ladders import LadderError, ladder_parse, steps_parse
 from tests.core import start

@@ -11,7 +11,8 @@ import pytest
 
 from notifications.services import ladder_for
 from runtime.agents.agent_models import Agent, DemoRecord
-from runtime.agents.agentfile import AgentFileError, parse_agent_file, policy_problems
+from runtime.agents.agent_schema import policy_problems
+from runtime.agents.agentfile import AgentFileError, parse_agent_file
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import TaskState

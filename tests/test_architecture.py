@@ -51,7 +51,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
 # imports the services it runs; nothing imports it: services queue its tasks by name,
 # config.celery.task_enqueue). Under everything, the schema: each domain's
 # models (they import only models) and the store, the hand-written statements that join
-# tables of several domains (runtime.kernel.store) on rowsql's compiled-once machinery. A
+# tables of several domains (runtime.kernel.store; a task's events with their push
+# deliveries in event_store, the agents' in agent_store) on rowsql's compiled-once machinery. A
 # module belongs to the layer of its longest matching prefix.
 CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (
@@ -81,6 +82,8 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "runtime.decisions.decision_models",
             "runtime.kernel.rowsql",
             "runtime.kernel.store",
+            "runtime.kernel.event_store",
+            "runtime.agents.agent_store",
         ),
     ),
 ]
@@ -367,6 +370,8 @@ def violations_module_sizes(modules: dict[str, Module]) -> list[str]:
 # rowsql's compiled-once saves).
 SQL_MODULES = {
     "runtime.kernel.store": "the core's hand-written statements",
+    "runtime.kernel.event_store": "a task's events and their push deliveries, in one statement",
+    "runtime.agents.agent_store": "the agents' statements: credentials, prices, demo records",
     "runtime.kernel.rowsql": "the ORM's saves, compiled once (the store's machinery)",
     "runtime.kernel.wakeups": "NOTIFY and LISTEN",
     "a2a_endpoint.asyncdb": "the A2A edge's reads on psycopg's async pool",

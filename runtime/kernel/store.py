@@ -4,7 +4,7 @@ Everything else reads and writes through the ORM, or through runtime.kernel.rows
 compiled once. A statement is here because the ORM cannot say it (rows of several tables in
 one statement, a lock of one table of a join, FOR SHARE) or because a benchmark shows what
 compiling it on every call costs (bench/turn_cost.py, bench/decisions.py, bench/store_cost.py;
-the statement counts are pinned in tests/runtime/test_turn_queries.py and
+the statement counts are pinned in tests/runtime/turn/test_turn_queries.py and
 tests/approvals/test_answer_cost.py). Each is built once per database from the models'
 ``_meta`` (quoted names, ``%s`` parameters) and runs on rowsql's cursor; a read's rows are
 made into model instances as the ORM makes them (rowsql.Columns).

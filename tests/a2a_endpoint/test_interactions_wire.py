@@ -1,7 +1,7 @@
 """What a caller sees of interactions (interactions/v1) on the wire: a pause typed on the
 status message under the extension and plain text without it, never a held call's arguments,
 and the JSON-RPC errors an unacceptable answer gets. What the answers do to the task is in
-tests/runtime/test_approvals.py and test_questions.py."""
+tests/runtime/decisions/test_approvals.py and test_questions.py."""
 
 import json
 

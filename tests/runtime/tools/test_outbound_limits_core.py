@@ -17,7 +17,7 @@ from runtime.llm.http_agent import PARTNER_MESSAGE
 from runtime.tools.servers import DiscoveryError, tool_server_refresh
 from tests.core import REPORT_RESULT, run, send, start, status_text
 from tests.hostile import gzip_bomb, huge, trickling
-from tests.runtime.test_toolservers import McpStub, mcp_server
+from tests.runtime.tools.test_toolservers import McpStub, mcp_server
 
 pytestmark = pytest.mark.django_db
 

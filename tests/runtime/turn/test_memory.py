@@ -24,7 +24,7 @@ from tests.core import (
     status_text,
 )
 from tests.llm_stub import LLMStub, call, completion
-from tests.runtime.agent_server import AgentServer
+from tests.agent_server import AgentServer
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from runtime.decisions.standing_rules import rule_use_record
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import TaskState
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, flow_answer, run, send
-from tests.runtime.test_rules import approved_with_rule, deploying
+from tests.runtime.decisions.test_rules import approved_with_rule, deploying
 
 pytestmark = pytest.mark.django_db
 

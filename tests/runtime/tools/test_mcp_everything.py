@@ -25,7 +25,7 @@ from tests.mcp_servers import free_port, wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SERVER = (
-    Path(__file__).resolve().parent.parent
+    Path(__file__).resolve().parents[2]
     / "mcp_everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 )
 

@@ -1,6 +1,6 @@
 """``provider: http``: the turn loop driving an agent over HTTP (runtime.llm.http_agent), against
 a real agent server on loopback that verifies each request's Standard Webhooks signature
-(tests/runtime/agent_server.py). What the agent received is asserted on, request by request.
+(tests/agent_server.py). What the agent received is asserted on, request by request.
 """
 
 import base64
@@ -26,7 +26,7 @@ from runtime.kernel.task_models import Task, TaskState
 from runtime.llm import http_agent
 from runtime.llm.http_agent import PARTNER_MESSAGE, schema
 from tests.core import DEPLOY_TOOL, decide, open_interaction, reply, run, send, status_text
-from tests.runtime.agent_server import AgentServer
+from tests.agent_server import AgentServer
 
 pytestmark = pytest.mark.django_db
 
@@ -505,7 +505,7 @@ def test_admin_checks_an_http_model_as_agent_files_do(model, error):
 
 # --- the protocol's document ------------------------------------------------------------------
 
-PROTOCOL_DOC = Path(__file__).resolve().parents[2] / "docs" / "agent-http-protocol.md"
+PROTOCOL_DOC = Path(__file__).resolve().parents[3] / "docs" / "agent-http-protocol.md"
 
 
 def fenced(language: str) -> list[str]:

@@ -25,7 +25,7 @@ from runtime.policy.rules import hint_kind, policy_rule_for
 from runtime.tools.servers import tool_server_refresh
 from tests.admin_pages import tenant_admin_client
 from tests.core import REPORT_RESULT, decide, open_interaction, run, send, tool_results
-from tests.runtime.test_toolservers import free_port, wait_for
+from tests.runtime.tools.test_toolservers import free_port, wait_for
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.test_files import FileServer
 from tests.core import send, status_text
 from tests.llm_stub import LLMStub, call, completion
-from tests.runtime.agent_server import AgentServer
+from tests.agent_server import AgentServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

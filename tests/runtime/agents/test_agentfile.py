@@ -1,13 +1,12 @@
 """load_agents: AGENT.md files into a tenant, idempotently; a broken file is named with its
 line and field so it can be fixed in one go."""
 
-from io import StringIO
-
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from runtime.agents.agent_models import Agent
 from runtime.policy.lookup import policy_for
+from tests.core import load_agents
 
 pytestmark = pytest.mark.django_db
 
@@ -30,23 +29,17 @@ Be helpful.
 """
 
 
-def load(path, tenant="acme") -> str:
-    out = StringIO()
-    call_command("load_agents", str(path), "--tenant", tenant, stdout=out)
-    return out.getvalue()
-
-
 def test_load_agents_is_idempotent_and_reports_what_changed(world, tmp_path):
     (tmp_path / "helper.md").write_text(GOOD)
     (tmp_path / "other.md").write_text(GOOD.replace("name: helper", "name: other"))
-    first = load(tmp_path)
+    first = load_agents(tmp_path)
     assert "2 agent(s): 2 created, 0 updated, 0 unchanged" in first
     agent = Agent.objects.get(tenant=world.a.tenant, slug="helper")
     assert agent.instructions == "Be helpful."
     assert agent.skills[0]["id"] == "help"
-    assert "2 agent(s): 0 created, 0 updated, 2 unchanged" in load(tmp_path)
+    assert "2 agent(s): 0 created, 0 updated, 2 unchanged" in load_agents(tmp_path)
     (tmp_path / "helper.md").write_text(GOOD.replace("Helps.", "Helps more."))
-    third = load(tmp_path)
+    third = load_agents(tmp_path)
     assert "2 agent(s): 0 created, 1 updated, 1 unchanged" in third
     assert "updated   acme/helper" in third
     assert Agent.objects.get(tenant=world.a.tenant, slug="helper").description == "Helps more."
@@ -57,14 +50,14 @@ def test_load_agents_is_idempotent_and_reports_what_changed(world, tmp_path):
 def test_load_agents_loads_the_demo_agents(world):
     from runtime.agents.demo import AGENTS_DIR
 
-    assert "5 agent(s): 5 created" in load(AGENTS_DIR, tenant="globex")
+    assert "5 agent(s): 5 created" in load_agents(AGENTS_DIR, tenant="globex")
 
 
 def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):
     with pytest.raises(CommandError, match="No tenant 'nope'"):
-        load(tmp_path, tenant="nope")
+        load_agents(tmp_path, tenant="nope")
     with pytest.raises(CommandError, match=r"No \*\.md files"):
-        load(tmp_path)
+        load_agents(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +154,7 @@ def test_a_broken_agent_file_names_its_file_line_and_field(world, tmp_path, old,
     path.write_text(GOOD.replace(old, new, 1))
     (tmp_path / "fine.md").write_text(GOOD.replace("name: helper", "name: fine"))
     with pytest.raises(CommandError) as caught:
-        load(tmp_path)
+        load_agents(tmp_path)
     message = str(caught.value)
     assert message.startswith(f"{path}:{line}: {field}: "), message
     # Nothing is loaded from a folder with a broken file.
@@ -177,7 +170,7 @@ def test_front_matter_fences_are_required(world, tmp_path, text, line):
     path = tmp_path / "x.md"
     path.write_text(text)
     with pytest.raises(CommandError, match=rf"^{path}:{line}: front matter: "):
-        load(path)
+        load_agents(path)
 
 
 BILLION_LAUGHS = """---
@@ -210,7 +203,7 @@ def test_yaml_aliases_are_refused_before_anything_is_built(world, tmp_path, text
     path = tmp_path / "alias.md"
     path.write_text(text)
     with pytest.raises(CommandError) as caught:
-        load(path)
+        load_agents(path)
     assert str(caught.value) == (
         f"{path}:{line}: front matter: YAML anchors and aliases (&name, *name) are not "
         "allowed: write the value out where it is used"
@@ -238,7 +231,7 @@ You help.
 
 def test_an_openai_agent_file_loads_with_its_model_and_limits(world, tmp_path):
     (tmp_path / "assistant.md").write_text(OPENAI)
-    load(tmp_path)
+    load_agents(tmp_path)
     agent = Agent.objects.get(tenant=world.a.tenant, slug="assistant")
     assert agent.model == {
         "provider": "openai",
@@ -273,7 +266,7 @@ def test_an_openai_agent_file_loads_its_parameters_memory_and_policy_fields(worl
         "---\nYou help.",
     )
     (tmp_path / "assistant.md").write_text(text)
-    load(tmp_path)
+    load_agents(tmp_path)
     agent = Agent.objects.get(tenant=world.a.tenant, slug="assistant")
     assert agent.model["reasoning_effort"] == "low"
     assert agent.model["extra_body"] == {"metadata": {"team": "release"}}
@@ -355,7 +348,7 @@ def test_a_broken_openai_agent_file_names_its_line_and_field(
     path = tmp_path / "broken.md"
     path.write_text(OPENAI.replace(old, new, 1))
     with pytest.raises(CommandError) as caught:
-        load(tmp_path)
+        load_agents(tmp_path)
     assert str(caught.value).startswith(f"{path}:{line}: {field}: "), str(caught.value)
     assert not Agent.objects.exists()
 
@@ -412,14 +405,14 @@ def test_agent_file_errors_from_the_schema_name_file_line_and_field(
     path = tmp_path / "broken.md"
     path.write_text(WITH_TOOL.replace(old, new, 1))
     with pytest.raises(CommandError) as caught:
-        load(path)
+        load_agents(path)
     assert str(caught.value).startswith(f"{path}:{line}: {field}: {message}"), str(caught.value)
     assert not Agent.objects.exists()
 
 
 def test_a_file_with_a_valid_tool_schema_loads(world, tmp_path):
     (tmp_path / "helper.md").write_text(WITH_TOOL)
-    assert "1 created" in load(tmp_path)
+    assert "1 created" in load_agents(tmp_path)
     assert Agent.objects.get(slug="helper").tools[0]["schema"]["properties"] == {
         "build": {"type": "string"}
     }
@@ -431,7 +424,7 @@ def test_the_first_problem_in_the_file_is_the_one_reported(world, tmp_path):
         "type: object\n", "type: 12\n"
     ))  # fmt: skip
     with pytest.raises(CommandError, match=rf"^{path}:3: public: "):
-        load(path)
+        load_agents(path)
 
 
 TWO_SKILLS = GOOD.replace(
@@ -445,7 +438,7 @@ def test_default_skill_names_one_of_the_skills(world, tmp_path):
     (tmp_path / "helper.md").write_text(
         TWO_SKILLS.replace("skills:\n", "default_skill: triage\nskills:\n")
     )
-    load(tmp_path)
+    load_agents(tmp_path)
     assert Agent.objects.get(slug="helper").default_skill == "triage"
 
 
@@ -453,5 +446,5 @@ def test_a_default_skill_that_is_not_a_skill_is_refused_with_its_line(world, tmp
     path = tmp_path / "broken.md"
     path.write_text(TWO_SKILLS.replace("skills:\n", "default_skill: nope\nskills:\n"))
     with pytest.raises(CommandError, match=rf"^{path}:4: default_skill: 'nope' is not one of"):
-        load(path)
+        load_agents(path)
     assert not Agent.objects.exists()

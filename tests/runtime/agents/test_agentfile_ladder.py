@@ -4,16 +4,15 @@ expiry of the items it covers."""
 
 import json
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from runtime.agents.agent_models import Agent
 from runtime.agents.agent_schema import AGENT_SCHEMA
 from runtime.decisions.decision_models import Interaction
 from runtime.policy.ladders import LadderError, ladder_parse, steps_parse
-from tests.core import start
+from tests.core import load_agents, start
 
 pytestmark = pytest.mark.django_db
 
@@ -49,15 +48,9 @@ Be helpful.
 """
 
 
-def load(path, tenant="acme") -> str:
-    out = StringIO()
-    call_command("load_agents", str(path), "--tenant", tenant, stdout=out)
-    return out.getvalue()
-
-
 def test_a_ladder_in_agent_md_loads_per_agent_and_per_tool(world, tmp_path):
     (tmp_path / "helper.md").write_text(AGENT)
-    assert "1 created" in load(tmp_path)
+    assert "1 created" in load_agents(tmp_path)
     ladder = Agent.objects.get(tenant=world.a.tenant, slug="helper").ladder
     assert ladder == {
         "steps": [
@@ -79,12 +72,12 @@ def test_a_ladder_in_agent_md_loads_per_agent_and_per_tool(world, tmp_path):
             "github": [{"after": "10m", "action": "remind", "roles": []}],
         },
     }
-    assert "1 unchanged" in load(tmp_path)
+    assert "1 unchanged" in load_agents(tmp_path)
     # The short form is the agent's steps.
     (tmp_path / "helper.md").write_text(
         AGENT.replace(AGENT[AGENT.index("ladder:") : AGENT.index("model:")], "ladder: [remind after 1m]\n")
     )  # fmt: skip
-    assert "1 updated" in load(tmp_path)
+    assert "1 updated" in load_agents(tmp_path)
     assert Agent.objects.get(tenant=world.a.tenant, slug="helper").ladder == {
         "steps": [{"after": "1m", "action": "remind", "roles": []}]
     }
@@ -168,7 +161,7 @@ def test_a_broken_ladder_names_its_file_line_and_field(
     path = tmp_path / "broken.md"
     path.write_text(AGENT.replace(old, new, 1))
     with pytest.raises(CommandError) as caught:
-        load(path)
+        load_agents(path)
     assert str(caught.value).startswith(f"{path}:{line}: {field}: "), str(caught.value)
     assert message in str(caught.value), str(caught.value)
     assert not Agent.objects.exists()
@@ -178,7 +171,7 @@ def test_the_short_form_names_its_steps_as_written(world, tmp_path):
     path = tmp_path / "short.md"
     path.write_text(AGENT.replace(AGENT[AGENT.index("ladder:") : AGENT.index("model:")], "ladder:\n  - remind after 1h\n  - remind after 5m\n"))  # fmt: skip
     with pytest.raises(CommandError, match=rf"^{path}:13: ladder\.1: steps must come in order"):
-        load(path)
+        load_agents(path)
 
 
 def test_django_admin_agent_form_checks_the_ladder_the_same_way():

@@ -23,7 +23,7 @@ BUILD = "2026.10.06-1"
 
 
 @pytest.fixture
-def held(agents) -> Task:
+def held_in_band(agents) -> Task:
     """A deploy held for approval, under a policy that lets the caller decide in band."""
     Agent.objects.filter(tenant=agents.a.tenant, slug="deployer").update(
         tool_policy={"deploy/deploy_build": {"action": "approve", "deciders": "either"}}
@@ -44,10 +44,10 @@ def approve(task: Task, **answer):
     )
 
 
-def test_a_held_call_is_an_approval_interaction_without_its_arguments(held):
+def test_a_held_call_is_an_approval_interaction_without_its_arguments(held_in_band):
     effect = Effect.objects.get()
     assert effect.state == Effect.State.HELD
-    interaction = open_interaction(held)
+    interaction = open_interaction(held_in_band)
     assert (interaction.public_id, interaction.kind) == (effect.public_id, "approval")
     assert interaction.prompt == "Approve deploy / deploy_build?"
     assert interaction.detail == {
@@ -56,19 +56,19 @@ def test_a_held_call_is_an_approval_interaction_without_its_arguments(held):
         "reason": "Deployments change what customers run.",
     }
     assert effect.arguments == {"build": BUILD, "environment": "staging"}
-    assert BUILD not in json.dumps(held.status_message)
+    assert BUILD not in json.dumps(held_in_band.status_message)
     assert not DemoRecord.objects.exists()
 
 
-def test_a_text_reply_never_approves(held):
-    history = list(held.history)
+def test_a_text_reply_never_approves(held_in_band):
+    history = list(held_in_band.history)
     for parts in ([{"text": "yes, approved"}], [{"data": {"approved": True}}], [{"data": True}]):
         with pytest.raises(UnsupportedOperation, match="text never approves") as refused:
-            reply(held, None, parts=parts)
+            reply(held_in_band, None, parts=parts)
         assert refused.value.reason == "UNSUPPORTED_OPERATION"
-    held.refresh_from_db()
-    assert held.state == "TASK_STATE_AUTH_REQUIRED"
-    assert held.history == history
+    held_in_band.refresh_from_db()
+    assert held_in_band.state == "TASK_STATE_AUTH_REQUIRED"
+    assert held_in_band.history == history
     assert Interaction.objects.get().state == Interaction.State.OPEN
     assert Effect.objects.get().state == Effect.State.HELD
     assert not DemoRecord.objects.exists()
@@ -76,9 +76,9 @@ def test_a_text_reply_never_approves(held):
 
 
 @pytest.mark.parametrize("answer", [{"approved": True}, {"value": True}], ids=["approved", "value"])
-def test_approving_in_band_sends_the_call_once_and_completes(agents, held, answer):
-    assert approve(held, **answer).task.pk == held.pk
-    done = run(held)
+def test_approving_in_band_sends_the_call_once_and_completes(agents, held_in_band, answer):
+    assert approve(held_in_band, **answer).task.pk == held_in_band.pk
+    done = run(held_in_band)
     assert done.state == "TASK_STATE_COMPLETED"
     assert status_text(done) == f"Deployed build {BUILD} to staging."
     record = DemoRecord.objects.get()
@@ -92,21 +92,25 @@ def test_approving_in_band_sends_the_call_once_and_completes(agents, held, answe
     assert "arguments" not in json.dumps(done.status_message)
 
 
-def test_approving_twice_with_the_same_message_sends_once(held):
-    interaction = open_interaction(held)
+def test_approving_twice_with_the_same_message_sends_once(held_in_band):
+    interaction = open_interaction(held_in_band)
     message_id = "m-approve-once"
-    first = reply(held, "ok", messageId=message_id, metadata=in_band(interaction, approved=True))
-    run(held)
-    again = reply(held, "ok", messageId=message_id, metadata=in_band(interaction, approved=True))
+    first = reply(
+        held_in_band, "ok", messageId=message_id, metadata=in_band(interaction, approved=True)
+    )
+    run(held_in_band)
+    again = reply(
+        held_in_band, "ok", messageId=message_id, metadata=in_band(interaction, approved=True)
+    )
     assert (first.replayed, again.replayed) == (False, True)
-    assert again.task.pk == held.pk
-    assert run(held).state == "TASK_STATE_COMPLETED"
+    assert again.task.pk == held_in_band.pk
+    assert run(held_in_band).state == "TASK_STATE_COMPLETED"
     assert DemoRecord.objects.count() == 1
 
 
-def test_denying_in_band_tells_the_model_tool_denied(held):
-    approve(held, approved=False)
-    done = run(held)
+def test_denying_in_band_tells_the_model_tool_denied(held_in_band):
+    approve(held_in_band, approved=False)
+    done = run(held_in_band)
     assert done.state == "TASK_STATE_COMPLETED"
     # The model got tool.denied with the reason (below) and says so in its own words.
     assert f"Build {BUILD} was not deployed to staging: denied" in status_text(done)
@@ -128,9 +132,9 @@ def test_denying_in_band_tells_the_model_tool_denied(held):
 
 
 @pytest.mark.parametrize("answer", [{"approved": "yes"}, {"value": "true"}, {"value": 1}, {}])
-def test_an_approval_answer_that_is_not_a_boolean_is_refused(held, answer):
+def test_an_approval_answer_that_is_not_a_boolean_is_refused(held_in_band, answer):
     with pytest.raises(InvalidParams):
-        approve(held, **answer)
+        approve(held_in_band, **answer)
     assert Interaction.objects.get().state == Interaction.State.OPEN
 
 
@@ -188,10 +192,10 @@ def test_deciders_caller_lets_only_the_caller_decide(agents):
     assert Effect.objects.get().approved_by == agents.a.subject
 
 
-def test_an_operator_approval_resumes_the_task_with_no_client_message(held):
-    history = list(held.history)
-    decide(open_interaction(held), approved=True)
-    done = run(held)
+def test_an_operator_approval_resumes_the_task_with_no_client_message(held_in_band):
+    history = list(held_in_band.history)
+    decide(open_interaction(held_in_band), approved=True)
+    done = run(held_in_band)
     assert done.state == "TASK_STATE_COMPLETED"
     assert Effect.objects.get().approved_by == "user:operator@acme.test"
     assert DemoRecord.objects.count() == 1

@@ -8,52 +8,22 @@ import pytest
 from notifications.services import ladder_save, ladders_advance
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.approvers import Decider, decider_refusal
-from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
+from runtime.decisions.decision_models import InteractionApproval, Receipt
 from runtime.kernel.errors import AlreadyDecided, DeciderRefused, UnsupportedOperation
 from runtime.kernel.task_models import AuditEvent
 from runtime.policy.lookup import policy_for
 from tenants.models import ApproverGroup, Membership
 from tests.core import (
     DEPLOY_TOOL,
-    REPORT_RESULT,
-    deploy_step,
     flow_answer,
     in_band,
+    member,
     reply,
     run,
-    send,
     status_text,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def holder(make_agent):
-    """An agent whose deploy call is held under the given policy entry; returns its open
-    approval."""
-
-    def make(rule, slug="dep"):
-        make_agent(
-            slug,
-            [deploy_step(), *REPORT_RESULT],
-            tools=[DEPLOY_TOOL],
-            tool_policy={"deploy/deploy_build": rule},
-        )
-        return lambda side: hold(side, slug)
-
-    return make
-
-
-def hold(side, slug) -> Interaction:
-    task = run(send(side, slug))
-    assert task.state == "TASK_STATE_AUTH_REQUIRED"
-    return Interaction.objects.select_related("task", "task__agent").get(task=task, state="open")
-
-
-def member(side, role) -> Decider:
-    user = getattr(side, role)
-    return Decider.of_member(Membership.objects.get(tenant=side.tenant, user=user), user)
 
 
 def answer(interaction, decider: Decider, approved=True, via="page"):

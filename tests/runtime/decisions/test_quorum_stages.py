@@ -10,7 +10,7 @@ from runtime.decisions.approvers import Decider, approval_needs
 from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
 from runtime.kernel.errors import ChannelRefused, DeciderRefused
 from runtime.kernel.task_models import AuditEvent, TaskState
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, flow_answer, run, send
+from tests.core import flow_answer, run
 
 pytestmark = pytest.mark.django_db
 
@@ -21,22 +21,6 @@ TWO_OPERATORS_THEN_AN_ADMIN = {
         {"title": "an admin", "approvers": ["admin"], "required": 1},
     ],
 }
-
-
-@pytest.fixture
-def held(make_agent, agents):
-    def hold(policy) -> Interaction:
-        make_agent(
-            "dep",
-            [deploy_step(), *REPORT_RESULT],
-            tools=[DEPLOY_TOOL],
-            tool_policy={"deploy/deploy_build": policy},
-        )
-        task = run(send(agents.a, "dep"))
-        assert task.state == TaskState.AUTH_REQUIRED
-        return Interaction.objects.select_related("task__agent").get(task=task, state="open")
-
-    return hold
 
 
 def approve(interaction, who: str, role: str = "operator", approved=True, via="page", **kind):
@@ -51,9 +35,11 @@ def approve(interaction, who: str, role: str = "operator", approved=True, via="p
     )
 
 
-def test_three_of_the_eligible_approvers_close_a_quorum_of_three(agents, held):
+def test_three_of_the_eligible_approvers_close_a_quorum_of_three(agents, held_under):
     side = agents.a
-    interaction = held({"action": "approve", "approvers": ["operator"], "required": 3})
+    interaction = held_under(
+        agents.a, {"action": "approve", "approvers": ["operator"], "required": 3}
+    )
     assert interaction.approvals_required == 3
     assert approve(interaction, "user:op1@acme.test").state == "open"
     with pytest.raises(DeciderRefused, match="approved this already"):
@@ -84,15 +70,15 @@ def test_three_of_the_eligible_approvers_close_a_quorum_of_three(agents, held):
     assert Receipt.objects.filter(effect_public_id=interaction.public_id).count() == 3
 
 
-def test_bulk_triage_leaves_a_quorum_out(agents, held):
-    interaction = held({"action": "approve", "required": 3})
+def test_bulk_triage_leaves_a_quorum_out(agents, held_under):
+    interaction = held_under(agents.a, {"action": "approve", "required": 3})
     with pytest.raises(ChannelRefused, match="3 people must approve"):
         approve(interaction, "user:op1@acme.test", via="bulk")
 
 
-def test_two_stages_are_decided_in_order(agents, held):
+def test_two_stages_are_decided_in_order(agents, held_under):
     side = agents.a
-    interaction = held(TWO_OPERATORS_THEN_AN_ADMIN)
+    interaction = held_under(agents.a, TWO_OPERATORS_THEN_AN_ADMIN)
     assert interaction.approvals_required == 3
     assert [s["required"] for s in interaction.request["stages"]] == [2, 1]
     # Stage 1 is the operators': an admin waits for stage 2.
@@ -129,15 +115,16 @@ def test_two_stages_are_decided_in_order(agents, held):
     assert DemoRecord.objects.filter(effect_id=interaction.public_id).count() == 1
 
 
-def test_the_same_person_never_counts_in_two_stages(agents, held):
-    interaction = held(
+def test_the_same_person_never_counts_in_two_stages(agents, held_under):
+    interaction = held_under(
+        agents.a,
         {
             "action": "approve",
             "stages": [
                 {"approvers": ["operator", "admin"], "required": 1},
                 {"approvers": ["admin"], "required": 1},
             ],
-        }
+        },
     )
     approve(interaction, "user:admin@acme.test", role="admin")
     with pytest.raises(DeciderRefused, match="approved this already"):
@@ -146,8 +133,8 @@ def test_the_same_person_never_counts_in_two_stages(agents, held):
 
 
 @pytest.mark.parametrize("at_stage", [1, 2])
-def test_a_denial_at_any_stage_ends_it(agents, held, at_stage):
-    interaction = held(TWO_OPERATORS_THEN_AN_ADMIN)
+def test_a_denial_at_any_stage_ends_it(agents, held_under, at_stage):
+    interaction = held_under(agents.a, TWO_OPERATORS_THEN_AN_ADMIN)
     if at_stage == 2:
         approve(interaction, "user:op1@acme.test")
         approve(interaction, "user:op2@acme.test")
@@ -161,10 +148,10 @@ def test_a_denial_at_any_stage_ends_it(agents, held, at_stage):
     assert not DemoRecord.objects.exists()
 
 
-def test_a_policy_tightened_to_stages_reaches_an_open_approval(agents, held):
+def test_a_policy_tightened_to_stages_reaches_an_open_approval(agents, held_under):
     """Opened for one person; the policy then asks for two operators and an admin: the
     stricter holds, and what it asks for stays on the item once an approval is recorded."""
-    interaction = held("approve")
+    interaction = held_under(agents.a, "approve")
     agent = interaction.task.agent
     agent.tool_policy = {"deploy/deploy_build": TWO_OPERATORS_THEN_AN_ADMIN}
     agent.save()

@@ -26,6 +26,7 @@ from tests.core import (
     DEPLOY_TOOL,
     decide,
     flow_answer,
+    held_approval,
     in_band,
     open_interaction,
     reply,
@@ -62,18 +63,12 @@ def deploy_agent(make_agent, policy, slug="shipper", report=None):
     )
 
 
-def held(agents, slug="shipper") -> Interaction:
-    task = run(send(agents.a, slug))
-    assert task.state == TaskState.AUTH_REQUIRED
-    return open_interaction(task)
-
-
 # --- 1. receipts ------------------------------------------------------------------------------
 
 
 def test_every_decision_on_a_held_call_stores_a_receipt_of_what_it_bound(agents, make_agent):
     agent = deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     effect = Effect.objects.get(public_id=approval.public_id)
     decide(approval, approved=True, reason="fine")
     receipt = Receipt.objects.get()
@@ -103,7 +98,7 @@ def test_every_decision_on_a_held_call_stores_a_receipt_of_what_it_bound(agents,
 
 def test_denials_in_band_and_expiries_store_receipts_with_their_channel(agents, make_agent):
     deploy_agent(make_agent, {"action": "approve", "deciders": "either"})
-    first = held(agents)
+    first = held_approval(agents.a, "shipper")
     flow_answer(
         tenant=agents.a.tenant,
         interaction_id=first.public_id,
@@ -111,7 +106,7 @@ def test_denials_in_band_and_expiries_store_receipts_with_their_channel(agents, 
         by="program:ops",
         via="rest",
     )
-    second = held(agents)
+    second = held_approval(agents.a, "shipper")
     reply(
         second.task,
         None,
@@ -119,7 +114,7 @@ def test_denials_in_band_and_expiries_store_receipts_with_their_channel(agents, 
         extensions=[ext.INTERACTIONS],
         metadata=in_band(second, approved=True),
     )
-    third = held(agents)
+    third = held_approval(agents.a, "shipper")
     Interaction.objects.filter(pk=third.pk).update(expires_at=third.created_at)
     assert interactions_expire() == 1
     rows = {r.effect_public_id: (r.decision, r.channel, r.decider) for r in Receipt.objects.all()}
@@ -134,7 +129,7 @@ def test_a_policy_change_between_approval_and_send_voids_it_and_the_call_is_not_
     agents, make_agent
 ):
     agent = deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=True)
     # An admin changes the tool's entry after the approval, before the turn sends the call.
     Agent.objects.filter(pk=agent.pk).update(
@@ -167,7 +162,7 @@ def test_a_policy_change_between_approval_and_send_voids_it_and_the_call_is_not_
 
 def test_a_policy_that_now_denies_the_tool_denies_the_approved_call(agents, make_agent):
     agent = deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=True)
     Agent.objects.filter(pk=agent.pk).update(tool_policy={"deploy/deploy_build": "deny"})
     task = run(approval.task)
@@ -179,7 +174,7 @@ def test_a_policy_that_now_denies_the_tool_denies_the_approved_call(agents, make
 
 def test_arguments_changed_after_the_approval_void_it(agents, make_agent):
     deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=True)
     changed = {"build": "evil", "environment": "production"}
     Effect.objects.filter(public_id=approval.public_id).update(
@@ -200,7 +195,7 @@ def test_a_call_the_policy_allows_is_sent_without_a_receipt(agents, make_agent):
 def test_receipt_record_is_open_to_standing_rules(agents, make_agent):
     """trustb's standing rules record their decisions with channel rule and the rule's id."""
     agent = deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     effect = Effect.objects.get(public_id=approval.public_id)
     effect.task = approval.task
     receipt = receipt_record(
@@ -256,7 +251,7 @@ def test_a_rule_approved_call_whose_policy_changed_is_put_to_a_person(
 
 def test_edit_then_approve_sends_the_edited_arguments_and_tells_the_model(agents, make_agent):
     deploy_agent(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     shown = Effect.objects.get(public_id=approval.public_id).arguments_hash
     edited = {"build": "b-2", "environment": "production"}
     decided = flow_answer(
@@ -284,7 +279,7 @@ def test_edit_then_approve_sends_the_edited_arguments_and_tells_the_model(agents
 def test_the_partner_sees_edited_true_and_never_the_arguments(agents, make_agent):
     # An agent that does not repeat the arguments: whatever the partner reads comes from us.
     deploy_agent(make_agent, {"action": "approve", "editable": True}, report=[{"reply": "done"}])
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     edited = {"build": "secret-build-7", "environment": "production"}
     flow_answer(
         tenant=agents.a.tenant,
@@ -325,7 +320,7 @@ def test_edited_arguments_that_fail_the_schema_are_refused_and_nothing_changes(
     agents, make_agent, arguments, why
 ):
     deploy_agent(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     before = Effect.objects.get(public_id=approval.public_id).arguments
     with pytest.raises(InvalidParams, match=why):
         flow_answer(
@@ -344,7 +339,7 @@ def test_edited_arguments_that_fail_the_schema_are_refused_and_nothing_changes(
 
 def test_arguments_are_edited_only_where_the_policy_says_editable(agents, make_agent):
     deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     with pytest.raises(InvalidParams, match="editable: true"):
         flow_answer(
             tenant=agents.a.tenant,
@@ -359,7 +354,7 @@ def test_arguments_are_edited_only_where_the_policy_says_editable(agents, make_a
 
 def test_a_decision_on_arguments_other_than_those_shown_is_refused(agents, make_agent):
     deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     with pytest.raises(InvalidParams, match="not the ones you were shown"):
         flow_answer(
             tenant=agents.a.tenant,
@@ -377,7 +372,7 @@ def test_a_decision_on_arguments_other_than_those_shown_is_refused(agents, make_
 
 def test_a_high_risk_approval_without_step_up_is_refused_and_accepted_after(agents, make_agent):
     deploy_agent(make_agent, {"action": "approve", "risk": "high"})
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     args = dict(
         tenant=agents.a.tenant,
         interaction_id=approval.public_id,
@@ -396,14 +391,14 @@ def test_a_high_risk_approval_without_step_up_is_refused_and_accepted_after(agen
 
 def test_a_high_risk_denial_needs_no_step_up(agents, make_agent):
     deploy_agent(make_agent, {"action": "approve", "risk": "high"})
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=False)
     assert Receipt.objects.get().decision == "denied"
 
 
 def test_the_caller_cannot_approve_a_high_risk_call_in_band(agents, make_agent):
     deploy_agent(make_agent, {"action": "approve", "risk": "high", "deciders": "either"})
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     with pytest.raises(UnsupportedOperation) as refused:
         reply(
             approval.task,
@@ -422,7 +417,7 @@ def test_the_caller_cannot_approve_a_high_risk_call_in_band(agents, make_agent):
 @pytest.mark.parametrize("model", [AuditEvent, Receipt])
 def test_the_audit_log_and_receipts_have_no_update_or_delete_path(agents, make_agent, model):
     deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=True)
     row = model.objects.get()
     with pytest.raises(AppendOnlyError):
@@ -447,7 +442,7 @@ def test_the_audit_log_and_receipts_have_no_update_or_delete_path(agents, make_a
 
 def test_deleting_a_task_leaves_its_audit_rows_as_they_were(agents, make_agent):
     deploy_agent(make_agent, "approve")
-    approval = held(agents)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=False)
     task_id = approval.task.public_id
     event = AuditEvent.objects.get()
@@ -460,7 +455,7 @@ def test_deleting_a_task_leaves_its_audit_rows_as_they_were(agents, make_agent):
 
 def test_only_deleting_a_whole_tenant_removes_its_audit_rows(agents, make_agent):
     deploy_agent(make_agent, "approve")
-    decide(held(agents), approved=False)
+    decide(held_approval(agents.a, "shipper"), approved=False)
     agents.b.tenant.delete()  # another tenant's deletion touches nothing of this one
     assert AuditEvent.objects.count() == Receipt.objects.count() == 1
     agents.a.tenant.delete()

@@ -9,7 +9,6 @@ import pytest
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent, DemoRecord
-from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, StandingRule
 from runtime.decisions.standing_rules import (
     conditions_hold,
@@ -20,57 +19,20 @@ from runtime.decisions.standing_rules import (
 from runtime.kernel.errors import DeciderRefused, InvalidParams, NotAllowed
 from runtime.kernel.task_models import AuditEvent, TaskState
 from runtime.turn.intake import message_send
-from tenants.models import Membership
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, decide, message, run, send, states
+from tests.core import (
+    DEPLOY_TOOL,
+    approved_with_rule,
+    decide,
+    member,
+    message,
+    run,
+    send,
+    states,
+)
 
 pytestmark = pytest.mark.django_db
 
 SCHEMA = DEPLOY_TOOL["schema"]
-
-
-def deploying(build="{{ text }}", environment="staging"):
-    return {
-        "call": {
-            "server": "deploy",
-            "tool": "deploy_build",
-            "args": {"build": build, "environment": environment},
-        }
-    }
-
-
-@pytest.fixture
-def deployer(make_agent):
-    def make(policy="approve", slug="dep", environment="staging", tenant=None):
-        return make_agent(
-            slug,
-            [deploying(environment=environment), *REPORT_RESULT],
-            tenant=tenant,
-            tools=[DEPLOY_TOOL],
-            tool_policy={"deploy/deploy_build": policy},
-        )
-
-    return make
-
-
-def operator(side, role="operator") -> Decider:
-    user = getattr(side, role)
-    return Decider.of_member(Membership.objects.get(tenant=side.tenant, user=user), user)
-
-
-def approved_with_rule(side, slug, text, *, role="operator", **rule):
-    """Hold a call, approve it as ``role`` and make a rule from that approval."""
-    task = run(send(side, slug, text))
-    interaction = Interaction.objects.get(task=task, state="open")
-    decider = operator(side, role)
-    decide(interaction, by=decider.subject, approved=True)
-    rule.setdefault("caller_only", True)
-    rule.setdefault("conditions", [])
-    rule.setdefault("duration", "1d")
-    made = rule_create(
-        tenant=side.tenant, interaction_id=interaction.public_id, decider=decider, **rule
-    )
-    assert run(task).state == TaskState.COMPLETED
-    return made
 
 
 def test_a_matching_call_runs_without_a_pause_and_each_use_is_audited(agents, deployer):
@@ -160,7 +122,7 @@ def test_never_for_high_risk_or_two_person_tools(agents, deployer, policy):
     deployer(policy)
     task = run(send(side, "dep", "rel-1"))
     interaction = Interaction.objects.get(task=task, state="open")
-    decider = operator(side)
+    decider = member(side)
     if policy.get("required") == 2:
         decide(interaction, by="user:admin@acme.test", approved=True)
     # risk: high needs a stepped-up decider before a rule is even asked for.
@@ -212,7 +174,7 @@ def test_a_rule_is_made_only_from_ones_own_approval(agents, deployer):
         rule_create(
             tenant=side.tenant,
             interaction_id=interaction.public_id,
-            decider=operator(side),
+            decider=member(side),
             caller_only=True,
             conditions=[],
             duration="1d",
@@ -311,7 +273,7 @@ def test_a_rule_never_allows_a_call_with_a_field_the_schema_does_not_declare(age
     side = agents.a
     task = caller_of(side, {"build": "rel-1", "options": {"force": False}})
     interaction = Interaction.objects.get(task=task, state="open")
-    decider = operator(side)
+    decider = member(side)
     decide(interaction, by=decider.subject, approved=True)
     rule_create(
         tenant=side.tenant,
@@ -338,7 +300,7 @@ def test_a_rule_constrains_nested_fields_by_path(agents, caller_of):
     side = agents.a
     task = caller_of(side, {"build": "rel-1", "options": {"force": False, "replicas": 2}})
     interaction = Interaction.objects.get(task=task, state="open")
-    decider = operator(side)
+    decider = member(side)
     decide(interaction, by=decider.subject, approved=True)
     conditions = [
         {"field": "options.force", "op": "equals", "value": False},

@@ -9,13 +9,12 @@ import importlib
 
 import pytest
 
-from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, StandingRule
 from runtime.decisions.standing_rules import rule_create
 from runtime.kernel.errors import DeciderRefused
 from runtime.kernel.task_models import AuditEvent, TaskState
 from tenants.models import ApproverGroup, Membership
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, decide, flow_answer, run, send
+from tests.core import decide, flow_answer, member, run, send
 
 pytestmark = pytest.mark.django_db
 
@@ -32,32 +31,9 @@ ADMIN_ONLY = [
 
 
 @pytest.fixture
-def deployer(make_agent):
-    """The agent "dep", deploying to the environment named by the message's text."""
-
-    def make(policy):
-        return make_agent(
-            "dep",
-            [
-                {
-                    "call": {
-                        "server": "deploy",
-                        "tool": "deploy_build",
-                        "args": {"build": "rel-1", "environment": "{{ text }}"},
-                    }
-                },
-                *REPORT_RESULT,
-            ],
-            tools=[DEPLOY_TOOL],
-            tool_policy={"deploy/deploy_build": policy},
-        )
-
-    return make
-
-
-def member(side, role="operator") -> Decider:
-    user = getattr(side, role)
-    return Decider.of_member(Membership.objects.get(tenant=side.tenant, user=user), user)
+def env_deployer(deployer):
+    """The agent "dep", deploying rel-1 to the environment named by the message's text."""
+    return lambda policy: deployer(policy, build="rel-1", environment="{{ text }}")
 
 
 def rule_from_approval(side, environment="staging", role="operator", task=None) -> StandingRule:
@@ -106,9 +82,9 @@ def tighten(agent, policy) -> None:
     agent.save(update_fields=["tool_policy"])
 
 
-def test_an_operators_rule_never_lets_an_admin_only_call_run(agents, deployer):
+def test_an_operators_rule_never_lets_an_admin_only_call_run(agents, env_deployer):
     side = agents.a
-    deployer(ADMIN_ONLY)
+    env_deployer(ADMIN_ONLY)
     # The operator may not decide a production deploy ...
     production = held_for_people(side, "production")
     with pytest.raises(DeciderRefused, match="Only admins"):
@@ -125,9 +101,9 @@ def test_an_operators_rule_never_lets_an_admin_only_call_run(agents, deployer):
     assert rule.inapplicable_reason == "" and rule.uses == 1
 
 
-def test_an_operators_rule_stops_when_its_policy_rule_is_tightened_to_admins(agents, deployer):
+def test_an_operators_rule_stops_when_its_policy_rule_is_tightened_to_admins(agents, env_deployer):
     side = agents.a
-    agent = deployer(ADMIN_ONLY)
+    agent = env_deployer(ADMIN_ONLY)
     rule = rule_from_approval(side, "staging")
     tighten(agent, [ADMIN_ONLY[0], {"action": "approve", "approvers": ["admin"]}])
     interaction = held_for_people(side, "staging")
@@ -144,9 +120,9 @@ def test_an_operators_rule_stops_when_its_policy_rule_is_tightened_to_admins(age
     assert not AuditEvent.objects.filter(action="allowed_by_rule").exists()
 
 
-def test_a_plain_entry_tightened_to_admins_stops_an_operators_rule(agents, deployer):
+def test_a_plain_entry_tightened_to_admins_stops_an_operators_rule(agents, env_deployer):
     side = agents.a
-    agent = deployer("approve")
+    agent = env_deployer("approve")
     rule = rule_from_approval(side)
     allowed_by(side, rule)
     tighten(agent, {"action": "approve", "approvers": ["admin"]})
@@ -155,19 +131,21 @@ def test_a_plain_entry_tightened_to_admins_stops_an_operators_rule(agents, deplo
     assert "only admins may" in rule.inapplicable_reason
 
 
-def test_an_admins_rule_still_applies_when_the_rule_is_tightened_to_admins(agents, deployer):
+def test_an_admins_rule_still_applies_when_the_rule_is_tightened_to_admins(agents, env_deployer):
     side = agents.a
-    agent = deployer("approve")
+    agent = env_deployer("approve")
     rule = rule_from_approval(side, role="admin")
     tighten(agent, {"action": "approve", "approvers": ["admin"]})
     allowed_by(side, rule)
 
 
-def test_a_rule_made_under_one_rule_of_an_entry_never_matches_calls_another_holds(agents, deployer):
+def test_a_rule_made_under_one_rule_of_an_entry_never_matches_calls_another_holds(
+    agents, env_deployer
+):
     side = agents.a
     # Both rules' calls are the operators' to decide: still, a rule made under the default
     # rule is no rule for production deploys, which the admin wrote a rule of their own for.
-    deployer(
+    env_deployer(
         [
             {**ADMIN_ONLY[0], "approvers": ["operator"]},
             {"action": "approve"},
@@ -178,9 +156,9 @@ def test_a_rule_made_under_one_rule_of_an_entry_never_matches_calls_another_hold
     allowed_by(side, rule, "staging")
 
 
-def test_a_rule_whose_policy_rule_is_gone_says_so(agents, deployer):
+def test_a_rule_whose_policy_rule_is_gone_says_so(agents, env_deployer):
     side = agents.a
-    agent = deployer(ADMIN_ONLY)
+    agent = env_deployer(ADMIN_ONLY)
     rule = rule_from_approval(side, "staging")
     # The admin splits the default rule: staging deploys are now held by a rule of their own.
     tighten(
@@ -207,9 +185,9 @@ def test_a_rule_whose_policy_rule_is_gone_says_so(agents, deployer):
     ],
     ids=["required-2", "risk-high", "stages"],
 )
-def test_a_rule_stops_when_its_policy_rule_asks_for_more_since(agents, deployer, now):
+def test_a_rule_stops_when_its_policy_rule_asks_for_more_since(agents, env_deployer, now):
     side = agents.a
-    agent = deployer("approve")
+    agent = env_deployer("approve")
     rule = rule_from_approval(side, role="admin")
     tighten(agent, now)
     interaction = held_for_people(side)
@@ -219,13 +197,13 @@ def test_a_rule_stops_when_its_policy_rule_asks_for_more_since(agents, deployer,
     assert AuditEvent.objects.filter(action="rule_inapplicable").count() == 1
 
 
-def test_a_rule_stops_when_its_maker_is_not_in_the_group_that_decides(agents, deployer):
+def test_a_rule_stops_when_its_maker_is_not_in_the_group_that_decides(agents, env_deployer):
     side = agents.a
     release = ApproverGroup.objects.create(tenant=side.tenant, slug="release")
     ApproverGroup.objects.create(tenant=side.tenant, slug="sre")
     operator = Membership.objects.get(tenant=side.tenant, user=side.operator)
     release.members.add(operator)
-    agent = deployer({"action": "approve", "approvers": ["group:release"]})
+    agent = env_deployer({"action": "approve", "approvers": ["group:release"]})
     rule = rule_from_approval(side)
     allowed_by(side, rule)
     # The call's rule now names a group its maker is not in.
@@ -248,9 +226,9 @@ def test_a_rule_stops_when_its_maker_is_not_in_the_group_that_decides(agents, de
 
 
 @pytest.mark.parametrize("change", ["viewer", "removed", "deactivated"])
-def test_a_rule_stops_when_its_maker_may_no_longer_decide(agents, deployer, change):
+def test_a_rule_stops_when_its_maker_may_no_longer_decide(agents, env_deployer, change):
     side = agents.a
-    deployer("approve")
+    env_deployer("approve")
     rule = rule_from_approval(side)
     operator = Membership.objects.get(tenant=side.tenant, user=side.operator)
     if change == "viewer":
@@ -267,9 +245,9 @@ def test_a_rule_stops_when_its_maker_may_no_longer_decide(agents, deployer, chan
     assert AuditEvent.objects.filter(action="rule_inapplicable").count() == 1
 
 
-def test_another_rule_that_still_applies_is_used(agents, deployer):
+def test_another_rule_that_still_applies_is_used(agents, env_deployer):
     side = agents.a
-    agent = deployer("approve")
+    agent = env_deployer("approve")
     first, second = run(send(side, "dep", "staging")), run(send(side, "dep", "staging"))
     by_operator = rule_from_approval(side, task=first)
     by_admin = rule_from_approval(side, role="admin", task=second)
@@ -281,10 +259,10 @@ def test_another_rule_that_still_applies_is_used(agents, deployer):
 
 
 def test_a_rule_made_before_its_policy_rule_was_recorded_never_matches_a_conditional_entry(
-    agents, deployer
+    agents, env_deployer
 ):
     side = agents.a
-    agent = deployer("approve")
+    agent = env_deployer("approve")
     rule = rule_from_approval(side)
     # As a rule made before rules recorded the policy rule they were made under.
     StandingRule.objects.filter(pk=rule.pk).update(policy_rule={})
@@ -299,9 +277,9 @@ def test_a_rule_made_before_its_policy_rule_was_recorded_never_matches_a_conditi
     assert "only admins may" in rule.inapplicable_reason
 
 
-def test_a_rule_whose_maker_was_not_recorded_allows_nothing_and_says_why(agents, deployer):
+def test_a_rule_whose_maker_was_not_recorded_allows_nothing_and_says_why(agents, env_deployer):
     side = agents.a
-    deployer("approve")
+    env_deployer("approve")
     rule = rule_from_approval(side)
     StandingRule.objects.filter(pk=rule.pk).update(maker_kind="", maker_membership=None)
     held_for_people(side)
@@ -309,7 +287,7 @@ def test_a_rule_whose_maker_was_not_recorded_allows_nothing_and_says_why(agents,
     assert "who made it was not recorded" in rule.inapplicable_reason
 
 
-def test_the_migration_gives_earlier_rules_their_policy_rule_and_maker(agents, deployer):
+def test_the_migration_gives_earlier_rules_their_policy_rule_and_maker(agents, env_deployer):
     from django.apps import apps
 
     from tenants.models import ApiToken
@@ -319,7 +297,7 @@ def test_the_migration_gives_earlier_rules_their_policy_rule_and_maker(agents, d
         "runtime.migrations.0028_standing_rule_policy_rule_maker"
     ).rules_backfill
     side = agents.a
-    agent = deployer(ADMIN_ONLY)
+    agent = env_deployer(ADMIN_ONLY)
     by_person = rule_from_approval(side, "staging")
     made_under = by_person.policy_rule
     bot, _ = api_token_create(
@@ -363,12 +341,12 @@ def test_the_migration_gives_earlier_rules_their_policy_rule_and_maker(agents, d
     assert by_nobody.maker_kind == "" and by_nobody.maker_membership is None
 
 
-def test_rules_passed_over_cost_no_query_each_once_they_said_why(agents, deployer):
+def test_rules_passed_over_cost_no_query_each_once_they_said_why(agents, env_deployer):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     side = agents.a
-    agent = deployer("approve")
+    agent = env_deployer("approve")
     held = [run(send(side, "dep", "staging")) for _ in range(4)]
     rule_from_approval(side, task=held[0])
     tighten(agent, {"action": "approve", "approvers": ["admin"]})

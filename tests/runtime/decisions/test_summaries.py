@@ -3,10 +3,9 @@ list, checked when the agent loads, recorded on the approval when the call is he
 rendered by runtime.decisions.summaries from the interaction's own row for every surface."""
 
 from http import HTTPStatus
-from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction
@@ -21,7 +20,16 @@ from runtime.decisions.summaries import (
 )
 from runtime.turn.approval_check import approval_void
 from tests.admin_pages import form_data, tenant_admin_client
-from tests.core import DEPLOY_TOOL, Maker, decide, deploy_step, open_interaction, run, send
+from tests.core import (
+    DEPLOY_TOOL,
+    Maker,
+    decide,
+    deploy_step,
+    load_agents,
+    open_interaction,
+    run,
+    send,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -240,9 +248,7 @@ Be helpful.
 
 def load(tmp_path, entry: str) -> str:
     (tmp_path / "helper.md").write_text(AGENT.replace("ENTRY", entry))
-    out = StringIO()
-    call_command("load_agents", str(tmp_path), "--tenant", "acme", stdout=out)
-    return out.getvalue()
+    return load_agents(tmp_path)
 
 
 def test_an_agent_file_with_a_title_and_redact_loads(world, tmp_path):

@@ -14,23 +14,17 @@ from runtime.decisions.facts import decision_facts
 from runtime.decisions.standing_rules import rule_use_record
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import TaskState
-from tests.core import DEPLOY_TOOL, REPORT_RESULT, flow_answer, run, send
-from tests.runtime.decisions.test_rules import approved_with_rule, deploying
+from tests.core import (
+    DEPLOY_TOOL,
+    REPORT_RESULT,
+    approved_with_rule,
+    deploy_step,
+    flow_answer,
+    run,
+    send,
+)
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def deployer(make_agent):
-    def make(policy="approve"):
-        return make_agent(
-            "dep",
-            [deploying(), *REPORT_RESULT],
-            tools=[DEPLOY_TOOL],
-            tool_policy={"deploy/deploy_build": policy},
-        )
-
-    return make
 
 
 def test_a_call_a_rule_allows_has_a_receipt_with_the_rule_as_decider(agents, deployer):
@@ -108,7 +102,7 @@ def test_a_policy_changed_while_the_run_waited_judges_the_call_it_makes_next(
 
     agent = make_agent(
         "dep",
-        [{"wait": 0.01}, deploying("rel-1"), *REPORT_RESULT],
+        [{"wait": 0.01}, deploy_step(build="rel-1"), *REPORT_RESULT],
         tools=[DEPLOY_TOOL],
         tool_policy={"deploy/deploy_build": "allow"},
     )

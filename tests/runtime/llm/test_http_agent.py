@@ -25,8 +25,8 @@ from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel.task_models import Task, TaskState
 from runtime.llm import http_agent
 from runtime.llm.http_agent import PARTNER_MESSAGE, schema
-from tests.core import DEPLOY_TOOL, decide, open_interaction, reply, run, send, status_text
 from tests.agent_server import AgentServer
+from tests.core import DEPLOY_TOOL, decide, open_interaction, reply, run, send, status_text
 
 pytestmark = pytest.mark.django_db
 

@@ -13,16 +13,14 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from runtime.agents.agent_models import ToolServer
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.task_models import Task, TaskState
-from runtime.tools.servers import tool_server_refresh
 from runtime.turn.runner import turn_run
 from tests.core import REPORT_RESULT, in_band, reply, send, status_text
-from tests.mcp_servers import free_port, wait_for
+from tests.mcp_servers import free_port, mcp_tool_server, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_allowed")]
 
 SERVER = (
     Path(__file__).resolve().parents[2]
@@ -31,8 +29,7 @@ SERVER = (
 
 
 @pytest.fixture(autouse=True)
-def _loopback_allowed(settings):
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = True  # the server listens on a local port
+def _short_lease(settings):
     settings.TURN_LEASE_SECONDS = 3
 
 
@@ -80,11 +77,7 @@ def everything():
 
 @pytest.fixture
 def reference(agents, everything):
-    row = ToolServer(tenant=agents.a.tenant, name="everything", kind="mcp", url=everything.url)
-    row.full_clean()
-    row.save()
-    tool_server_refresh(server=row)
-    return row
+    return mcp_tool_server(agents.a.tenant, everything.url, "everything", discover=True)
 
 
 def test_the_server_offers_its_elicitation_tools_to_countersign(reference):

@@ -6,34 +6,19 @@ opens a new one."""
 
 import pytest
 
-from runtime.agents.agent_models import ToolServer
 from runtime.decisions.decision_models import Effect
-from runtime.tools.servers import tool_server_refresh
 from tests.core import REPORT_RESULT, decide, open_interaction, run, start, status_text
-from tests.mcp_servers import StatefulMcp
+from tests.mcp_servers import mcp_tool_server
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _loopback_allowed(settings):
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = True  # the test's server listens on 127.0.0.1
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_allowed")]
 
 
 @pytest.fixture
-def server():
-    stub = StatefulMcp()
-    yield stub
-    stub.stop()
-
-
-@pytest.fixture
-def state(agents, server):
-    row = ToolServer(tenant=agents.a.tenant, name="state", kind="mcp", url=server.url)
-    row.full_clean()
-    row.save()
-    tool_server_refresh(server=row)
-    server.initializes = server.session_ends = 0  # discovery's own session does not count
+def state(agents, stateful_mcp):
+    row = mcp_tool_server(agents.a.tenant, stateful_mcp.url, "state", discover=True)
+    stateful_mcp.initializes = stateful_mcp.session_ends = (
+        0  # discovery's own session does not count
+    )
     return row
 
 
@@ -47,7 +32,9 @@ def results(task) -> list:
     ]
 
 
-def test_a_runs_calls_share_one_session_which_keeps_its_state(agents, make_agent, server, state):
+def test_a_runs_calls_share_one_session_which_keeps_its_state(
+    agents, make_agent, stateful_mcp, state
+):
     make_agent(
         "counting",
         [call("counter"), call("add", a=2, b=3), call("counter"), *REPORT_RESULT],
@@ -57,7 +44,7 @@ def test_a_runs_calls_share_one_session_which_keeps_its_state(agents, make_agent
     task = start(agents.a, "counting", "count")
     assert task.state == "TASK_STATE_COMPLETED"
     # One initialize for three calls, and the server's per-session state carried over.
-    assert server.initializes == 1
+    assert stateful_mcp.initializes == 1
     assert results(task) == [
         ("counter", {"result": 1}),
         ("add", {"result": 5}),
@@ -65,10 +52,10 @@ def test_a_runs_calls_share_one_session_which_keeps_its_state(agents, make_agent
     ]
     assert status_text(task) == 'ok: {"result": 2}'
     # Closed when the run stopped: the session's DELETE reached the server.
-    assert server.session_ends == 1
+    assert stateful_mcp.session_ends == 1
 
 
-def test_a_resumed_turn_opens_a_new_session(agents, make_agent, server, state):
+def test_a_resumed_turn_opens_a_new_session(agents, make_agent, stateful_mcp, state):
     make_agent(
         "pausing",
         [call("counter"), call("add", a=1, b=1), call("counter"), call("counter"), *REPORT_RESULT],
@@ -78,13 +65,13 @@ def test_a_resumed_turn_opens_a_new_session(agents, make_agent, server, state):
     task = start(agents.a, "pausing", "go")
     assert task.state == "TASK_STATE_AUTH_REQUIRED"  # add is held for a person
     # The run stopped at the pause, and its session with it.
-    assert (server.initializes, server.session_ends) == (1, 1)
+    assert (stateful_mcp.initializes, stateful_mcp.session_ends) == (1, 1)
 
     decide(open_interaction(task), approved=True)
     task = run(task)
     assert task.state == "TASK_STATE_COMPLETED"
     # The resumed run: one new session for its three calls (the approved one and two more).
-    assert (server.initializes, server.session_ends) == (2, 2)
+    assert (stateful_mcp.initializes, stateful_mcp.session_ends) == (2, 2)
     assert results(task) == [
         ("counter", {"result": 1}),
         ("add", {"result": 2}),
@@ -94,7 +81,7 @@ def test_a_resumed_turn_opens_a_new_session(agents, make_agent, server, state):
 
 
 def test_a_session_the_server_forgot_is_opened_anew_and_the_call_made_on_it(
-    agents, make_agent, server, state
+    agents, make_agent, stateful_mcp, state
 ):
     """MCP: a request answered 404 for its session reached no session; the client starts a
     new session, and the call goes out on it (once)."""
@@ -107,5 +94,5 @@ def test_a_session_the_server_forgot_is_opened_anew_and_the_call_made_on_it(
     task = start(agents.a, "forgotten", "go")
     assert task.state == "TASK_STATE_COMPLETED"
     assert status_text(task) == 'ok: {"result": 1}'  # counted in the new session
-    assert server.initializes == 2
+    assert stateful_mcp.initializes == 2
     assert [e.state for e in Effect.objects.filter(task=task)] == [Effect.State.SUCCEEDED] * 3

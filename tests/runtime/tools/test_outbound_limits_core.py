@@ -17,16 +17,11 @@ from runtime.llm.http_agent import PARTNER_MESSAGE
 from runtime.tools.servers import DiscoveryError, tool_server_refresh
 from tests.core import REPORT_RESULT, run, send, start, status_text
 from tests.hostile import gzip_bomb, huge, trickling
-from tests.runtime.tools.test_toolservers import McpStub, mcp_server
+from tests.mcp_servers import mcp_tool_server
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_allowed")]
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture(autouse=True)
-def _loopback_allowed(settings):
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
 
 
 def http_tool_server(tenant, url: str, timeout: int = 30) -> ToolServer:
@@ -114,21 +109,18 @@ def test_an_http_tool_list_over_its_cap_fails_the_refresh_and_keeps_the_cache(ag
 
 
 @pytest.fixture
-def flooding_mcp():
-    stub = McpStub()
-
-    @stub.mcp.tool(description="Answers far too much.")
+def flooding_mcp(mcp_stub):
+    @mcp_stub.mcp.tool(description="Answers far too much.")
     def flood(size: int) -> str:
         return "x" * size
 
-    yield stub
-    stub.stop()
+    return mcp_stub
 
 
 def test_an_mcp_result_over_its_cap_is_a_tool_error_at_once(
     agents, make_agent, settings, flooding_mcp
 ):
-    row = mcp_server(agents.a.tenant, flooding_mcp.url, timeout_seconds=60)
+    row = mcp_tool_server(agents.a.tenant, flooding_mcp.url, timeout_seconds=60)
     tool_server_refresh(server=row)
     settings.TOOL_RESULT_MAX_BYTES = MIB
     calling_agent(make_agent, "flood", size=3 * MIB)
@@ -145,7 +137,7 @@ def test_an_mcp_tool_list_over_its_cap_fails_the_refresh(agents, settings, flood
         return ""
 
     settings.TOOL_LIST_MAX_BYTES = MIB
-    row = mcp_server(agents.a.tenant, flooding_mcp.url, timeout_seconds=60)
+    row = mcp_tool_server(agents.a.tenant, flooding_mcp.url, timeout_seconds=60)
     with pytest.raises(DiscoveryError, match=f"answered tools/list with more than {MIB} bytes"):
         tool_server_refresh(server=row)
 

@@ -25,25 +25,16 @@ from runtime.policy.rules import hint_kind, policy_rule_for
 from runtime.tools.servers import tool_server_refresh
 from tests.admin_pages import tenant_admin_client
 from tests.core import REPORT_RESULT, decide, open_interaction, run, send, tool_results
-from tests.runtime.tools.test_toolservers import free_port, wait_for
+from tests.mcp_servers import LocalMcp, mcp_tool_server
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _loopback_allowed(settings):
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = True  # the test's server listens on 127.0.0.1
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_allowed")]
 
 
-class FilesStub:
+class FilesStub(LocalMcp):
     """A files server: tools annotated as the reference filesystem server annotates its own,
     one without annotations, and one answering with resources."""
 
     def __init__(self):
-        import threading
-
-        import uvicorn
-
         self.calls: list[str] = []
         mcp = FastMCP("files", stateless_http=True, json_response=True)
 
@@ -100,19 +91,7 @@ class FilesStub:
                 ),
             ]
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        config = uvicorn.Config(
-            mcp.streamable_http_app(), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.server.started, "the MCP server to start")
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.serve(mcp.streamable_http_app())
 
 
 @pytest.fixture
@@ -124,11 +103,7 @@ def files():
 
 @pytest.fixture
 def fs_server(agents, files):
-    server = ToolServer(tenant=agents.a.tenant, name="fs", kind="mcp", url=files.url)
-    server.full_clean()
-    server.save()
-    tool_server_refresh(server=server)
-    return server
+    return mcp_tool_server(agents.a.tenant, files.url, "fs", discover=True)
 
 
 def caller(make_agent, tool, policy=None, **args):

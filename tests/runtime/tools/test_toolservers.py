@@ -5,20 +5,16 @@ tenant's connection (pasted, and OAuth2 renewed with the refresh token), tenant 
 
 import json
 import re
-import socket
 import threading
 import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-import anyio
 import pytest
-import uvicorn
 from allauth.socialaccount.models import SocialApp
 from django.urls import reverse
 from django.utils import timezone
-from mcp.server.fastmcp import FastMCP
 from standardwebhooks.webhooks import Webhook
 
 from connections.crypto import secret_decrypt
@@ -30,89 +26,9 @@ from runtime.decisions.effects import effect_resolve
 from runtime.tools.catalog import tool_spec, tools_offered
 from tenants.models import User
 from tests.core import REPORT_RESULT, decide, open_interaction, run, start, status_text
+from tests.mcp_servers import McpStub, mcp_tool_server
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _loopback_allowed(settings):
-    # The test's servers listen on 127.0.0.1; production refuses loopback by default.
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(condition, what: str, seconds: float = 10.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-# --- an MCP server --------------------------------------------------------------------------
-
-
-class McpStub:
-    """A FastMCP server on a free local port that records its tool calls and the
-    Authorization header of every request."""
-
-    def __init__(self):
-        self.calls: list[tuple[str, dict]] = []
-        self.authorizations: list[str] = []
-        self.mcp = FastMCP("stub", stateless_http=True, json_response=True)
-
-        @self.mcp.tool(description="Add two numbers.")
-        def add(a: int, b: int) -> int:
-            self.calls.append(("add", {"a": a, "b": b}))
-            return a + b
-
-        @self.mcp.tool(description="Always fails.")
-        def explode(reason: str) -> str:
-            self.calls.append(("explode", {"reason": reason}))
-            raise ValueError(f"exploded: {reason}")
-
-        @self.mcp.tool(description="Takes its time.")
-        async def slow(seconds: float) -> str:
-            self.calls.append(("slow", {"seconds": seconds}))
-            await anyio.sleep(seconds)
-            return "done"
-
-        @self.mcp.tool(description="Goes away later.")
-        def retired(note: str) -> str:
-            self.calls.append(("retired", {"note": note}))
-            return note
-
-        inner = self.mcp.streamable_http_app()
-
-        async def app(scope, receive, send):
-            if scope["type"] == "http":
-                headers = dict(scope["headers"])
-                self.authorizations.append(headers.get(b"authorization", b"").decode())
-            await inner(scope, receive, send)
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.server.started, "the MCP server to start")
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-@pytest.fixture
-def mcp_stub():
-    stub = McpStub()
-    yield stub
-    stub.stop()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_allowed")]
 
 
 # --- an HTTP tool server --------------------------------------------------------------------
@@ -207,13 +123,6 @@ def call_step(tool: str, **args) -> dict:
     return {"call": {"server": "calc", "tool": tool, "args": args}}
 
 
-def mcp_server(tenant, url: str, **fields) -> ToolServer:
-    server = ToolServer(tenant=tenant, name="calc", kind="mcp", url=url, **fields)
-    server.full_clean()
-    server.save()
-    return server
-
-
 def refresh_in_admin(staff_client, server: ToolServer):
     """The admin's "Refresh tools" button on the server's change page."""
     url = reverse("admin:runtime_toolserver_refresh", args=[server.pk])
@@ -229,7 +138,7 @@ def refresh_in_admin(staff_client, server: ToolServer):
 def test_mcp_tools_are_discovered_held_approved_and_called_once(
     agents, make_agent, mcp_stub, staff_client
 ):
-    server = mcp_server(agents.a.tenant, mcp_stub.url)
+    server = mcp_tool_server(agents.a.tenant, mcp_stub.url)
     response = refresh_in_admin(staff_client, server)
     assert "found 4 tool(s)" in response.content.decode()
     assert {t["name"] for t in server.tools} == {"add", "explode", "slow", "retired"}
@@ -257,7 +166,7 @@ def test_mcp_tools_are_discovered_held_approved_and_called_once(
 
 
 def test_discovered_schemas_validate_and_are_offered(agents, make_agent, mcp_stub, staff_client):
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url))
+    refresh_in_admin(staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url))
     agent = make_agent(
         "calcer",
         [call_step("add", a="two", b=3), *REPORT_RESULT],
@@ -276,7 +185,7 @@ def test_discovered_schemas_validate_and_are_offered(agents, make_agent, mcp_stu
 
 
 def test_one_named_tool_takes_its_schema_from_discovery(agents, make_agent, mcp_stub, staff_client):
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url))
+    refresh_in_admin(staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url))
     agent = make_agent(
         "one-tool",
         [call_step("explode", reason="x"), *REPORT_RESULT],
@@ -294,7 +203,7 @@ def test_one_named_tool_takes_its_schema_from_discovery(agents, make_agent, mcp_
 def test_an_mcp_is_error_result_reaches_the_transcript_as_a_tool_error(
     agents, make_agent, mcp_stub, staff_client
 ):
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url))
+    refresh_in_admin(staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url))
     make_agent(
         "exploder",
         [call_step("explode", reason="boom"), *REPORT_RESULT],
@@ -312,7 +221,9 @@ def test_an_mcp_is_error_result_reaches_the_transcript_as_a_tool_error(
 
 
 def test_a_server_that_is_gone_is_a_clear_tool_error(agents, make_agent, mcp_stub, staff_client):
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url, timeout_seconds=5))
+    refresh_in_admin(
+        staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url, timeout_seconds=5)
+    )
     make_agent(
         "calcer",
         [call_step("add", a=1, b=1), *REPORT_RESULT],
@@ -333,7 +244,7 @@ def test_a_server_that_is_gone_is_a_clear_tool_error(agents, make_agent, mcp_stu
 def test_a_tool_the_server_stops_offering_fails_clearly_and_is_not_sent(
     agents, make_agent, mcp_stub, staff_client
 ):
-    server = mcp_server(agents.a.tenant, mcp_stub.url)
+    server = mcp_tool_server(agents.a.tenant, mcp_stub.url)
     refresh_in_admin(staff_client, server)
     make_agent(
         "retirer", [call_step("retired", note="hi"), *REPORT_RESULT], tools=[{"server": "calc"}]
@@ -361,7 +272,7 @@ def test_a_tool_the_server_stops_offering_fails_clearly_and_is_not_sent(
 
 
 def test_a_deactivated_server_is_not_called(agents, make_agent, mcp_stub, staff_client):
-    server = mcp_server(agents.a.tenant, mcp_stub.url)
+    server = mcp_tool_server(agents.a.tenant, mcp_stub.url)
     refresh_in_admin(staff_client, server)
     make_agent(
         "calcer",
@@ -383,7 +294,7 @@ def test_the_connection_token_is_sent_as_bearer(agents, make_agent, mcp_stub, st
     connection_connect_token(
         tenant=agents.a.tenant, app=app, token="calc-token-123", by=agents.a.admin
     )
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url, app=app))
+    refresh_in_admin(staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url, app=app))
     make_agent(
         "calcer",
         [call_step("add", a=4, b=4), *REPORT_RESULT],
@@ -400,7 +311,7 @@ def test_without_the_connection_the_call_asks_for_it_and_nothing_is_sent(
     agents, make_agent, mcp_stub
 ):
     app = App.objects.create(slug="calcapp", name="Calc App")
-    mcp_server(
+    mcp_tool_server(
         agents.a.tenant,
         mcp_stub.url,
         app=app,
@@ -497,7 +408,7 @@ def test_an_expired_oauth2_token_is_refreshed_stored_and_audited(
         by=agents.a.admin,
     )
     Connection.objects.filter(app=app).update(expires_at=timezone.now() - timedelta(minutes=5))
-    mcp_server(
+    mcp_tool_server(
         agents.a.tenant,
         mcp_stub.url,
         app=app,
@@ -552,7 +463,7 @@ def test_a_refresh_the_provider_refuses_is_a_clear_error_without_the_token(
         by=agents.a.admin,
     )
     Connection.objects.filter(app=app).update(expires_at=timezone.now() - timedelta(minutes=5))
-    mcp_server(
+    mcp_tool_server(
         agents.a.tenant,
         mcp_stub.url,
         app=app,
@@ -707,7 +618,7 @@ def test_reserved_names_are_refused(agents):
 def test_another_tenants_server_of_the_same_name_is_never_used(
     agents, make_agent, mcp_stub, staff_client
 ):
-    theirs = mcp_server(agents.b.tenant, mcp_stub.url)
+    theirs = mcp_tool_server(agents.b.tenant, mcp_stub.url)
     refresh_in_admin(staff_client, theirs)
     agent = make_agent(
         "calcer",
@@ -723,7 +634,7 @@ def test_another_tenants_server_of_the_same_name_is_never_used(
     # With a server of its own, tenant A's calls reach its own server, not B's.
     other = McpStub()
     try:
-        refresh_in_admin(staff_client, mcp_server(agents.a.tenant, other.url))
+        refresh_in_admin(staff_client, mcp_tool_server(agents.a.tenant, other.url))
         task = start(agents.a, "calcer", "again")
         assert status_text(task) == 'ok: {"result": 2}'
         assert other.calls == [("add", {"a": 1, "b": 1})] and mcp_stub.calls == []
@@ -732,7 +643,7 @@ def test_another_tenants_server_of_the_same_name_is_never_used(
 
 
 def test_admin_pages_render_and_the_refresh_action_works(agents, mcp_stub, staff_client):
-    server = mcp_server(agents.a.tenant, mcp_stub.url)
+    server = mcp_tool_server(agents.a.tenant, mcp_stub.url)
     changelist = reverse("admin:runtime_toolserver_changelist")
     assert staff_client.get(changelist).status_code == 200
     response = staff_client.post(
@@ -751,7 +662,7 @@ def test_admin_pages_render_and_the_refresh_action_works(agents, mcp_stub, staff
 
 
 def test_a_refresh_that_fails_keeps_the_cache_and_says_why(agents, mcp_stub, staff_client):
-    server = mcp_server(agents.a.tenant, mcp_stub.url, timeout_seconds=5)
+    server = mcp_tool_server(agents.a.tenant, mcp_stub.url, timeout_seconds=5)
     refresh_in_admin(staff_client, server)
     mcp_stub.stop()
     response = refresh_in_admin(staff_client, server)
@@ -760,7 +671,7 @@ def test_a_refresh_that_fails_keeps_the_cache_and_says_why(agents, mcp_stub, sta
 
 
 def test_the_refresh_button_takes_only_post(agents, mcp_stub, staff_client):
-    server = mcp_server(agents.a.tenant, mcp_stub.url)
+    server = mcp_tool_server(agents.a.tenant, mcp_stub.url)
     url = reverse("admin:runtime_toolserver_refresh", args=[server.pk])
     assert staff_client.get(url).status_code == 405
     assert ToolServer.objects.get(pk=server.pk).refreshed_at is None
@@ -803,7 +714,9 @@ def test_a_name_that_resolves_to_loopback_is_refused_when_connecting(
 def test_an_mcp_call_that_takes_too_long_is_a_timeout_error(
     agents, make_agent, mcp_stub, staff_client
 ):
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url, timeout_seconds=1))
+    refresh_in_admin(
+        staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url, timeout_seconds=1)
+    )
     make_agent(
         "sleeper",
         [call_step("slow", seconds=2), *REPORT_RESULT],
@@ -834,7 +747,9 @@ def test_an_mcp_call_that_takes_too_long_is_a_timeout_error(
 def test_a_policy_timeout_overrides_the_servers_and_an_idempotent_tool_just_fails(
     agents, make_agent, mcp_stub, staff_client
 ):
-    refresh_in_admin(staff_client, mcp_server(agents.a.tenant, mcp_stub.url, timeout_seconds=30))
+    refresh_in_admin(
+        staff_client, mcp_tool_server(agents.a.tenant, mcp_stub.url, timeout_seconds=30)
+    )
     make_agent(
         "sleeper",
         [call_step("slow", seconds=5), *REPORT_RESULT],

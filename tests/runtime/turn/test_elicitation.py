@@ -12,28 +12,25 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from runtime.agents.agent_models import ToolServer
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.wakeups import task_announcements_heard, task_changed
-from runtime.tools.servers import tool_server_refresh
 from runtime.turn.cancel import task_cancel
 from runtime.turn.claim import turn_claim, turns_to_sweep
 from runtime.turn.runner import turn_run
 from tenants.tokens import api_token_create
 from tests.a2a_client import assert_error, rpc
 from tests.core import REPORT_RESULT, in_band, reply, run, send, status_text
-from tests.mcp_servers import BOOKING_FORM, StatefulMcp, wait_for
+from tests.mcp_servers import BOOKING_FORM, mcp_tool_server, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_allowed")]
 WORKER = "worker-1"
 
 
 @pytest.fixture(autouse=True)
-def _loopback_allowed(settings):
-    settings.PUSH_ALLOW_PRIVATE_HOSTS = True  # the test's server listens on 127.0.0.1
+def _short_lease(settings):
     # A short lease: the question's wait renews it every second, and a run a failed test
     # leaves behind stops as soon as its lease is taken from it (``_runs_stopped``).
     settings.TURN_LEASE_SECONDS = 3
@@ -54,19 +51,9 @@ def _runs_stopped():
 
 
 @pytest.fixture
-def server():
-    stub = StatefulMcp()
-    yield stub
-    stub.stop()
-
-
-@pytest.fixture
-def booker(agents, make_agent, server):
-    row = ToolServer(tenant=agents.a.tenant, name="tables", kind="mcp", url=server.url)
-    row.full_clean()
-    row.save()
-    tool_server_refresh(server=row)
-    server.initializes = 0
+def booker(agents, make_agent, stateful_mcp):
+    mcp_tool_server(agents.a.tenant, stateful_mcp.url, "tables", discover=True)
+    stateful_mcp.initializes = 0
 
     def make(tool="book", **args):
         return make_agent(
@@ -130,7 +117,7 @@ ANSWER = {"date": "2026-05-01", "guests": 4, "seating": "out", "extras": ["cake"
 
 
 def test_an_elicitation_is_a_question_answered_in_band_and_the_answer_reaches_the_server(
-    agents, booker, server
+    agents, booker, stateful_mcp
 ):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book a table")
@@ -167,18 +154,18 @@ def test_an_elicitation_is_a_question_answered_in_band_and_the_answer_reaches_th
     reply(task, "here", metadata=in_band(question, value=ANSWER))
     task = worker.join()
     assert task.state == TaskState.COMPLETED, status_text(task)
-    assert server.elicited == [{"action": "accept", "content": ANSWER}]
+    assert stateful_mcp.elicited == [{"action": "accept", "content": ANSWER}]
     assert received(task) == {"action": "accept", "content": ANSWER}
     assert effects(task) == [("book", Effect.State.SUCCEEDED), ("add", Effect.State.SUCCEEDED)]
     # One session for the turn's two calls, the question in between.
-    assert server.initializes == 1
+    assert stateful_mcp.initializes == 1
     question.refresh_from_db()
     assert question.state == Interaction.State.ANSWERED and question.answered_via == "inband"
     assert question.answer == {"value": {"action": "accept", "content": ANSWER}}
 
 
 def test_an_answer_that_does_not_fit_the_form_is_refused_and_the_question_stays_open(
-    agents, booker, server
+    agents, booker, stateful_mcp
 ):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book")
@@ -191,16 +178,16 @@ def test_an_answer_that_does_not_fit_the_form_is_refused_and_the_question_stays_
         reply(task, "x", metadata=in_band(question, value={"date": "2026-05-01"}))
     assert refused.value.field == "value.guests" and refused.value.description == "is required"
     question.refresh_from_db()
-    assert question.state == Interaction.State.OPEN and server.elicited == []
+    assert question.state == Interaction.State.OPEN and stateful_mcp.elicited == []
 
     reply(task, "no", metadata=in_band(question, value={"action": "decline"}))
     task = worker.join()
-    assert server.elicited == [{"action": "decline", "content": None}]
+    assert stateful_mcp.elicited == [{"action": "decline", "content": None}]
     assert received(task) == {"action": "decline", "content": None}
 
 
 def test_an_answer_naming_the_question_in_metadata_may_carry_its_value_as_the_data_part(
-    agents, booker, server
+    agents, booker, stateful_mcp
 ):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book")
@@ -215,16 +202,16 @@ def test_an_answer_naming_the_question_in_metadata_may_carry_its_value_as_the_da
         reply(task, None, parts=[{"data": {"date": "May"}}], metadata=in_band(question))
     assert refused.value.field == "value.date"
     question.refresh_from_db()
-    assert question.state == Interaction.State.OPEN and server.elicited == []
+    assert question.state == Interaction.State.OPEN and stateful_mcp.elicited == []
     reply(task, None, parts=[{"data": ANSWER}], metadata=in_band(question))
     task = worker.join()
-    assert server.elicited == [{"action": "accept", "content": ANSWER}]
+    assert stateful_mcp.elicited == [{"action": "accept", "content": ANSWER}]
     question.refresh_from_db()
     assert question.answer == {"value": {"action": "accept", "content": ANSWER}}
 
 
 def test_an_answer_from_a_caller_who_is_not_the_tasks_is_refused_and_changes_nothing(
-    agents, booker, server, make_agent, client
+    agents, booker, stateful_mcp, make_agent, client
 ):
     """Another subject of the same tenant, and another tenant's caller (on its own agent of
     the same name), name the task and the question: the task is not theirs to find
@@ -272,15 +259,15 @@ def test_an_answer_from_a_caller_who_is_not_the_tasks_is_refused_and_changes_not
     question.refresh_from_db()
     task.refresh_from_db()
     assert question.state == Interaction.State.OPEN and question.answer is None
-    assert task.state == TaskState.INPUT_REQUIRED and server.elicited == []
+    assert task.state == TaskState.INPUT_REQUIRED and stateful_mcp.elicited == []
     assert not any(m.get("messageId") == "m-stranger" for m in task.history)
 
     reply(task, None, parts=[{"data": ANSWER}], metadata=in_band(question, value=ANSWER))
     worker.join()
-    assert server.elicited == [{"action": "accept", "content": ANSWER}]
+    assert stateful_mcp.elicited == [{"action": "accept", "content": ANSWER}]
 
 
-def test_an_operator_answers_the_form_on_the_question_page(agents, booker, server):
+def test_an_operator_answers_the_form_on_the_question_page(agents, booker, stateful_mcp):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book")
     worker = Worker(task)
@@ -323,13 +310,13 @@ def test_an_operator_answers_the_form_on_the_question_page(agents, booker, serve
         "vegetarian": True,
         "extras": ["cake", "music"],
     }
-    assert server.elicited == [{"action": "accept", "content": content}]
+    assert stateful_mcp.elicited == [{"action": "accept", "content": content}]
     assert received(task) == {"action": "accept", "content": content}
     question.refresh_from_db()
     assert question.answered_by == agents.a.operator.subject and question.answered_via == "page"
 
 
-def test_declined_on_the_page_the_server_hears_decline(agents, booker, server):
+def test_declined_on_the_page_the_server_hears_decline(agents, booker, stateful_mcp):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book")
     worker = Worker(task)
@@ -343,22 +330,22 @@ def test_declined_on_the_page_the_server_hears_decline(agents, booker, server):
 
 
 def test_a_question_nobody_answers_in_time_expires_and_the_server_hears_cancel(
-    agents, booker, server, settings
+    agents, booker, stateful_mcp, settings
 ):
     settings.MCP_ELICITATION_TIMEOUT_SECONDS = 1
     booker(place="Chez Nous")
     task = run(send(agents.a, "booker", "book"), worker_id=WORKER)  # the wait runs out
     assert task.state == TaskState.COMPLETED, status_text(task)
-    assert server.elicited == [{"action": "cancel", "content": None}]
+    assert stateful_mcp.elicited == [{"action": "cancel", "content": None}]
     assert received(task) == {"action": "cancel", "content": None}
     question = Interaction.objects.get(task=task)
     assert question.state == Interaction.State.EXPIRED and question.answered_via == "expiry"
     # The turn went on to its next call, on the same session.
     assert effects(task) == [("book", Effect.State.SUCCEEDED), ("add", Effect.State.SUCCEEDED)]
-    assert server.initializes == 1
+    assert stateful_mcp.initializes == 1
 
 
-def test_a_call_that_asks_twice_opens_two_questions_in_turn(agents, booker, server):
+def test_a_call_that_asks_twice_opens_two_questions_in_turn(agents, booker, stateful_mcp):
     booker(tool="confirm")
     task = send(agents.a, "booker", "confirm")
     worker = Worker(task)
@@ -376,13 +363,13 @@ def test_a_call_that_asks_twice_opens_two_questions_in_turn(agents, booker, serv
     assert second.prompt == "Really sure?"
     reply(task, "no")  # plain text: a form of one boolean field reads "no" as false
     task = worker.join()
-    assert server.elicited == [
+    assert stateful_mcp.elicited == [
         {"action": "accept", "content": {"ok": True}},
         {"action": "accept", "content": {"ok": False}},
     ]
 
 
-def test_a_page_to_open_is_a_question_the_person_accepts_or_declines(agents, booker, server):
+def test_a_page_to_open_is_a_question_the_person_accepts_or_declines(agents, booker, stateful_mcp):
     booker(tool="open_page")
     task = send(agents.a, "booker", "pay")
     worker = Worker(task)
@@ -395,11 +382,11 @@ def test_a_page_to_open_is_a_question_the_person_accepts_or_declines(agents, boo
     assert "https://bank.example.test/consent?id=7" in page.content.decode()
     reply(task, "done", metadata=in_band(question, approved=True))
     worker.join()
-    assert server.elicited == [{"action": "accept"}]
+    assert stateful_mcp.elicited == [{"action": "accept"}]
 
 
 def test_a_worker_that_loses_the_turn_mid_question_leaves_the_call_uncertain(
-    agents, booker, server, settings
+    agents, booker, stateful_mcp, settings
 ):
     """The worker's lease lapses while it waits (as when it died): it stops, and the call's
     outcome is lost. The answer resumes the turn in another worker, which finds the call
@@ -419,7 +406,7 @@ def test_a_worker_that_loses_the_turn_mid_question_leaves_the_call_uncertain(
 
 
 def test_a_task_canceled_mid_question_stops_the_run_and_the_server_hears_cancel(
-    agents, booker, server
+    agents, booker, stateful_mcp
 ):
     booker(place="Chez Nous")
     task = send(agents.a, "booker", "book")
@@ -431,7 +418,7 @@ def test_a_task_canceled_mid_question_stops_the_run_and_the_server_hears_cancel(
     question.refresh_from_db()
     assert question.state == Interaction.State.CANCELED
     # The run's sessions closed: the open question was answered cancel first.
-    assert wait_for(lambda: server.elicited, "the server to hear it") == [
+    assert wait_for(lambda: stateful_mcp.elicited, "the server to hear it") == [
         {"action": "cancel", "content": None}
     ]
 

@@ -13,6 +13,7 @@ from runtime.agents.agentfile import AgentSpec, agent_upsert
 from runtime.decisions.decision_models import Interaction
 from runtime.llm.http_agent import schema
 from runtime.turn.intake import message_send
+from tests.agent_server import AgentServer
 from tests.core import (
     DEPLOY_TOOL,
     decide,
@@ -24,7 +25,6 @@ from tests.core import (
     status_text,
 )
 from tests.llm_stub import LLMStub, call, completion
-from tests.agent_server import AgentServer
 
 pytestmark = pytest.mark.django_db
 

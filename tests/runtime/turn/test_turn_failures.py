@@ -11,9 +11,9 @@ from runtime.agents.agent_models import Agent
 from runtime.kernel.task_models import Task, TaskState
 from runtime.turn.runner import turn_run
 from tests.a2a_endpoint.test_files import FileServer
+from tests.agent_server import AgentServer
 from tests.core import send, status_text
 from tests.llm_stub import LLMStub, call, completion
-from tests.agent_server import AgentServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

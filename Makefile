@@ -20,7 +20,7 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# The reference MCP server `everything` (npm) that tests/runtime/test_mcp_everything.py runs.
+# The reference MCP server `everything` (npm) that tests/runtime/tools/test_mcp_everything.py runs.
 EVERYTHING := tests/mcp_everything
 STAMPMCP := $(EVERYTHING)/node_modules/.installed
 

@@ -244,6 +244,47 @@ def _bulk_ids(request, tenant) -> tuple[list[str], str]:
     return ids, ""
 
 
+# The decision flow's refusals a bulk row reports: the item is left out, was decided by
+# someone else meanwhile, or is in error; bulk triage goes on with the next item.
+REFUSALS = (
+    ChannelRefused,
+    DeciderRefused,
+    StepUpRequired,
+    AlreadyDecided,
+    InvalidParams,
+    TaskNotFound,
+)
+
+
+def _refused_row(row: dict, exc: Exception, *, group: bool) -> dict:
+    """The bulk row of an item the decision flow refused with ``exc``; ``group``: the item is
+    an approval group's, decided all at once or not at all, so the row speaks of every call."""
+    if isinstance(exc, ChannelRefused | DeciderRefused):
+        return {
+            **row,
+            "outcome": "left_out",
+            "text": f"Left out{' (every call)' if group else ''}: {exc.message}",
+        }
+    if isinstance(exc, StepUpRequired):
+        text = (
+            "Left out (every call): a call is marked risk: high and needs a recent "
+            "re-authentication (decide the group on its page)."
+            if group
+            else "Left out: the tool is marked risk: high and needs a recent "
+            "re-authentication (decide it on its own page)."
+        )
+        return {**row, "outcome": "left_out", "text": text}
+    if isinstance(exc, AlreadyDecided):
+        who = exc.interaction.answered_by or "someone"
+        text = (
+            f"Not applied: call {exc.interaction.group_position + 1} was decided by {who} since."
+            if group
+            else f"Already decided by {who}."
+        )
+        return {**row, "outcome": "already", "text": text}
+    return {**row, "outcome": "error", "text": str(getattr(exc, "description", exc))}
+
+
 def _bulk_group_outcome(
     listed, calls, *, tenant, decider, approved: bool, reason: str, post
 ) -> dict:
@@ -271,25 +312,8 @@ def _bulk_group_outcome(
             channel=BULK,
             shown=shown,
         )
-    except (ChannelRefused, DeciderRefused) as exc:
-        return {**row, "outcome": "left_out", "text": f"Left out (every call): {exc.message}"}
-    except StepUpRequired:
-        return {
-            **row,
-            "outcome": "left_out",
-            "text": "Left out (every call): a call is marked risk: high and needs a recent "
-            "re-authentication (decide the group on its page).",
-        }
-    except AlreadyDecided as exc:
-        who = exc.interaction.answered_by or "someone"
-        return {
-            **row,
-            "outcome": "already",
-            "text": f"Not applied: call {exc.interaction.group_position + 1} was decided by "
-            f"{who} since.",
-        }
-    except (InvalidParams, TaskNotFound) as exc:
-        return {**row, "outcome": "error", "text": str(getattr(exc, "description", exc))}
+    except REFUSALS as exc:
+        return _refused_row(row, exc, group=True)
     done = len(decided.decided)
     word = "Approved" if approved else "Denied"
     return {**row, "outcome": "decided", "text": f"{word} {done} call{'s' if done != 1 else ''}."}
@@ -313,18 +337,6 @@ def _bulk_outcome(item_id: str, interaction, *, tenant, decider, decision: Decis
             decision=decision,
             channel=BULK,
         )
-    except (ChannelRefused, DeciderRefused) as exc:
-        return {**row, "outcome": "left_out", "text": f"Left out: {exc.message}"}
-    except StepUpRequired:
-        return {
-            **row,
-            "outcome": "left_out",
-            "text": "Left out: the tool is marked risk: high and needs a recent "
-            "re-authentication (decide it on its own page).",
-        }
-    except AlreadyDecided as exc:
-        who = exc.interaction.answered_by or "someone"
-        return {**row, "outcome": "already", "text": f"Already decided by {who}."}
-    except (InvalidParams, TaskNotFound) as exc:
-        return {**row, "outcome": "error", "text": str(getattr(exc, "description", exc))}
+    except REFUSALS as exc:
+        return _refused_row(row, exc, group=False)
     return {**row, "outcome": "decided", "text": "Approved." if decision.approved else "Denied."}

@@ -1,7 +1,8 @@
 """What each of the store's hand-written statements saves over the ORM.
 
-runtime/kernel/store.py keeps a statement written by hand only where a benchmark proves it;
-bench/turn_cost.py's CPU per turn moves by a third from one run to the next on a loaded
+runtime/kernel/store.py (and its siblings runtime/kernel/event_store.py and
+runtime/agents/agent_store.py) keeps a statement written by hand only where a benchmark proves
+it; bench/turn_cost.py's CPU per turn moves by a third from one run to the next on a loaded
 machine, too much to see one statement's share. This measures each statement on its own:
 the store's function and the queryset it would otherwise be, on the same rows of a real
 PostgreSQL database, in alternating blocks (so that the machine's load falls on both alike),
@@ -50,6 +51,7 @@ def main() -> int:
     from django.db import transaction
     from django.db.models import Exists, OuterRef, Subquery
 
+    from runtime.agents import agent_store
     from runtime.agents.agent_models import Credential, ModelPrice
     from runtime.agents.agentfile import agent_upsert, parse_agent_file
     from runtime.agents.demo import AGENTS_DIR
@@ -211,7 +213,7 @@ def main() -> int:
         ),
         (
             "credential_secret_read (a hosted model's call)",
-            lambda: store.credential_secret_read(tenant=tenant, name="BENCH_KEY"),
+            lambda: agent_store.credential_secret_read(tenant=tenant, name="BENCH_KEY"),
             lambda: (
                 Credential.objects.filter(tenant=tenant, name="BENCH_KEY")
                 .values_list("secret_encrypted", flat=True)
@@ -221,7 +223,7 @@ def main() -> int:
         ),
         (
             "model_price_read (a hosted model's reply)",
-            lambda: store.model_price_read("bench-model"),
+            lambda: agent_store.model_price_read("bench-model"),
             lambda: (
                 ModelPrice.objects.filter(model="bench-model")
                 .values_list("input_usd_per_million", "output_usd_per_million")

@@ -12,6 +12,7 @@ from runtime.agents.agentfile import AgentSpec, agent_upsert
 from runtime.agents.demo import seed_demo_agents
 from tenants.models import User
 from tests import loopback
+from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, held_approval
 from tests.world import PASSWORD, World, make_side
 
 # In-process tests publish their Celery messages to a queue of this run that no worker
@@ -202,6 +203,36 @@ def make_agent(agents):
         return agent
 
     return make
+
+
+@pytest.fixture
+def holder(make_agent):
+    """An agent (``dep`` unless told) whose deploy call is held under the policy entry
+    ``rule`` (and the tool entry ``tool``), made in tenant A unless told; returns a maker of
+    its open approvals: ``holder(rule)(side)``."""
+
+    def make(rule, *, slug: str = "dep", tool: dict = DEPLOY_TOOL, tenant=None):
+        make_agent(
+            slug,
+            [deploy_step(), *REPORT_RESULT],
+            tenant=tenant,
+            tools=[tool],
+            tool_policy={"deploy/deploy_build": rule},
+        )
+        return lambda side: held_approval(side, slug)
+
+    return make
+
+
+@pytest.fixture
+def held_under(holder):
+    """The side's open approval of a deploy held under the policy entry ``rule``, its agent
+    (``dep`` unless told) made in the side's tenant: ``holder`` for one call."""
+
+    def hold(side, rule, *, slug: str = "dep"):
+        return holder(rule, slug=slug, tenant=side.tenant)(side)
+
+    return hold
 
 
 @pytest.fixture

@@ -8,17 +8,21 @@ test calls `run`.
 
 import dataclasses
 import uuid
+from io import StringIO
 
+from django.core.management import call_command
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.flow import Decision, decision_take
+from runtime.decisions.standing_rules import rule_create
 from runtime.kernel import extensions as ext
-from runtime.kernel.task_models import Task
+from runtime.kernel.task_models import Task, TaskState
 from runtime.turn.intake import message_send
 from runtime.turn.runner import turn_run
+from tenants.models import Membership
 
 DEPLOY_TOOL = {
     "server": "deploy",
@@ -128,6 +132,23 @@ def open_interaction(task: Task) -> Interaction:
     return Interaction.objects.get(task=task, state=Interaction.State.OPEN)
 
 
+def held_approval(side, agent_slug: str, text: str = "go") -> Interaction:
+    """Send a message to the side's agent and run its turn to the pause on a held call: the
+    open approval (its task and agent read with it)."""
+    task = run(send(side, agent_slug, text))
+    assert task.state == TaskState.AUTH_REQUIRED, task.status_message
+    return Interaction.objects.select_related("task", "task__agent").get(
+        task=task, state=Interaction.State.OPEN
+    )
+
+
+def member(side, role: str = "operator") -> Decider:
+    """The side's ``role`` member as the decider they are (their membership's role and
+    groups)."""
+    user = getattr(side, role)
+    return Decider.of_member(Membership.objects.get(tenant=side.tenant, user=user), user)
+
+
 def flow_answer(
     *,
     tenant,
@@ -191,6 +212,30 @@ def edit_approve(side, interaction: Interaction, arguments: dict):
         via="page",
         arguments=arguments,
     )
+
+
+def approved_with_rule(side, slug, text, *, role="operator", **rule):
+    """Hold a call, approve it as ``role`` and make a standing rule from that approval (for
+    the caller only, with no conditions, for a day, unless ``rule`` says otherwise)."""
+    task = run(send(side, slug, text))
+    interaction = Interaction.objects.get(task=task, state="open")
+    decider = member(side, role)
+    decide(interaction, by=decider.subject, approved=True)
+    rule.setdefault("caller_only", True)
+    rule.setdefault("conditions", [])
+    rule.setdefault("duration", "1d")
+    made = rule_create(
+        tenant=side.tenant, interaction_id=interaction.public_id, decider=decider, **rule
+    )
+    assert run(task).state == TaskState.COMPLETED
+    return made
+
+
+def load_agents(path, tenant: str = "acme") -> str:
+    """``manage.py load_agents PATH --tenant TENANT``: what it printed."""
+    out = StringIO()
+    call_command("load_agents", str(path), "--tenant", tenant, stdout=out)
+    return out.getvalue()
 
 
 def status_text(task: Task) -> str:

@@ -1,8 +1,9 @@
-"""A stateful MCP server for the tests, built with the official ``mcp`` package (FastMCP over
-streamable HTTP, with sessions and SSE) on a free local port. It records what reaches it:
+"""MCP servers for the tests, built with the official ``mcp`` package (FastMCP over streamable
+HTTP) on a free local port, each in a thread of its own (LocalMcp): McpStub, stateless, records
+its calls and each request's Authorization header; StatefulMcp, with sessions and SSE, records
 each ``initialize`` (one per session), each session's end (its DELETE), and what every
-elicitation came back with, so that tests count sessions and read what a person's answer
-told the server."""
+elicitation came back with, so that tests count sessions and read what a person's answer told
+the server. ``mcp_tool_server`` makes a tenant's row for one of them."""
 
 import json
 import socket
@@ -12,6 +13,9 @@ import time
 import anyio
 import uvicorn
 from mcp.server.fastmcp import Context, FastMCP
+
+from runtime.agents.agent_models import ToolServer
+from runtime.tools.servers import tool_server_refresh
 
 # What the booking tool asks a person (MCP's restricted schema: strings with a format,
 # numbers with bounds, booleans, a single and a multiple choice).
@@ -52,7 +56,79 @@ def wait_for(condition, what: str, seconds: float = 15.0):
     return found
 
 
-class StatefulMcp:
+class LocalMcp:
+    """An ASGI app served by uvicorn on a free local port, in a thread of its own (``serve``);
+    ``url``: its MCP endpoint."""
+
+    def serve(self, app) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_for(lambda: self.server.started, "the MCP server to start")
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def mcp_tool_server(
+    tenant, url: str, name: str = "calc", *, discover: bool = False, **fields
+) -> ToolServer:
+    """The tenant's MCP tool server ``name`` at ``url``, checked and saved; its tools
+    discovered when ``discover`` says so."""
+    server = ToolServer(tenant=tenant, name=name, kind="mcp", url=url, **fields)
+    server.full_clean()
+    server.save()
+    if discover:
+        tool_server_refresh(server=server)
+    return server
+
+
+class McpStub(LocalMcp):
+    """A stateless FastMCP server that records its tool calls and the Authorization header
+    of every request."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+        self.authorizations: list[str] = []
+        self.mcp = FastMCP("stub", stateless_http=True, json_response=True)
+
+        @self.mcp.tool(description="Add two numbers.")
+        def add(a: int, b: int) -> int:
+            self.calls.append(("add", {"a": a, "b": b}))
+            return a + b
+
+        @self.mcp.tool(description="Always fails.")
+        def explode(reason: str) -> str:
+            self.calls.append(("explode", {"reason": reason}))
+            raise ValueError(f"exploded: {reason}")
+
+        @self.mcp.tool(description="Takes its time.")
+        async def slow(seconds: float) -> str:
+            self.calls.append(("slow", {"seconds": seconds}))
+            await anyio.sleep(seconds)
+            return "done"
+
+        @self.mcp.tool(description="Goes away later.")
+        def retired(note: str) -> str:
+            self.calls.append(("retired", {"note": note}))
+            return note
+
+        inner = self.mcp.streamable_http_app()
+
+        async def app(scope, receive, send):
+            if scope["type"] == "http":
+                headers = dict(scope["headers"])
+                self.authorizations.append(headers.get(b"authorization", b"").decode())
+            await inner(scope, receive, send)
+
+        self.serve(app)
+
+
+class StatefulMcp(LocalMcp):
     """Tools: ``counter`` (counts its calls in each session: a stateful server), ``forget``
     (forgets every session, as a server that restarted), ``add``,
     ``book`` (asks a person for the booking's details, then says what it got), ``confirm``
@@ -157,14 +233,4 @@ class StatefulMcp:
 
             await inner(scope, replay, send)
 
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.server.started, "the MCP server to start")
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.serve(app)

@@ -53,15 +53,14 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
 # imports the services it runs; nothing imports it: services queue its tasks by name,
 # config.celery.task_enqueue). Under everything, the schema: each domain's
 # models (they import only models) and the store, the hand-written statements that join
-# tables of several domains (runtime.kernel.store) on rowsql's compiled-once machinery. A
+# tables of several domains (runtime.kernel.store; a task's events with their push
+# deliveries in event_store, the agents' in agent_store) on rowsql's compiled-once machinery. A
 # module belongs to the layer of its longest matching prefix.
 CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (
         8,
         (
             "runtime.admin",
-            "runtime.admin_policy",
-            "runtime.admin_push",
             "runtime.apps",
             "runtime.models",
             "runtime.receivers",
@@ -85,6 +84,8 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "runtime.decisions.decision_models",
             "runtime.kernel.rowsql",
             "runtime.kernel.store",
+            "runtime.kernel.event_store",
+            "runtime.agents.agent_store",
         ),
     ),
 ]
@@ -377,15 +378,15 @@ def violations_outbound(modules: dict[str, Module]) -> list[str]:
     ]
 
 
-# The longest a product module may be: a file a newcomer can read through. The
-# edge apps are held shorter still: one concern per module.
+# The longest a product module may be: a file a newcomer can read through. The core and
+# the edge apps are held shorter still: one concern per module.
 MAX_LINES = 800
-MAX_LINES_IN = {"approvals": 500, "notifications": 500, "integrations": 500}
+MAX_LINES_IN = {"runtime": 600, "approvals": 500, "notifications": 500, "integrations": 500}
 
 
 def violations_module_sizes(modules: dict[str, Module]) -> list[str]:
-    """No product module over 800 lines, none in approvals/, notifications/ or integrations/
-    over 500."""
+    """No product module over 800 lines, none in runtime/ over 600, none in approvals/,
+    notifications/ or integrations/ over 500."""
     out = []
     for m in modules.values():
         limit = MAX_LINES_IN.get(m.name.split(".")[0], MAX_LINES)
@@ -399,6 +400,8 @@ def violations_module_sizes(modules: dict[str, Module]) -> list[str]:
 # rowsql's compiled-once saves).
 SQL_MODULES = {
     "runtime.kernel.store": "the core's hand-written statements",
+    "runtime.kernel.event_store": "a task's events and their push deliveries, in one statement",
+    "runtime.agents.agent_store": "the agents' statements: credentials, prices, demo records",
     "runtime.kernel.rowsql": "the ORM's saves, compiled once (the store's machinery)",
     "runtime.kernel.wakeups": "NOTIFY and LISTEN",
     "a2a_endpoint.asyncdb": "the A2A edge's reads on psycopg's async pool",
@@ -545,14 +548,19 @@ def test_two_core_modules_with_one_file_name_are_reported():
 def test_a_module_too_long_for_its_app_is_reported():
     tree = made_up(
         **{"approvals.views": "x = 1\n" * 501},
-        **{"runtime.turn.runner": "x = 1\n" * 800},
+        **{"runtime.turn.runner": "x = 1\n" * 601},
+        **{"runtime.turn.claim": "x = 1\n" * 600},
+        **{"integrations.slack_views": "x = 1\n" * 501},
         **{"a2a_endpoint.views": "x = 1\n" * 801},
         **{"notifications.services": "x = 1\n" * 501},
         **{"integrations.slack.blocks": "x = 1\n" * 501},
         **{"integrations.slack.views": "x = 1\n" * 500},
+        **{"a2a_endpoint.methods": "x = 1\n" * 800},
     )
     assert violations_module_sizes(tree) == [
         "approvals/views.py has 501 lines (at most 500)",
+        "runtime/turn/runner.py has 601 lines (at most 600)",
+        "integrations/slack_views.py has 501 lines (at most 500)",
         "a2a_endpoint/views.py has 801 lines (at most 800)",
         "notifications/services.py has 501 lines (at most 500)",
         "integrations/slack/blocks.py has 501 lines (at most 500)",

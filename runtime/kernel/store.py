@@ -4,10 +4,14 @@ Everything else reads and writes through the ORM, or through runtime.kernel.rows
 compiled once. A statement is here because the ORM cannot say it (rows of several tables in
 one statement, a lock of one table of a join, FOR SHARE) or because a benchmark shows what
 compiling it on every call costs (bench/turn_cost.py, bench/decisions.py, bench/store_cost.py;
-the statement counts are pinned in tests/runtime/test_turn_queries.py and
+the statement counts are pinned in tests/runtime/turn/test_turn_queries.py and
 tests/approvals/test_answer_cost.py). Each is built once per database from the models'
 ``_meta`` (quoted names, ``%s`` parameters) and runs on rowsql's cursor; a read's rows are
 made into model instances as the ORM makes them (rowsql.Columns).
+
+Here are a turn's (its claim, its batches' locks, its start, a call's journal) and a
+decision's; a task's events with their push deliveries are runtime.kernel.event_store's, and
+what a hosted model's calls read and the demo servers write, runtime.agents.agent_store's.
 
 The store sits with the models under every service of the core (tests/test_architecture.py):
 its statements join tables of several domains (a task with its agent, an effect with its
@@ -15,16 +19,12 @@ interaction), so it belongs to no one domain's package, and it imports nothing b
 """
 
 import functools
-from collections.abc import Sequence
-from decimal import Decimal
 
 from django.db import connections
-from django.utils import timezone
 
-from runtime.agents.agent_models import Agent, Credential, DemoRecord, ModelPrice
+from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel import rowsql
-from runtime.kernel.push.push_models import PushConfig, PushDelivery
 from runtime.kernel.rowsql import Columns
 from runtime.kernel.task_models import TERMINAL_STATES, Context, Task, TaskEvent, TaskState
 from tenants.models import Tenant
@@ -406,210 +406,3 @@ def decision_interaction_read(
     if effect is not None:
         effect.task = task
     return interaction, effect
-
-
-# --- agents: credentials, prices, the demo tool servers (runtime.agents) --------------------
-
-
-@functools.cache
-def _credential_sql(using: str) -> str:
-    connection = connections[using]
-    q = _q(connection)
-    tenant, name, secret = (
-        _col(Credential, f, connection) for f in ("tenant", "name", "secret_encrypted")
-    )
-    return (
-        f"SELECT {secret} FROM {q(Credential._meta.db_table)} WHERE {tenant} = %s AND {name} = %s"
-    )
-
-
-def credential_secret_read(*, tenant, name: str, using: str = "default") -> str | None:
-    """The tenant's credential ``name``, as stored (encrypted); None when it has none. A hosted
-    model's every call asks it (the ORM compiled it each time); unique per tenant, a text
-    column: one row at most, nothing to convert."""
-    with rowsql.cursor(using) as cursor:
-        cursor.execute(_credential_sql(using), [tenant.pk, name])
-        row = cursor.fetchone()
-    return None if row is None else row[0]
-
-
-_PRICE = Columns(ModelPrice, "p", ["id", "input_usd_per_million", "output_usd_per_million"])
-
-
-@functools.cache
-def _price_sql(using: str) -> str:
-    connection = connections[using]
-    q = _q(connection)
-    return (
-        f"SELECT {_PRICE.sql(using)} FROM {q(ModelPrice._meta.db_table)} {q('p')} "
-        f"WHERE {q('p')}.{_col(ModelPrice, 'model', connection)} = %s"
-    )
-
-
-def model_price_read(model: str, *, using: str = "default") -> tuple[Decimal, Decimal] | None:
-    """(input, output) USD per million tokens set for ``model`` in admin, or None: every
-    hosted model's reply asks it (the ORM compiled it each time)."""
-    with rowsql.cursor(using) as cursor:
-        cursor.execute(_price_sql(using), [model])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    price = _PRICE.build(row, using=using)  # model is unique: one row at most
-    return price.input_usd_per_million, price.output_usd_per_million
-
-
-@functools.cache
-def _demo_record_sql(using: str) -> str:
-    connection = connections[using]
-    q = _q(connection)
-    fields = _insert_fields(DemoRecord)
-    columns = ", ".join(q(f.column) for f in fields)
-    values = ", ".join(["%s"] * len(fields))
-    return (
-        f"INSERT INTO {q(DemoRecord._meta.db_table)} ({columns}) VALUES ({values}) "
-        f"ON CONFLICT ({_col(DemoRecord, 'effect_id', connection)}) DO NOTHING "
-        f"RETURNING {q(DemoRecord._meta.pk.column)}"
-    )
-
-
-def demo_record_insert(record: DemoRecord, *, using: str = "default") -> int | None:
-    """INSERT the demo servers' record of a call unless one of its effect is there (ON
-    CONFLICT DO NOTHING, both backends): its key, or None when it was there. One statement
-    where get_or_create was a read, then a transaction of its own around the insert."""
-    connection = connections[using]
-    values = [
-        f.get_db_prep_save(f.pre_save(record, True), connection) for f in _insert_fields(DemoRecord)
-    ]
-    with rowsql.cursor(using) as cursor:
-        cursor.execute(_demo_record_sql(using), values)
-        row = cursor.fetchone()
-    return None if row is None else row[0]
-
-
-# --- a task's events and their push deliveries ------------------------------------------------
-
-# The columns of a PushDelivery the statement writes (the others are NULL until delivered).
-_DELIVERY_COLUMNS = (
-    "tenant",
-    "config",
-    "event",
-    "seq",
-    "webhook_id",
-    "state",
-    "attempts",
-    "next_attempt_at",
-    "last_error",
-    "created_at",
-)
-
-
-def _deliveries_select(events: str, connection) -> str:
-    """The INSERT ... SELECT of one pending delivery per event of ``events`` (an SQL row
-    source with the events' ``id`` and ``seq``) and active config of the task; its
-    parameters: state, now, now, the tenant's id and the task's."""
-    q = _q(connection)
-    columns = ", ".join(_col(PushDelivery, f, connection) for f in _DELIVERY_COLUMNS)
-    c = q("c")
-    # A webhook-id per delivery (Standard Webhooks): "msg_" and 32 random hex digits.
-    webhook_id = (
-        "'msg_' || replace(gen_random_uuid()::text, '-', '')"
-        if connection.vendor == "postgresql"
-        else "'msg_' || lower(hex(randomblob(16)))"
-    )
-    return (
-        f"INSERT INTO {q(PushDelivery._meta.db_table)} ({columns}) "
-        f"SELECT {c}.{_col(PushConfig, 'tenant', connection)}, {c}.{q(PushConfig._meta.pk.column)}, "
-        f"{q('ev')}.{q('id')}, {q('ev')}.{q('seq')}, {webhook_id}, %s, 0, %s, '', %s "
-        f"FROM {events} CROSS JOIN {q(PushConfig._meta.db_table)} {c} "
-        f"WHERE {c}.{_col(PushConfig, 'tenant', connection)} = %s "
-        f"AND {c}.{_col(PushConfig, 'task', connection)} = %s "
-        f"AND {c}.{_col(PushConfig, 'disabled_at', connection)} IS NULL"
-    )
-
-
-@functools.cache
-def _events_with_deliveries_sql(rows: int, using: str) -> str:
-    """PostgreSQL: the events' INSERT and their deliveries' in one statement, which returns
-    each event's id (in seq order) and the configs that got deliveries."""
-    connection = connections[using]
-    q = _q(connection)
-    insert = rowsql.insert_of(TaskEvent, using=using)
-    events = (
-        insert.head
-        + ", ".join([insert.row] * rows)
-        + f" RETURNING {q(TaskEvent._meta.pk.column)} AS {q('id')}, "
-        f"{_col(TaskEvent, 'seq', connection)} AS {q('seq')}"
-    )
-    deliveries = _deliveries_select(q("ev"), connection)
-    return (
-        f"WITH {q('ev')} AS ({events}), {q('d')} AS ({deliveries} "
-        f"RETURNING {_col(PushDelivery, 'config', connection)} AS {q('config')}) "
-        f"SELECT {q('ev')}.{q('id')}, ARRAY(SELECT DISTINCT {q('config')} FROM {q('d')}) "
-        f"FROM {q('ev')} ORDER BY {q('ev')}.{q('seq')}"
-    )
-
-
-@functools.cache
-def _deliveries_of_events_sql(using: str) -> str:
-    """Other backends: the deliveries of events already written (its parameters: state, now,
-    now, then the task's id and the events' first and last seq, then the tenant's and the
-    task's ids)."""
-    connection = connections[using]
-    q = _q(connection)
-    events = (
-        f"(SELECT {q(TaskEvent._meta.pk.column)} AS {q('id')}, "
-        f"{_col(TaskEvent, 'seq', connection)} AS {q('seq')} "
-        f"FROM {q(TaskEvent._meta.db_table)} WHERE {_col(TaskEvent, 'task', connection)} = %s "
-        f"AND {_col(TaskEvent, 'seq', connection)} BETWEEN %s AND %s) {q('ev')}"
-    )
-    return _deliveries_select(events, connection)
-
-
-def task_events_insert(events: Sequence[TaskEvent], *, using: str = "default") -> list[int]:
-    """INSERT a task's new ``events`` (in seq order) and a pending push delivery of each to
-    each active push config of the task; set the events' keys, and return the keys of the
-    configs that got deliveries (to be scheduled once this transaction commits).
-
-    The caller holds the task's row lock, taken by an earlier statement of its transaction,
-    and configs are made under that same lock (runtime.kernel.push.push_configs): this
-    statement, which reads the configs, starts after the lock was granted, so it sees every
-    config committed before then (PostgreSQL's READ COMMITTED takes a snapshot per
-    statement). A read made by the statement that waited for the lock would not: its
-    snapshot predates the wait, and the locked row's re-check does not re-run a subquery
-    (a config made just before would miss the first events). One statement on PostgreSQL,
-    events and deliveries alike."""
-    if not events:
-        return []
-    connection = connections[using]
-    task = events[0].task
-    insert = rowsql.insert_of(TaskEvent, using=using)
-    rows = [insert.values_of(event, connection) for event in events]
-    now = PushDelivery._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
-    delivery = [PushDelivery.State.PENDING, now, now, task.tenant_id, task.pk]
-    if connection.vendor == "postgresql" and all(values is not None for values in rows):
-        with rowsql.cursor(using) as cursor:
-            cursor.execute(
-                _events_with_deliveries_sql(len(events), using),
-                [v for values in rows for v in values] + delivery,
-            )
-            found = cursor.fetchall()
-        for event, (pk, _) in zip(events, found, strict=True):
-            event.pk = pk
-            event._state.adding = False
-            event._state.db = using
-        return sorted(found[0][1] or [])
-    rowsql.rows_insert(list(events), using=using)
-    with rowsql.cursor(using) as cursor:
-        cursor.execute(
-            _deliveries_of_events_sql(using),
-            [*delivery[:3], task.pk, events[0].seq, events[-1].seq, *delivery[3:]],
-        )
-        if not cursor.rowcount:
-            return []
-    return sorted(
-        set(
-            PushDelivery.objects.using(using)
-            .filter(event__in=events)
-            .values_list("config_id", flat=True)
-        )
-    )

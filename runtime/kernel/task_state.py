@@ -22,10 +22,11 @@ from config.celery import queue as celery_queue
 from config.celery import task_enqueue
 from config.tracing import context_attached, context_for_later
 from runtime.kernel import extensions as ext
+from runtime.kernel.event_store import task_events_insert
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
 from runtime.kernel.rowsql import row_update
 from runtime.kernel.shapes import status_payload
-from runtime.kernel.store import context_next_turn, task_events_insert
+from runtime.kernel.store import context_next_turn
 from runtime.kernel.task_models import Task, TaskEvent
 from runtime.kernel.wakeups import announcement, task_changed
 
@@ -113,7 +114,7 @@ def event_emit(
 
 def events_write(task: Task, events: list[TaskEvent]) -> None:
     """Write the task's new events and queue their push deliveries, one to each of the
-    task's push configs, in one statement (runtime.kernel.store.task_events_insert); each
+    task's push configs, in one statement (runtime.kernel.event_store.task_events_insert); each
     config that got one is delivered once this transaction commits. The caller holds the
     task's row lock, under which configs are made too: no config made before an event
     misses it, and none made after it gets it twice (push_config_create's backfill)."""

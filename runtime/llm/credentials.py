@@ -15,8 +15,8 @@ from django.db import transaction
 from config.env import env_secret
 from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from runtime.agents.agent_models import Credential
+from runtime.agents.agent_store import credential_secret_read
 from runtime.kernel.audit import audit_record
-from runtime.kernel.store import credential_secret_read
 
 
 class CredentialMissing(Exception):

@@ -1,8 +1,10 @@
 """The conversation an OpenAI-compatible model is sent: the instructions, the context's
 earlier turns (runtime.turn.memory makes their records), then the turn's transcript, each
 tool call with what came of it. Rebuilt from the transcript at every step: a resumed turn
-sends the same conversation."""
+sends the same conversation. And the tools it is offered: the agent's, under function names
+that map back to them (ToolNames), and the built-in ones (BUILTINS)."""
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -298,3 +300,47 @@ BUILTINS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+# --- the tools offered -----------------------------------------------------------------------
+
+
+class ToolNames:
+    """Function names for the agent's tools: ``server__tool`` cut to what function names may
+    be (^[a-zA-Z0-9_-]{1,64}$), made unique with a hash when two collide. The same tools give
+    the same names, so a name the model used maps back to its server and tool."""
+
+    def __init__(self, tools: list[dict]):
+        self.by_name: dict[str, dict] = {}
+        for spec in tools:
+            server, tool = str(spec["server"]), str(spec["tool"])
+            name = re.sub(r"[^a-zA-Z0-9_-]", "_", f"{server}__{tool}")[:64]
+            if name in self.by_name or name in BUILTINS:
+                digest = hashlib.sha256(f"{server}/{tool}".encode()).hexdigest()[:8]
+                name = f"{name[:55]}_{digest}"
+            self.by_name[name] = spec
+
+
+def tool_definitions(view: TurnView, names: ToolNames) -> list[dict]:
+    tools = []
+    for name, spec in names.by_name.items():
+        schema = spec.get("schema")
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": str(
+                        spec.get("description") or f"{spec['server']} / {spec['tool']}"
+                    ),
+                    "parameters": schema
+                    if isinstance(schema, dict) and schema
+                    else {"type": "object", "properties": {}},
+                },
+            }
+        )
+    for name, builtin in BUILTINS.items():
+        if name == REQUEST_CONNECTION and not view.connections_enabled:
+            continue
+        tools.append({"type": "function", "function": {"name": name, **builtin}})
+    return tools

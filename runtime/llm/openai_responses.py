@@ -21,17 +21,9 @@ import json
 from typing import Any
 
 from runtime.llm.actions import LiveWriter, ModelTurn, TurnView
-from runtime.llm.openai_chat import (
-    NOT_JSON,
-    OpenAIChatModel,
-    ToolNames,
-    bad_reply,
-    content_text,
-    reply_turn,
-    tool_definitions,
-    usage_of,
-)
-from runtime.llm.openai_conversation import conversation
+from runtime.llm.openai_chat import OpenAIChatModel
+from runtime.llm.openai_conversation import ToolNames, conversation, tool_definitions
+from runtime.llm.openai_reply import NOT_JSON, bad_reply, content_text, reply_turn, usage_of
 from runtime.llm.openai_spec import RESPONSES_PARAMETERS, request_parameters
 from runtime.llm.openai_stream import responses_stream_read
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from runtime.kernel.store import model_price_read
+from runtime.agents.agent_store import model_price_read
 
 MILLION = Decimal(1_000_000)
 

@@ -1,8 +1,8 @@
-"""What a tool policy's JSON Schema (runtime.agents.agentfile.AGENT_SCHEMA) cannot say about
+"""What a tool policy's JSON Schema (runtime.agents.agent_schema.AGENT_SCHEMA) cannot say about
 its entries: approvers, required and stages, deciders with approvers, a timeout's duration, a
 rule's ladder, a conditional entry's conditions and the order of its rules, and conditions on
 fields the tool's declared schema does not have. AGENT.md's load and Django admin's policy
-editor both check with these (runtime.agents.agentfile.policy_problems), with field paths
+editor both check with these (runtime.agents.agent_schema.policy_problems), with field paths
 inside the policy; the load of AGENT.md into a tenant and Django admin also check conditions
 against the schemas the tenant's tool servers' discovery found."""
 

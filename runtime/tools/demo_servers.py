@@ -4,7 +4,7 @@ they can fail, and what they do is recorded, once per call)."""
 import time
 
 from runtime.agents.agent_models import DemoRecord
-from runtime.kernel.store import demo_record_insert
+from runtime.agents.agent_store import demo_record_insert
 from runtime.tools.protocol import CallContext, ToolError, ToolServer
 
 

@@ -1,7 +1,7 @@
 """What a caller sees of interactions (interactions/v1) on the wire: a pause typed on the
 status message under the extension and plain text without it, never a held call's arguments,
 and the JSON-RPC errors an unacceptable answer gets. What the answers do to the task is in
-tests/runtime/test_approvals.py and test_questions.py."""
+tests/runtime/decisions/test_approvals.py and test_questions.py."""
 
 import json
 
@@ -42,7 +42,7 @@ def get(client, token, task, path=DEPLOYER) -> dict:
 
 
 @pytest.fixture
-def held(agents, client):
+def held_on_the_wire(agents, client):
     """A deploy held for approval, which the caller may approve in band (``deciders:
     either``): the task as the caller saw it."""
     caller_may_approve(agents.a.tenant)
@@ -65,10 +65,12 @@ def approve(client, token, task, **answer):
 # --- approvals ---------------------------------------------------------------------------
 
 
-def test_a_held_call_is_an_approval_interaction_without_its_arguments(agents, client, held):
+def test_a_held_call_is_an_approval_interaction_without_its_arguments(
+    agents, client, held_on_the_wire
+):
     effect = Effect.objects.get()
     assert effect.state == Effect.State.HELD
-    assert interaction_of(held) == {
+    assert interaction_of(held_on_the_wire) == {
         "interactionId": effect.public_id,
         "kind": "approval",
         "prompt": "Approve deploy / deploy_build?",
@@ -85,7 +87,7 @@ def test_a_held_call_is_an_approval_interaction_without_its_arguments(agents, cl
             client,
             DEPLOYER,
             "GetTask",
-            {"id": held["id"], "historyLength": 0},
+            {"id": held_on_the_wire["id"], "historyLength": 0},
             token=agents.a.token,
             headers=EXTENSIONS,
         )
@@ -100,31 +102,37 @@ def test_a_held_call_is_an_approval_interaction_without_its_arguments(agents, cl
             headers=EXTENSIONS,
         )
     )
-    for body in (held["status"], got, listed):
+    for body in (held_on_the_wire["status"], got, listed):
         text = json.dumps(body)
         assert "arguments" not in text
         assert BUILD not in text
         assert '"environment"' not in text
 
 
-def test_a_text_reply_is_unsupported_operation_and_the_task_is_unchanged(agents, client, held):
-    response = send(client, agents.a.token, answer_message(held, parts=[{"text": "yes"}]))
+def test_a_text_reply_is_unsupported_operation_and_the_task_is_unchanged(
+    agents, client, held_on_the_wire
+):
+    response = send(
+        client, agents.a.token, answer_message(held_on_the_wire, parts=[{"text": "yes"}])
+    )
     error = assert_error(response, -32004, "UNSUPPORTED_OPERATION")
     assert "text never approves" in error["message"]
-    got = get(client, agents.a.token, held)
+    got = get(client, agents.a.token, held_on_the_wire)
     assert got["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
-    assert got["history"] == held["history"]
+    assert got["history"] == held_on_the_wire["history"]
 
 
-def test_an_approval_answer_that_is_not_a_boolean_is_invalid_params(agents, client, held):
-    response = approve(client, agents.a.token, held, approved="yes")
+def test_an_approval_answer_that_is_not_a_boolean_is_invalid_params(
+    agents, client, held_on_the_wire
+):
+    response = approve(client, agents.a.token, held_on_the_wire, approved="yes")
     assert_error(response, -32602, "INVALID_PARAMS")
     assert Interaction.objects.get().state == Interaction.State.OPEN
 
 
-def test_approving_in_band_answers_with_the_completed_task(agents, client, held):
-    done = task_of(approve(client, agents.a.token, held, approved=True))
-    assert done["id"] == held["id"]
+def test_approving_in_band_answers_with_the_completed_task(agents, client, held_on_the_wire):
+    done = task_of(approve(client, agents.a.token, held_on_the_wire, approved=True))
+    assert done["id"] == held_on_the_wire["id"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert status_text(done) == f"Deployed build {BUILD} to staging."
     assert "arguments" not in json.dumps(done)
@@ -134,7 +142,9 @@ def test_operators_only_approvals_are_operator_decision_required(agents, client)
     # The demo deployer's policy names no deciders: the tenant's operators decide.
     held = task_of(send(client, agents.a.token, user_message(f"deploy build {BUILD} to staging")))
     error = assert_error(
-        approve(client, agents.a.token, held, approved=True), -32004, "OPERATOR_DECISION_REQUIRED"
+        approve(client, agents.a.token, held, approved=True),
+        -32004,
+        "OPERATOR_DECISION_REQUIRED",
     )
     assert error["message"].startswith(
         "Only admins or operators of the agent's organisation may decide this approval; "
@@ -143,17 +153,19 @@ def test_operators_only_approvals_are_operator_decision_required(agents, client)
     assert not DemoRecord.objects.exists()
 
 
-def test_an_operator_approval_shows_on_the_next_read(agents, client, held):
+def test_an_operator_approval_shows_on_the_next_read(agents, client, held_on_the_wire):
     from tests.core import flow_answer
 
     flow_answer(
         tenant=agents.a.tenant,
-        interaction_id=interaction_of(held)["interactionId"],
+        interaction_id=interaction_of(held_on_the_wire)["interactionId"],
         answer={"approved": True},
         by="user:operator@acme.test",
         via="page",
     )
-    assert get(client, agents.a.token, held)["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert (
+        get(client, agents.a.token, held_on_the_wire)["status"]["state"] == "TASK_STATE_COMPLETED"
+    )
     assert Effect.objects.get().state == Effect.State.SUCCEEDED
 
 

@@ -25,28 +25,9 @@ def page(interaction) -> str:
     return reverse("approvals:interaction", args=[interaction.public_id])
 
 
-@pytest.fixture
-def held(make_agent):
-    """An open approval of a deploy held under ``rule`` (tenant A unless told)."""
-
-    def make(side, rule, slug="dep", build="b-1"):
-        if not side.tenant.agents.filter(slug=slug).exists():
-            make_agent(
-                slug,
-                [deploy_step(build=build), *REPORT_RESULT],
-                tenant=side.tenant,
-                tools=[DEPLOY_TOOL],
-                tool_policy={"deploy/deploy_build": rule},
-            )
-        task = run(send(side, slug))
-        return Interaction.objects.get(task=task, state="open")
-
-    return make
-
-
-def test_two_person_rule_on_the_page_inbox_and_rest(agents, held):
+def test_two_person_rule_on_the_page_inbox_and_rest(agents, held_under):
     side = agents.a
-    interaction = held(side, {"action": "approve", "required": 2})
+    interaction = held_under(side, {"action": "approve", "required": 2})
     operator = side.client_for(side.operator)
     response = operator.post(page(interaction), {"decision": "approve"})
     assert response.status_code == HTTPStatus.FOUND
@@ -97,9 +78,9 @@ def test_two_person_rule_on_the_page_inbox_and_rest(agents, held):
     assert run(interaction.task).state == TaskState.COMPLETED
 
 
-def test_rest_first_approval_answers_one_of_two(agents, held):
+def test_rest_first_approval_answers_one_of_two(agents, held_under):
     side = agents.a
-    interaction = held(side, {"action": "approve", "required": 2})
+    interaction = held_under(side, {"action": "approve", "required": 2})
     first = side.client_for(side.operator).post(
         f"/api/v1/interactions/{interaction.public_id}/answer",
         {"approved": True},
@@ -110,9 +91,9 @@ def test_rest_first_approval_answers_one_of_two(agents, held):
     assert (body["state"], len(body["approvals"]), body["approvalsRequired"]) == ("open", 1, 2)
 
 
-def test_those_not_allowed_see_the_item_read_only_with_the_reason(agents, held):
+def test_those_not_allowed_see_the_item_read_only_with_the_reason(agents, held_under):
     side = agents.a
-    interaction = held(side, {"action": "approve", "approvers": ["admin"]})
+    interaction = held_under(side, {"action": "approve", "approvers": ["admin"]})
     operator = side.client_for(side.operator)
     html = operator.get(page(interaction)).content.decode()
     assert "you cannot decide it: Only admins may decide this approval." in html
@@ -138,22 +119,22 @@ def test_those_not_allowed_see_the_item_read_only_with_the_reason(agents, held):
     assert admin.post(page(interaction), {"decision": "approve"}).status_code == HTTPStatus.FOUND
 
 
-def test_a_group_member_decides_on_the_page(agents, held):
+def test_a_group_member_decides_on_the_page(agents, held_under):
     side = agents.a
     group = ApproverGroup.objects.create(tenant=side.tenant, slug="release")
     group.members.add(Membership.objects.get(tenant=side.tenant, user=side.operator))
-    interaction = held(side, {"action": "approve", "approvers": ["group:release"]})
+    interaction = held_under(side, {"action": "approve", "approvers": ["group:release"]})
     html = side.client_for(side.operator).get(page(interaction)).content.decode()
     assert "members of group release" in html and 'value="approve"' in html
     admin = side.client_for(side.admin).get(page(interaction)).content.decode()
     assert "you cannot decide it" in admin
 
 
-def test_bulk_leaves_out_two_person_and_not_allowed_items(agents, held):
+def test_bulk_leaves_out_two_person_and_not_allowed_items(agents, held_under):
     side = agents.a
-    two = held(side, {"action": "approve", "required": 2}, slug="two")
-    admins = held(side, {"action": "approve", "approvers": ["admin"]}, slug="adm")
-    plain = held(side, "approve", slug="plain")
+    two = held_under(side, {"action": "approve", "required": 2}, slug="two")
+    admins = held_under(side, {"action": "approve", "approvers": ["admin"]}, slug="adm")
+    plain = held_under(side, "approve", slug="plain")
     response = side.client_for(side.operator).post(
         reverse("approvals:inbox_bulk"),
         {
@@ -177,9 +158,9 @@ def allow_similar(client, interaction, **fields):
     return client.post(page(interaction), data)
 
 
-def test_allow_similar_from_the_page_makes_a_rule_from_the_schema_form(agents, held):
+def test_allow_similar_from_the_page_makes_a_rule_from_the_schema_form(agents, held_under):
     side = agents.a
-    interaction = held(side, "approve")
+    interaction = held_under(side, "approve")
     client = side.client_for(side.operator)
     html = client.get(page(interaction)).content.decode()
     # One condition row per top-level field of the schema, with the held call's values.
@@ -215,9 +196,9 @@ def test_allow_similar_from_the_page_makes_a_rule_from_the_schema_form(agents, h
     assert f"rule:{rule.public_id}" in audit and "allowed_by_rule" in audit
 
 
-def test_allow_similar_with_a_bad_condition_approves_nothing(agents, held):
+def test_allow_similar_with_a_bad_condition_approves_nothing(agents, held_under):
     side = agents.a
-    interaction = held(side, "approve")
+    interaction = held_under(side, "approve")
     client = side.client_for(side.operator)
     for bad in (
         {"rule-op_build": "prefix", "rule-value_build": ""},
@@ -231,13 +212,13 @@ def test_allow_similar_with_a_bad_condition_approves_nothing(agents, held):
     assert not AuditEvent.objects.exists()
 
 
-def test_no_rule_form_for_two_person_or_high_risk_tools(agents, held):
+def test_no_rule_form_for_two_person_or_high_risk_tools(agents, held_under):
     side = agents.a
     for slug, rule in (
         ("two", {"action": "approve", "required": 2}),
         ("risky", {"action": "approve", "risk": "high"}),
     ):
-        interaction = held(side, rule, slug=slug)
+        interaction = held_under(side, rule, slug=slug)
         client = side.client_for(side.admin)
         html = client.get(page(interaction)).content.decode()
         assert "Approve and allow similar calls" not in html and "No standing rule" in html
@@ -246,14 +227,14 @@ def test_no_rule_form_for_two_person_or_high_risk_tools(agents, held):
     assert not StandingRule.objects.exists()
 
 
-def test_admins_may_choose_forever(agents, held):
+def test_admins_may_choose_forever(agents, held_under):
     side = agents.a
-    interaction = held(side, "approve")
+    interaction = held_under(side, "approve")
     client = side.client_for(side.admin)
     assert 'value="forever"' in client.get(page(interaction)).content.decode()
     allow_similar(client, interaction, **{"rule-duration": "forever"})
     assert StandingRule.objects.get().expires_at is None
-    other = held(side, "approve", slug="other")  # the rule above would allow "dep" calls
+    other = held_under(side, "approve", slug="other")  # the rule above would allow "dep" calls
     refused = allow_similar(side.client_for(side.operator), other, **{"rule-duration": "forever"})
     assert refused.status_code == HTTPStatus.BAD_REQUEST
     assert StandingRule.objects.count() == 1
@@ -263,9 +244,9 @@ def test_admins_may_choose_forever(agents, held):
 
 
 @pytest.fixture
-def rule_of(held):
+def rule_of(held_under):
     def make(side):
-        interaction = held(side, "approve")
+        interaction = held_under(side, "approve")
         allow_similar(side.client_for(side.operator), interaction)
         return StandingRule.objects.get(tenant=side.tenant, created_from=interaction)
 
@@ -304,7 +285,7 @@ def test_other_tenants_and_viewers_cannot_revoke(agents, rule_of):
     assert rule.revoked_at is None
 
 
-def test_rules_over_rest(agents, held, rule_of):
+def test_rules_over_rest(agents, held_under, rule_of):
     side = agents.a
     auth = bearer(side.extra["operator_token"])
     rule = rule_of(side)
@@ -312,7 +293,7 @@ def test_rules_over_rest(agents, held, rule_of):
     listed = Client().get("/api/v1/rules", **auth).json()
     assert [r["id"] for r in listed] == [rule.public_id] and listed[0]["active"] is True
 
-    interaction = held(side, "approve", slug="other")  # the rule above allows "dep" calls
+    interaction = held_under(side, "approve", slug="other")  # the rule above allows "dep" calls
     made = Client().post(
         f"/api/v1/interactions/{interaction.public_id}/answer",
         {
@@ -330,7 +311,7 @@ def test_rules_over_rest(agents, held, rule_of):
     assert made.json()["rule"]["caller"] == "" and made.json()["state"] == "answered"
 
     # A rule that cannot be made is refused before anything is approved.
-    other = held(side, "approve", slug="third")
+    other = held_under(side, "approve", slug="third")
     bad = Client().post(
         f"/api/v1/interactions/{other.public_id}/answer",
         {"approved": True, "allowSimilar": {"duration": "forever"}},
@@ -350,7 +331,7 @@ def test_rules_over_rest(agents, held, rule_of):
     assert partner.status_code == HTTPStatus.FORBIDDEN
 
 
-def test_rules_page_and_list_read_a_fixed_number_of_queries(agents, rule_of, held):
+def test_rules_page_and_list_read_a_fixed_number_of_queries(agents, rule_of, held_under):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -369,7 +350,7 @@ def test_rules_page_and_list_read_a_fixed_number_of_queries(agents, rule_of, hel
     counts()  # the first bearer request reads the token; later ones find it cached
     one = counts()
     for slug in ("b", "c", "d"):
-        interaction = held(side, "approve", slug=slug)
+        interaction = held_under(side, "approve", slug=slug)
         allow_similar(client, interaction)
     assert StandingRule.objects.filter(tenant=side.tenant).count() == 4
     assert counts() == one
@@ -481,12 +462,12 @@ def test_a_programs_rule_over_rest_never_lets_an_admin_only_call_run(agents, env
     assert listed[0]["inapplicableSince"] is not None
 
 
-def test_a_programs_rule_stops_when_its_token_is_revoked(agents, held):
+def test_a_programs_rule_stops_when_its_token_is_revoked(agents, held_under):
     from tenants.models import ApiToken
     from tenants.tokens import api_token_revoke
 
     side = agents.a
-    interaction = held(side, "approve")
+    interaction = held_under(side, "approve")
     auth = bearer(side.extra["operator_token"])
     made = Client().post(
         f"/api/v1/interactions/{interaction.public_id}/answer",

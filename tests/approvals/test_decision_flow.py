@@ -81,31 +81,6 @@ def stepped_up_client(user) -> Client:
     return client
 
 
-@pytest.fixture
-def holder(make_agent):
-    """An agent ``dep`` whose deploy call is held under the policy entry (and tool entry)
-    given; returns a maker of its open approvals."""
-
-    def make(rule, tool=DEPLOY_TOOL):
-        make_agent(
-            "dep",
-            [deploy_step(), *REPORT_RESULT],
-            tools=[tool],
-            tool_policy={"deploy/deploy_build": rule},
-        )
-
-        def held(side) -> Interaction:
-            task = run(send(side, "dep"))
-            assert task.state == TaskState.AUTH_REQUIRED
-            return Interaction.objects.select_related("task", "task__agent").get(
-                task=task, state="open"
-            )
-
-        return held
-
-    return make
-
-
 def policy_set(rule) -> Agent:
     """The agent's policy changes while its approvals wait (load_agents or admin)."""
     agent = Agent.objects.get(slug="dep")

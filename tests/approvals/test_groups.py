@@ -393,6 +393,19 @@ def test_bulk_says_up_front_that_a_group_it_cannot_approve_is_left_out(agents, l
     assert states_of([staging, production]) == ["open", "open"]
 
 
+def test_bulk_denial_of_a_group_the_flow_refuses_says_so_for_every_call(agents, llm):
+    planner(agents.a.tenant, policy={"deploy/deploy_build": {"action": "approve", "bulk": False}})
+    task, (staging, production) = held_group(agents.a, llm)
+    client = agents.a.client_for(agents.a.operator)
+    result = client.post(
+        reverse("approvals:inbox_bulk"),
+        {"decision": "deny", "ids": [staging.public_id], "reason": "stop"},
+    )
+    page = html.unescape(result.content.decode())
+    assert "Left out (every call): " in page
+    assert states_of([staging, production]) == ["open", "open"]
+
+
 def test_another_tenants_group_and_an_id_that_names_no_group_are_404_both_ways(agents, llm, client):
     planner(agents.a.tenant)
     task, calls = held_group(agents.a, llm)

@@ -14,7 +14,7 @@ from django.urls import reverse
 from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.decisions.summaries import REDACTED
 from tests.approvals.test_inbox_scale import MAX_QUERIES
-from tests.core import decide, open_interaction, run, send
+from tests.core import decide, held_approval, open_interaction, run, send
 
 pytestmark = pytest.mark.django_db
 
@@ -62,18 +62,14 @@ def shipper(make_agent):
     return agent
 
 
-def held(side, build: str, env: str) -> Interaction:
-    return open_interaction(run(send(side, "shipper", f"{build} to {env}")))
-
-
 def inbox_ids(client, params) -> list[str]:
     html = client.get(reverse("approvals:inbox"), params).content.decode()
     return re.findall(r'class="card inbox-item" data-id="([^"]+)"', html)
 
 
 def test_inbox_rows_show_the_summary_and_search_finds_argument_values(agents, shipper):
-    staging = held(agents.a, "2026.12.01-7", "staging")
-    production = held(agents.a, "2026.12.01-8", "production")
+    staging = held_approval(agents.a, "shipper", "2026.12.01-7 to staging")
+    production = held_approval(agents.a, "shipper", "2026.12.01-8 to production")
     theirs = agents.b.extra["make"].approval(build="2026.12.01-8")  # same build, other tenant
     client = agents.a.client_for(agents.a.operator)
     html = client.get(reverse("approvals:inbox")).content.decode()
@@ -99,7 +95,7 @@ def test_search_by_argument_value_stays_within_the_query_budget(
     agents, shipper, django_assert_max_num_queries
 ):
     for i in range(3):
-        held(agents.a, f"b-{i}", "staging")
+        held_approval(agents.a, "shipper", f"b-{i} to staging")
     client = agents.a.client_for(agents.a.operator)
     for params in ({"q": "b-1"}, {"q": "staging", "kind": "approval"}, {"q": "nothing"}):
         with django_assert_max_num_queries(MAX_QUERIES):
@@ -108,7 +104,7 @@ def test_search_by_argument_value_stays_within_the_query_budget(
 
 
 def test_the_rest_list_and_detail_carry_the_held_call_redacted(agents, shipper, client):
-    approval = held(agents.a, "2026.12.01-9", "production")
+    approval = held_approval(agents.a, "shipper", "2026.12.01-9 to production")
     question = agents.a.extra["make"].question()
     auth = bearer(agents.a.extra["operator_token"])
     rows = {r["id"]: r for r in client.get("/api/v1/interactions", **auth).json()["results"]}
@@ -137,8 +133,8 @@ def test_the_rest_list_and_detail_carry_the_held_call_redacted(agents, shipper, 
 
 
 def test_a_redacted_value_appears_on_the_decision_page_and_nowhere_else(agents, shipper, client):
-    approval = held(agents.a, "2026.12.02-1", "production")
-    other = held(agents.a, "2026.12.02-2", "staging")
+    approval = held_approval(agents.a, "shipper", "2026.12.02-1 to production")
+    other = held_approval(agents.a, "shipper", "2026.12.02-2 to staging")
     operator = agents.a.client_for(agents.a.operator)
     page = operator.get(reverse("approvals:interaction", args=[approval.public_id]))
     assert SECRET in page.content.decode()  # the decision page shows exactly what is sent
@@ -170,7 +166,7 @@ def test_a_redacted_value_appears_on_the_decision_page_and_nowhere_else(agents, 
 
 
 def test_receipts_keep_the_arguments_shown_and_sent_after_redact(agents, shipper):
-    approval = held(agents.a, "2026.12.03-1", "staging")
+    approval = held_approval(agents.a, "shipper", "2026.12.03-1 to staging")
     decide(approval, approved=True)
     receipt = Receipt.objects.get(interaction_public_id=approval.public_id)
     shown = {"build": "2026.12.03-1", "environment": "staging", "token": REDACTED}
@@ -224,7 +220,7 @@ def test_the_search_can_be_read_through_the_trigram_index(agents, shipper):
     open items the planner takes it for a rare term: bench/README.md, "Search")."""
     from runtime.decisions.search import search_query
 
-    held(agents.a, "2026.12.04-1", "production")
+    held_approval(agents.a, "shipper", "2026.12.04-1 to production")
     rows = Interaction.objects.filter(search_text__contains=search_query("2026.12.04-1"))
     sql, params = rows.values("pk").query.sql_with_params()
     with connection.cursor() as cursor:
@@ -242,7 +238,7 @@ def test_the_migration_fills_in_search_text_and_summary_of_items_there_were(agen
     from django.apps import apps
 
     migration = importlib.import_module("runtime.migrations.0021_interaction_search_text")
-    approval = held(agents.a, "2026.12.07-1", "production")
+    approval = held_approval(agents.a, "shipper", "2026.12.07-1 to production")
     question = agents.a.extra["make"].question()
     Interaction.objects.update(search_text="", summary="")
     migration.search_texts_fill(apps, None)
@@ -262,7 +258,7 @@ def test_django_admin_shows_a_redacted_value_nowhere(agents, shipper, staff):
     policy = shipper.tool_policy["deploy/deploy_build"]
     shipper.tool_policy = {"deploy/deploy_build": {**policy, "editable": True}}
     shipper.save(update_fields=["tool_policy"])
-    approval = held(agents.a, "2026.12.04-1", "production")
+    approval = held_approval(agents.a, "shipper", "2026.12.04-1 to production")
     edit_approve(
         agents.a, approval, {"build": "2026.12.04-1", "environment": "staging", "token": SECRET}
     )

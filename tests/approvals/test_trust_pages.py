@@ -19,7 +19,7 @@ from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel.task_models import Task, TaskState
 from tenants.models import ApiToken
 from tenants.tokens import api_token_create
-from tests.core import DEPLOY_TOOL, decide, open_interaction, run, send
+from tests.core import DEPLOY_TOOL, decide, held_approval, open_interaction, run
 from tests.world import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -45,12 +45,6 @@ def shipper(make_agent, policy, tenant=None):
     )
 
 
-def held(side) -> Interaction:
-    task = run(send(side, "shipper"))
-    assert task.state == TaskState.AUTH_REQUIRED
-    return open_interaction(task)
-
-
 def page(interaction) -> str:
     return reverse("approvals:interaction", args=[interaction.public_id])
 
@@ -60,7 +54,7 @@ def page(interaction) -> str:
 
 def test_the_decision_page_offers_a_form_made_from_the_tools_schema(agents, make_agent):
     shipper(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     html = agents.a.client_for(agents.a.operator).get(page(approval)).content.decode()
     effect = Effect.objects.get(public_id=approval.public_id)
     assert "Edit the arguments, then approve" in html
@@ -72,7 +66,7 @@ def test_the_decision_page_offers_a_form_made_from_the_tools_schema(agents, make
 
 def test_no_edit_form_for_a_tool_that_is_not_editable(agents, make_agent):
     shipper(make_agent, "approve")
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     client = agents.a.client_for(agents.a.operator)
     assert "Edit the arguments" not in client.get(page(approval)).content.decode()
     response = client.post(page(approval), {"decision": "approve_edited", "arg__build": "x"})
@@ -84,7 +78,7 @@ def test_edited_arguments_that_fail_the_schema_are_a_form_error_and_change_nothi
     agents, make_agent
 ):
     shipper(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     client = agents.a.client_for(agents.a.operator)
     response = client.post(
         page(approval),
@@ -110,7 +104,7 @@ def test_edited_arguments_that_fail_the_schema_are_a_form_error_and_change_nothi
 
 def test_edit_then_approve_from_the_fields_sends_the_edited_call(agents, make_agent):
     shipper(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     effect = Effect.objects.get(public_id=approval.public_id)
     client = agents.a.client_for(agents.a.operator)
     response = client.post(
@@ -141,7 +135,7 @@ def test_edit_then_approve_from_the_fields_sends_the_edited_call(agents, make_ag
 
 def test_a_high_risk_approval_asks_to_re_authenticate_then_takes_the_decision(agents, make_agent):
     shipper(make_agent, {"action": "approve", "risk": "high"})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     client = agents.a.client_for(agents.a.operator)  # force_login: no recent authentication
     response = client.post(page(approval), {"decision": "approve"})
     assert response.status_code == HTTPStatus.FOUND
@@ -161,7 +155,7 @@ def test_a_high_risk_approval_asks_to_re_authenticate_then_takes_the_decision(ag
 
 def test_a_recent_sign_in_counts_and_an_old_one_does_not(agents, make_agent, settings):
     shipper(make_agent, {"action": "approve", "risk": "high"})
-    first, second = held(agents.a), held(agents.a)
+    first, second = held_approval(agents.a, "shipper"), held_approval(agents.a, "shipper")
     client = agents.a.client_for(agents.a.operator)
     client.logout()
     client.post(reverse("account_login"), {"login": agents.a.operator.email, "password": PASSWORD})
@@ -176,7 +170,7 @@ def test_a_recent_sign_in_counts_and_an_old_one_does_not(agents, make_agent, set
 
 def test_bulk_leaves_out_high_risk_approvals_without_step_up(agents, make_agent):
     shipper(make_agent, {"action": "approve", "risk": "high"})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     client = agents.a.client_for(agents.a.operator)
     response = client.post(
         reverse("approvals:inbox_bulk"),
@@ -188,7 +182,7 @@ def test_bulk_leaves_out_high_risk_approvals_without_step_up(agents, make_agent)
 
 def test_a_bulk_decision_stores_its_receipt_with_the_bulk_channel(agents, make_agent):
     shipper(make_agent, "approve")
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     client = agents.a.client_for(agents.a.operator)
     client.post(
         reverse("approvals:inbox_bulk"),
@@ -215,7 +209,7 @@ def test_rest_refuses_a_high_risk_approval_by_a_token_without_the_step_up_right(
     agents, make_agent, client
 ):
     shipper(make_agent, {"action": "approve", "risk": "high"})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     response = rest_answer(client, approval, {"approved": True}, agents.a.extra["operator_token"])
     assert response.status_code == HTTPStatus.FORBIDDEN
     assert response.json()["reason"] == "STEP_UP_REQUIRED"
@@ -235,7 +229,7 @@ def test_rest_refuses_a_high_risk_approval_by_a_token_without_the_step_up_right(
 
 def test_rest_edits_arguments_and_shows_their_hash(agents, make_agent, client):
     shipper(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     token = agents.a.extra["operator_token"]
     detail = client.get(
         reverse("approvals:api_interaction", args=[approval.public_id]),
@@ -291,7 +285,11 @@ def test_the_step_up_right_is_given_only_to_operator_tokens(agents, capsys):
 
 def _decide_some(side, count):
     for _ in range(count):
-        decide(held(side), approved=False, by=f"user:operator@{side.tenant.slug}.test")
+        decide(
+            held_approval(side, "shipper"),
+            approved=False,
+            by=f"user:operator@{side.tenant.slug}.test",
+        )
 
 
 def test_receipts_export_as_csv_and_json_lines_streamed_by_keyset_for_the_tenant_only(
@@ -323,7 +321,7 @@ def test_receipts_export_as_csv_and_json_lines_streamed_by_keyset_for_the_tenant
 
 def test_a_reason_that_looks_like_a_formula_is_exported_as_text(agents, make_agent):
     shipper(make_agent, "approve")
-    decide(held(agents.a), approved=False, reason="=HYPERLINK(1)")
+    decide(held_approval(agents.a, "shipper"), approved=False, reason="=HYPERLINK(1)")
     client = agents.a.client_for(agents.a.operator)
     body = b"".join(client.get(reverse("approvals:audit_export_csv")).streaming_content)
     assert "'=HYPERLINK(1)" in body.decode()
@@ -331,7 +329,7 @@ def test_a_reason_that_looks_like_a_formula_is_exported_as_text(agents, make_age
 
 def test_the_audit_page_still_shows_decisions_on_a_deleted_task(agents, make_agent):
     shipper(make_agent, "approve")
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     decide(approval, approved=False)
     Task.objects.filter(pk=approval.task_id).delete()
     response = agents.a.client_for(agents.a.operator).get(reverse("approvals:audit"))
@@ -349,7 +347,7 @@ def test_a_member_with_totp_steps_up_with_their_code_not_only_their_password(age
     )
 
     shipper(make_agent, {"action": "approve", "risk": "high"})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     secret = generate_totp_secret()
     TOTP.activate(agents.a.operator, secret)
     client = agents.a.client_for(agents.a.operator)
@@ -378,7 +376,7 @@ def test_edited_arguments_postgresql_cannot_store_are_a_form_error_not_a_500(
     agents, make_agent, raw, client
 ):
     shipper(make_agent, {"action": "approve", "editable": True})
-    approval = held(agents.a)
+    approval = held_approval(agents.a, "shipper")
     response = agents.a.client_for(agents.a.operator).post(
         page(approval), {"decision": "approve_edited", "source": "json", "arguments_json": raw}
     )

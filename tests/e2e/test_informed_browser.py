@@ -23,7 +23,9 @@ def context_for(browser, size: str):
     return browser.new_context(viewport=DESKTOP)
 
 
-def held(partner, stack, page, builds: list[str], last: str = "production") -> list[str]:
+def held_deployments(
+    partner, stack, page, builds: list[str], last: str = "production"
+) -> list[str]:
     """Held deployments of ``builds`` (to staging, the last to ``last``), in the inbox, held
     in that order: each is sent once the one before it waits (the worker may run two turns
     at once, and the inbox lists the newest first)."""
@@ -50,7 +52,7 @@ def test_the_inbox_shows_each_call_and_the_first_item_is_on_the_first_screen(
     errors = []
     page.on("console", lambda m: m.type == "error" and errors.append(m.text))
     log_in(page, live_stack, demo)
-    held(partner, live_stack, page, ["2026.12.05-1", "2026.12.05-2"])
+    held_deployments(partner, live_stack, page, ["2026.12.05-1", "2026.12.05-2"])
     page.goto(f"{live_stack.url}/inbox/")
     rows = page.locator(ITEMS)
     # Newest first: the production deployment, then the staging one, each saying so.
@@ -93,7 +95,9 @@ def test_a_shows_the_arguments_then_a_again_approves_them_and_the_next_item_open
     page.on("console", lambda m: m.type == "error" and errors.append(m.text))
     log_in(page, live_stack, demo)
     # Both to staging: the demo's production deployments need two people (its policy).
-    tasks = held(partner, live_stack, page, ["2026.12.06-1", "2026.12.06-2"], last="staging")
+    tasks = held_deployments(
+        partner, live_stack, page, ["2026.12.06-1", "2026.12.06-2"], last="staging"
+    )
     page.goto(f"{live_stack.url}/inbox/?kind=approval")
     page.keyboard.press("j")
     current = page.locator(f"{ITEMS}.current")

@@ -94,7 +94,7 @@ def push_config_create(
         # The task row lock orders this against the worker's event writes (which hold the
         # same lock): every event is either already here (from_start queues it) or is
         # written after the config commits, by a statement that then finds the config
-        # (runtime.kernel.store.task_events_insert).
+        # (runtime.kernel.event_store.task_events_insert).
         task = _caller_task(tenant=tenant, agent=agent, subject=subject, task_id=task_id, lock=True)
         push_url_check(tenant=tenant, url=config.url)
         values = {

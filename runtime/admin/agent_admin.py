@@ -1,0 +1,223 @@
+"""Django admin's agent page: an agent's card fields, its model and tools, and its tool policy
+and ladders as a table (policy_table), each checked as AGENT.md's are."""
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html
+
+from runtime.admin.policy_table import PolicyTableField, tool_keys
+from runtime.agents.agent_models import Agent
+from runtime.agents.agent_selectors import discovered_tools
+from runtime.agents.agentfile import ladder_tools_problem
+from runtime.agents.limits import limits_error
+from runtime.agents.memory_budget import memory_error
+from runtime.decisions.receipts import policy_version
+from runtime.kernel.audit import audit_record
+from runtime.llm.http_agent import ModelConfigError
+from runtime.llm.http_agent import validate_model as http_model_validate
+from runtime.llm.openai_spec import ModelSpecError
+from runtime.llm.openai_spec import validate_model as openai_model_validate
+from runtime.llm.registry import PROVIDERS
+from runtime.llm.scripted import ScriptError, validate_script
+from runtime.policy.checks import policy_tools_problems
+from runtime.tools.schema_refs import schema_problem
+from tenants.admin_scope import TenantScopedAdmin
+
+
+class AgentForm(forms.ModelForm):
+    policy = PolicyTableField(
+        label="Tool policy and ladders",
+        help_text="A row per tool: what happens to its calls, who decides, and the ladder of "
+        "its approvals. Checked as AGENT.md's policy and ladder are.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = [
+            "tenant",
+            "slug",
+            "name",
+            "description",
+            "version",
+            "skills",
+            "default_skill",
+            "instructions",
+            "model",
+            "tools",
+            "connections_enabled",
+            "public",
+            "interaction_ttl_seconds",
+        ]
+        widgets = {
+            "skills": forms.Textarea(attrs={"rows": 8, "cols": 100}),
+            "model": forms.Textarea(attrs={"rows": 16, "cols": 100}),
+            "tools": forms.Textarea(attrs={"rows": 10, "cols": 100}),
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        agent = self.instance
+        self.fields["policy"].initial = {
+            "policy": agent.tool_policy or {},
+            "ladder": agent.ladder or {},
+        }
+        self.fields["policy"].widget.offered = tool_keys(agent.tools)
+
+    def clean_skills(self):
+        skills = self.cleaned_data["skills"]
+        if not isinstance(skills, list) or not all(
+            isinstance(s, dict) and s.get("id") and s.get("name") and s.get("description")
+            for s in skills
+        ):
+            raise forms.ValidationError("A list of {id, name, description, tags, examples}.")
+        return skills
+
+    def clean_tools(self):
+        tools = self.cleaned_data["tools"]
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise forms.ValidationError("A list of {server, tool, schema, ...}.")
+        # As AGENT.md's tools: a schema is a JSON Schema that refers to nothing outside it.
+        for i, tool in enumerate(tools):
+            if "schema" in tool:
+                problem = schema_problem(tool["schema"])
+                if problem is not None:
+                    where = ".".join(map(str, [i, "schema", *problem[0]]))
+                    raise forms.ValidationError(f"{where}: {problem[1]}")
+        return tools
+
+    def clean_model(self):
+        model = self.cleaned_data["model"]
+        provider = model.get("provider") if isinstance(model, dict) else None
+        if provider not in PROVIDERS:
+            raise forms.ValidationError(
+                f'An object {{"provider": ..., ...}} with a provider of {sorted(PROVIDERS)}.'
+            )
+        # loop.limits, kept with the model (runtime.agents.limits).
+        wrong = limits_error(model.get("limits", {}))
+        if wrong:
+            raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")
+        # AGENT.md's memory, kept with the model too (runtime.agents.memory_budget).
+        wrong = memory_error(model.get("memory", {}))
+        if wrong:
+            raise forms.ValidationError(f"memory: {'.'.join([*wrong[0], wrong[1]])}")
+        mapping = {k: v for k, v in model.items() if k not in ("limits", "memory")}
+        try:
+            if provider == "scripted":
+                validate_script(model.get("script", []))
+            elif provider == "http":
+                http_model_validate(mapping)
+            else:
+                openai_model_validate(mapping)
+        except ScriptError as exc:
+            raise forms.ValidationError(f"script: {exc}") from None
+        except ModelConfigError as exc:
+            raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+        except ModelSpecError as exc:
+            raise forms.ValidationError(f"model: {exc}") from None
+        return model
+
+    def clean(self):
+        super().clean()
+        cleaned = self.cleaned_data
+        default = cleaned.get("default_skill")
+        skills = cleaned.get("skills")
+        if default and isinstance(skills, list):
+            ids = [s.get("id") for s in skills if isinstance(s, dict)]
+            if default not in ids:
+                self.add_error(
+                    "default_skill",
+                    f"{default!r} is not one of the skills ({', '.join(map(str, ids))}).",
+                )
+        document = cleaned.get("policy")
+        if document is not None and "tools" in cleaned:
+            # As AGENT.md: a ladder names only tools the agent has, and a conditional entry's
+            # conditions only fields its tool's schema has.
+            problem = ladder_tools_problem(document["ladder"], cleaned["tools"])
+            tenant = cleaned.get("tenant") or (
+                self.instance.tenant if self.instance.tenant_id else None
+            )
+            wrong = policy_tools_problems(
+                document["policy"],
+                cleaned["tools"],
+                discovered_tools(tenant=tenant) if tenant is not None else None,
+            )
+            if problem:
+                self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
+            elif wrong:
+                self.add_error(
+                    "policy", [f"{'.'.join(map(str, path))}: {text}" for path, text in wrong]
+                )
+            else:
+                self.instance.tool_policy = document["policy"]
+                self.instance.ladder = document["ladder"]
+        return cleaned
+
+
+@admin.register(Agent)
+class AgentAdmin(TenantScopedAdmin):
+    form = AgentForm
+    list_display = [
+        "slug",
+        "name",
+        "tenant",
+        "public",
+        "connections_enabled",
+        "version",
+        "updated_at",
+    ]
+    list_filter = ["tenant", "public"]
+    search_fields = ["slug", "name", "description"]
+    list_select_related = ["tenant"]
+    readonly_fields = ["policy_version_shown", "source_path", "created_at", "updated_at"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "tenant",
+                    "slug",
+                    "name",
+                    "description",
+                    "version",
+                    "public",
+                    "connections_enabled",
+                    "interaction_ttl_seconds",
+                ]
+            },
+        ),
+        ("Tool policy and ladders", {"fields": ["policy", "policy_version_shown"]}),
+        (
+            "Skills, instructions, model and tools",
+            {"fields": ["skills", "default_skill", "instructions", "model", "tools"]},
+        ),
+        ("Source", {"fields": ["source_path", "created_at", "updated_at"]}),
+    ]
+
+    @admin.display(description="policy version")
+    def policy_version_shown(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        return format_html(
+            "<code>{}</code><br>The version of the whole policy (the audit names it with each "
+            "change). Receipts of decisions name the version of the entry, or rule of a "
+            "conditional entry, that held the call: changing a tool's entry puts its approvals "
+            "made under the older version to a person again, and leaves other tools' alone.",
+            policy_version(obj),
+        )
+
+    def save_model(self, request, obj, form, change):
+        before = (
+            Agent.objects.filter(pk=obj.pk).values_list("tool_policy", flat=True).first()
+            if change
+            else None
+        )
+        obj.save()
+        if change and before != obj.tool_policy:
+            # Inside the admin's transaction: the policy and its audit row commit together.
+            audit_record(
+                tenant_id=obj.tenant_id,
+                actor=request.user.subject,
+                action="policy.changed",
+                via="admin",
+                detail={"agent": obj.slug, "version": policy_version(obj)},
+            )

@@ -19,7 +19,7 @@ from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.decision_selectors import held_call_known
 from runtime.decisions.facts import DecisionFacts, decision_facts
 from runtime.decisions.flow import Decision, decision_take_locked
-from runtime.decisions.interactions import interaction_locked
+from runtime.decisions.interaction_state import interaction_locked
 from runtime.kernel.errors import AlreadyDecided, DecisionMisfit, InvalidParams, TaskNotFound
 
 

@@ -9,6 +9,7 @@ from runtime.agents.agent_models import Agent
 from runtime.policy.approver_syntax import MAX_REQUIRED, MAX_STAGES
 from runtime.policy.ladders import duration_seconds
 from runtime.policy.rules import PolicyRule, Stage, policy_rule_for
+from runtime.policy.trust import ToolTrust, trust_of
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Policy:
     stages: tuple[Stage, ...] = ()
     # The entry and rule that hold the call (None: a Policy made by hand).
     rule: PolicyRule | None = None
+    # The call's trust keys (runtime.policy.trust): ``editable``, ``risk``, read from the same
+    # rule and the tool's own entry in AGENT.md.
+    trust: ToolTrust = ToolTrust()
 
 
 # A tool call's own timeout (the policy's ``timeout``): at most this long.
@@ -58,8 +62,10 @@ def timeout_seconds(value) -> float:
 def policy_for(agent: Agent, server: str, tool: str, arguments: Any) -> Policy:
     """What the policy says of this call: the rule of the most specific entry that holds
     for its arguments (runtime.policy.rules.policy_rule_for); undeclared means approve, so
-    that nothing risky runs without a person unless the policy says so."""
-    return policy_of(policy_rule_for(agent, server, tool, arguments))
+    that nothing risky runs without a person unless the policy says so. With the call's trust
+    keys: one reading of the policy serves every question a decision asks of it."""
+    held = policy_rule_for(agent, server, tool, arguments)
+    return policy_of(held, trust=trust_of(agent, server, tool, held))
 
 
 def _required(value) -> int:
@@ -68,8 +74,8 @@ def _required(value) -> int:
     return min(value, MAX_REQUIRED)
 
 
-def policy_of(match: PolicyRule) -> Policy:
-    """The Policy of one rule (as policy_rule_for found it)."""
+def policy_of(match: PolicyRule, trust: ToolTrust | None = None) -> Policy:
+    """The Policy of one rule (as policy_rule_for found it), with the call's ``trust``."""
     rule = match.rule
     approvers = tuple(str(a) for a in rule.get("approvers") or ())
     deciders = rule.get("deciders", "operators")
@@ -102,6 +108,7 @@ def policy_of(match: PolicyRule) -> Policy:
         timeout=timeout,
         stages=stages,
         rule=match,
+        trust=trust or ToolTrust(),
     )
 
 

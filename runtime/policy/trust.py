@@ -4,7 +4,7 @@ rule that holds it and from the tool's own entry in AGENT.md."""
 from dataclasses import dataclass
 
 from runtime.agents.agent_models import Agent
-from runtime.policy.rules import policy_rule_for
+from runtime.policy.rules import PolicyRule, policy_rule_for
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,16 @@ def tool_trust(agent: Agent, server: str, tool: str, arguments) -> ToolTrust:
     own entry in AGENT.md's ``tools`` list (``{server, tool}`` or the whole ``{server}``):
     either one saying it makes the call high-risk, for step-up as for standing rules (no
     standing rule ever approves a high-risk call)."""
-    rule = policy_rule_for(agent, server, tool, arguments).rule
+    return trust_of(agent, server, tool, policy_rule_for(agent, server, tool, arguments))
+
+
+def trust_of(agent: Agent, server: str, tool: str, held: PolicyRule) -> ToolTrust:
+    """``tool_trust`` of a call whose policy rule (``held``) the caller has found."""
+    rule = held.rule
     declared = any(
         spec.get("risk") == "high"
-        for spec in agent.tools or []
+        # (An agent read for its policy alone may carry no tools list.)
+        for spec in getattr(agent, "tools", None) or []
         if spec.get("server") == server and spec.get("tool") in (tool, None)
     )
     return ToolTrust(

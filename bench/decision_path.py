@@ -199,10 +199,10 @@ def main() -> None:
 def run(args) -> None:
     from django.test import Client
 
-    from runtime.decisions.decision_models import Interaction
     from a2a_endpoint.identity import agent_cache
-    from tenants.tokens import token_cache
+    from runtime.decisions.decision_models import Interaction
     from tenants.models import Tenant, User
+    from tenants.tokens import token_cache
 
     demo = seed()
     tenant = Tenant.objects.get(slug=demo["tenant"])

@@ -248,7 +248,7 @@ def _decide(
     edited = decision_edit_apply(
         task=task, interaction=interaction, answer=value, arguments=decision.arguments, needs=needs
     )
-    answer: Answer | None = Answer(
+    answer = Answer(
         value={**value, "edited": True} if edited else value,
         by=decider.subject,
         via=channel,
@@ -260,12 +260,15 @@ def _decide(
         channel_user=decider.channel_user,
         rule=edited or (needs.rule if needs else None),
     )
-    if needs is not None:
-        answer = approval_gate(interaction=interaction, task=task, answer=answer, needs=needs)
-    if answer is None:
+    closing = (
+        approval_gate(interaction=interaction, task=task, answer=answer, needs=needs)
+        if needs is not None
+        else answer
+    )
+    if closing is None:
         _log(interaction, decider, channel, "recorded")
         return interaction  # recorded; waits for the next person's approval
-    interaction_close(task=task, interaction=interaction, answer=answer)
+    interaction_close(task=task, interaction=interaction, answer=closing)
     _log(interaction, decider, channel, "decided")
     return interaction
 

@@ -416,7 +416,7 @@ def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -
     task.transcript.append(entry)
     turn_resume(task=task, interaction=interaction, message=answer.message)
     decision_receipt(task=task, interaction=interaction, answer=answer)
-    what = {"answer": answer.value}
+    what: dict = {"answer": answer.value}
     if interaction.kind == Interaction.Kind.APPROVAL:
         # What was decided, as every list shows it (redacted): the audit row says it even
         # once the item is gone.

@@ -7,6 +7,8 @@ for a question (and ``decline`` for a tool server's form), ``decline`` for a con
 request.
 """
 
+from collections.abc import Callable
+
 from approvals.elicitation_form import ElicitationForm, elicitation_of
 from approvals.forms import AllowSimilarForm, AnswerForm, ApprovalForm, ArgumentsForm
 from runtime.decisions.decision_models import Interaction
@@ -43,19 +45,29 @@ class DecisionPost:
     (``decision`` is None when they do not read; ``problem`` then says why, unless a form
     does)."""
 
-    def __init__(self, data, *, facts: DecisionFacts, is_admin: bool):
-        self.facts = facts
+    def __init__(
+        self,
+        data,
+        *,
+        interaction: Interaction,
+        facts: Callable[[], DecisionFacts],
+        is_admin: bool,
+    ):
+        # What the page showed (``facts``), read only for the forms that need it (an edit, a
+        # rule): a plain approval or denial asks nothing of the policy before the decision
+        # flow reads it, under the task's lock.
+        self.interaction, self.facts = interaction, facts
         self.choice = data.get("decision", "")
         self.forms: dict = {}
         self.problem = ""
         self.decision: Decision | None = None
-        kind = facts.interaction.kind
+        kind = interaction.kind
         if kind == Interaction.Kind.APPROVAL and self.choice in APPROVAL_CHOICES:
             self._approval(data, is_admin=is_admin)
-        elif elicitation_of(facts.interaction) and self.choice in ("answer", "decline"):
+        elif elicitation_of(interaction) and self.choice in ("answer", "decline"):
             self._elicitation(data)
         elif kind == Interaction.Kind.QUESTION and self.choice == "answer":
-            form = self.forms["answer"] = AnswerForm(data, interaction=facts.interaction)
+            form = self.forms["answer"] = AnswerForm(data, interaction=interaction)
             if form.is_valid():
                 self.decision = Decision(value=form.cleaned_data["value"])
         elif kind == Interaction.Kind.CONNECTION and self.choice == "decline":
@@ -68,7 +80,7 @@ class DecisionPost:
         if self.choice == "decline":
             self.decision = Decision(value={"action": "decline"})
             return
-        form = self.forms["answer"] = ElicitationForm(data, interaction=self.facts.interaction)
+        form = self.forms["answer"] = ElicitationForm(data, interaction=self.interaction)
         if form.is_valid():
             content = form.cleaned_data["content"]
             self.decision = Decision(value={"action": "accept", "content": content})
@@ -77,14 +89,14 @@ class DecisionPost:
         arguments = allow = None
         approval = self.forms["approval"] = ApprovalForm(data)
         if self.choice == "approve_edited":
-            edit = edit_form(self.facts, data)
+            edit = edit_form(self.facts(), data)
             if edit is None:
                 self.problem = "This tool's arguments cannot be edited."
                 return
             self.forms["edit"] = edit
             arguments = edit.cleaned_data["arguments"] if edit.is_valid() else None
         if self.choice == "approve_rule":
-            rule = rule_form(self.facts, is_admin=is_admin, data=data)
+            rule = rule_form(self.facts(), is_admin=is_admin, data=data)
             if rule is None:
                 self.problem = "Calls of this tool cannot be allowed by a rule."
                 return

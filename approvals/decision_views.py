@@ -6,6 +6,8 @@ A decision is parsed (approvals/decision_form.py), taken by the one decision flo
 runtime.decisions.facts.decision_facts, as for every surface.
 """
 
+import functools
+
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -55,17 +57,24 @@ def decider_of(request) -> Decider:
 def interaction_detail(request, public_id: str):
     interaction = interaction_for_member(request, public_id)
     decider = decider_of(request)
-    facts = decision_facts(interaction=interaction, decider=decider)
+    # What the page shows, read when it is shown (or a form needs it): a decision itself
+    # reads the policy once, in the flow, under the task's lock.
+    facts = functools.cache(lambda: decision_facts(interaction=interaction, decider=decider))
     if request.method == "GET":
-        return _decision_page(request, facts)
+        return _decision_page(request, facts())
     require_decider(request.membership)
     if request.POST.get("decision") in GROUP_CHOICES:
-        return _group_decided(request, facts, decider)
-    posted = DecisionPost(request.POST, facts=facts, is_admin=request.membership.role == "admin")
+        return _group_decided(request, facts(), decider)
+    posted = DecisionPost(
+        request.POST,
+        interaction=interaction,
+        facts=facts,
+        is_admin=request.membership.role == "admin",
+    )
     if posted.decision is None:
         if posted.problem:
             messages.error(request, posted.problem)
-        return _decision_page(request, facts, posted=posted, status=400)
+        return _decision_page(request, facts(), posted=posted, status=400)
     try:
         decided = decision_take(
             tenant=request.membership.tenant,
@@ -86,11 +95,11 @@ def interaction_detail(request, public_id: str):
         return _decision_page(request, won, already=exc.interaction, status=409)
     except (DeciderRefused, ChannelRefused, NotAllowed) as exc:
         messages.error(request, exc.message)
-        return _decision_page(request, facts, status=403)
+        return _decision_page(request, facts(), status=403)
     except (InvalidParams, RuleRefused) as exc:
         if not posted.refused(exc):
             messages.error(request, exc.message)
-        return _decision_page(request, facts, posted=posted, status=400)
+        return _decision_page(request, facts(), posted=posted, status=400)
     except TaskNotFound as exc:
         raise Http404("No such interaction.") from exc
     if decided.rule_refused is not None:

@@ -24,6 +24,6 @@ def steps_clean(steps) -> list[dict]:
 
 def rule_ladder(kind: str, request) -> list | None:
     """The steps of the policy rule's own ladder an approval opened with (its ``request``,
-    runtime.decisions.interactions.approval_request), or None."""
+    runtime.decisions.approval_groups.approval_request), or None."""
     steps = (request or {}).get("ladder") if kind == "approval" else None
     return steps if isinstance(steps, list) and steps else None

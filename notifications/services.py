@@ -45,8 +45,8 @@ from notifications.models import (
 from notifications.observe import attempt_observed
 from notifications.transports import SendFailed, transport_for
 from runtime.agents.agent_models import Agent
-from runtime.decisions.approvers import interaction_widen
 from runtime.decisions.decision_models import Interaction
+from runtime.decisions.interaction_state import interaction_widen
 from runtime.kernel.audit import audit_record
 from runtime.policy.ladders import steps_parse
 from tenants.models import Membership
@@ -272,7 +272,7 @@ def ladder_for(interaction: Interaction, ladders: list[Ladder]) -> tuple[str, li
     deploy, and deleting theirs brings the file's back. An AGENT.md ladder has the agent's
     scopes only (its ``tools`` entries: "server/tool", then "server"; its ``steps``). Most
     specific of all: the ladder of the policy rule that held the call (kept on the approval
-    when it opened, runtime.decisions.interactions.approval_request)."""
+    when it opened, runtime.decisions.approval_groups.approval_request)."""
     by_key = {(ladder.agent_id, ladder.tool): ladder for ladder in ladders}
     own = rule_ladder(interaction.kind, interaction.request)
     return _ladder_of(interaction.task.agent, tool_of(interaction), by_key, own)

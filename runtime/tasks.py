@@ -10,7 +10,7 @@ import socket
 from celery import shared_task
 
 from config.celery import queue
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.kernel.push.push_delivery import (
     MAX_COUNTDOWN,
     configs_due,

@@ -5,6 +5,7 @@ small made-up tree (the `_violations_*` tests below) as well as on the project.
 """
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +124,7 @@ class Module:
     sql_calls: list[int] = field(default_factory=list)
     names: set[str] = field(default_factory=set)
     lines: int = 0
+    tree: ast.Module | None = None
 
 
 def _is_project(target: str) -> bool:
@@ -139,7 +141,7 @@ def _type_checking_block(node: ast.AST) -> bool:
 
 def parse_module(name: str, path: str, source: str) -> Module:
     module = Module(name=name, path=path, lines=len(source.splitlines()))
-    tree = ast.parse(source)
+    tree = module.tree = ast.parse(source)
     top = set()
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -432,6 +434,145 @@ def violations_gone_names(modules: dict[str, Module]) -> list[str]:
     return [f"{m.path} names {name}" for m in modules.values() for name in GONE if name in m.names]
 
 
+# The one writer of an interaction's life (README "Architecture"), as runtime.kernel.task_state
+# is of a task's: nothing else writes an Interaction's (or an InteractionApproval's) row, or
+# tells the edges that one opened or changed. Found on the tree: a write method of a queryset
+# of those models (``Interaction.objects...update(...)``), a ``save``/``delete`` of a name bound
+# to ``Interaction(...)`` or named for an interaction, rowsql's writes given one, the signals'
+# ``send``, and a call of a function of the store whose statement writes the table (a function
+# that names the model beside an INSERT, UPDATE or DELETE, or calls one that does).
+INTERACTION_WRITER = "runtime.decisions.interaction_state"
+INTERACTION_MODELS = {"Interaction", "InteractionApproval"}
+INTERACTION_SIGNALS = {"interaction_opened", "interaction_changed"}
+QUERYSET_WRITES = {
+    "create",
+    "bulk_create",
+    "bulk_update",
+    "update",
+    "update_or_create",
+    "get_or_create",
+    "delete",
+}
+ROW_WRITES = {"row_move", "row_update", "row_insert", "rows_insert"}
+STORE = "runtime.kernel.store"
+SQL_WRITE = re.compile(r"(?<!FOR )\b(UPDATE|INSERT INTO|DELETE FROM)\b")
+
+
+def _queryset_model(node: ast.AST) -> str | None:
+    """The model a queryset chain starts from (``Interaction.objects.filter(...)``), if any."""
+    while isinstance(node, ast.Call | ast.Attribute):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "objects"
+            and isinstance(node.value, ast.Name)
+        ):
+            return node.value.id
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return None
+
+
+def _names_an_interaction(node: ast.AST, bound: set[str]) -> bool:
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return name in bound or name in INTERACTION_MODELS or "interaction" in name.lower()
+
+
+def _interaction_writes(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, what) of each write of an interaction's row, or its signal, in the tree."""
+    # Names bound to what a call named for an interaction returns (``Interaction(...)``,
+    # ``row = _interaction_row(...)``).
+    bound = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and _names_an_interaction(node.value.func, set())
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if isinstance(func, ast.Attribute) and name in QUERYSET_WRITES:
+            if _queryset_model(func.value) in INTERACTION_MODELS:
+                found.append((node.lineno, f"{_queryset_model(func.value)}.objects...{name}()"))
+                continue
+        if isinstance(func, ast.Attribute) and name in ("save", "delete"):
+            if _names_an_interaction(func.value, bound):
+                found.append((node.lineno, f"{ast.unparse(func)}()"))
+        elif name in ROW_WRITES and node.args and _names_an_interaction(node.args[0], bound):
+            found.append((node.lineno, f"{name}({ast.unparse(node.args[0])})"))
+        elif isinstance(func, ast.Attribute) and name in ("send", "send_robust"):
+            signal = func.value
+            signal_name = getattr(signal, "id", None) or getattr(signal, "attr", "")
+            if signal_name in INTERACTION_SIGNALS:
+                found.append((node.lineno, f"{signal_name}.{name}()"))
+    return found
+
+
+def store_interaction_writes(store: Module | None) -> set[str]:
+    """The functions of the store whose statement writes the interactions' table: one that
+    names the model beside an INSERT, UPDATE or DELETE, or calls one that does."""
+    if store is None or store.tree is None:
+        return set()
+    functions = {n.name: n for n in store.tree.body if isinstance(n, ast.FunctionDef)}
+
+    def called(fn: ast.FunctionDef) -> set[str]:
+        return {
+            n.func.id
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions
+        }
+
+    writing = set()
+    for name, fn in functions.items():
+        names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        texts = [
+            n.value
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        ]
+        if names & INTERACTION_MODELS and any(SQL_WRITE.search(t) for t in texts):
+            writing.add(name)
+    grown = True
+    while grown:
+        more = {name for name, fn in functions.items() if called(fn) & writing} - writing
+        writing |= more
+        grown = bool(more)
+    return writing
+
+
+def violations_interaction_writer(modules: dict[str, Module]) -> list[str]:
+    """Only runtime.decisions.interaction_state writes an interaction's row (Interaction,
+    InteractionApproval) and sends interaction_opened and interaction_changed; the store's
+    statements that write the table are called from it alone."""
+    store_writes = store_interaction_writes(modules.get(STORE))
+    out = []
+    for m in modules.values():
+        if m.name == INTERACTION_WRITER or m.tree is None:
+            continue
+        found = [] if m.name == STORE else _interaction_writes(m.tree)
+        found += [
+            (imp.line, f"{imp.target}.{name}")
+            for imp in m.imports
+            if imp.target == STORE
+            for name in imp.names
+            if name in store_writes
+        ]
+        found += [
+            (node.lineno, f"store.{node.attr}")
+            for node in ast.walk(m.tree)
+            if m.name != STORE and isinstance(node, ast.Attribute) and node.attr in store_writes
+        ]
+        out += [
+            f"{m.path}:{line} {what}: only {INTERACTION_WRITER} writes an interaction"
+            for line, what in sorted(found)
+        ]
+    return out
+
+
 RULES = [
     violations_layers,
     violations_never_imports,
@@ -444,6 +585,7 @@ RULES = [
     violations_module_sizes,
     violations_sql,
     violations_gone_names,
+    violations_interaction_writer,
 ]
 
 
@@ -624,4 +766,62 @@ def test_the_schema_sits_under_every_service_of_the_core():
     assert violations_core_layers(tree) == [
         "runtime/agents/agent_models.py:1 runtime.agents.agent_models (core layer 0) imports "
         "runtime.kernel.task_state (core layer 1)"
+    ]
+
+
+def test_an_interaction_written_or_told_of_outside_its_writer_is_reported():
+    tree = made_up(
+        **{
+            INTERACTION_WRITER: (
+                "def close(i):\n"
+                "    Interaction.objects.filter(pk=i.pk).update(state='answered')\n"
+                "    interaction_changed.send(sender=Interaction, interaction=i)\n"
+            )
+        },
+        **{
+            "runtime.turn.cancel": (
+                "def cancel(t):\n"
+                "    Interaction.objects.filter(task=t).update(state='canceled')\n"
+                "    signals.interaction_changed.send(sender=Interaction)\n"
+                "    row = _interaction_row(kind='approval')\n"
+                "    row.save()\n"
+                "    row_move(Interaction, 1, where={}, values={})\n"
+                "    InteractionApproval.objects.create(by='x')\n"
+            )
+        },
+        **{
+            "runtime.decisions.approvers": (
+                "def widen(interaction):\n"
+                "    interaction.save(update_fields=['widened_to'])\n"
+                "    Interaction.objects.filter(pk=1).first()\n"
+                "    Effect.objects.filter(pk=1).update(state='held')\n"
+                "    summary(Interaction(kind='approval'))\n"
+            )
+        },
+        **{
+            STORE: (
+                "def _reopen_sql():\n"
+                "    return f'UPDATE {q(Interaction._meta.db_table)} SET state = %s'\n"
+                "def interaction_reopen(c):\n"
+                "    c.execute(_reopen_sql())\n"
+                "def task_lock(c):\n"
+                "    c.execute(f'SELECT 1 FROM {Interaction._meta.db_table} FOR UPDATE')\n"
+            )
+        },
+        **{
+            "runtime.turn.calls": "from runtime.kernel.store import interaction_reopen, task_lock\n"
+        },
+        **{"runtime.turn.claim": "def f(c):\n    store.interaction_reopen(c)\n"},
+    )
+    assert store_interaction_writes(tree[STORE]) == {"_reopen_sql", "interaction_reopen"}
+    only = f"only {INTERACTION_WRITER} writes an interaction"
+    assert violations_interaction_writer(tree) == [
+        f"runtime/turn/cancel.py:2 Interaction.objects...update(): {only}",
+        f"runtime/turn/cancel.py:3 interaction_changed.send(): {only}",
+        f"runtime/turn/cancel.py:5 row.save(): {only}",
+        f"runtime/turn/cancel.py:6 row_move(Interaction): {only}",
+        f"runtime/turn/cancel.py:7 InteractionApproval.objects...create(): {only}",
+        f"runtime/decisions/approvers.py:2 interaction.save(): {only}",
+        f"runtime/turn/calls.py:1 runtime.kernel.store.interaction_reopen: {only}",
+        f"runtime/turn/claim.py:2 store.interaction_reopen: {only}",
     ]

@@ -73,7 +73,7 @@ AGENT_SCHEMA: dict[str, Any] = {
                     "reason": {"type": "string"},
                     "schema": {"type": "object", "x-message": "must be a JSON schema object"},
                     # The tool's own risk: high asks for a step-up and bars standing rules,
-                    # as the policy entry's does (runtime.policy.trust.tool_trust).
+                    # as the policy entry's does (runtime.policy.lookup.trust_of).
                     "risk": {"enum": ["normal", "high"], "x-message": "must be normal or high"},
                 },
             },

@@ -1,12 +1,41 @@
 """Reading answers to interactions (interactions/v1): pure parsing and checks, no
-writes. A caller answers in a message (in band); an operator or a program answers directly."""
+writes. A caller answers in a message (in band); an operator or a program answers directly.
+What an answer closes an interaction with is an ``Answer``."""
 
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.question_forms import form_answer_read
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, UnsupportedOperation
+from runtime.policy.rules import PolicyRule
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What closes an interaction, or counts towards closing it
+    (runtime.decisions.interaction_state): ``value`` ({approved, reason}, {value},
+    {expired}), who gave it and through what (``by``; ``via``: a decision channel, or
+    ``expiry``), and what its receipt and audit row say of it: the caller's ``message`` that
+    carried it (in band), whether the decider ``stepped_up``, the hash of the arguments they
+    were shown, whether they ``edited`` them, the kind of decider (a person, a program, the
+    caller) and who the channel knew them as. ``rule``: the policy rule that holds the call
+    as it is sent, as the decision read it (None: the receipt reads it); ``approvals``: an
+    approval's quorum, made up with this answer, written with its close (None: as they
+    stand)."""
+
+    value: dict
+    by: str
+    via: str
+    message: dict | None = None
+    stepped_up: bool = False
+    shown_hash: str | None = None
+    edited: bool = False
+    decider_kind: str = ""
+    channel_user: str = ""
+    rule: PolicyRule | None = None
+    approvals: list[dict] | None = None
 
 
 def message_content(message: dict) -> tuple[str, list]:

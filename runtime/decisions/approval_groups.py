@@ -2,7 +2,7 @@
 
 When one reply of the model holds several calls that the tool policy holds for a person, they
 open as one group, in the transaction that journals them (runtime.turn.groups journals the
-calls, runtime.decisions.interactions.interaction_group_open opens them). Each call is an
+calls, runtime.decisions.interaction_state.interaction_group_open opens them). Each call is an
 approval of its own (interactions/v1: one interaction per call, its id the effect's), with
 everything a decision checks and binds: who decides, step-up, quorum and stages, the receipt.
 What the group adds is what its calls share: one item in the inbox (the ``listed`` row), one
@@ -16,17 +16,24 @@ that knows one interaction at a time answers it, finds the next one on the task,
 ``outcomes`` says what became of those decided so far. Never a call's arguments (the caller
 never sees them).
 
-Everything here runs inside the caller's transaction, with the task's row locked.
+Everything here runs inside the caller's transaction, with the task's row locked; the
+interactions' rows are written by runtime.decisions.interaction_state alone.
 """
 
+import logging
 from dataclasses import dataclass
 
-from runtime.decisions.decision_models import Interaction
+from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.receipts import decision_outcome
+from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_status_set, with_plan
+from runtime.policy.ladders import LadderError, steps_parse, steps_stored
+from runtime.policy.lookup import Policy
+
+logger = logging.getLogger(__name__)
 
 # How many of a group's calls the pause's text names before it counts the rest.
 PROMPT_NAMES = 5
@@ -46,6 +53,51 @@ class HeldApproval:
     approvers: tuple[str, ...] = ()
     approvals_required: int = 1
     risk: str = Interaction.Risk.NORMAL
+
+    @classmethod
+    def of_call(cls, effect: Effect, policy: Policy, *, reason: str) -> "HeldApproval":
+        """The approval that asks a person about the held call ``effect`` under ``policy``
+        (the rule that holds it now, read once with its trust keys), saying ``reason``."""
+        return cls(
+            public_id=effect.public_id,  # interactions/v1: for a held call, the effect id
+            prompt=f"Approve {effect.server} / {effect.tool}?",
+            detail={"server": effect.server, "tool": effect.tool, "reason": reason},
+            request={
+                **approval_request(step=effect.step, policy=policy),
+                # What every surface summarises the held call from.
+                "call": held_call_record(
+                    server=effect.server,
+                    tool=effect.tool,
+                    arguments=effect.arguments,
+                    policy=policy,
+                ),
+            },
+            deciders=policy.deciders,
+            approvers=tuple(policy.approvers),
+            approvals_required=policy.required,
+            risk=policy.trust.risk,
+        )
+
+
+def approval_request(*, step: int, policy: Policy) -> dict:
+    """The server-side ``request`` of an approval that holds a call: its transcript step,
+    the rule of the tool policy that held it (runtime.policy.rules: kept here, not in
+    ``detail``, since its conditions name argument values), the stages it asks for when
+    more than one, and the rule's own ladder, parsed."""
+    request: dict = {"step": step}
+    if policy.rule is not None:
+        request["policyRule"] = policy.rule.stored()
+        ladder = policy.rule.rule.get("ladder")
+        if ladder:
+            try:
+                request["ladder"] = steps_stored(steps_parse(ladder))
+            except LadderError:
+                # Stored around its checks (load_agents and admin parse it): the approval
+                # still opens, with the tool's or the agent's ladder.
+                logger.warning("a policy rule's ladder of %s cannot be read", policy.rule.entry)
+    if len(policy.stages) > 1:
+        request["stages"] = [stage.stored() for stage in policy.stages]
+    return request
 
 
 def new_group_id() -> str:
@@ -119,46 +171,3 @@ def group_pause_set(task: Task, *, group_id: str, members: list[Interaction], **
         status_ext=group_pause_ext(task, group_id=group_id, members=members),
         **changes,
     )
-
-
-def group_call_closed(*, task: Task, interaction: Interaction, message: dict | None) -> dict | None:
-    """After ``interaction``, one call of a group, closed (interactions.interaction_close):
-    the status extension that resumes the turn when it was the last one open (the outcome of
-    each call of the group), or None when others still wait: then the group's inbox row moves
-    to the first of them, and the task says what it waits for now (unless the whole group is
-    being decided at once: runtime.decisions.group_flow says it once, at the end)."""
-    members = group_members(task=task, group_id=interaction.group_id)
-    waiting = [m for m in members if m.state == Interaction.State.OPEN]
-    if not waiting:
-        outcome = decision_outcome(interaction)
-        outcome[ext.INTERACTIONS] |= {
-            "groupId": interaction.group_id,
-            "outcomes": [decision_outcome(m)[ext.INTERACTIONS] for m in members],
-        }
-        return outcome
-    if interaction.listed:
-        # One row of the group is the inbox's item: the first call still open.
-        Interaction.objects.filter(pk=interaction.pk).update(listed=False)
-        Interaction.objects.filter(pk=waiting[0].pk).update(listed=True)
-        interaction.listed = False
-    if not getattr(task, "group_deciding", False):
-        group_pause_set(
-            task,
-            group_id=interaction.group_id,
-            members=members,
-            history_append=message,
-            also=("transcript",),
-        )
-    return None
-
-
-def group_relist(interaction: Interaction) -> None:
-    """A call of a group opens again on its own (its approval was void, runtime.turn
-    .approval_check): it is the group's row in the inbox again."""
-    if not interaction.group_id:
-        return
-    Interaction.objects.filter(
-        tenant_id=interaction.tenant_id, task_id=interaction.task_id, group_id=interaction.group_id
-    ).exclude(pk=interaction.pk).update(listed=False)
-    Interaction.objects.filter(pk=interaction.pk).update(listed=True)
-    interaction.listed = True

@@ -13,16 +13,13 @@ asks for distinct people: never the caller, never a program (an operator token),
 subject the system decides as, and nobody twice in any stage. The syntax of ``approvers``,
 ``required`` and ``stages`` is runtime.policy.approver_syntax's."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from django.utils import timezone
-
-from runtime.decisions.decision_models import Interaction, InteractionApproval, Receipt
+from runtime.decisions.answers import Answer
+from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_of
-from runtime.decisions.receipts import receipt_record
-from runtime.kernel.audit import audit_record
+from runtime.decisions.interaction_state import approval_record
 from runtime.kernel.errors import DeciderRefused
-from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task
 from runtime.policy.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX, ROLES
 from runtime.policy.lookup import policy_for
@@ -36,8 +33,6 @@ from runtime.policy.needs import (
     stricter_stages,
 )
 from runtime.policy.rules import Stage
-from runtime.policy.title_syntax import call_terms
-from runtime.policy.trust import tool_trust
 from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup, subject_reserved
 
 
@@ -118,8 +113,8 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
     server = held.server if held else (interaction.detail or {}).get("server", "")
     tool = held.tool if held else (interaction.detail or {}).get("tool", "")
     arguments = held.arguments if held else {}
-    policy = policy_for(agent, server, tool, arguments)
-    trust = tool_trust(agent, server, tool, arguments)
+    policy = policy_for(agent, server, tool, arguments)  # the decision's one reading of it
+    trust = policy.trust
     widened = [r for r in interaction.widened_to or () if r in ROLES]
 
     def with_widened(named) -> tuple[str, ...]:
@@ -162,6 +157,7 @@ def approval_needs(interaction: Interaction, agent=None) -> Needs:
         binds=binds,
         rule=policy.rule,
         opened_rule=(interaction.request or {}).get("policyRule"),
+        policy=policy,
     )
 
 
@@ -257,145 +253,25 @@ def approvals_standing(interaction: Interaction, task: Task) -> tuple[str, list[
 
 
 def approval_gate(
-    *,
-    interaction: Interaction,
-    task: Task,
-    answer: dict,
-    decider: Decider,
-    channel: str,
-    needs: Needs,
-    shown_hash: str | None = None,
-) -> dict | None:
-    """A quorum or stages, for a decider the flow found eligible (for the current stage):
-    record an approval that does not yet make up the number required. Returns the answer
-    that closes the interaction, or None when the approval was recorded and the interaction
-    stays open for the next person.
+    *, interaction: Interaction, task: Task, answer: Answer, needs: Needs
+) -> Answer | None:
+    """A quorum or stages, for a decider the flow found eligible (for the current stage): the
+    answer that closes the interaction (with the approvals that made up the number required),
+    or None when it records an approval that does not yet make up the number
+    (interaction_state.approval_record) and the interaction stays open for the next person.
     """
-    if needs.required <= 1 or answer.get("approved") is not True:
+    if needs.required <= 1 or answer.value.get("approved") is not True:
         # A denial by anyone allowed to decide ends it, whatever approvals came before, at
         # any stage.
         return answer
-    by, binds, standing = decider.subject, needs.binds, list(needs.approved)
-    if any(entry.get("by") == by for entry in standing):
+    if any(entry.get("by") == answer.by for entry in needs.approved):
         raise DeciderRefused(
             f"You approved this already: {needs.required} different people must approve it "
             f"({'in stages, ' if needs.staged else ''}required: {needs.required}), so it "
             "needs another person's approval.",
             interactionId=interaction.public_id,
         )
-    now = timezone.now()
-    # The database's word on one approval per person (in any stage): the unique constraint.
-    InteractionApproval.objects.create(
-        tenant_id=interaction.tenant_id,
-        interaction=interaction,
-        by=by,
-        via=channel,
-        binds=binds,
-        at=now,
-    )
-    stage = needs.stage + 1
-    approvals = [
-        *standing,
-        {"by": by, "via": channel, "at": now.isoformat(), "binds": binds, "stage": stage},
-    ]
+    approvals = approval_record(task=task, interaction=interaction, answer=answer, needs=needs)
     if len(approvals) < needs.required:
-        # What a tightened policy asks for stays on the item with the approval it counts
-        # (the inbox's and REST's "1 of 2", the stages): never below what it opened with.
-        request = interaction.request or {}
-        if needs.staged:
-            request = {**request, "stages": [s.stored() for s in needs.stages]}
-        Interaction.objects.filter(pk=interaction.pk).update(
-            approvals=approvals, approvals_required=needs.required, request=request
-        )
-        interaction.approvals, interaction.approvals_required = approvals, needs.required
-        interaction.request = request
-        waits = "another person's approval"
-        if needs.staged:
-            waits = f"the next approval (stage {stage_at(needs.stages, len(approvals)) + 1})"
-        held = held_call_of(interaction)
-        if held is not None:
-            # A decision like any other: its receipt binds what this person approved. The
-            # call's sending is bound by the last approval's receipt (interaction_close).
-            receipt_record(
-                effect=held,
-                agent=task.agent,
-                decision=Receipt.Decision.APPROVED,
-                decider=by,
-                channel=channel,
-                interaction_id=interaction.public_id,
-                shown_hash=shown_hash,
-                stepped_up=decider.stepped_up,
-                reason=f"{len(approvals)} of {needs.required}: the call waits for {waits}",
-                channel_user=decider.channel_user,
-                redact=tuple(call_terms((interaction.request or {}).get("call")).get("redact", ())),
-            )
-        detail = {
-            "kind": interaction.kind,
-            "prompt": interaction.prompt,
-            "approvals": len(approvals),
-            "required": needs.required,
-            "deciderKind": decider.kind,
-        }
-        if decider.channel_user:
-            detail["channelUser"] = decider.channel_user
-        if needs.staged:
-            detail.update(stage=stage, stages=len(needs.stages))
-            after = stage_at(needs.stages, len(approvals))
-            if after + 1 != stage:
-                # This approval completed its stage: who decides from now on (the follow-ups
-                # tell the channels, notifications.follow_ups).
-                detail["nextStage"] = {
-                    "stage": after + 1,
-                    "approvers": list(needs.stages[after].approvers),
-                    "title": needs.stages[after].title,
-                }
-        audit = audit_record(
-            tenant_id=interaction.tenant_id,
-            actor=by,
-            action="approval_recorded",
-            via=channel,
-            interaction=interaction,
-            task=task,
-            detail=detail,
-        )
-        interaction_changed.send(
-            sender=Interaction, interaction=interaction, event="recorded", audit=audit
-        )
         return None
-    Interaction.objects.filter(pk=interaction.pk).update(approvals=approvals)
-    interaction.approvals = approvals
-    return {**answer, "approvals": len(approvals)}
-
-
-def interaction_widen(*, interaction: Interaction, roles, by: str, step: int) -> bool:
-    """An escalation step widens who may decide an open approval to ``roles`` from now on;
-    recorded on the interaction and audited. Runs inside the caller's transaction (the
-    ladder's step); False when there was nothing to add or the interaction is decided."""
-    added = [r for r in roles if r in ROLES and r not in (interaction.widened_to or ())]
-    if not added or interaction.kind != Interaction.Kind.APPROVAL:
-        return False
-    widened = [*(interaction.widened_to or ()), *added]
-    # Conditional on the row still being open: a decision in between ends the ladder.
-    if (
-        Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
-            widened_to=widened
-        )
-        != 1
-    ):
-        return False
-    interaction.widened_to = widened
-    audit_record(
-        tenant_id=interaction.tenant_id,
-        actor=by,
-        action="widened",
-        via="ladder",
-        interaction=interaction,
-        task=interaction.task,
-        detail={
-            "kind": interaction.kind,
-            "prompt": interaction.prompt,
-            "step": step,
-            "roles": added,
-        },
-    )
-    return True
+    return replace(answer, value={**answer.value, "approvals": len(approvals)}, approvals=approvals)

@@ -1,12 +1,17 @@
 """Reads of interactions, held calls, effects and standing rules that the endpoint, the pages
 and the REST API share; every one takes the tenant (or an object of it)."""
 
+import contextlib
+from collections.abc import Iterator
 from datetime import datetime
 
 from django.db.models import Q
 from django.utils import timezone
 
+from runtime.decisions.answers import text_problem
 from runtime.decisions.decision_models import Effect, Interaction, StandingRule
+from runtime.kernel.errors import TaskNotFound
+from runtime.kernel.store import decision_interaction_read, decision_task_lock
 from runtime.kernel.task_models import (
     AuditEvent,
     Task,
@@ -195,3 +200,23 @@ _INTERACTION_LIST_FIELDS = (
     "task__agent__slug",
     "task__agent__name",
 )
+
+
+@contextlib.contextmanager
+def interaction_locked(*, tenant, interaction_id: str) -> Iterator[tuple[Task, Interaction]]:
+    """The task of the tenant's interaction, locked, and the interaction read under that lock
+    (with its held call, and the task's agent loaded): a decision's reads, in the caller's
+    transaction; TaskNotFound for another tenant's id as for a missing one."""
+    # An id PostgreSQL cannot compare (a NUL, a lone surrogate: a DataError, an encoding
+    # error) names nothing, whichever channel passed it on.
+    if not isinstance(interaction_id, str) or text_problem(interaction_id):
+        raise TaskNotFound("No such interaction.")
+    # Lock the task first (the same order as in-band answers), found through the interaction
+    # (only the task's row is locked), then read the interaction under that lock and claim it.
+    task = decision_task_lock(tenant=tenant, interaction_id=interaction_id)
+    read = decision_interaction_read(task=task, interaction_id=interaction_id) if task else None
+    if task is None or read is None:
+        raise TaskNotFound("No such interaction.", interactionId=interaction_id)
+    interaction, effect = read
+    held_call_known(interaction, effect)
+    yield task, interaction

@@ -95,7 +95,7 @@ def decision_facts(
     if needs is not None and held is not None:  # an approval's held call
         agent = interaction.task.agent
         rule_no = (
-            rule_refusal(agent, held.server, held.tool, held.arguments)
+            rule_refusal(agent, held.server, held.tool, held.arguments, needs.policy)
             or needs_refusal(needs)
             or ""
         )

@@ -21,8 +21,11 @@ rest, in this order, under the task's row lock, and the first refusal changes no
    standing rule asked for, checked before anything is recorded (RuleRefused);
 6. what the decider saw, and their edit of the arguments (receipts.decision_edit_apply);
 7. a quorum or stages (approvers.approval_gate): recorded, waiting for the next person; or
-8. the close (interactions.interaction_close): claim, transcript, status, audit, receipt,
-   and the turn resumed.
+8. the close (interaction_state.interaction_close): claim, transcript, status, audit,
+   receipt, and the turn resumed.
+
+The held call's policy is read once, in step 5 (``Needs``, with the rule that holds the call
+and its trust keys), and every later step asks it of that reading.
 
 Then the standing rule is made, in a transaction of its own right after the approval's.
 
@@ -43,7 +46,7 @@ from opentelemetry.trace import SpanKind
 
 from config import metrics
 from config.tracing import task_span
-from runtime.decisions.answers import answer_from_decider
+from runtime.decisions.answers import Answer, answer_from_decider
 from runtime.decisions.approvers import (
     Decider,
     approval_gate,
@@ -52,7 +55,8 @@ from runtime.decisions.approvers import (
     decider_refusal,
 )
 from runtime.decisions.decision_models import Interaction, StandingRule
-from runtime.decisions.interactions import interaction_close, interaction_locked
+from runtime.decisions.decision_selectors import held_call_of, interaction_locked
+from runtime.decisions.interaction_state import interaction_close
 from runtime.decisions.receipts import decision_edit_apply, decision_word
 from runtime.decisions.standing_rules import rule_check, rule_create
 from runtime.kernel.errors import (
@@ -224,52 +228,47 @@ def _decide(
         raise AlreadyDecided(interaction)
     if decision.opening is not None and decision.opening != interaction.opening:
         raise ItemChanged(interaction)
-    answer = answer_from_decider(interaction, decision.answer())
-    approving = answer.get("approved") is True
+    value = answer_from_decider(interaction, decision.answer())
     needs = None
     if interaction.kind == Interaction.Kind.APPROVAL:
+        # The held call's policy, read once for the whole decision (approvers.approval_needs):
+        # every check, the edit, the quorum and the receipt ask it of ``needs``.
         needs = approval_needs(interaction, task.agent)
+        approving = value.get("approved") is True
         _approval_check(interaction, decider, decision, channel, needs, approving=approving)
     else:
         _decider_check(interaction, decider)
-    edited = decision_edit_apply(
-        task=task,
-        interaction=interaction,
-        answer=answer,
-        arguments=decision.arguments,
-        shown_hash=decision.shown_hash,
-    )
-    if edited:
-        answer["edited"] = True
-    if needs is not None:
-        gated = approval_gate(
-            interaction=interaction,
-            task=task,
-            answer=answer,
-            decider=decider,
-            channel=channel,
-            needs=needs,
-            shown_hash=decision.shown_hash,
+    held = held_call_of(interaction)
+    if held is not None and decision.shown_hash and decision.shown_hash != held.arguments_hash:
+        # The decision binds the arguments its decider was shown, as they are now.
+        raise InvalidParams(
+            "argumentsHash",
+            "the call's arguments are not the ones you were shown; reload and decide again",
         )
-        if gated is None:
-            _log(interaction, decider, channel, "recorded")
-            return interaction  # recorded; waits for the next person's approval
-        answer = gated
-    message = decision.message
-    interaction_close(
-        task=task,
-        interaction=interaction,
-        answer=answer,
+    edited = decision_edit_apply(
+        task=task, interaction=interaction, answer=value, arguments=decision.arguments, needs=needs
+    )
+    answer = Answer(
+        value={**value, "edited": True} if edited else value,
         by=decider.subject,
         via=channel,
-        message_id=message.get("messageId", "") if message else "",
-        message=message,
+        message=decision.message,
         stepped_up=decider.stepped_up,
         shown_hash=decision.shown_hash,
-        edited=edited,
+        edited=edited is not None,
         decider_kind=decider.kind,
         channel_user=decider.channel_user,
+        rule=edited or (needs.rule if needs else None),
     )
+    closing = (
+        approval_gate(interaction=interaction, task=task, answer=answer, needs=needs)
+        if needs is not None
+        else answer
+    )
+    if closing is None:
+        _log(interaction, decider, channel, "recorded")
+        return interaction  # recorded; waits for the next person's approval
+    interaction_close(task=task, interaction=interaction, answer=closing)
     _log(interaction, decider, channel, "decided")
     return interaction
 

@@ -16,10 +16,9 @@ from django.db import transaction
 from runtime.decisions.approval_groups import group_members, group_pause_set
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.decision_selectors import held_call_known
+from runtime.decisions.decision_selectors import held_call_known, interaction_locked
 from runtime.decisions.facts import DecisionFacts, decision_facts
 from runtime.decisions.flow import Decision, decision_take_locked
-from runtime.decisions.interactions import interaction_locked
 from runtime.kernel.errors import AlreadyDecided, DecisionMisfit, InvalidParams, TaskNotFound
 
 

@@ -16,18 +16,18 @@ import logging
 from django.db.models import Q
 
 from runtime.agents.agent_models import Agent
+from runtime.decisions.answers import Answer
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
-from runtime.decisions.summaries import held_call_summary, redacted
+from runtime.decisions.summaries import redacted
 from runtime.kernel import extensions as ext
-from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.rowsql import row_insert
 from runtime.kernel.shapes import decider_public
-from runtime.kernel.task_models import AuditEvent, Task
+from runtime.kernel.task_models import Task
+from runtime.policy.needs import Needs
 from runtime.policy.rules import PolicyRule, policy_rule_for
 from runtime.policy.title_syntax import call_terms
-from runtime.policy.trust import tool_trust
 from runtime.tools.catalog import tool_spec, validate_arguments
 
 logger = logging.getLogger(__name__)
@@ -71,20 +71,18 @@ def receipt_record(
     channel_user: str = "",
     shown_arguments: dict | None = None,
     redact: tuple[str, ...] = (),
+    held: PolicyRule | None = None,
 ) -> Receipt:
     """Write the receipt of one decision on ``effect`` in the caller's transaction.
 
     ``shown_hash``: the SHA-256 of the arguments the decider saw (the effect's own hash when
     not given); the effect's current ``arguments_hash`` is what will be sent (after an edit,
-    the edited arguments'). The version of the policy rule that holds the call is read from
-    ``agent`` as the caller holds it, with the entry and the rule's number.
-    Standing rules (channel ``rule``) call this with their ``rule_id`` and the rule's subject
-    as ``decider``. ``channel_user``: who the channel knew the decider as (a Slack user id,
-    the address an e-mail link was sent to). The arguments themselves are kept too,
-    ``shown_arguments`` (the effect's when not given) and those sent, with the fields of
-    ``redact`` and of the rule that holds the call now as ``•••``.
-    """
-    held = policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
+    the edited arguments'). ``held``: the policy rule that holds the call as ``agent`` has
+    it now (read here when the caller has not); the receipt binds its version. Standing
+    rules (channel ``rule``) call this with their ``rule_id``. ``channel_user``: who the
+    channel knew the decider as. The arguments shown (``shown_arguments``, else the
+    effect's) and sent are kept, the fields of ``redact`` and of ``held`` as ``•••``."""
+    held = held or policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     hidden = receipt_redaction(held, redact)
     receipt = Receipt(
         tenant_id=effect.tenant_id,
@@ -165,30 +163,22 @@ def receipt_mismatch(receipt: Receipt, *, effect: Effect, agent: Agent) -> str |
 
 
 def decision_edit_apply(
-    *, task: Task, interaction: Interaction, answer: dict, arguments, shown_hash: str | None
-) -> bool:
-    """Check what the decider saw and apply an operator's edit of the held call's arguments.
-
-    ``shown_hash``: the SHA-256 of the arguments the decider was shown; an approval whose
-    arguments changed since is refused (nothing changes). ``arguments``: the edited arguments
-    (``editable: true`` in the tool's policy, validated against the tool's schema); the effect
-    then holds them and their hash, and the receipt both hashes. Returns whether they changed.
-    """
+    *, task: Task, interaction: Interaction, answer: dict, arguments, needs: Needs | None
+) -> PolicyRule | None:
+    """Apply an operator's edit of the held call's ``arguments`` (``editable: true`` in the
+    tool's policy as the decision read it, ``needs``; valid for the tool's schema; held by
+    the same rule): the effect then holds them and their hash. The policy rule that holds
+    the edited call (the receipt's), or None when there is no edit."""
     effect = held_call_of(interaction)
     if effect is None:
         if arguments is not None:
             raise InvalidParams("arguments", "only an approval of a held call takes arguments")
-        return False
-    if shown_hash and shown_hash != effect.arguments_hash:
-        raise InvalidParams(
-            "argumentsHash",
-            "the call's arguments are not the ones you were shown; reload and decide again",
-        )
+        return None
     if arguments is None:
-        return False
+        return None
     if answer.get("approved") is not True:
         raise InvalidParams("arguments", "arguments are edited only when approving")
-    if not tool_trust(task.agent, effect.server, effect.tool, effect.arguments).editable:
+    if needs is None or needs.rule is None or not needs.editable:
         raise InvalidParams(
             "arguments",
             f"the policy of {effect.server} / {effect.tool} does not allow editing its arguments "
@@ -200,9 +190,8 @@ def decision_edit_apply(
         raise InvalidParams("arguments", problem)
     new_hash = canonical_hash(arguments)
     if new_hash == effect.arguments_hash:
-        return False
-    held = policy_rule_for(task.agent, effect.server, effect.tool, effect.arguments)
-    edited = policy_rule_for(task.agent, effect.server, effect.tool, arguments)
+        return None
+    held, edited = needs.rule, policy_rule_for(task.agent, effect.server, effect.tool, arguments)
     if edited.version != held.version:
         # Another rule would hold the edited call (say, production's two people for a
         # staging deploy edited into a production one): this approval is not that rule's.
@@ -221,55 +210,48 @@ def decision_edit_apply(
     # and those the decider was shown (the receipt keeps both).
     call = (interaction.request or {}).get("call")
     if isinstance(call, dict):
-        interaction.request = {
-            **interaction.request,
-            "call": {**call, "arguments": arguments, "shownArguments": effect.arguments},
-        }
-    effect.arguments = arguments
-    effect.arguments_hash = new_hash
-    return True
+        shown = {"arguments": arguments, "shownArguments": effect.arguments}
+        interaction.request = {**interaction.request, "call": {**call, **shown}}
+    effect.arguments, effect.arguments_hash = arguments, new_hash
+    return edited
 
 
 # --- with the decision ---------------------------------------------------------------------
 
 
 def decision_receipt(
-    *,
-    task: Task,
-    interaction: Interaction,
-    shown_hash: str | None,
-    edited: bool,
-    stepped_up: bool,
-    channel_user: str = "",
+    *, task: Task, interaction: Interaction, answer: Answer, reason: str | None = None
 ) -> Receipt | None:
-    """The receipt of a decision on a held call (approvals only; questions bind no call)."""
+    """The receipt of ``answer`` on ``interaction``'s held call (approvals only; questions
+    bind no call): the decision that closed it, or one approval of several (``reason``: what
+    it says in place of the answer's reason)."""
     effect = held_call_of(interaction)
     if effect is None:
         return None
-    answer = interaction.answer or {}
     if interaction.state == Interaction.State.EXPIRED:
         decision = Receipt.Decision.EXPIRED
-    elif answer.get("approved") is True:
+    elif answer.value.get("approved") is True:
         decision = Receipt.Decision.APPROVED
     else:
         decision = Receipt.Decision.DENIED
     call = (interaction.request or {}).get("call")
     call = call if isinstance(call, dict) else {}
-    shown = call.get("shownArguments") if edited else None
+    shown = call.get("shownArguments") if answer.edited else None
     return receipt_record(
         effect=effect,
         agent=task.agent,
         decision=decision,
-        decider=interaction.answered_by,
-        channel=interaction.answered_via,
+        decider=answer.by,
+        channel=answer.via,
         interaction_id=interaction.public_id,
-        shown_hash=shown_hash,
-        edited=edited,
-        stepped_up=stepped_up,
-        reason=str(answer.get("reason", "")),
-        channel_user=channel_user,
+        shown_hash=answer.shown_hash,
+        edited=answer.edited,
+        stepped_up=answer.stepped_up,
+        reason=str(answer.value.get("reason", "")) if reason is None else reason,
+        channel_user=answer.channel_user,
         shown_arguments=shown if isinstance(shown, dict) else None,
         redact=tuple(call_terms(call).get("redact", ())),
+        held=answer.rule,
     )
 
 
@@ -302,34 +284,6 @@ def decision_word(interaction: Interaction) -> str:
     if interaction.kind == Interaction.Kind.CONNECTION:
         return "connected" if answer.get("connected") else "declined"
     return "answered"
-
-
-def audit_decision(
-    *, interaction: Interaction, task: Task, decider_kind: str = "", channel_user: str = ""
-) -> AuditEvent:
-    answer = interaction.answer or {}
-    action = decision_word(interaction)
-    detail = {"kind": interaction.kind, "prompt": interaction.prompt, "answer": answer}
-    if interaction.kind == Interaction.Kind.APPROVAL:
-        # What was decided, as every list shows it (redacted): the audit row says it even
-        # once the item is gone.
-        detail["summary"] = held_call_summary(interaction)
-    if decider_kind:
-        # A person, a program or the caller (runtime.decisions.approvers.Decider): what the
-        # follow-ups of a decision say of who took it.
-        detail["deciderKind"] = decider_kind
-    if channel_user:
-        # Who the channel knew the decider as (a Slack user id, a link's address).
-        detail["channelUser"] = channel_user
-    return audit_record(
-        tenant_id=interaction.tenant_id,
-        actor=interaction.answered_by,
-        action=action,
-        via=interaction.answered_via,
-        interaction=interaction,
-        task=task,
-        detail=detail,
-    )
 
 
 # --- reads (selectors: always by tenant) ---------------------------------------------------

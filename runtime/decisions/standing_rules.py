@@ -38,7 +38,6 @@ from runtime.policy.conditions import (
 from runtime.policy.lookup import Policy, policy_for
 from runtime.policy.needs import Needs, approvers_text
 from runtime.policy.rules import PolicyRule, policy_entry
-from runtime.policy.trust import tool_trust
 from runtime.tools.catalog import tool_spec
 from tenants.models import ApiToken, ApproverGroup, Membership
 
@@ -70,7 +69,7 @@ def rule_refusal(
     if policy.action != "approve":
         return f"the policy for {server}/{tool} is {policy.action}, not approve"
     # ``risk: high`` may be said in the policy rule or on the tool itself (AGENT.md tools).
-    if tool_trust(agent, server, tool, arguments).high_risk:
+    if policy.trust.high_risk:
         return f"{server}/{tool} is risk: high: each call needs its own decision"
     if len(policy.stages) > 1:
         return f"{server}/{tool} is approved in {len(policy.stages)} stages, by several people"
@@ -116,7 +115,8 @@ def rule_check(
     if effect is None:
         raise TaskNotFound("The approval holds no tool call.", interactionId=interaction.public_id)
     agent = interaction.task.agent
-    policy = policy_for(agent, effect.server, effect.tool, effect.arguments)
+    # The policy as the approval's needs read it (the held call, the agent's policy now).
+    policy = needs.policy or policy_for(agent, effect.server, effect.tool, effect.arguments)
     why_not = rule_refusal(
         agent, effect.server, effect.tool, effect.arguments, policy
     ) or needs_refusal(needs)

@@ -321,7 +321,7 @@ def call_journal_read(
     return effect, interaction, receipt
 
 
-# --- a decision's reads (runtime.decisions.interactions) ------------------------------------
+# --- a decision's reads (runtime.decisions.interaction_state) -------------------------------
 
 _DECISION_TASK = Columns(Task, "t")
 _DECISION_AGENT = Columns(Agent, "a")

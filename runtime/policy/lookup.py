@@ -1,6 +1,7 @@
 """What the tool policy says of one call: the rule that holds it (runtime.policy.rules)
-read into what the turn and the decision flow act on (``Policy``), and a rule's own
-``timeout``."""
+read into what the turn and the decision flow act on (``Policy``), with the call's trust keys
+(``ToolTrust``) and a rule's own ``timeout``. One reading answers every question a decision
+asks of the policy."""
 
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,20 @@ from runtime.agents.agent_models import Agent
 from runtime.policy.approver_syntax import MAX_REQUIRED, MAX_STAGES
 from runtime.policy.ladders import duration_seconds
 from runtime.policy.rules import PolicyRule, Stage, policy_rule_for
+
+
+@dataclass(frozen=True)
+class ToolTrust:
+    """The trust keys of a call of a tool: ``editable: true`` lets an operator change the
+    arguments before approving; ``risk: high`` asks the decider to have re-authenticated
+    recently (step-up), and no standing rule ever approves such a call."""
+
+    editable: bool = False
+    risk: str = "normal"
+
+    @property
+    def high_risk(self) -> bool:
+        return self.risk == "high"
 
 
 @dataclass(frozen=True)
@@ -35,6 +50,9 @@ class Policy:
     stages: tuple[Stage, ...] = ()
     # The entry and rule that hold the call (None: a Policy made by hand).
     rule: PolicyRule | None = None
+    # The call's trust keys (trust_of): ``editable``, ``risk``, read from the same rule and
+    # the tool's own entry in AGENT.md.
+    trust: ToolTrust = ToolTrust()
 
 
 # A tool call's own timeout (the policy's ``timeout``): at most this long.
@@ -58,8 +76,29 @@ def timeout_seconds(value) -> float:
 def policy_for(agent: Agent, server: str, tool: str, arguments: Any) -> Policy:
     """What the policy says of this call: the rule of the most specific entry that holds
     for its arguments (runtime.policy.rules.policy_rule_for); undeclared means approve, so
-    that nothing risky runs without a person unless the policy says so."""
-    return policy_of(policy_rule_for(agent, server, tool, arguments))
+    that nothing risky runs without a person unless the policy says so. With the call's trust
+    keys: one reading of the policy serves every question a decision asks of it."""
+    held = policy_rule_for(agent, server, tool, arguments)
+    return policy_of(held, trust=trust_of(agent, server, tool, held))
+
+
+def trust_of(agent: Agent, server: str, tool: str, held: PolicyRule) -> ToolTrust:
+    """The trust keys of a call of the tool: ``editable`` from the policy rule that holds it
+    (``held``: ``server/tool``, else ``server``, the rule of a conditional entry whose
+    conditions hold); ``risk: high`` from that rule or from the tool's own entry in AGENT.md's
+    ``tools`` list (``{server, tool}`` or the whole ``{server}``): either one saying it makes
+    the call high-risk, for step-up as for standing rules."""
+    rule = held.rule
+    declared = any(
+        spec.get("risk") == "high"
+        # (An agent read for its policy alone may carry no tools list.)
+        for spec in getattr(agent, "tools", None) or []
+        if spec.get("server") == server and spec.get("tool") in (tool, None)
+    )
+    return ToolTrust(
+        editable=rule.get("editable") is True,
+        risk="high" if declared or rule.get("risk") == "high" else "normal",
+    )
 
 
 def _required(value) -> int:
@@ -68,8 +107,8 @@ def _required(value) -> int:
     return min(value, MAX_REQUIRED)
 
 
-def policy_of(match: PolicyRule) -> Policy:
-    """The Policy of one rule (as policy_rule_for found it)."""
+def policy_of(match: PolicyRule, trust: ToolTrust | None = None) -> Policy:
+    """The Policy of one rule (as policy_rule_for found it), with the call's ``trust``."""
     rule = match.rule
     approvers = tuple(str(a) for a in rule.get("approvers") or ())
     deciders = rule.get("deciders", "operators")
@@ -102,6 +141,7 @@ def policy_of(match: PolicyRule) -> Policy:
         timeout=timeout,
         stages=stages,
         rule=match,
+        trust=trust or ToolTrust(),
     )
 
 

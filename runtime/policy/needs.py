@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from runtime.decisions.decision_models import Interaction
 from runtime.policy.approver_syntax import CALLER, DEFAULT_APPROVERS, GROUP_PREFIX
+from runtime.policy.lookup import Policy
 from runtime.policy.rules import PolicyRule, Stage
 
 
@@ -79,6 +80,9 @@ class Needs:
     # The rule of the policy that holds the call now, and the one it opened under (as stored).
     rule: PolicyRule | None = None
     opened_rule: dict | None = None
+    # What the policy says of the call now, as read once for the decision (its rule, trust
+    # keys, stages): what the rest of the decision asks of the policy, it asks of this.
+    policy: Policy | None = None
 
     @property
     def approvers(self) -> tuple[str, ...]:

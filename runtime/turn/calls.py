@@ -17,9 +17,8 @@ from django.utils import timezone
 
 from runtime.decisions.approval_groups import HeldApproval
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import approval_request, interaction_open
+from runtime.decisions.interaction_state import approval_open, interaction_open
 from runtime.decisions.standing_rules import rule_for_call, rule_use_record
-from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.rowsql import row_move
 from runtime.kernel.shapes import agent_message
@@ -28,7 +27,6 @@ from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_pause, with_plan
 from runtime.llm.actions import CallTool
 from runtime.policy.lookup import Policy, policy_for
-from runtime.policy.trust import tool_trust
 from runtime.tools.catalog import (
     BUILTIN_SERVER,
     REQUEST_CONNECTION,
@@ -132,21 +130,7 @@ def _journal(task: Task, step: int, action: CallTool, spec: dict) -> Step:
     """Journal the call as an effect under the tool policy: allow, deny or hold."""
     effect, policy = call_journal(task, step, action, spec)
     if policy.action == "approve":
-        held = held_call_approval(task, effect, spec, policy)
-        interaction_open(
-            task=task,
-            kind=Interaction.Kind.APPROVAL,
-            public_id=held.public_id,
-            prompt=held.prompt,
-            detail=held.detail,
-            request=held.request,
-            state=TaskState.AUTH_REQUIRED,
-            deciders=held.deciders,
-            approvers=held.approvers,
-            approvals_required=held.approvals_required,
-            risk=held.risk,
-            also=TURN_FIELDS,
-        )
+        approval_open(task=task, held=held_call_approval(effect, spec, policy), also=TURN_FIELDS)
         return False
     turn_save(task)
     return True  # allowed: the next step sends it (continue_call); denied: the model is told
@@ -198,31 +182,10 @@ def call_journal(task: Task, step: int, action: CallTool, spec: dict) -> tuple[E
     return effect, policy
 
 
-def held_call_approval(task: Task, effect: Effect, spec: dict, policy: Policy) -> HeldApproval:
+def held_call_approval(effect: Effect, spec: dict, policy: Policy) -> HeldApproval:
     """The approval that asks a person about the held call ``effect``."""
-    return HeldApproval(
-        public_id=effect.public_id,  # interactions/v1: for a held call, the effect id
-        prompt=f"Approve {effect.server} / {effect.tool}?",
-        detail={
-            "server": effect.server,
-            "tool": effect.tool,
-            "reason": spec.get("reason", "The tool policy holds this call for a person."),
-        },
-        request={
-            **approval_request(step=effect.step, policy=policy),
-            # What every surface summarises the held call from.
-            "call": held_call_record(
-                server=effect.server,
-                tool=effect.tool,
-                arguments=effect.arguments,
-                policy=policy,
-            ),
-        },
-        deciders=policy.deciders,
-        approvers=tuple(policy.approvers),
-        approvals_required=policy.required,
-        risk=tool_trust(task.agent, effect.server, effect.tool, effect.arguments).risk,
-    )
+    reason = spec.get("reason", "The tool policy holds this call for a person.")
+    return HeldApproval.of_call(effect, policy, reason=reason)
 
 
 # --- a call in the journal -------------------------------------------------------------------

@@ -8,11 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent
-from runtime.decisions.decision_models import Effect, Interaction
-from runtime.kernel.audit import audit_record
+from runtime.decisions.decision_models import Effect
+from runtime.decisions.interaction_state import interactions_cancel
 from runtime.kernel.errors import InvalidParams, TaskNotCancelable, TaskNotFound
 from runtime.kernel.shapes import agent_message
-from runtime.kernel.signals import interaction_changed
 from runtime.kernel.task_models import Task, TaskState
 from runtime.kernel.task_selectors import task_for_caller
 from runtime.kernel.task_state import task_end
@@ -70,23 +69,6 @@ def _cancelable_check(task: Task) -> None:
 def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -> None:
     """Close what the locked task waits on, end it CANCELED with ``text``, and audit it."""
     now = timezone.now()
-    # Read first (the task is locked: none opens meanwhile), so that those told of each one
-    # hear that it closed (runtime.kernel.signals.interaction_changed).
-    closing = list(
-        Interaction.objects.filter(task=task, state=Interaction.State.OPEN).only("pk", "tenant_id")
-    )
-    interactions = (
-        Interaction.objects.filter(
-            pk__in=[i.pk for i in closing], state=Interaction.State.OPEN
-        ).update(
-            state=Interaction.State.CANCELED,
-            answered_by=by,
-            answered_via="cancel",
-            answered_at=now,
-        )
-        if closing
-        else 0
-    )
     # A held call (or one approved and not yet sent) is never sent now: closed as denied,
     # saying so, so that the journal and the task page show why it did not run.
     calls = Effect.objects.filter(
@@ -97,21 +79,11 @@ def _task_close(task: Task, *, by: str, via: str, text: str, reason: str = "") -
         closed_at=now,
     )
     task_end(task, TaskState.CANCELED, agent_message(task, text))
-    detail: dict[str, int | str] = {"interactionsClosed": interactions, "callsClosed": calls}
+    detail: dict[str, int | str] = {"callsClosed": calls}
     if reason:
         detail["reason"] = reason
-    audit = audit_record(
-        tenant_id=task.tenant_id,
-        actor=by,
-        action="task_canceled",
-        via=via,
-        task=task,
-        detail=detail,
-    )
-    for interaction in closing:
-        interaction_changed.send(
-            sender=Interaction, interaction=interaction, event="canceled", audit=audit
-        )
+    # Its open interactions close with it, and the cancel's audit row says how many.
+    interactions_cancel(task=task, by=by, via=via, at=now, detail=detail)
 
 
 def task_hand_out(*, task: Task) -> None:

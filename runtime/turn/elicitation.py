@@ -32,7 +32,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interaction_expire, interaction_open
+from runtime.decisions.interaction_state import interaction_expire, interaction_open
 from runtime.decisions.question_forms import FormError, form_clean
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import STATUS_FIELDS
@@ -110,6 +110,7 @@ def elicitation_ask(task: Task, effect: Effect, asks: ToolAsks, *, sent: Sent) -
     prompt = " ".join(asks.message.replace("\x00", "").split())[:PROMPT_MAX] or (
         f"{effect.server} / {effect.tool} asks for your input."
     )
+    seconds = elicitation_timeout()
     interaction = interaction_open(
         task=task,
         kind=Interaction.Kind.QUESTION,
@@ -124,14 +125,12 @@ def elicitation_ask(task: Task, effect: Effect, asks: ToolAsks, *, sent: Sent) -
         },
         state=TaskState.INPUT_REQUIRED,
         also=TURN_FIELDS,
+        # The call waits for the answer this long at most (then the question expires).
+        expires_by=timezone.now() + timedelta(seconds=seconds),
     )
     # interaction_open freed the lease, as for any pause; this one keeps it: the call is
     # still open in this run (the batch renews it as it commits).
     task.lease_owner, task.lease_expires_at = worker_id, lease_expiry()
-    seconds = elicitation_timeout()
-    expires = timezone.now() + timedelta(seconds=seconds)
-    if expires < interaction.expires_at:
-        Interaction.objects.filter(pk=interaction.pk).update(expires_at=expires)
     deadline = time.monotonic() + seconds
     logger.info("%s / %s asks a question: %s", effect.server, effect.tool, interaction.public_id)
     return Outbound(

@@ -13,10 +13,9 @@ before: nothing is looked at ahead but the reply's queued actions, in memory.
 
 from runtime.agents.limits import action_error
 from runtime.decisions.approval_groups import HeldApproval
-from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_group_open, interaction_open
+from runtime.decisions.interaction_state import approval_open, interaction_group_open
 from runtime.decisions.standing_rules import rule_for_call
-from runtime.kernel.task_models import Task, TaskState
+from runtime.kernel.task_models import Task
 from runtime.llm.actions import BadToolCall, CallTool
 from runtime.policy.lookup import policy_for
 from runtime.tools.catalog import BUILTIN_SERVER, tool_spec
@@ -84,7 +83,7 @@ def _group_start(task: Task, first: CallTool, run: list) -> Step:
         interaction_group_open(task=task, calls=held, also=TURN_FIELDS)
         return False
     if held:
-        _open_alone(task, held[0])
+        approval_open(task=task, held=held[0], also=TURN_FIELDS)
         return False
     turn_save(task)
     return True
@@ -123,21 +122,4 @@ def _journal(task: Task, action, group: int) -> HeldApproval | None:
     effect, policy = call_journal(task, step, action, spec)
     if policy.action != "approve":
         return None
-    return held_call_approval(task, effect, spec, policy)
-
-
-def _open_alone(task: Task, held: HeldApproval) -> None:
-    interaction_open(
-        task=task,
-        kind=Interaction.Kind.APPROVAL,
-        public_id=held.public_id,
-        prompt=held.prompt,
-        detail=held.detail,
-        request=held.request,
-        state=TaskState.AUTH_REQUIRED,
-        deciders=held.deciders,
-        approvers=held.approvers,
-        approvals_required=held.approvals_required,
-        risk=held.risk,
-        also=TURN_FIELDS,
-    )
+    return held_call_approval(effect, spec, policy)

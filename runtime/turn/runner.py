@@ -16,7 +16,7 @@ from decimal import Decimal
 from config.logging import log_context
 from runtime.agents.limits import action_error, bad_reply_error, steps_error, tokens_error
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interaction_open
+from runtime.decisions.interaction_state import interaction_open
 from runtime.kernel import extensions as ext
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.task_models import Task, TaskState, new_key

@@ -14,7 +14,7 @@ from notifications.models import Delivery, FollowUp
 from notifications.tasks import sweep_follow_ups, sweep_notifications
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction, Receipt
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.kernel.task_models import AuditEvent, TaskState
 from runtime.turn.cancel import task_stop
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, decide, deploy_step, run

@@ -13,7 +13,7 @@ from notifications.models import Ladder, LadderStep
 from notifications.services import ladder_for, ladder_save, ladders_advance
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.kernel.task_models import AuditEvent
 from runtime.policy.ladders import ladder_parse
 from tests.core import start

@@ -10,7 +10,7 @@ from notifications.models import Delivery, DigestItem, Ladder, LadderStep
 from notifications.services import ladder_save, ladders_advance, preference_set
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.kernel.task_models import AuditEvent
 from tests.core import decide, start
 from tests.notifications.conftest import HOLD

@@ -567,7 +567,7 @@ def test_the_message_follows_decisions_elsewhere_voids_and_the_expiry(
 def test_an_expired_item_s_message_says_so(slack_app, held, django_capture_on_commit_callbacks):
     from django.utils import timezone
 
-    from runtime.decisions.interactions import interactions_expire
+    from runtime.decisions.interaction_state import interactions_expire
 
     interaction = held()
     ts, _ = posted(slack_app)
@@ -615,7 +615,7 @@ def test_a_tool_servers_form_is_filled_in_on_its_page_not_in_slack(
     offers no free-text answer for it, only the page."""
     from django.db import transaction
 
-    from runtime.decisions.interactions import interaction_open
+    from runtime.decisions.interaction_state import interaction_open
     from runtime.kernel.task_models import Task, TaskState
     from tests.core import CHOOSER, send
 

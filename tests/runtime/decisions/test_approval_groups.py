@@ -15,7 +15,7 @@ from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.flow import PAGE, Decision
 from runtime.decisions.group_flow import group_decision_take
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import (
     AlreadyDecided,

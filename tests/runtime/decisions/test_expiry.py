@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.kernel.task_models import AuditEvent
 from tests.core import reply, run, start, status_text, tool_results
 

@@ -14,7 +14,7 @@ from django.test import RequestFactory
 from a2a_endpoint.wire import event_wire, task_wire
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
-from runtime.decisions.interactions import interactions_expire
+from runtime.decisions.interaction_state import interactions_expire
 from runtime.decisions.receipts import canonical_hash, receipt_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams, StepUpRequired, UnsupportedOperation

@@ -517,7 +517,7 @@ def test_the_turn_keeps_its_lease_while_a_call_waits_to_be_retried(
 def test_an_expired_question_and_approval_reach_the_model_as_such(agents, llm, make_llm_agent):
     from datetime import timedelta
 
-    from runtime.decisions.interactions import interactions_expire
+    from runtime.decisions.interaction_state import interactions_expire
 
     make_llm_agent()
     llm.play(

@@ -1,0 +1,594 @@
+"""The one writer of an interaction's life, as runtime.kernel.task_state is of a task's: a
+turn pauses on an interaction (a question, an approval, a connection), and exactly one
+answer (in band, by an operator or a program, or the expiry) closes it and resumes the turn.
+
+- open: ``interaction_open``, ``approval_open`` (one held call), ``interaction_group_open``
+  (the held calls of one model reply: runtime.decisions.approval_groups);
+- one approval of several (a quorum, stages): ``approval_record``;
+- widen who may decide (an escalation step): ``interaction_widen``;
+- close: ``interaction_close`` (a decision: runtime.decisions.flow; the expiry:
+  ``interaction_expire``);
+- void and re-open an approval that no longer matches its call: ``approval_reopen``;
+- cancel, with its task: ``interactions_cancel``.
+
+Nothing else writes Interaction or InteractionApproval rows or sends
+runtime.kernel.signals' ``interaction_opened`` and ``interaction_changed``
+(tests/test_architecture.py holds it). Every function runs in the caller's transaction with
+the task's row locked, but ``interaction_expire``, a transaction of its own that takes it.
+"""
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from runtime.decisions.answers import Answer
+from runtime.decisions.approval_groups import (
+    HeldApproval,
+    group_members,
+    group_pause_ext,
+    group_pause_set,
+    group_prompt,
+    interaction_wire,
+    new_group_id,
+)
+from runtime.decisions.decision_metrics import decision_observe
+from runtime.decisions.decision_models import Effect, Interaction, InteractionApproval
+from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.receipts import decision_outcome, decision_receipt, decision_word
+from runtime.decisions.search import SEARCH_TEXT_MAX, listing_columns
+from runtime.decisions.summaries import held_call_summary
+from runtime.kernel import extensions as ext
+from runtime.kernel.audit import audit_record
+from runtime.kernel.errors import AlreadyDecided
+from runtime.kernel.rowsql import row_move
+from runtime.kernel.shapes import agent_message
+from runtime.kernel.signals import interaction_changed, interaction_opened
+from runtime.kernel.task_models import AuditEvent, Task, TaskState
+from runtime.kernel.task_state import task_pause, task_status_set, turn_enqueue, with_plan
+from runtime.policy.approver_syntax import ROLES
+from runtime.policy.ladders import expiry_seconds
+from runtime.policy.lookup import Policy
+from runtime.policy.needs import Needs, stage_at
+
+logger = logging.getLogger(__name__)
+
+
+# --- open ----------------------------------------------------------------------------------
+
+
+def interaction_open(
+    *,
+    task: Task,
+    kind: str,
+    public_id: str,
+    prompt: str,
+    detail: dict,
+    request: dict,
+    state: str,
+    deciders: str = "operators",
+    approvers: Iterable[str] = (),
+    approvals_required: int = 1,
+    risk: str = Interaction.Risk.NORMAL,
+    also: Iterable[str] = (),
+    expires_by: datetime | None = None,
+) -> Interaction:
+    """Pause the turn on a question, approval or connection (the caller holds the task lock).
+
+    ``approvers``, ``approvals_required`` and ``risk``: what the held call's policy asks for as
+    it opens; a decision never asks less (runtime.decisions.approvers.approval_needs).
+    ``expires_by``: it expires then at the latest (a tool server's question, which its call
+    waits for)."""
+    interaction = _interaction_row(
+        task=task,
+        kind=kind,
+        public_id=public_id,
+        prompt=prompt,
+        detail=detail,
+        request=request,
+        deciders=deciders,
+        approvers=list(approvers),
+        approvals_required=approvals_required,
+        risk=risk,
+        expires_by=expires_by,
+    )
+    interaction.save(force_insert=True)
+    _paused_on(task, interaction, state=state, text=prompt, also=also)
+    logger.info("turn paused: %s %s", kind, public_id)
+    return interaction
+
+
+def _paused_on(task: Task, interaction: Interaction, *, state: str, text: str, also) -> None:
+    """The turn pauses on ``interaction`` (open), saying ``text``; those who tell people of
+    it are told."""
+    task_pause(
+        task,
+        state,
+        agent_message(task, text),
+        status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
+        also=also,
+    )
+    # Notifications (an edge the core does not import) fan the pause out to people; their
+    # receiver only defers that work until this transaction commits: it writes nothing here.
+    interaction_opened.send(sender=Interaction, interaction=interaction)
+
+
+def approval_open(*, task: Task, held: HeldApproval, also: Iterable[str] = ()) -> Interaction:
+    """Pause the turn on the approval of one held call (runtime.turn.calls holds it)."""
+    return interaction_open(
+        task=task,
+        kind=Interaction.Kind.APPROVAL,
+        public_id=held.public_id,
+        prompt=held.prompt,
+        detail=held.detail,
+        request=held.request,
+        state=TaskState.AUTH_REQUIRED,
+        deciders=held.deciders,
+        approvers=held.approvers,
+        approvals_required=held.approvals_required,
+        risk=held.risk,
+        also=also,
+    )
+
+
+def _approval_row(task: Task, held: HeldApproval, **more) -> Interaction:
+    """A new approval of ``task`` for the held call of ``held``, not yet saved."""
+    return _interaction_row(
+        task=task,
+        kind=Interaction.Kind.APPROVAL,
+        public_id=held.public_id,
+        prompt=held.prompt,
+        detail=held.detail,
+        request=held.request,
+        deciders=held.deciders,
+        approvers=list(held.approvers),
+        approvals_required=held.approvals_required,
+        risk=held.risk,
+        **more,
+    )
+
+
+def _interaction_row(
+    *,
+    task: Task,
+    kind: str,
+    public_id: str,
+    prompt: str,
+    detail,
+    request,
+    expires_by: datetime | None = None,
+    **more,
+):
+    """A new interaction of ``task``, not yet saved."""
+    expires_at = timezone.now() + timedelta(
+        seconds=interaction_expiry_seconds(task, kind, detail, request)
+    )
+    return Interaction(
+        **listing_columns(
+            task=task, public_id=public_id, kind=kind, prompt=prompt, detail=detail, request=request
+        ),
+        public_id=public_id,
+        tenant_id=task.tenant_id,
+        task=task,
+        agent_id=task.agent_id,
+        kind=kind,
+        prompt=prompt,
+        detail=detail,
+        request=request,
+        subject=task.subject,
+        expires_at=min(expires_at, expires_by) if expires_by else expires_at,
+        **more,
+    )
+
+
+def interaction_group_open(
+    *, task: Task, calls: list[HeldApproval], also: Iterable[str] = ()
+) -> list[Interaction]:
+    """Pause the turn on the held calls of one model reply, as one approval group
+    (runtime.decisions.approval_groups), in the transaction that journalled them (the caller
+    holds the task lock): one approval per call, in the reply's order, the first listed in the
+    inbox for the group; one pause listing them all."""
+    group_id = new_group_id()
+    now = timezone.now()
+    rows = []
+    for position, call in enumerate(calls):
+        row = _approval_row(
+            task,
+            call,
+            group_id=group_id,
+            group_position=position,
+            listed=position == 0,
+            created_at=now,  # one moment: the inbox lists the group once, at its time
+        )
+        rows.append(row)
+    # Whichever call is the group's row in the inbox, the search finds the group by any of
+    # its calls (each call's own text never holds a value its policy redacts).
+    found = "\n".join(row.search_text for row in rows)[:SEARCH_TEXT_MAX]
+    for row in rows:
+        row.search_text = found
+        row.save(force_insert=True)
+    task_pause(
+        task,
+        TaskState.AUTH_REQUIRED,
+        agent_message(task, group_prompt(rows, len(rows))),
+        status_ext=group_pause_ext(task, group_id=group_id, members=rows),
+        also=also,
+    )
+    # Notifications (an edge the core does not import) fan the pause out to people; their
+    # receiver only defers that work until this transaction commits: it writes nothing here.
+    for row in rows:
+        interaction_opened.send(sender=Interaction, interaction=row)
+    logger.info("turn paused: a group of %s approvals %s", len(rows), group_id)
+    return rows
+
+
+def interaction_expiry_seconds(task: Task, kind: str, detail: dict, request: dict) -> int:
+    """The agent's expiry for a new interaction: a held call's may be its own
+    (runtime.policy.ladders: the expire step of its policy rule's ladder, or of an AGENT.md
+    ladder for its tool, else interactionTtlSeconds)."""
+    held = kind == Interaction.Kind.APPROVAL and detail.get("server")
+    tool = f"{detail['server']}/{detail.get('tool', '')}" if held else ""
+    steps = request.get("ladder") if held else None
+    return expiry_seconds(task.agent, tool=tool, steps=steps)
+
+
+# --- one approval of several, and who may decide ---------------------------------------------
+
+
+def approval_record(
+    *, task: Task, interaction: Interaction, answer: Answer, needs: Needs
+) -> list[dict]:
+    """Record one person's approval of an approval that needs several (``needs``: what it
+    needs now) and return the approvals that count with it. While they are fewer than
+    ``needs.required`` the interaction stays open with them and with what it needs now (never
+    less than it opened with), and the approval has its receipt and audit row; once they make
+    up the number, the caller closes it with them (``Answer.approvals``)."""
+    at = timezone.now()
+    # The database's word on one approval per person (in any stage): the unique constraint.
+    InteractionApproval.objects.create(
+        tenant_id=interaction.tenant_id,
+        interaction=interaction,
+        by=answer.by,
+        via=answer.via,
+        binds=needs.binds,
+        at=at,
+    )
+    stage = needs.stage + 1
+    entry = {"by": answer.by, "via": answer.via, "at": at.isoformat(), "binds": needs.binds}
+    approvals = [*needs.approved, {**entry, "stage": stage}]
+    if len(approvals) >= needs.required:
+        return approvals
+    request = interaction.request or {}
+    if needs.staged:
+        request = {**request, "stages": [s.stored() for s in needs.stages]}
+    Interaction.objects.filter(pk=interaction.pk).update(
+        approvals=approvals, approvals_required=needs.required, request=request
+    )
+    interaction.approvals, interaction.approvals_required = approvals, needs.required
+    interaction.request = request
+    detail: dict = {"approvals": len(approvals), "required": needs.required}
+    after = stage_at(needs.stages, len(approvals))
+    waits = "another person's approval"
+    if needs.staged:
+        detail.update(stage=stage, stages=len(needs.stages))
+        waits = f"the next approval (stage {after + 1})"
+    if needs.staged and after + 1 != stage:
+        # This approval completed its stage: who decides from now on (the follow-ups tell
+        # the channels, notifications.follow_ups).
+        following = needs.stages[after]
+        detail["nextStage"] = {
+            "stage": after + 1,
+            "approvers": list(following.approvers),
+            "title": following.title,
+        }
+    # A decision like any other: its receipt binds what this person approved. The call's
+    # sending is bound by the last approval's receipt (interaction_close).
+    reason = f"{len(approvals)} of {needs.required}: the call waits for {waits}"
+    decision_receipt(task=task, interaction=interaction, answer=answer, reason=reason)
+    _changed(interaction, task, answer, event="recorded", action="approval_recorded", detail=detail)
+    return approvals
+
+
+def interaction_widen(*, interaction: Interaction, roles, by: str, step: int) -> bool:
+    """An escalation step widens who may decide an open approval to ``roles`` from now on;
+    recorded on the interaction and audited. Runs inside the caller's transaction (the
+    ladder's step); False when there was nothing to add or the interaction is decided."""
+    added = [r for r in roles if r in ROLES and r not in (interaction.widened_to or ())]
+    if not added or interaction.kind != Interaction.Kind.APPROVAL:
+        return False
+    widened = [*(interaction.widened_to or ()), *added]
+    # Conditional on the row still being open: a decision in between ends the ladder.
+    if (
+        Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
+            widened_to=widened
+        )
+        != 1
+    ):
+        return False
+    interaction.widened_to = widened
+    audit_record(
+        tenant_id=interaction.tenant_id,
+        actor=by,
+        action="widened",
+        via="ladder",
+        interaction=interaction,
+        task=interaction.task,
+        detail={
+            "kind": interaction.kind,
+            "prompt": interaction.prompt,
+            "step": step,
+            "roles": added,
+        },
+    )
+    return True
+
+
+def _changed(
+    interaction: Interaction, task: Task, answer: Answer, *, event: str, action: str, detail: dict
+) -> None:
+    """Audit what ``answer`` did to ``interaction`` (``action``, with ``detail``, the kind of
+    decider and who the channel knew them as) and tell those who hear of its changes
+    (``event``: runtime.kernel.signals.interaction_changed)."""
+    detail = {"kind": interaction.kind, "prompt": interaction.prompt, **detail}
+    if answer.decider_kind:
+        # A person, a program or the caller (runtime.decisions.approvers.Decider): what the
+        # follow-ups of a decision say of who took it.
+        detail["deciderKind"] = answer.decider_kind
+    if answer.channel_user:
+        # Who the channel knew the decider as (a Slack user id, a link's address).
+        detail["channelUser"] = answer.channel_user
+    audit = audit_record(
+        tenant_id=interaction.tenant_id,
+        actor=answer.by,
+        action=action,
+        via=answer.via,
+        interaction=interaction,
+        task=task,
+        detail=detail,
+    )
+    interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
+
+
+def _listing(task: Task, interaction: Interaction) -> dict:
+    """The columns a list finds and shows ``interaction`` by, as it stands now."""
+    return listing_columns(
+        task=task,
+        public_id=interaction.public_id,
+        kind=interaction.kind,
+        prompt=interaction.prompt,
+        detail=interaction.detail,
+        request=interaction.request,
+    )
+
+
+# --- close ---------------------------------------------------------------------------------
+
+
+def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -> Interaction:
+    """Claim the open interaction for ``answer`` and resume the turn (caller holds the task
+    lock): the close of every decision (runtime.decisions.flow, which has checked who decides
+    and how) and of the expiry, with its transcript entry, audit row and receipt."""
+    expiry = answer.via == "expiry"
+    decision = {
+        "state": Interaction.State.EXPIRED if expiry else Interaction.State.ANSWERED,
+        "answer": answer.value,
+        "answered_by": answer.by,
+        "answered_via": answer.via,
+        "answered_at": timezone.now(),
+        "answer_message_id": (answer.message or {}).get("messageId", ""),
+    }
+    if answer.approvals is not None:
+        decision["approvals"] = answer.approvals  # the quorum this answer made up
+    if answer.edited:
+        # The call's record, with the arguments sent (receipts.decision_edit_apply), and
+        # what the item is found by with them.
+        decision |= {"request": interaction.request, **_listing(task, interaction)}
+    claimed = row_move(
+        Interaction, interaction.pk, where={"state": Interaction.State.OPEN}, values=decision
+    )
+    if claimed != 1:
+        interaction.refresh_from_db()
+        raise AlreadyDecided(interaction)
+    # What the row now says, without reading it back; and the (locked) task it belongs to.
+    for name, value in decision.items():
+        setattr(interaction, name, value)
+    interaction.task = task
+    decision_observe(interaction)
+    entry = {
+        "type": "answer",
+        "interactionId": interaction.public_id,
+        "kind": interaction.kind,
+        "questionId": interaction.request.get("questionId", ""),
+        "by": answer.by,
+        "via": answer.via,
+        **answer.value,
+    }
+    held = held_call_of(interaction)
+    if held is not None and answer.edited:
+        # The model is told that the call went out with other arguments, and which
+        # (runtime.llm reads this entry beside the call's result).
+        entry |= {"step": interaction.request.get("step"), "arguments": held.arguments}
+    task.transcript.append(entry)
+    turn_resume(task=task, interaction=interaction, message=answer.message)
+    decision_receipt(task=task, interaction=interaction, answer=answer)
+    what: dict = {"answer": answer.value}
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        # What was decided, as every list shows it (redacted): the audit row says it even
+        # once the item is gone.
+        what["summary"] = held_call_summary(interaction)
+    event = "expired" if expiry else "decided"
+    _changed(interaction, task, answer, event=event, action=decision_word(interaction), detail=what)
+    return interaction
+
+
+def turn_resume(*, task: Task, interaction: Interaction, message: dict | None) -> None:
+    """After ``interaction`` closed (interaction_close): the turn resumes, WORKING with what
+    the decision came to (and, for the last call of a group, what each call's came to),
+    unless other calls of its group still wait. Then the group's inbox row moves to the
+    first of them, and the task says what it waits for now (unless the whole group is being
+    decided at once: runtime.decisions.group_flow says it once, at the end)."""
+    resumed = decision_outcome(interaction)
+    if interaction.group_id:
+        members = group_members(task=task, group_id=interaction.group_id)
+        waiting = [m for m in members if m.state == Interaction.State.OPEN]
+        if waiting and interaction.listed:
+            # One row of the group is the inbox's item: the first call still open.
+            Interaction.objects.filter(pk=interaction.pk).update(listed=False)
+            Interaction.objects.filter(pk=waiting[0].pk).update(listed=True)
+            interaction.listed = False
+        if waiting and not getattr(task, "group_deciding", False):
+            group_pause_set(
+                task,
+                group_id=interaction.group_id,
+                members=members,
+                history_append=message,
+                also=("transcript",),
+            )
+        if waiting:
+            return
+        resumed[ext.INTERACTIONS] |= {
+            "groupId": interaction.group_id,
+            "outcomes": [decision_outcome(m)[ext.INTERACTIONS] for m in members],
+        }
+    task_status_set(
+        task, TaskState.WORKING, status_ext=resumed, history_append=message, also=("transcript",)
+    )
+    turn_enqueue(task)
+
+
+def interactions_expire(*, now=None) -> int:
+    """Expire open interactions past their expiry (beat): an approval is denied as 'expired'."""
+    now = now or timezone.now()
+    pks = Interaction.objects.filter(state=Interaction.State.OPEN, expires_at__lte=now).values_list(
+        "pk", flat=True
+    )
+    return sum(interaction_expire(pk=pk) for pk in pks)
+
+
+@transaction.atomic(durable=True)
+def interaction_expire(*, pk: int) -> bool:
+    """Expire one interaction if it is still open (the beat's, and a tool server's question
+    whose wait ran out: runtime.turn.elicitation); False when it was closed already."""
+    interaction = Interaction.objects.select_related("task").get(pk=pk)
+    task = Task.objects.select_for_update().get(pk=interaction.task_id)
+    interaction.refresh_from_db()
+    if interaction.state != Interaction.State.OPEN:
+        return False
+    if interaction.kind == Interaction.Kind.APPROVAL:
+        value = {"approved": False, "reason": "expired"}
+    else:
+        value = {"expired": True}
+    interaction_close(
+        task=task,
+        interaction=interaction,
+        answer=Answer(value=value, by="system:expiry", via="expiry"),
+    )
+    return True
+
+
+# --- void and re-open; cancel --------------------------------------------------------------
+
+
+def approval_reopen(
+    *,
+    task: Task,
+    effect: Effect,
+    interaction: Interaction | None,
+    policy: Policy,
+    reason: str,
+    audit: AuditEvent,
+    also: Iterable[str] = (),
+) -> Interaction:
+    """An approved call's approval is void (``reason``; ``audit``: the void's row): its
+    ``interaction`` opens again, under ``policy`` (the rule that holds the call now: its
+    version, stages, ladder) as its next opening, with no approval counted (the two-person
+    rule starts again), and the turn pauses on it. A call no person was asked about (a
+    standing rule allowed it: ``interaction`` None) opens as runtime.turn.calls holds one."""
+    held = HeldApproval.of_call(effect, policy, reason=reason)
+    if interaction is None:
+        interaction = _approval_row(task, replace(held, detail={**held.detail, "voided": True}))
+        interaction.save(force_insert=True)
+    else:
+        interaction.detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
+        # As its next opening: a button or a link handed out for this one decides nothing now.
+        opening = interaction.opening + 1
+        interaction.request = {**(interaction.request or {}), **held.request, "opening": opening}
+        expires = interaction_expiry_seconds(task, interaction.kind, held.detail, held.request)
+        Interaction.objects.filter(pk=interaction.pk).update(
+            **UNANSWERED,
+            request=interaction.request,
+            detail=interaction.detail,
+            **_listing(task, interaction),
+            approvals=[],
+            expires_at=timezone.now() + timedelta(seconds=expires),
+        )
+        interaction.refresh_from_db()
+        if interaction.group_id:
+            # A call of a group opens again on its own: the group's row in the inbox again.
+            Interaction.objects.filter(
+                tenant_id=interaction.tenant_id,
+                task_id=interaction.task_id,
+                group_id=interaction.group_id,
+            ).exclude(pk=interaction.pk).update(listed=False)
+            Interaction.objects.filter(pk=interaction.pk).update(listed=True)
+            interaction.listed = True
+        # Those told of the approval hear that it is void and needs a new decision.
+        interaction_changed.send(
+            sender=Interaction, interaction=interaction, event="voided", audit=audit
+        )
+    text = (
+        f"The approval of {effect.server} / {effect.tool} is void: {reason}. "
+        "It needs a new decision."
+    )
+    _paused_on(task, interaction, state=TaskState.AUTH_REQUIRED, text=text, also=also)
+    return interaction
+
+
+# An interaction as it stands open again, unanswered.
+UNANSWERED = {
+    "state": Interaction.State.OPEN,
+    "answer": None,
+    "answered_by": "",
+    "answered_via": "",
+    "answered_at": None,
+    "answer_message_id": "",
+}
+
+
+def interactions_cancel(*, task: Task, by: str, via: str, at: datetime, detail: dict) -> AuditEvent:
+    """Close the open interactions of ``task``, which is being canceled (its row locked), and
+    write the cancel's audit row (``detail``, and how many closed): those told of each
+    interaction hear that it closed."""
+    # Read first (the task is locked: none opens meanwhile), so that those told of each one
+    # hear that it closed.
+    closing = list(
+        Interaction.objects.filter(task=task, state=Interaction.State.OPEN).only("pk", "tenant_id")
+    )
+    closed = (
+        Interaction.objects.filter(
+            pk__in=[i.pk for i in closing], state=Interaction.State.OPEN
+        ).update(
+            state=Interaction.State.CANCELED,
+            answered_by=by,
+            answered_via="cancel",
+            answered_at=at,
+        )
+        if closing
+        else 0
+    )
+    audit = audit_record(
+        tenant_id=task.tenant_id,
+        actor=by,
+        action="task_canceled",
+        via=via,
+        task=task,
+        detail={"interactionsClosed": closed, **detail},
+    )
+    for interaction in closing:
+        interaction_changed.send(
+            sender=Interaction, interaction=interaction, event="canceled", audit=audit
+        )
+    return audit

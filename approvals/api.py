@@ -264,25 +264,35 @@ def interaction_detail(request, public_id: str):
     return Response(InteractionFactsSerializer(interaction, context={"facts": facts}).data)
 
 
-@extend_schema(
-    operation_id="interactions_answer",
-    request=AnswerSerializer,
-    responses={
-        200: InteractionDetailSerializer,
+def answer_endpoint(operation_id: str, *, request, body, forbidden: str, conflict: str):
+    """A POST endpoint that decides, for an operator: JSON bodies only, and in the OpenAPI
+    schema its body and the errors every answer shares (what 403 and 409 mean there)."""
+    responses = {
+        200: body,
         400: ErrorSerializer,
-        403: OpenApiResponse(
-            ErrorSerializer,
-            description="A viewer, a partner token, or (reason STEP_UP_REQUIRED) an approval of "
-            "a risk: high tool by a token without the step-up right.",
-        ),
+        403: OpenApiResponse(ErrorSerializer, description=forbidden),
         404: ErrorSerializer,
-        409: OpenApiResponse(DecidedSerializer, description="Someone else decided first."),
+        409: OpenApiResponse(DecidedSerializer, description=conflict),
         415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
-    },
+    }
+
+    def wrap(view):
+        view = permission_classes([permissions.IsAuthenticated, IsOperator])(view)
+        view = parser_classes([JSONOnlyParser])(view)
+        view = api_view(["POST"])(view)
+        return extend_schema(operation_id=operation_id, request=request, responses=responses)(view)
+
+    return wrap
+
+
+@answer_endpoint(
+    "interactions_answer",
+    request=AnswerSerializer,
+    body=InteractionDetailSerializer,
+    forbidden="A viewer, a partner token, or (reason STEP_UP_REQUIRED) an approval of a risk: "
+    "high tool by a token without the step-up right.",
+    conflict="Someone else decided first.",
 )
-@api_view(["POST"])
-@parser_classes([JSONOnlyParser])
-@permission_classes([permissions.IsAuthenticated, IsOperator])
 def interaction_answer_view(request, public_id: str):
     """Decide: {approved, reason} for an approval, {value} for a question or a connection."""
     operator = request.operator

@@ -5,15 +5,14 @@ as any approval. Authentication, the decider and the errors are the interactions
 /api.py, approvals/api_errors.py).
 """
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers
-from rest_framework.decorators import api_view, parser_classes, permission_classes
+from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.response import Response
 
-from approvals.api import IsOperator, JSONOnlyParser
+from approvals.api import IsOperator, answer_endpoint
 from approvals.api_serializers import (
-    DecidedSerializer,
     ErrorSerializer,
     InteractionFactsSerializer,
     JSONBooleanField,
@@ -148,25 +147,14 @@ def group_detail(request, public_id: str):
     return Response(group_wire(_group_or_404(request, public_id)))
 
 
-@extend_schema(
-    operation_id="groups_answer",
+@answer_endpoint(
+    "groups_answer",
     request=GroupAnswerSerializer,
-    responses={
-        200: GroupSerializer,
-        400: ErrorSerializer,
-        403: OpenApiResponse(
-            ErrorSerializer,
-            description="A call of the group may not be decided by you (reason "
-            "DECIDER_NOT_ALLOWED or STEP_UP_REQUIRED): nothing was decided.",
-        ),
-        404: ErrorSerializer,
-        409: OpenApiResponse(DecidedSerializer, description="A call was decided by someone else."),
-        415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
-    },
+    body=GroupSerializer,
+    forbidden="A call of the group may not be decided by you (reason DECIDER_NOT_ALLOWED or "
+    "STEP_UP_REQUIRED): nothing was decided.",
+    conflict="A call was decided by someone else.",
 )
-@api_view(["POST"])
-@parser_classes([JSONOnlyParser])
-@permission_classes([permissions.IsAuthenticated, IsOperator])
 def group_answer_view(request, public_id: str):
     """Decide every open call of the group at once: all of them, or none (each call through
     the one decision flow: its checks, its audit row, its receipt)."""

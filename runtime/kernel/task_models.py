@@ -9,7 +9,7 @@ the row too, and never leaves the server. Agents are runtime.agents.agent_models
 
 import secrets
 import uuid
-from typing import TYPE_CHECKING
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
@@ -18,10 +18,6 @@ from django.utils import timezone
 from config.tracing import current_trace_id
 from tenants.appendonly import AppendOnlyModel
 from tenants.models import Tenant
-
-if TYPE_CHECKING:
-    from runtime.kernel.task_state import TurnBatch
-    from runtime.tools.mcp_sessions import ToolSessions
 
 
 def new_key(prefix: str = "", nbytes: int = 12) -> str:
@@ -109,11 +105,12 @@ class Task(models.Model):
     """One turn of a context, as the caller sees it (an A2A Task) and as the worker runs it."""
 
     # In memory only, set on the instance a run or a decision holds: where the saves and
-    # events of a run's open block wait (runtime.turn.batch), the run's tool-server sessions
-    # (runtime.turn.runner), and whether an approval group is being decided at once
-    # (runtime.decisions.group_flow). Readers use getattr with a default.
-    turn_batch: "TurnBatch | None"
-    tool_sessions: "ToolSessions"
+    # events of a run's open block wait (a runtime.kernel.task_state.TurnBatch, or None), the
+    # run's tool-server sessions (runtime.tools.mcp_sessions.ToolSessions), and whether an
+    # approval group is being decided at once (runtime.decisions.group_flow). Readers use
+    # getattr with a default. Typed Any: the rows sit under the modules that make these.
+    turn_batch: Any
+    tool_sessions: Any
     group_deciding: bool
 
     public_id = models.CharField(max_length=80, unique=True)

@@ -424,11 +424,12 @@ def test_a_task_canceled_mid_question_stops_the_run_and_the_server_hears_cancel(
 
 
 def test_the_cancel_reaches_the_server_before_the_session_ends_however_slow_the_answer(
-    agents, booker, server
+    agents, booker, stateful_mcp
 ):
     # A busy worker process (or a new connection) makes the answer's POST slower than the
     # session's DELETE: here the server gets the answer only once the session has ended,
     # if the run ends it first, and then never hears it.
+    server = stateful_mcp
     server.slow_answers = 1.0
     booker(place="Chez Nous")
     ended = server.session_ends  # the refresh's session

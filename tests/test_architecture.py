@@ -1,4 +1,4 @@
-"""The import rules of README.md's "Architecture" section, checked on the source.
+"""The import rules of docs/explanation/architecture.md, checked on the source.
 
 Each rule is a function over the parsed tree, so that the rules themselves are tested on a
 small made-up tree (the `_violations_*` tests below) as well as on the project.
@@ -47,7 +47,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("config",)),
 ]
 
-# The core's sub-packages, lowest first (README "Architecture"): each imports only those below
+# The core's sub-packages, lowest first (docs/explanation/architecture.md): each imports only those below
 # it. The app's own modules sit on top: Django's (admin, apps, the models re-exported for
 # Django), the receivers of other apps' signals, the commands and the Celery task module (it
 # imports the services it runs; nothing imports it: services queue its tasks by name,

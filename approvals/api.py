@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.utils import json as drf_json
 from rest_framework.utils.urls import replace_query_param
 
+from approvals import api_examples
 from approvals.api_serializers import (
     AnswerSerializer,
     DecidedSerializer,
@@ -228,6 +229,7 @@ def _interaction_or_404(request, public_id: str) -> Interaction:
         OpenApiParameter("cursor", str, description="The cursor of the next or previous page."),
     ],
     responses={200: InteractionPageSerializer, 400: ErrorSerializer, 403: ErrorSerializer},
+    examples=api_examples.INTERACTIONS_LIST,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -249,6 +251,7 @@ def interaction_list(request):
 @extend_schema(
     operation_id="interactions_retrieve",
     responses={200: InteractionFactsSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    examples=api_examples.INTERACTION_DETAIL,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -279,6 +282,7 @@ def interaction_detail(request, public_id: str):
         409: OpenApiResponse(DecidedSerializer, description="Someone else decided first."),
         415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
     },
+    examples=api_examples.INTERACTION_ANSWER,
 )
 @api_view(["POST"])
 @parser_classes([JSONOnlyParser])
@@ -325,6 +329,7 @@ def _decision_read(request, public_id: str) -> Decision:
 @extend_schema(
     operation_id="rules_list",
     responses={200: RuleSerializer(many=True), 403: ErrorSerializer},
+    examples=api_examples.RULES_LIST,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -343,6 +348,7 @@ def rule_list(request):
         404: ErrorSerializer,
         409: ErrorSerializer,
     },
+    examples=api_examples.RULE_REVOKE,
 )
 @api_view(["POST"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])

@@ -11,6 +11,7 @@ from rest_framework.decorators import api_view, parser_classes, permission_class
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.response import Response
 
+from approvals import api_examples
 from approvals.api import IsOperator, JSONOnlyParser
 from approvals.api_serializers import (
     DecidedSerializer,
@@ -140,6 +141,7 @@ def _group_or_404(request, group_id: str) -> GroupFacts:
 @extend_schema(
     operation_id="groups_retrieve",
     responses={200: GroupSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    examples=api_examples.GROUP_DETAIL,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -163,6 +165,7 @@ def group_detail(request, public_id: str):
         409: OpenApiResponse(DecidedSerializer, description="A call was decided by someone else."),
         415: OpenApiResponse(ErrorSerializer, description="The body is not JSON."),
     },
+    examples=api_examples.GROUP_ANSWER,
 )
 @api_view(["POST"])
 @parser_classes([JSONOnlyParser])

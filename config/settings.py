@@ -69,6 +69,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's files, served from static/ for the API explorer (/api/docs/): no CDN.
+    "drf_spectacular_sidecar",
     "allauth",
     "allauth.account",
     "allauth.socialaccount",
@@ -276,9 +278,19 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Countersign operator API",
-    "DESCRIPTION": "Decision surfaces for Countersign's interactions.",
+    "DESCRIPTION": "Decision surfaces for Countersign's interactions: list, read and decide "
+    "them, decide approval groups, stop tasks, manage standing rules. Programs authenticate "
+    "with an operator token (Authorization: Bearer cs_...); a browser with its session.",
     "VERSION": "1",
+    # OpenAPI 3.1: its schemas are JSON Schema 2020-12 (null as a type), which the tests use to
+    # check the examples and the real responses against them.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The explorer's Swagger UI from the static files of drf-spectacular-sidecar, never a CDN
+    # (the CSP allows scripts from this site only).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # Two fields are called "kind" (an interaction's, and whoami's credentials kind).
     "ENUM_NAME_OVERRIDES": {
         "InteractionKindEnum": "runtime.decisions.decision_models.Interaction.Kind",

@@ -303,11 +303,348 @@ def region_replace(text: str, name: str, body: str) -> str:
     return pattern.sub(lambda _: f"{start}\n\n{body.strip()}\n\n{end}", text, count=1)
 
 
+# --- manage.py commands (their argument parsers) ----------------------------------------------
+
+PROJECT_APPS = {
+    "config",
+    "tenants",
+    "connections",
+    "runtime",
+    "a2a_endpoint",
+    "approvals",
+    "notifications",
+    "integrations",
+}
+# Django's options of every command, left out of each command's table.
+COMMON_OPTIONS = {
+    "help",
+    "version",
+    "verbosity",
+    "settings",
+    "pythonpath",
+    "traceback",
+    "no_color",
+    "force_color",
+    "skip_checks",
+}
+
+
+def cell(text: str) -> str:
+    """Plain text as one Markdown table cell: one line, no column break, no HTML tag."""
+    text = " ".join(str(text).split())
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def argument_rows(parser) -> list[str]:
+    import argparse
+
+    rows = []
+    for action in parser._actions:
+        if action.dest in COMMON_OPTIONS or isinstance(action, argparse._SubParsersAction):
+            continue
+        if action.option_strings:
+            takes = action.nargs != 0
+            metavar = action.metavar or action.dest.upper()
+            form = ", ".join(
+                f"`{option} {metavar}`" if takes else f"`{option}`"
+                for option in action.option_strings
+            )
+        else:
+            form = f"`{action.metavar or action.dest}`"
+        about = cell(action.help or "") if action.help != argparse.SUPPRESS else ""
+        if action.choices and not isinstance(action.choices, dict):
+            about += f" One of: {', '.join(f'`{c}`' for c in action.choices)}."
+        default = action.default
+        if action.option_strings and default not in (None, False, "", [], argparse.SUPPRESS):
+            about += f" Default: `{default}`."
+        if action.required and action.option_strings:
+            about += " Required."
+        rows.append(f"| {form} | {about.strip()} |")
+    return rows
+
+
+def parser_section(title: str, parser, level: int) -> list[str]:
+    import argparse
+
+    lines = [f"{'#' * level} `{title}`", ""]
+    if parser.description:
+        lines += [cell(parser.description), ""]
+    rows = argument_rows(parser)
+    if rows:
+        lines += ["| argument | meaning |", "|---|---|", *rows, ""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if not sub.description and helps.get(name):
+                    sub.description = helps[name]
+                lines += parser_section(f"{title} {name}", sub, level + 1)
+    return lines
+
+
+def commands_page() -> str:
+    from django.core.management import get_commands, load_command_class
+
+    lines = []
+    for name, app in sorted(get_commands().items()):
+        if app not in PROJECT_APPS:
+            continue
+        command = load_command_class(app, name)
+        parser = command.create_parser("manage.py", name)
+        if not parser.description:
+            parser.description = command.help
+        lines += parser_section(f"manage.py {name}", parser, 2)
+    return "\n".join(lines)
+
+
+# --- AGENT.md's keys (the loader's JSON Schema) ------------------------------------------------
+
+
+def schema_type(schema: dict) -> str:
+    if "enum" in schema:
+        return " \\| ".join(f"`{value}`" for value in schema["enum"])
+    kinds = schema.get("type")
+    if kinds is None:
+        return "any"
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    words = {"object": "mapping", "array": "list", "integer": "whole number", "null": "empty"}
+    return ", ".join(words.get(str(kind), str(kind)) for kind in kinds)
+
+
+def agent_keys_page() -> str:
+    from runtime.agents.agentfile import AGENT_SCHEMA, POLICY_KEYS
+    from runtime.agents.limits import DEFAULT_LIMITS
+    from runtime.agents.memory_budget import DEFAULT_MEMORY, MAX_MEMORY
+    from runtime.llm.openai_spec import CHAT_PARAMETERS, PARAMETERS, RESPONSES_PARAMETERS
+    from runtime.llm.registry import PROVIDERS
+    from runtime.policy.approver_syntax import MAX_REQUIRED, MAX_STAGES
+    from runtime.policy.conditions import MAX_CONDITIONS, OP_WORDS, OPS
+    from runtime.policy.ladders import ACTIONS as LADDER_ACTIONS
+    from runtime.policy.ladders import MAX_STEPS, WIDEN_ROLES
+    from runtime.policy.ladders import ROLES as LADDER_ROLES
+
+    required = set(AGENT_SCHEMA["required"])
+    lines = [
+        "## The front matter",
+        "",
+        "| key | required | value | meaning |",
+        "|---|---|---|---|",
+    ]
+    for key, schema in AGENT_SCHEMA["properties"].items():
+        if "description" not in schema:
+            raise LookupError(f"AGENT_SCHEMA's {key!r} has no description")
+        lines.append(
+            f"| `{key}` | {'yes' if key in required else ''} | {schema_type(schema)} "
+            f"| {cell(schema['description'])} |"
+        )
+    lines += [
+        "",
+        "## A tool's policy entry",
+        "",
+        "An entry (`policy: {server/tool: ...}`, or `server` for all its tools) is `allow`, "
+        "`approve` or `deny`, a mapping of these keys, or a list of rules (each a mapping of "
+        "these keys with `when` and `ladder`). Django admin's policy table has a column for "
+        "each, in this order.",
+        "",
+        "| key | column | value | without it | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for key in POLICY_KEYS:
+        default = "none" if key.default is None else f"`{env_text(key.default)}`"
+        lines.append(
+            f"| `{key.name}` | {key.label} | {schema_type(key.schema)} | {default} "
+            f"| {cell(key.help)} |"
+        )
+    lines += [
+        f"| `stages` | (JSON view) | list | none | 1 to {MAX_STAGES} stages, decided in order, "
+        "each `{title, approvers, required}`; instead of `approvers`, `required` and "
+        "`deciders`. |",
+        f"| `when` | (rules only) | list | none | 1 to {MAX_CONDITIONS} conditions "
+        "`{field, op, value}`, all of which must hold for the rule to decide the call. |",
+        "| `ladder` | (rules only) | list | none | the steps of this rule's approvals (below). |",
+        "",
+        f"`required` is 1 to {MAX_REQUIRED}.",
+        "",
+        "## Conditions (`when`, standing rules)",
+        "",
+        "| op | shown as | holds when the argument |",
+        "|---|---|---|",
+    ]
+    holds = {
+        "equals": "is the same JSON value",
+        "in": "equals one of a list of values",
+        "prefix": "is a text that starts with the value",
+        "lt": "is a number below the value",
+        "lte": "is a number at most the value",
+        "gt": "is a number above the value",
+        "gte": "is a number at least the value",
+    }
+    for op in OPS:
+        lines.append(f"| `{op}` | {OP_WORDS[op]} | {holds[op]} |")
+    lines += [
+        "",
+        "## Ladder steps",
+        "",
+        f"At most {MAX_STEPS} steps, in order of time, as sentences (`remind after 15m`, "
+        "`escalate to admins after 1h, widen to admins`, `expire after 24h`) or mappings "
+        "`{after, action, roles, widen_to}`:",
+        "",
+        f"- `action`: {', '.join(f'`{a}`' for a in LADDER_ACTIONS)};",
+        f"- `roles` (escalate): {', '.join(f'`{r}`' for r in LADDER_ROLES)};",
+        f"- `widen_to` (escalate): {', '.join(f'`{r}`' for r in WIDEN_ROLES)}.",
+        "",
+        "## `loop.limits` and `memory`",
+        "",
+        "| key | default |",
+        "|---|---|",
+        *[f"| `loop.limits.{key}` | `{value}` |" for key, value in DEFAULT_LIMITS.items()],
+        *[
+            f"| `memory.{key}` | `{value}` (at most `{MAX_MEMORY[key]}`) |"
+            for key, value in DEFAULT_MEMORY.items()
+        ],
+        "",
+        "## Model providers (`model.provider`)",
+        "",
+        f"{', '.join(f'`{name}`' for name in PROVIDERS)}. The request parameters "
+        "`provider: openai` passes through, each checked when the agent loads "
+        "(`openai-responses` takes those marked so):",
+        "",
+        "| parameter | must be | openai-responses |",
+        "|---|---|---|",
+    ]
+    for name in sorted(CHAT_PARAMETERS):
+        takes = "yes" if name in RESPONSES_PARAMETERS else "no"
+        lines.append(f"| `{name}` | {cell(PARAMETERS[name][1])} | {takes} |")
+    return "\n".join(lines)
+
+
+# --- metrics (the instruments and the scrape-time families) ------------------------------------
+
+
+def metric_families() -> list[tuple[str, str, list[str], str]]:
+    """(name as scraped, type, labels, help) of every metric the processes expose."""
+    from prometheus_client import Counter, Gauge, Histogram
+
+    from config import metrics
+
+    found = []
+    for value in vars(metrics).values():
+        if isinstance(value, Counter | Gauge | Histogram):
+            kind = value._type
+            name = value._name + ("_total" if kind == "counter" else "")
+            found.append((name, kind, list(value._labelnames), value._documentation))
+    # Families the apps read from the database at scrape time (config.metrics'
+    # collector_register): their names, labels and help as the code writes them.
+    for path in source_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "GaugeMetricFamily"
+            ):
+                continue
+            name, help_text = (constant_value(arg) for arg in node.args[:2])
+            labels = next((constant_value(k.value) for k in node.keywords if k.arg == "labels"), [])
+            names = [str(label) for label in labels] if isinstance(labels, list) else []
+            found.append((str(name), "gauge (database)", names, str(help_text)))
+    return sorted(found)
+
+
+def metrics_table() -> str:
+    rows = [
+        f"| `{name}`{'{' + ', '.join(labels) + '}' if labels else ''} | {kind} | {cell(about)} |"
+        for name, kind, labels, about in metric_families()
+    ]
+    return "| metric | type | what |\n|---|---|---|\n" + "\n".join(rows)
+
+
+# --- the REST API's operations (its OpenAPI schema) --------------------------------------------
+
+
+def openapi_schema() -> dict:
+    from drf_spectacular.generators import SchemaGenerator
+
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def openapi_yaml() -> str:
+    from drf_spectacular.renderers import OpenApiYamlRenderer
+
+    return OpenApiYamlRenderer().render(openapi_schema(), renderer_context={}).decode()
+
+
+def schema_words(schema: dict) -> str:
+    if "$ref" in schema:
+        return f"`{schema['$ref'].rsplit('/', 1)[1]}`"
+    if schema.get("type") == "array" and "items" in schema:
+        return f"list of {schema_words(schema['items'])}"
+    if "oneOf" in schema:
+        return " or ".join(schema_words(each) for each in schema["oneOf"])
+    return schema_type(schema)
+
+
+def rest_operations_page() -> str:
+    import json
+
+    document = openapi_schema()
+    lines = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            lines += [f"## `{method.upper()} {path}`", ""]
+            lines += [operation.get("description", "").strip(), ""]
+            parameters = operation.get("parameters", [])
+            if parameters:
+                lines += ["| parameter | in | value | meaning |", "|---|---|---|---|"]
+                for parameter in parameters:
+                    lines.append(
+                        f"| `{parameter['name']}` | {parameter['in']} "
+                        f"| {schema_words(parameter.get('schema', {}))} "
+                        f"| {cell(parameter.get('description', ''))} |"
+                    )
+                lines.append("")
+            body = operation.get("requestBody")
+            if body:
+                media = body["content"]["application/json"]
+                lines += [f"Request body: {schema_words(media['schema'])}.", ""]
+                for title, example in (media.get("examples") or {}).items():
+                    lines += [
+                        f'```json title="{example.get("summary") or title}"',
+                        json.dumps(example["value"], indent=2, ensure_ascii=False),
+                        "```",
+                        "",
+                    ]
+            lines += ["| status | body | meaning |", "|---|---|---|"]
+            for status, response in operation["responses"].items():
+                media = response.get("content", {}).get("application/json")
+                shape = schema_words(media["schema"]) if media else "none"
+                lines.append(f"| {status} | {shape} | {cell(response.get('description', ''))} |")
+            lines.append("")
+            for status, response in operation["responses"].items():
+                media = response.get("content", {}).get("application/json") or {}
+                for title, example in (media.get("examples") or {}).items():
+                    summary = example.get("summary") or title
+                    lines += [
+                        f'??? example "{status}: {summary}"',
+                        "",
+                        "    ```json",
+                        *(
+                            "    " + line
+                            for line in json.dumps(
+                                example["value"], indent=2, ensure_ascii=False
+                            ).splitlines()
+                        ),
+                        "    ```",
+                        "",
+                    ]
+    return "\n".join(lines)
+
+
 # --- everything ------------------------------------------------------------------------------
 
 
 def outputs() -> dict[Path, Callable[[str], str]]:
     """Each generated file, as a function of its current text to its new text."""
+    django_setup()
     reads = env_reads()
     defaults = defaults_by_name(reads)
     secrets = secrets_read(reads)
@@ -316,8 +653,20 @@ def outputs() -> dict[Path, Callable[[str], str]]:
             text, "settings", settings_tables(defaults, secrets)
         ),
         ROOT / "docs" / "reference" / "metrics.md": lambda text: region_replace(
-            text, "tracing settings", tracing_table(defaults, secrets)
+            region_replace(text, "tracing settings", tracing_table(defaults, secrets)),
+            "metrics",
+            metrics_table(),
         ),
+        ROOT / "docs" / "reference" / "commands.md": lambda text: region_replace(
+            text, "commands", commands_page()
+        ),
+        ROOT / "docs" / "reference" / "agent-file-keys.md": lambda text: region_replace(
+            text, "keys", agent_keys_page()
+        ),
+        ROOT / "docs" / "reference" / "rest-api-operations.md": lambda text: region_replace(
+            text, "operations", rest_operations_page()
+        ),
+        ROOT / "docs" / "reference" / "openapi.yaml": lambda _: openapi_yaml(),
         ROOT / ".env.example": lambda _: env_example(defaults, secrets, production=False),
         ROOT / "deploy" / "production.env.example": lambda _: env_example(
             defaults, secrets, production=True
@@ -326,7 +675,12 @@ def outputs() -> dict[Path, Callable[[str], str]]:
 
 
 def django_setup() -> None:
-    """Django as `make run` has it, but reading no .env and writing nothing of its own."""
+    """Django as `make run` has it, but reading no .env and writing nothing of its own (in a
+    process where Django is set up already, as the tests', it is left as it is)."""
+    from django.apps import apps
+
+    if apps.ready:
+        return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["ENV_FILE"] = ""
     os.environ.setdefault("VAR_DIR", tempfile.mkdtemp(prefix="countersign-docs-"))

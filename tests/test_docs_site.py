@@ -37,7 +37,7 @@ KINDS = {"walkthrough", "illustration"}
 KNOWN_PROGRAMS = {
     "apt-get", "caddy", "celery", "cd", "chmod", "chown", "cp", "createdb", "createuser",
     "curl", "docker", "echo", "eval", "export", "git", "gunicorn", "install", "journalctl",
-    "ln", "mkdir", "nginx", "openssl", "pg_dump", "pg_restore", "pip", "psql", "python3",
+    "ln", "mkdir", "nginx", "node", "openssl", "pg_dump", "pg_restore", "pip", "psql", "python3",
     "sudo", "systemctl", "tar", "useradd",
 }  # fmt: skip
 LOCAL_HOSTS = {"127.0.0.1:8000", "localhost:8000", "countersign.example.com"}
@@ -77,7 +77,10 @@ def commands(block: str) -> list[list[str]]:
             while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
                 words.pop(0)
             if words and words[0] == "sudo":
-                words = [w for w in words[1:] if not w.startswith("-")]
+                words = words[1:]
+                while words and words[0].startswith("-"):
+                    # -u USER and -g GROUP take a value; other options stand alone.
+                    words = words[2:] if words[0] in ("-u", "-g") else words[1:]
             if words:
                 found.append(words)
     return found
@@ -117,9 +120,13 @@ def command_problem(words: list[str]) -> str | None:
                 except Resolver404:
                     return f"{word}: no such route"
         return None
-    if program.endswith("/python") or program in ("python", "python3"):
+    if Path(program).name in {"python", "python3", "node"}:
+        scripts = [word for word in words[1:] if word.endswith((".py", ".mjs", ".js"))]
+        missing = [script for script in scripts if not (ROOT / script).exists()]
+        return f"{program} {missing}: no such file" if missing else None
+    if Path(program).name in KNOWN_PROGRAMS:
         return None
-    return None if program in KNOWN_PROGRAMS else f"{program}: a program this test knows nothing of"
+    return f"{program}: a program this test knows nothing of"
 
 
 def test_every_shell_block_is_run_or_checked():
@@ -153,6 +160,7 @@ def test_a_command_that_names_nothing_real_is_caught():
         "curl -s http://127.0.0.1:8000/api/v2/nothing\n"
         "scripts/nothing.sh\n"
         "frobnicate --now\n"
+        "python3 docs/samples/nothing.py 8080\n"
     )
     problems = [command_problem(words) for words in commands(block)]
     assert problems[0] is None and problems[4] is None
@@ -161,6 +169,7 @@ def test_a_command_that_names_nothing_real_is_caught():
     assert problems[5] == "make ['deploy']: no such target"
     assert "no such route" in problems[6] and "no such script" in problems[7]
     assert "frobnicate" in problems[8]
+    assert problems[9] == "python3 ['docs/samples/nothing.py']: no such file"
 
 
 def nav_pages(entries) -> list[str]:

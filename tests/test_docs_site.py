@@ -35,9 +35,10 @@ SHELLS = {"sh", "bash", "shell", "console"}
 KINDS = {"walkthrough", "illustration"}
 # Programs an illustration may run that are not Countersign's own (checked no further).
 KNOWN_PROGRAMS = {
-    "apt-get", "caddy", "celery", "cd", "chmod", "chown", "cp", "createdb", "createuser",
+    "apt-get", "caddy", "celery", "cd", "chmod", "chown", "cloudflared", "cp", "createdb",
+    "createuser",
     "curl", "docker", "echo", "eval", "export", "git", "gunicorn", "install", "journalctl",
-    "ln", "mkdir", "nginx", "node", "openssl", "pg_dump", "pg_restore", "pip", "psql", "python3",
+    "ln", "mkdir", "nginx", "ngrok", "node", "openssl", "pg_dump", "pg_restore", "pip", "psql", "python3",
     "sudo", "systemctl", "tar", "useradd",
 }  # fmt: skip
 LOCAL_HOSTS = {"127.0.0.1:8000", "localhost:8000", "countersign.example.com"}
@@ -121,7 +122,8 @@ def command_problem(words: list[str]) -> str | None:
                     return f"{word}: no such route"
         return None
     if Path(program).name in {"python", "python3", "node"}:
-        scripts = [word for word in words[1:] if word.endswith((".py", ".mjs", ".js"))]
+        # A path into the repository must exist; a bare name is a file the reader makes.
+        scripts = [w for w in words[1:] if w.endswith((".py", ".mjs", ".js")) and "/" in w]
         missing = [script for script in scripts if not (ROOT / script).exists()]
         return f"{program} {missing}: no such file" if missing else None
     if Path(program).name in KNOWN_PROGRAMS:
@@ -170,6 +172,25 @@ def test_a_command_that_names_nothing_real_is_caught():
     assert "no such route" in problems[6] and "no such script" in problems[7]
     assert "frobnicate" in problems[8]
     assert problems[9] == "python3 ['docs/samples/nothing.py']: no such file"
+
+
+def test_every_agent_file_shown_as_one_loads(tmp_path):
+    """A ```yaml {.agentfile} block is a whole AGENT.md: Countersign's loader takes it."""
+    from runtime.agents.agentfile import parse_agent_file
+
+    loaded = 0
+    for path in documents():
+        text = path.read_text()
+        for match in FENCE.finditer(text):
+            if match.group(2) != "yaml" or ".agentfile" not in match.group(3):
+                continue
+            body = "\n".join(row[len(match.group(1)) :] for row in match.group(4).splitlines())
+            file = tmp_path / f"{path.stem}-{loaded}.md"
+            file.write_text(body + "\n")
+            spec = parse_agent_file(file)
+            assert spec.slug, path
+            loaded += 1
+    assert loaded >= 1
 
 
 def nav_pages(entries) -> list[str]:

@@ -88,7 +88,8 @@ def operator_for(request) -> Operator:
             # 403, not 401: the token is valid, it is only of the wrong kind for this channel.
             raise PermissionDenied(str(exc)) from None
         # A program with an operator token decides as an operator; it is in no group, and
-        # never one of the people a two-person approval needs (README "Who may decide").
+        # never one of the people a two-person approval needs (docs/how-to/policy.md, "Who may
+        # decide").
         return Operator(
             tenant=user.tenant,
             subject=user.subject,

@@ -355,7 +355,7 @@ class ConditionSerializer(serializers.Serializer):
 
 
 class AllowSimilarSerializer(serializers.Serializer):
-    """ "Approve and allow similar calls" over REST (README "Standing rules")."""
+    """ "Approve and allow similar calls" over REST (docs/how-to/policy.md "Standing rules")."""
 
     duration = serializers.ChoiceField(
         choices=[*DURATIONS, FOREVER], default="1d", help_text="forever: admins only"

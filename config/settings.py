@@ -42,7 +42,7 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 # Earlier SECRET_KEYs, comma-separated (or SECRET_KEY_FALLBACKS_FILE), still accepted for
 # what they signed (sessions, password reset and invitation links, file download links)
-# while SECRET_KEY takes over: the rotation README "Running in production" describes.
+# while SECRET_KEY takes over: the rotation docs/how-to/rotate-keys.md describes.
 SECRET_KEY_FALLBACKS = [
     key.strip() for key in env_secret("SECRET_KEY_FALLBACKS").split(",") if key.strip()
 ]
@@ -330,7 +330,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A turn spends its time waiting on a model, an agent URL or a tool server: one worker
 # process holds many of them, a thread each, and gives its database connection back to the
-# pool while it waits (runtime.turn.claim.db_released); README "Workers" has the measurements.
+# pool while it waits (runtime.turn.claim.db_released); docs/explanation/workers.md has the
+# measurements.
 # 500: all of bench/slow_turns.py's 500 turns wait on their model at once (200 took three
 # waves); an idle thread costs nothing until a message needs it. SQLite (the embedded
 # default) takes one writer at a time: a few threads are enough there.

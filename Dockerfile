@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Countersign: one image for every process (web, worker, beat, migrate); compose.yaml shows
-# how to run it, README "Running in production" lists the commands.
+# how to run it, docs/how-to/production.md lists the commands.
 
 ARG PYTHON_VERSION=3.12
 

@@ -9,7 +9,7 @@ VENV03 := .venv-sdk03
 STAMP03 := $(VENV03)/.installed
 PORT ?= 8000
 
-.PHONY: run test install lint typecheck format clean
+.PHONY: run test install lint typecheck format docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# The documentation site (mkdocs.yml): the generated reference pages and the .env examples are
+# written again from the code (scripts/docs_reference.py), then MkDocs builds docs/ into
+# var/site with --strict: a warning (a broken link or anchor, a page left out of the nav) fails.
+docs: $(STAMP)
+	$(BIN)/python scripts/docs_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 format: $(STAMP)
 	$(BIN)/ruff format .

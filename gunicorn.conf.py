@@ -1,6 +1,6 @@
 """Gunicorn's settings for Countersign's web processes (read with ``-c gunicorn.conf.py``).
 
-The command everywhere (README "Running in production", Dockerfile, compose.yaml, Procfile,
+The command everywhere (docs/how-to/production.md, Dockerfile, compose.yaml, Procfile,
 deploy/systemd) is
 
     gunicorn config.asgi:application -k uvicorn_worker.UvicornWorker -c gunicorn.conf.py

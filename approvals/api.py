@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.utils import json as drf_json
 from rest_framework.utils.urls import replace_query_param
 
+from approvals import api_examples
 from approvals.api_serializers import (
     AnswerSerializer,
     DecidedSerializer,
@@ -87,7 +88,8 @@ def operator_for(request) -> Operator:
             # 403, not 401: the token is valid, it is only of the wrong kind for this channel.
             raise PermissionDenied(str(exc)) from None
         # A program with an operator token decides as an operator; it is in no group, and
-        # never one of the people a two-person approval needs (README "Who may decide").
+        # never one of the people a two-person approval needs (docs/how-to/policy.md, "Who may
+        # decide").
         return Operator(
             tenant=user.tenant,
             subject=user.subject,
@@ -228,6 +230,7 @@ def _interaction_or_404(request, public_id: str) -> Interaction:
         OpenApiParameter("cursor", str, description="The cursor of the next or previous page."),
     ],
     responses={200: InteractionPageSerializer, 400: ErrorSerializer, 403: ErrorSerializer},
+    examples=api_examples.INTERACTIONS_LIST,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -249,6 +252,7 @@ def interaction_list(request):
 @extend_schema(
     operation_id="interactions_retrieve",
     responses={200: InteractionFactsSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    examples=api_examples.INTERACTION_DETAIL,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -264,7 +268,9 @@ def interaction_detail(request, public_id: str):
     return Response(InteractionFactsSerializer(interaction, context={"facts": facts}).data)
 
 
-def answer_endpoint(operation_id: str, *, request, body, forbidden: str, conflict: str):
+def answer_endpoint(
+    operation_id: str, *, request, body, forbidden: str, conflict: str, examples: list
+):
     """A POST endpoint that decides, for an operator: JSON bodies only, and in the OpenAPI
     schema its body and the errors every answer shares (what 403 and 409 mean there)."""
     responses = {
@@ -280,7 +286,9 @@ def answer_endpoint(operation_id: str, *, request, body, forbidden: str, conflic
         view = permission_classes([permissions.IsAuthenticated, IsOperator])(view)
         view = parser_classes([JSONOnlyParser])(view)
         view = api_view(["POST"])(view)
-        return extend_schema(operation_id=operation_id, request=request, responses=responses)(view)
+        return extend_schema(
+            operation_id=operation_id, request=request, responses=responses, examples=examples
+        )(view)
 
     return wrap
 
@@ -292,6 +300,7 @@ def answer_endpoint(operation_id: str, *, request, body, forbidden: str, conflic
     forbidden="A viewer, a partner token, or (reason STEP_UP_REQUIRED) an approval of a risk: "
     "high tool by a token without the step-up right.",
     conflict="Someone else decided first.",
+    examples=api_examples.INTERACTION_ANSWER,
 )
 def interaction_answer_view(request, public_id: str):
     """Decide: {approved, reason} for an approval, {value} for a question or a connection."""
@@ -335,6 +344,7 @@ def _decision_read(request, public_id: str) -> Decision:
 @extend_schema(
     operation_id="rules_list",
     responses={200: RuleSerializer(many=True), 403: ErrorSerializer},
+    examples=api_examples.RULES_LIST,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -353,6 +363,7 @@ def rule_list(request):
         404: ErrorSerializer,
         409: ErrorSerializer,
     },
+    examples=api_examples.RULE_REVOKE,
 )
 @api_view(["POST"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])

@@ -82,7 +82,12 @@ class InteractionSerializer(serializers.Serializer):
     )
     createdAt = serializers.DateTimeField(source="created_at")
     expiresAt = serializers.DateTimeField(source="expires_at")
-    answer = serializers.JSONField(allow_null=True)
+    # Any JSON value, null (not answered yet) included: with allow_null the 3.1 schema said
+    # "null, or any value", which null matches twice and so, under oneOf, fails.
+    answer = serializers.JSONField(
+        help_text="The decision or answer taken (null while open): {approved, reason} for an "
+        "approval, the value for a question or a connection."
+    )
     answeredBy = serializers.CharField(source="answered_by", allow_blank=True)
     answeredVia = serializers.CharField(source="answered_via", allow_blank=True)
     answeredAt = serializers.DateTimeField(source="answered_at", allow_null=True)
@@ -350,7 +355,7 @@ class ConditionSerializer(serializers.Serializer):
 
 
 class AllowSimilarSerializer(serializers.Serializer):
-    """ "Approve and allow similar calls" over REST (README "Standing rules")."""
+    """ "Approve and allow similar calls" over REST (docs/how-to/policy.md "Standing rules")."""
 
     duration = serializers.ChoiceField(
         choices=[*DURATIONS, FOREVER], default="1d", help_text="forever: admins only"

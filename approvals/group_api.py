@@ -11,6 +11,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.response import Response
 
+from approvals import api_examples
 from approvals.api import IsOperator, answer_endpoint
 from approvals.api_serializers import (
     ErrorSerializer,
@@ -139,6 +140,7 @@ def _group_or_404(request, group_id: str) -> GroupFacts:
 @extend_schema(
     operation_id="groups_retrieve",
     responses={200: GroupSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    examples=api_examples.GROUP_DETAIL,
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsOperator])
@@ -154,6 +156,7 @@ def group_detail(request, public_id: str):
     forbidden="A call of the group may not be decided by you (reason DECIDER_NOT_ALLOWED or "
     "STEP_UP_REQUIRED): nothing was decided.",
     conflict="A call was decided by someone else.",
+    examples=api_examples.GROUP_ANSWER,
 )
 def group_answer_view(request, public_id: str):
     """Decide every open call of the group at once: all of them, or none (each call through

@@ -16,6 +16,7 @@ from rest_framework.decorators import api_view, parser_classes, permission_class
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
+from approvals import api_examples
 from approvals.api import IsOperator
 from approvals.api_serializers import ErrorSerializer, wire_time
 from runtime.kernel.errors import InvalidParams, TaskNotCancelable, TaskNotFound
@@ -85,6 +86,7 @@ class StoppedSerializer(serializers.Serializer):
         404: ErrorSerializer,
         409: OpenApiResponse(ErrorSerializer, description="The task has ended already."),
     },
+    examples=api_examples.TASK_CANCEL,
 )
 @api_view(["POST"])
 @parser_classes([JSONParser])

@@ -18,7 +18,7 @@ terminal state, and where that time went, from the rows the run left behind:
 
 Then the CPU time the web server spent per decision on the POST and on the GetTasks, and the
 worker's (from /proc, which the machine's load skews far less than the milliseconds above).
-The worker uses psycopg's pool, as deployed (README "Workers"). ``--profile DIR`` records
+The worker uses psycopg's pool, as deployed (docs/explanation/workers.md). ``--profile DIR`` records
 both processes with py-spy (``--profile-idle``: their waits too).
 
 Run by hand, never in the test run (see bench/README.md):

@@ -214,7 +214,7 @@ STATES03 = ["submitted", "working", "completed", "input-required", "unknown"]
 
 
 class Fuzzer03(Fuzzer):
-    """The same, in the 0.3 dialect (README "The 0.3 / 0.2.5 dialect")."""
+    """The same, in the 0.3 dialect (docs/reference/a2a-dialect-03.md)."""
 
     served, unknown, fallback = SERVED03, UNKNOWN03, "tasks/get"
 

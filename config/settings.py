@@ -42,7 +42,7 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 # Earlier SECRET_KEYs, comma-separated (or SECRET_KEY_FALLBACKS_FILE), still accepted for
 # what they signed (sessions, password reset and invitation links, file download links)
-# while SECRET_KEY takes over: the rotation README "Running in production" describes.
+# while SECRET_KEY takes over: the rotation docs/how-to/rotate-keys.md describes.
 SECRET_KEY_FALLBACKS = [
     key.strip() for key in env_secret("SECRET_KEY_FALLBACKS").split(",") if key.strip()
 ]
@@ -69,6 +69,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's files, served from static/ for the API explorer (/api/docs/): no CDN.
+    "drf_spectacular_sidecar",
     "allauth",
     "allauth.account",
     "allauth.socialaccount",
@@ -276,9 +278,19 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Countersign operator API",
-    "DESCRIPTION": "Decision surfaces for Countersign's interactions.",
+    "DESCRIPTION": "Decision surfaces for Countersign's interactions: list, read and decide "
+    "them, decide approval groups, stop tasks, manage standing rules. Programs authenticate "
+    "with an operator token (Authorization: Bearer cs_...); a browser with its session.",
     "VERSION": "1",
+    # OpenAPI 3.1: its schemas are JSON Schema 2020-12 (null as a type), which the tests use to
+    # check the examples and the real responses against them.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The explorer's Swagger UI from the static files of drf-spectacular-sidecar, never a CDN
+    # (the CSP allows scripts from this site only).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # Two fields are called "kind" (an interaction's, and whoami's credentials kind).
     "ENUM_NAME_OVERRIDES": {
         "InteractionKindEnum": "runtime.decisions.decision_models.Interaction.Kind",
@@ -318,7 +330,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A turn spends its time waiting on a model, an agent URL or a tool server: one worker
 # process holds many of them, a thread each, and gives its database connection back to the
-# pool while it waits (runtime.turn.claim.db_released); README "Workers" has the measurements.
+# pool while it waits (runtime.turn.claim.db_released); docs/explanation/workers.md has the
+# measurements.
 # 500: all of bench/slow_turns.py's 500 turns wait on their model at once (200 took three
 # waves); an idle thread costs nothing until a message needs it. SQLite (the embedded
 # default) takes one writer at a time: a few threads are enough there.

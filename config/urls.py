@@ -1,5 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView
 
 from config import health, metrics
@@ -36,7 +38,15 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/whoami", tenant_views.whoami, name="api_whoami"),
-    path("api/schema", SpectacularAPIView.as_view(), name="api_schema"),
+    # The REST API's OpenAPI schema (YAML; ?format=json for JSON), at the trailing-slash path
+    # every page uses and, as before, without it; and an explorer over it.
+    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/schema", SpectacularAPIView.as_view(), name="api_schema_unslashed"),
+    path(
+        "api/docs/",
+        ensure_csrf_cookie(TemplateView.as_view(template_name="api/explorer.html")),
+        name="api_docs",
+    ),
 ]
 
 # Django's error pages, reading a body it cannot parse first (config/error_views.py).

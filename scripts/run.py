@@ -97,7 +97,7 @@ def main() -> int:
             "--loglevel",
             "INFO",
             # The pool and its size come from the settings: threads, 8 turns at once on
-            # SQLite (one writer at a time), 500 on PostgreSQL (README "Workers").
+            # SQLite (one writer at a time), 500 on PostgreSQL (docs/explanation/workers.md).
         ],
     ]
     web = subprocess.Popen(commands[0], cwd=ROOT)

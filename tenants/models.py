@@ -172,7 +172,7 @@ class Membership(models.Model):
 
 class ApproverGroup(models.Model):
     """A named group of a tenant's members that a tool policy can name as its approvers
-    (``approvers: [group:release-managers]``, README "Who may decide")."""
+    (``approvers: [group:release-managers]``, docs/how-to/policy.md, "Who may decide")."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approver_groups")
     slug = models.SlugField(

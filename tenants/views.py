@@ -9,7 +9,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import PermissionDenied
@@ -88,6 +88,7 @@ def invitation_accept(request, key: str):
 
 
 @extend_schema(
+    operation_id="whoami",
     responses={
         200: inline_serializer(
             "WhoAmI",
@@ -98,8 +99,39 @@ def invitation_accept(request, key: str):
                 "kind": serializers.ChoiceField(choices=["token", "session"]),
             },
         ),
-        403: OpenApiResponse(description="A partner token (the REST API takes operator tokens)."),
-    }
+        403: OpenApiResponse(
+            inline_serializer("Refusal", {"detail": serializers.CharField()}),
+            description="A partner token (the REST API takes operator tokens).",
+        ),
+    },
+    examples=[
+        OpenApiExample(
+            "An operator token",
+            value={"tenant": "demo", "subject": "program:demo-operator", "kind": "token"},
+            response_only=True,
+            status_codes=["200"],
+        ),
+        OpenApiExample(
+            "A member's session",
+            value={
+                "tenant": "demo",
+                "subject": "user:operator@demo.test",
+                "role": "operator",
+                "kind": "session",
+            },
+            response_only=True,
+            status_codes=["200"],
+        ),
+        OpenApiExample(
+            "A partner token",
+            value={
+                "detail": "This is a partner token: it calls agents over A2A; the REST API "
+                "takes operator tokens."
+            },
+            response_only=True,
+            status_codes=["403"],
+        ),
+    ],
 )
 @api_view(["GET"])
 def whoami(request):

@@ -1,4 +1,4 @@
-"""The import rules of README.md's "Architecture" section, checked on the source.
+"""The import rules of docs/explanation/architecture.md, checked on the source.
 
 Each rule is a function over the parsed tree, so that the rules themselves are tested on a
 small made-up tree (the `_violations_*` tests below) as well as on the project.
@@ -48,7 +48,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("config",)),
 ]
 
-# The core's sub-packages, lowest first (README "Architecture"): each imports only those below
+# The core's sub-packages, lowest first (docs/explanation/architecture.md): each imports only those below
 # it. The app's own modules sit on top: Django's (admin, apps, the models re-exported for
 # Django), the receivers of other apps' signals, the commands and the Celery task module (it
 # imports the services it runs; nothing imports it: services queue its tasks by name,
@@ -434,7 +434,7 @@ def violations_gone_names(modules: dict[str, Module]) -> list[str]:
     return [f"{m.path} names {name}" for m in modules.values() for name in GONE if name in m.names]
 
 
-# The one writer of an interaction's life (README "Architecture"), as runtime.kernel.task_state
+# The one writer of an interaction's life (docs/explanation/architecture.md), as runtime.kernel.task_state
 # is of a task's: nothing else writes an Interaction's (or an InteractionApproval's) row, or
 # tells the edges that one opened or changed. Found on the tree: a write method of a queryset
 # of those models (``Interaction.objects...update(...)``), a ``save``/``delete`` of a name bound

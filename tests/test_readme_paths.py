@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # (document, the headings of the sections to check): each section runs to the next heading of
 # its level or higher, its subsections included.
 DOCUMENTS: list[tuple[str, tuple[str, ...]]] = [
-    ("README.md", ("Architecture",)),
+    ("docs/explanation/architecture.md", ("Architecture",)),
 ]
 
 SKIPPED_DIRS = {".git", ".venv", ".venv-sdk03", "node_modules", "var", "staticfiles"}

@@ -1,8 +1,10 @@
-"""The README's walk-through works by copy-paste against a live `make run`.
+"""The walk-throughs work by copy-paste against a live `make run`.
 
-The blocks fenced as ```sh walkthrough are run in order, in one bash, in this folder, as a
-newcomer would paste them (only the port differs: make run listens on a free one here).
-Every `# -> text` line in them is a promise about the output: each must appear, in order.
+In README.md and in every page of docs/, the blocks fenced as ```sh {.walkthrough} are run in
+order, one document at a time, in one bash, in this folder, as a newcomer would paste them
+(only the port differs: make run listens on a free one here). Every `# -> text` line in them
+is a promise about the output: each must appear, in order. (tests/test_docs_blocks.py holds
+every other shell block of the documents to what it can check.)
 """
 
 import os
@@ -11,6 +13,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -18,7 +21,16 @@ from django.conf import settings
 from tests.live import free_port
 
 ROOT = settings.BASE_DIR
-BLOCK = re.compile(r"^[ \t]*```sh walkthrough\n(.*?)^[ \t]*```", re.S | re.M)
+BLOCK = re.compile(r"^[ \t]*```sh \{\.walkthrough\}\n(.*?)^[ \t]*```", re.S | re.M)
+README = ROOT / "README.md"
+# The whole walk-through: the tutorial, of which README.md has the minute's version.
+WALKTHROUGH = ROOT / "docs" / "tutorials" / "walkthrough.md"
+
+
+def walkthrough_documents() -> list[Path]:
+    """README.md and the pages of docs/ that hold walk-through blocks."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    return [path for path in [README, *pages] if BLOCK.search(path.read_text())]
 
 
 def walkthrough_blocks(readme: str) -> list[str]:
@@ -39,13 +51,21 @@ def expectations(blocks: list[str]) -> list[str]:
     ]
 
 
-def test_the_readme_has_a_walkthrough_from_first_call_to_get_task():
-    blocks = walkthrough_blocks((ROOT / "README.md").read_text())
-    script = "\n".join(blocks)
+def test_the_walkthroughs_go_from_the_first_call_to_get_task():
+    assert {README, WALKTHROUGH} <= set(walkthrough_documents())
+    minute = "\n".join(walkthrough_blocks(README.read_text()))
+    whole = "\n".join(walkthrough_blocks(WALKTHROUGH.read_text()))
     for step in ("countersign_info --exports", "support send", "code-reviewer reply", "deployer send",
                  "/api/v1/interactions", "/answer", "deployer get"):  # fmt: skip
-        assert step in script, step
-    assert "<id>" not in script and "<ctx>" not in script  # nothing to fill in by hand
+        assert step in whole, step
+    for step in ("countersign_info --exports", "support send", "deployer send", "/answer",
+                 "deployer get"):  # fmt: skip
+        assert step in minute, step
+    for document in walkthrough_documents():
+        script = "\n".join(walkthrough_blocks(document.read_text()))
+        # Each document stands alone (its own tokens), with nothing to fill in by hand.
+        assert script.startswith('eval "$(.venv/bin/python manage.py countersign_info'), document
+        assert "<id>" not in script and "<ctx>" not in script, document
 
 
 @pytest.fixture
@@ -79,12 +99,9 @@ def make_run(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def test_the_walkthrough_runs_by_copy_paste_against_make_run(make_run):
-    env, port, log = make_run
-    banner = log.read_text().split("Countersign is running at", 1)[1]
-    # The banner is the last thing make run printed, and it offers what the blocks use.
-    assert "export TOKEN=cs_" in banner and "export OPERATOR_TOKEN=cs_" in banner
-    blocks = walkthrough_blocks((ROOT / "README.md").read_text())
+def run_walkthrough(document: Path, env: dict, port: int, log: Path) -> None:
+    """The document's blocks in one bash; each of its promises found in order."""
+    blocks = walkthrough_blocks(document.read_text())
     script = "set -euo pipefail\n" + "\n".join(blocks).replace(
         "127.0.0.1:8000", f"127.0.0.1:{port}"
     )
@@ -94,9 +111,26 @@ def test_the_walkthrough_runs_by_copy_paste_against_make_run(make_run):
         stderr=subprocess.STDOUT, text=True, timeout=300,
     )  # fmt: skip
     output = result.stdout
+    name = document.relative_to(ROOT)
     assert result.returncode == 0, (
-        f"the walk-through failed:\n{output}\n--- make run:\n{log.read_text()}"
+        f"the walk-through of {name} failed:\n{output}\n--- make run:\n{log.read_text()}"
     )
+    position = 0
+    for expected in expectations(blocks):
+        found = output.find(expected, position)
+        assert found >= 0, f"{name}: {expected!r} missing (in order) from:\n{output}"
+        position = found + len(expected)
+
+
+def test_the_walkthroughs_run_by_copy_paste_against_make_run(make_run):
+    env, port, log = make_run
+    banner = log.read_text().split("Countersign is running at", 1)[1]
+    # The banner is the last thing make run printed, and it offers what the blocks use.
+    assert "export TOKEN=cs_" in banner and "export OPERATOR_TOKEN=cs_" in banner
+    documents = walkthrough_documents()
+    assert {README, WALKTHROUGH} <= set(documents)
+    for document in documents:
+        run_walkthrough(document, env, port, log)
     # A static file, as every page loads: whitenoise under ASGI once warned on each.
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/countersign.css") as css:
         assert css.status == 200
@@ -109,11 +143,6 @@ def test_the_walkthrough_runs_by_copy_paste_against_make_run(make_run):
         assert noise not in printed, noise
     lines = [line for line in printed.splitlines() if " WARNING " in line or " ERROR " in line]
     assert len(lines) == len(set(lines)), "a warning was printed twice"
-    position = 0
-    for expected in expectations(blocks):
-        found = output.find(expected, position)
-        assert found >= 0, f"{expected!r} missing (in order) from:\n{output}"
-        position = found + len(expected)
 
 
 def a2a_sh(*args, **env) -> subprocess.CompletedProcess:

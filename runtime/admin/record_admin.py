@@ -37,7 +37,7 @@ def pretty(value) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
 
 
-# Redacted as on every surface but the decision page (README "Summaries and redaction"): a
+# Redacted as on every surface but the decision page (docs/how-to/policy.md): a
 # policy's ``redact`` fields are ``•••`` in admin's read-only pages too.
 
 

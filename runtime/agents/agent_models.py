@@ -181,7 +181,7 @@ class ToolServer(models.Model):
     """A tenant's tool server, the ``server`` of ``server/tool`` in AGENT.md and the policy.
 
     ``mcp``: a Model Context Protocol server over streamable HTTP; ``http``: a URL that takes
-    signed JSON posts (README, "Tool servers"). Its tools are discovered on demand (admin's
+    signed JSON posts (docs/reference/tool-servers.md). Its tools are discovered on demand (admin's
     "Refresh tools") and cached here; a call of a tool the cache does not hold is refused
     before it is journalled. With an ``app``, calls carry the tenant's connection to that app.
     """
@@ -257,7 +257,7 @@ class ToolServer(models.Model):
 
 class AnnotationPolicy(models.Model):
     """A tenant's default policy for its tool servers' tools that no entry of an agent's
-    policy names, by what the tool's MCP annotations say it does (README "Tool servers"):
+    policy names, by what the tool's MCP annotations say it does (docs/reference/tool-servers.md):
     read-only (``readOnlyHint: true``), additive (``destructiveHint: false``), destructive
     (``destructiveHint: true``, or ``readOnlyHint: false`` alone: MCP's default) or unknown
     (no hints). Without a row, the defaults below. An agent's policy entry for the tool (or

@@ -32,13 +32,21 @@ AGENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["name", "description"],
     "properties": {
-        "name": _TEXT,
-        "slug": {"type": "string", "x-message": "must be a string"},
-        "description": _TEXT,
-        "version": _TEXT,
+        # Each key's ``description`` is what the AGENT.md reference says of it
+        # (docs/reference/agent-file-keys.md is written from this schema).
+        "name": {**_TEXT, "description": "The agent's name, shown to callers in its card."},
+        "slug": {
+            "type": "string",
+            "x-message": "must be a string",
+            "description": "Its URL name (/a2a/<tenant>/<slug>); made from the name unless given.",
+        },
+        "description": {**_TEXT, "description": "What it does, in its card."},
+        "version": {**_TEXT, "description": "Its version, in its card."},
         "skills": {
             "type": ["array", "null"],
             "x-message": "must be a list",
+            "description": "What a caller may ask of it (its card's skills); a message names one "
+            "with metadata.skillId.",
             "items": {
                 "type": "object",
                 "x-message": "must be a mapping with id, name, description",
@@ -56,10 +64,14 @@ AGENT_SCHEMA: dict[str, Any] = {
             "type": ["object", "null"],
             "x-message": "must be a mapping with a provider",
             "properties": {"provider": {"type": "string"}},
+            "description": "Who decides its next step: provider scripted (the default), http, "
+            "openai or openai-responses, with that provider's keys.",
         },
         "tools": {
             "type": ["array", "null"],
             "x-message": "must be a list",
+            "description": "The tools it may call: {server, tool, schema} (or {server} for every "
+            "tool a tenant's tool server offers), with risk: high for a step-up.",
             "items": {
                 "type": "object",
                 # {server: NAME} alone offers every tool a tenant's tool server was found to
@@ -84,18 +96,35 @@ AGENT_SCHEMA: dict[str, Any] = {
             "type": ["object", "null"],
             "x-message": "must be a mapping",
             "properties": {"connections": {"type": "boolean"}},
+            "description": "connections: true offers the built-in request_connection tool; "
+            "limits: the turn's limits (steps, tool_calls, tokens, bad_replies, "
+            "tool_result_bytes).",
         },
         # Conversation memory (runtime.agents.memory_budget): checked further by memory_error.
         "memory": {
             "type": ["object", "null"],
             "x-message": "must be a mapping of turns and tokens",
+            "description": "How much of the conversation's earlier turns the model sees: "
+            "{turns, tokens}; turns: 0 turns it off.",
         },
-        "public": {"type": "boolean"},
-        "default_skill": {"type": "string", "minLength": 1, "x-message": "must be a skill's id"},
+        "public": {
+            "type": "boolean",
+            "description": "true: callers without a token may call it (anonymous, each task its "
+            "own).",
+        },
+        "default_skill": {
+            "type": "string",
+            "minLength": 1,
+            "x-message": "must be a skill's id",
+            "description": "The skill a message without metadata.skillId runs, when there are "
+            "several.",
+        },
         "interactionTtlSeconds": {
             "type": "integer",
             "exclusiveMinimum": 0,
             "x-message": "must be a positive number of seconds",
+            "description": "How long an approval or question stays open (unless a ladder's "
+            "expire step says).",
         },
     },
 }
@@ -256,6 +285,8 @@ _LADDER_STEPS = {
     },
 }
 AGENT_SCHEMA["properties"]["ladder"] = {
+    "description": "Reminders, escalation and expiry: a list of steps (the agent's), or "
+    "{steps, tools: {server/tool: steps}}.",
     "type": ["array", "object", "null"],
     "x-message": "must be a list of steps, or a mapping with steps and tools",
     "if": {"type": "array"},
@@ -304,6 +335,8 @@ _RULES = {
     },
 }
 AGENT_SCHEMA["properties"]["policy"] = {
+    "description": "What happens to each tool's calls: server/tool (or server) -> allow, "
+    "approve or deny, a mapping of the policy keys, or a list of rules tried in order.",
     "type": ["object", "null"],
     "x-message": "must be a mapping of 'server/tool' or 'server' to allow, approve or deny",
     "additionalProperties": {

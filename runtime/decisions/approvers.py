@@ -1,6 +1,6 @@
 """Who may decide, what an open approval needs now, and quorums and stages (the two-person
-rule for any number of people); escalation widening who may decide (README "Who may
-decide"). The decision flow (runtime.decisions.flow) calls these inside a decision's
+rule for any number of people); escalation widening who may decide (docs/how-to/policy.md,
+"Who may decide"). The decision flow (runtime.decisions.flow) calls these inside a decision's
 transaction, under the task's row lock, so that the deciders of one approval are taken one
 after the other: exactly ``required`` distinct people's approvals close it, each counted in
 the stage being decided.

@@ -59,7 +59,8 @@ class Interaction(models.Model):
     # stage}] (``stage``: from 1, the stage it counted in). The stages an approval opened with,
     # and the rule that held its call, are in ``request`` (runtime.decisions.approvers).
     approvals = models.JSONField(default=list, blank=True)
-    # Roles an escalation step added to the approvers (README "Who may decide").
+    # Roles an escalation step added to the approvers (docs/how-to/policy.md, "Who may
+    # decide").
     widened_to = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     answer = models.JSONField(null=True, blank=True)
@@ -297,7 +298,8 @@ def new_rule_id() -> str:
 
 class StandingRule(models.Model):
     """ "Approve and allow similar calls": a held tool's later calls that match are allowed
-    without a pause, journalled with the rule as their decider (README "Standing rules").
+    without a pause, journalled with the rule as their decider (docs/how-to/policy.md,
+    "Standing rules").
 
     A rule names one agent's ``server/tool``, optionally one caller, and conditions on the
     arguments' fields, nested ones by path (runtime.policy.conditions); it expires by itself
@@ -335,7 +337,7 @@ class StandingRule(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     # The rule of the tool policy that held the call it was made from, as an interaction keeps
     # it (runtime.policy.rules.PolicyRule.stored: entry, rule number, when, source,
-    # version, label). {}: made before rules recorded it (README "Standing rules").
+    # version, label). {}: made before rules recorded it (docs/how-to/policy.md "Standing rules").
     policy_rule = models.JSONField(default=dict, blank=True)
     # Who made it, to ask at each use whether they may still approve the call: a member (their
     # role and groups as they are then) or a program (its operator token, while it is valid).

@@ -1,7 +1,7 @@
 """The one decision flow: every channel through which a person, a program or the caller
 decides on an interaction calls ``decision_take`` (``decision_take_locked`` when it holds the
 task's lock already: the caller's answer in band), and no channel decides any other way
-(README "Who may decide"; django-allauth's ``internal/flows`` is the pattern).
+(docs/how-to/policy.md "Who may decide"; django-allauth's ``internal/flows`` is the pattern).
 
 A channel parses its input into a ``Decision``, says who decides (a ``Decider``: a member, a
 program's operator token, the caller) and names itself (``channel``); the flow does the
@@ -164,7 +164,7 @@ def decision_take(
     if wanted is None or interaction.state != Interaction.State.ANSWERED:
         return Decided(interaction)
     # The approval stands on its own (committed); the rule, checked before it, is made from
-    # it right after, in a transaction of its own (README "Standing rules").
+    # it right after, in a transaction of its own (docs/how-to/policy.md "Standing rules").
     try:
         rule = rule_create(
             tenant=tenant,

@@ -1,6 +1,6 @@
 """Standing rules made from decisions: what may become a rule and what a rule matches
-(README "Standing rules"), and their writes: made from an approval ("approve and allow
-similar calls"), revoked, and used by the turn when a held tool's call matches.
+(docs/how-to/policy.md, "Standing rules"), and their writes: made from an approval
+("approve and allow similar calls"), revoked, and used by the turn when a held tool's call matches.
 
 A rule's conditions are the condition language of runtime.policy.conditions (the tool
 policy's ``when`` is the same), on the fields the tool's schema declares, nested ones by path.

@@ -26,7 +26,7 @@ def new_key(prefix: str = "", nbytes: int = 12) -> str:
 
 def new_context_key() -> str:
     # Part of every task id of the context. For an anonymous caller the task id is the only
-    # credential (README, "Calling an agent"), so it carries 128 random bits.
+    # credential (docs/reference/a2a.md), so it carries 128 random bits.
     return secrets.token_urlsafe(16)
 
 

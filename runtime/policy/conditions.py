@@ -1,6 +1,6 @@
 """The condition language over a tool call's arguments: one implementation for the tool
 policy's conditional entries (``when``, runtime.policy.rules) and for standing rules
-(runtime.decisions.standing_rules). README "Conditions" documents it.
+(runtime.decisions.standing_rules). docs/how-to/policy.md "Conditions" documents it.
 
 A condition is ``{"field", "op", "value"}``:
 
@@ -210,7 +210,7 @@ def schema_fields(schema: dict | None) -> dict[str, str]:
         for name, inner in properties.items():
             name = str(name)
             if len(found) >= MAX_FIELDS or not name or "." in name:
-                continue  # a name with a dot is no path (README "Conditions")
+                continue  # a name with a dot is no path (docs/how-to/policy.md "Conditions")
             path = f"{prefix}{name}"
             kind = _kind(inner)
             if kind == "object" and depth + 1 < MAX_PATH_DEPTH:

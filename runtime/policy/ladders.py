@@ -138,7 +138,7 @@ def steps_parse(steps, *, expire: bool = True) -> list[dict]:
     """A ladder's steps, parsed and checked as a whole; errors name the step's index.
 
     ``expire=False``: a ladder that may not carry an expire step (Django admin's: the expiry
-    is the agent's, see README "Ladders")."""
+    is the agent's, see docs/how-to/ladders.md)."""
     if not isinstance(steps, list) or not steps:
         raise LadderError([], "a ladder is a non-empty list of steps")
     if len(steps) > MAX_STEPS:

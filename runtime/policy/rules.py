@@ -1,6 +1,6 @@
-"""Which entry of an agent's tool policy, and which rule of it, holds one call (README "Tool
-policy"). Every reader of the policy (the turn holding a call, the decision flow, the pages,
-receipts, standing rules) asks ``policy_rule_for``, so that they all agree on it.
+"""Which entry of an agent's tool policy, and which rule of it, holds one call
+(docs/how-to/policy.md). Every reader of the policy (the turn holding a call, the decision flow,
+the pages, receipts, standing rules) asks ``policy_rule_for``, so that they all agree on it.
 
 An entry is written under ``server/tool`` or ``server`` (the more specific wins) as a
 decision (``allow``, ``approve``, ``deny``), a mapping (``{action: approve, required: 3}``), or
@@ -186,7 +186,7 @@ def policy_rule_for(agent, server: str, tool: str, arguments: Any) -> PolicyRule
         for index, rule in enumerate(written):
             if _rule_holds(rule, arguments):
                 return _entry_rule(key, rule, index, len(written))
-        # No rule holds: as if the entry were not written (README "Tool policy").
+        # No rule holds: as if the entry were not written (docs/how-to/policy.md).
     return annotation_rule(agent, server, tool) or PolicyRule(
         entry="",
         rule={"action": "approve"},

@@ -157,6 +157,6 @@ def tools_offered(agent: Agent) -> list[dict]:
     return offered
 
 
-# The annotations of a discovered tool that are kept (MCP's ToolAnnotations; README "Tool
-# servers"), and what each kind of tool is by them.
+# The annotations of a discovered tool that are kept (MCP's ToolAnnotations;
+# docs/reference/tool-servers.md), and what each kind of tool is by them.
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")

@@ -2,8 +2,8 @@
 
 ``mcp``: a Model Context Protocol server over streamable HTTP, through the official ``mcp``
 package: ``list_tools`` discovers (each tool with its annotations), ``call_tool`` calls. ``http``: a URL that takes JSON posts
-signed with Standard Webhooks (README, "Tool servers", documents both requests). Every request
-goes through the outbound guard (connections.outbound), with the tenant's connection to the
+signed with Standard Webhooks (docs/reference/tool-servers.md documents both requests). Every
+request goes through the outbound guard (connections.outbound), with the tenant's connection to the
 server's app as its bearer token. No token ever enters an error, a log line or a result.
 
 The worker is synchronous: each call runs the async MCP client to completion on an event loop
@@ -203,7 +203,8 @@ def _embedded_resource(content) -> dict:
 
 
 def result_mapped(result) -> dict:
-    """A ``tools/call`` result that is no error, as the model gets it (README "Tool servers"):
+    """A ``tools/call`` result that is no error, as the model gets it
+    (docs/reference/tool-servers.md):
     its structuredContent, or ``{"text": ...}``; resource links and embedded resources under
     ``resources`` with their URI, name and MIME type; other content (images, audio) named in
     ``content``, not inlined."""
@@ -388,7 +389,7 @@ def call_result(result) -> dict:
 
 
 class HttpToolServer:
-    """A tenant's HTTP tool server: signed JSON posts (README, "Tool servers")."""
+    """A tenant's HTTP tool server: signed JSON posts (docs/reference/tool-servers.md)."""
 
     def __init__(self, row: ToolServer):
         self.row = row

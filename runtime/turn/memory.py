@@ -124,7 +124,7 @@ def message_text(message) -> str:
 
 
 def turn_record(turn: int, public_id: str, state: str, transcript, status_message) -> dict:
-    """One earlier turn as its record (README "Conversation memory" shows one)."""
+    """One earlier turn as its record (docs/reference/agents.md "Conversation memory" shows one)."""
     transcript = transcript or [{}]
     first = transcript[0]
     inputs: dict = next((e for e in transcript if e.get("type") == "inputs"), {})

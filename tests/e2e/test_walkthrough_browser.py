@@ -1,9 +1,10 @@
-"""The README walk-through's browser step: the deployer's held call, approved by the operator
-in the inbox of a live `make run` (the REST variant runs in tests/test_walkthrough.py)."""
+"""The walk-through's browser step (docs/tutorials/walkthrough.md): the deployer's held call,
+approved by the operator in the inbox of a live `make run` (the REST variant runs in
+tests/test_walkthrough.py)."""
 
 import subprocess
 
-from tests.test_walkthrough import ROOT, expectations, make_run, walkthrough_blocks
+from tests.test_walkthrough import ROOT, WALKTHROUGH, expectations, make_run, walkthrough_blocks
 
 __all__ = ["make_run"]  # the fixture, shared with the REST walk-through
 
@@ -20,7 +21,7 @@ def bash(script: str, env: dict, port: int) -> str:
 
 def test_the_walkthrough_with_the_approval_in_the_browser(make_run, browser, tmp_path):
     env, port, log = make_run
-    blocks = walkthrough_blocks((ROOT / "README.md").read_text())
+    blocks = walkthrough_blocks(WALKTHROUGH.read_text())
     tokens = blocks[0]
     [held] = [b for b in blocks if "deployer send" in b]
     [result] = [b for b in blocks if "deployer get" in b]
@@ -28,7 +29,7 @@ def test_the_walkthrough_with_the_approval_in_the_browser(make_run, browser, tmp
     out = bash(f'{tokens}\n{held}\necho "$TASK" > {state}', env, port)
     assert "TASK_STATE_AUTH_REQUIRED" in out
 
-    # What the README says: log in as the demo operator, open the item, press Approve.
+    # What the walk-through says: log in as the demo operator, open the item, press Approve.
     page = browser.new_context().new_page()
     base = f"http://127.0.0.1:{port}"
     page.goto(f"{base}/accounts/login/")

@@ -1,4 +1,4 @@
-"""The deployment kit runs the commands README's "Running in production" documents: the
+"""The deployment kit runs the commands docs/how-to/production.md documents: the
 Dockerfile, compose.yaml, the systemd units and the Procfile are parsed and compared; the
 documented web command is started for real."""
 
@@ -20,14 +20,14 @@ VENV_BIN = "/opt/countersign/.venv/bin/"
 
 
 def production_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("## Running in production")
-    return readme[start : readme.index("### Deployment kit", start)]
+    page = (ROOT / "docs" / "how-to" / "production.md").read_text()
+    start = page.index("# Running in production")
+    return page[start : page.index("## Deployment kit", start)]
 
 
 def documented() -> dict[str, str]:
-    """The commands of the README's production section, by role."""
-    blocks = re.findall(r"```sh\n(.*?)```", production_section(), re.S)
+    """The commands of the production page's steps, by role."""
+    blocks = re.findall(r"```sh(?: \{[^}\n]*\})?\n(.*?)```", production_section(), re.S)
     lines = [line.split("#")[0].strip() for block in blocks for line in block.splitlines()]
     roles = {
         "migrate": lambda c: c.startswith("python manage.py migrate"),

@@ -1,6 +1,7 @@
 """A standing rule allows a call only while its maker could approve that call under the policy
-rule that holds it now, and only calls held by the policy rule it was made under (README
-"Standing rules"): an operator's rule never lets an admin-only call run, before or after the
+rule that holds it now, and only calls held by the policy rule it was made under
+(docs/how-to/policy.md, "Standing rules"): an operator's rule never lets an admin-only call run,
+before or after the
 policy is tightened; nor once its maker left a group, was demoted or left, nor once the rule
 asks for stages, more than one person or is ``risk: high``. A rule that no longer applies
 says why, once, on the rule and in the audit; the call is held for people as normal."""

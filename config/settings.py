@@ -13,7 +13,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import dotenv_load, env_bool, env_int, env_list, env_secret, env_str
+from config.env import dotenv_load, env_bool, env_int, env_list, env_secret, env_str, listen_url
 
 # .env beside manage.py (or ENV_FILE), for what the environment does not set itself.
 dotenv_load()
@@ -53,6 +53,11 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 # The public base URL (scheme://host[:port]) used in agent cards and e-mails when the
 # request itself cannot tell (behind a proxy that rewrites Host).
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL").rstrip("/")
+# Where this server listens: `make run` (scripts/run.py) and gunicorn.conf.py bind HOST and
+# PORT. Links made with no request to answer (e-mails, Slack messages, invitations from a
+# shell, the banner) point at PUBLIC_BASE_URL, else NOTIFY_BASE_URL, else here
+# (config.site.site_url): one host everywhere, the one whose login the banner prints.
+LISTEN_URL = listen_url(env_str("HOST", "127.0.0.1"), env_str("PORT", "8000"))
 # How long the link of a member's invitation (which sets their password) works.
 INVITATION_LINK_DAYS = env_int("INVITATION_LINK_DAYS", 7)
 
@@ -191,11 +196,11 @@ STEP_UP_SECONDS = env_int("STEP_UP_SECONDS", 300)
 SOCIALACCOUNT_ONLY = False
 
 # --- E-mail -------------------------------------------------------------------------------
+# Development keeps every message in VAR_DIR/outbox/ and shows it at /dev/outbox/
+# (config.outbox); a deployment sends by SMTP.
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
-    "django.core.mail.backends.console.EmailBackend"
-    if DEBUG
-    else "django.core.mail.backends.smtp.EmailBackend",
+    "config.outbox.OutboxBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
 )
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
@@ -563,8 +568,9 @@ PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))
 METRICS_TOKEN = env_secret("METRICS_TOKEN")
 
 # Notifications to operators (notifications/): channels, reminders and escalation, digests.
-# Links in notifications point at PUBLIC_BASE_URL, or this when it is not set.
-NOTIFY_BASE_URL = env_str("NOTIFY_BASE_URL", "http://localhost:8000").rstrip("/")
+# Links in notifications point at PUBLIC_BASE_URL, else this, else where the server listens
+# (LISTEN_URL).
+NOTIFY_BASE_URL = env_str("NOTIFY_BASE_URL").rstrip("/")
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10)
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8)
 NOTIFY_RETRY_BASE_SECONDS = float(env_str("NOTIFY_RETRY_BASE_SECONDS", "30"))

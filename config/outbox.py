@@ -16,7 +16,6 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesHeaderParser, BytesParser
 from pathlib import Path
-from typing import cast
 
 from django.conf import settings
 from django.core.mail.backends.base import BaseEmailBackend
@@ -90,4 +89,4 @@ def outbox_read(name: str, *, headers_only: bool = False) -> EmailMessage | None
         return None
     parser = BytesHeaderParser if headers_only else BytesParser
     # policy.default parses into EmailMessage (get_body, get_content).
-    return cast(EmailMessage, parser(policy=policy.default).parsebytes(raw))
+    return parser(policy=policy.default).parsebytes(raw)

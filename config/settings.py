@@ -588,6 +588,11 @@ SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_TIMEOUT_SECONDS = env_int("SLACK_TIMEOUT_SECONDS", 10)
 SLACK_MODAL_TIMEOUT_SECONDS = env_int("SLACK_MODAL_TIMEOUT_SECONDS", 2)
 SLACK_USER_CACHE_SECONDS = env_int("SLACK_USER_CACHE_SECONDS", 3600)
+# Socket Mode (integrations.slack.socket_mode): a worker holds a connection to Slack for each
+# tenant's Slack app that has an app-level token, and looks this often for apps whose token
+# was set, changed or removed. Off: this worker opens none (another does).
+SLACK_SOCKET_MODE = env_bool("SLACK_SOCKET_MODE", True)
+SLACK_SOCKET_SYNC_SECONDS = env_int("SLACK_SOCKET_SYNC_SECONDS", 30)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-notifications": {

@@ -29,17 +29,18 @@ def request_url(tenant) -> str:
     return base_url() + reverse("integrations:slack_interactions", args=[tenant.slug])
 
 
-def slack_manifest(tenant, *, socket_mode: bool | None = None) -> dict:
+def slack_manifest(tenant) -> dict:
     """The app manifest for Slack's "From a manifest" (JSON): the bot, its scopes and the
-    tenant's interactivity Request URL, or Socket Mode (``socket_mode``; by default, when the
-    tenant's app has an app-level token), where clicks need no public URL."""
-    if socket_mode is None:
-        socket_mode = (
-            SlackApp.objects.filter(tenant=tenant).exclude(app_token_encrypted="").exists()
-        )
+    tenant's interactivity Request URL; or Socket Mode, where clicks need no public URL, when
+    the tenant's app has an app-level token or the site has no HTTPS address (a laptop's
+    http://127.0.0.1:8000: Slack sends clicks only to an HTTPS Request URL)."""
+    url = request_url(tenant)
+    socket_mode = not url.startswith("https://") or (
+        SlackApp.objects.filter(tenant=tenant).exclude(app_token_encrypted="").exists()
+    )
     interactivity: dict = {"is_enabled": True}
     if not socket_mode:
-        interactivity["request_url"] = request_url(tenant)
+        interactivity["request_url"] = url
     return {
         "display_information": {
             "name": "Countersign",

@@ -17,7 +17,7 @@ from django.core.management import call_command
 
 from config.banner import banner, base_url
 from config.env import listen_url
-from integrations.slack.settings import slack_manifest
+from integrations.slack.settings import request_url, slack_manifest
 from notifications.channel_settings import channel_save
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +90,13 @@ def test_with_port_8123_every_link_in_emails_banners_and_slack_points_at_port_81
     posted = json.dumps(slack_app.called("chat.postMessage"))
     assert "Open in Countersign" in posted
     assert hosts(posted) == {port_8123}
-    assert hosts(json.dumps(slack_manifest(tenant))) == {port_8123}
+    assert hosts(request_url(tenant)) == {port_8123}
+    # Slack sends clicks to HTTPS only: with no public address, the manifest asks for Socket
+    # Mode instead of naming a Request URL that could not work.
+    manifest = slack_manifest(tenant)["settings"]
+    assert (
+        manifest["socket_mode_enabled"] is True and "request_url" not in manifest["interactivity"]
+    )
     environ = {"PORT": "8123"}
     text = banner(DEMO, base_url(environ), environ=environ)
     assert "/inbox/" in text and "/dev/outbox/" in text

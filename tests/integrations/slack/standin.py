@@ -85,7 +85,7 @@ class SlackStandIn:
             return {"ok": True, "view": {"id": "V0001", **(body.get("view") or {})}}
         if method == "apps.connections.open":
             if self.socket is None:
-                return {"ok": False, "error": "socket_mode_not_enabled"}
+                return {"ok": False, "error": "access_denied"}
             return {"ok": True, "url": f"{self.socket.url}?ticket={uuid.uuid4()}"}
         if method == "users.info":
             user = self.users.get(body.get("user", ""))

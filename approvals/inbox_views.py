@@ -50,13 +50,19 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
         created, created_title = when_text(item.created_at)
         base = effect_url if item.kind == "uncertain" else interaction_url
         interaction = item.interaction
+        summary = interaction.summary if interaction else ""
         row = {
             "kind": item.kind,
             "public_id": item.public_id,
             "url": f"{base}{quote(item.public_id, safe=URL_SAFE)}/"
             + (carried if item.kind != "uncertain" else ""),
             "prompt": item.prompt,
-            "summary": interaction.summary if interaction else "",
+            "summary": summary,
+            # What the item is, in the domain's words: the held call's summary ("Deploy
+            # 2026.12.07-1 to production"), else the prompt; the prompt (naming the tool)
+            # and the agent come after it, smaller.
+            "headline": summary or item.prompt,
+            **risk_marks(item),
             # Only an approval that still counts is theirs: one a policy edit voided is not.
             "approved_by_me": bool(subject and any(a.get("by") == subject for a in item.standing)),
             "state": item.interaction.state if item.interaction else "open",
@@ -90,6 +96,7 @@ def _group_row(row: dict, calls, *, url: str) -> None:
         f" ({waiting} still open)" if 0 < waiting < len(calls) else ""
     )
     row["summary"] = ""
+    row["headline"] = row["prompt"]
     row["group"] = [
         {
             "public_id": call.public_id,
@@ -101,6 +108,23 @@ def _group_row(row: dict, calls, *, url: str) -> None:
         }
         for call in calls
     ]
+
+
+def risk_marks(item) -> dict:
+    """A row's risk, read at a glance: its badges (``risk: high``, the number of people, in
+    stages) and the tone that colours the row (``high`` before ``people``)."""
+    interaction = item.interaction
+    if interaction is None or interaction.kind != "approval":
+        return {"badges": [], "tone": ""}
+    badges = []
+    if interaction.risk == "high":
+        badges.append(("risk-high", "risk: high"))
+    if item.staged:
+        badges.append(("staged", f"{interaction.approvals_required} people in stages"))
+    elif interaction.approvals_required > 1:
+        badges.append(("two-person", f"{interaction.approvals_required} people"))
+    tone = "high" if interaction.risk == "high" else "people" if len(badges) else ""
+    return {"badges": badges, "tone": tone}
 
 
 def ladder_text(step) -> str:

@@ -8,6 +8,11 @@ import json
 import os
 import shlex
 
+from config.env import listen_url
+
+# The development mail backend (config.outbox): what it keeps, /dev/outbox/ shows.
+OUTBOX_BACKEND = "config.outbox.OutboxBackend"
+
 # What to say to each demo agent (runtime/agents/*.md): the commands the banner prints.
 AGENT_EXAMPLES = {
     "support": ['scripts/a2a.sh support send "How do I reset my password?"'],
@@ -26,10 +31,9 @@ AGENT_EXAMPLES = {
 
 
 def base_url(environ) -> str:
-    """Where `make run` listens, from the HOST and PORT it reads."""
-    host = environ.get("HOST", "127.0.0.1")
-    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    return f"http://{host}:{environ.get('PORT', '8000')}"
+    """Where `make run` listens, from the HOST and PORT it reads: the settings' LISTEN_URL,
+    which links in e-mails and Slack messages use too unless PUBLIC_BASE_URL is set."""
+    return listen_url(environ.get("HOST", "127.0.0.1"), environ.get("PORT", "8000"))
 
 
 def curl_command(base: str, path: str, token: str, text: str, message_id: str) -> str:
@@ -92,6 +96,20 @@ def agent_commands(demo: dict) -> str:
     return "\n".join(lines)
 
 
+def links_note(base: str, environ) -> str:
+    """The banner's lines on where links in e-mails and Slack messages point (one host with
+    the banner's, unless PUBLIC_BASE_URL says otherwise: a tunnel) and where development's
+    e-mails are read."""
+    lines = []
+    public = (environ.get("PUBLIC_BASE_URL") or environ.get("NOTIFY_BASE_URL") or "").rstrip("/")
+    if public and public != base:
+        lines.append(f"\n  links in e-mails and Slack point at {public} (PUBLIC_BASE_URL)")
+    debug = environ.get("DEBUG", "true").strip().lower() not in ("0", "false", "no", "off", "")
+    if debug and environ.get("EMAIL_BACKEND", OUTBOX_BACKEND) == OUTBOX_BACKEND:
+        lines.append(f"\n  e-mails sent:   {base}/dev/outbox/   (kept here, never mailed)")
+    return "".join(lines)
+
+
 def banner(demo: dict, base: str, environ=None) -> str:
     operator = demo["logins"]["operator"]
     admin = demo["logins"]["admin"]
@@ -105,10 +123,11 @@ def banner(demo: dict, base: str, environ=None) -> str:
     agent_path = demo["agents"].get("support", "/a2a/demo/support")
     call = curl_command(base, agent_path, demo["token"], "Hello", "hello-1")
     paste = "\n".join(f"  {line}" for line in exports(demo, base).splitlines())
+    links = links_note(base, os.environ if environ is None else environ)
     return f"""
 Countersign is running at {base}/
   operator login: {operator["email"]} / {operator["password"]}   (inbox: {base}/inbox/)
-  admin login:    {admin["email"]} / {admin["password"]}  (the demo tenant's admin: {base}/admin/){platform_line}
+  admin login:    {admin["email"]} / {admin["password"]}  (the demo tenant's admin: {base}/admin/){platform_line}{links}
   partner token:  {demo["token"]}   ({demo.get("subject", "partner")}: calls agents)
   operator token: {demo.get("operator_token", "-")}   (decides over {base}/api/v1/)
 

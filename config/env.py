@@ -71,6 +71,17 @@ def _dotenv_value(text: str) -> str:
     raise ValueError(f"the value's {quote} quote is not closed")
 
 
+def listen_url(host: str, port: str) -> str:
+    """The address of a server bound to ``host`` and ``port``, as a browser on the same
+    machine reaches it: a server bound to every interface (0.0.0.0, ::) is reached at
+    127.0.0.1, the host the `make run` banner prints, so that a link and the banner's login
+    share one host and so one session cookie."""
+    host = "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address in a URL
+    return f"http://{host}:{port or '8000'}"
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 

@@ -87,7 +87,9 @@ GROUPS: tuple[Group, ...] = (
             ),
             Setting(
                 ("PUBLIC_BASE_URL",),
-                "base URL written into agent cards and invitation links (unset: from the request)",
+                "base URL written into agent cards, and into every link of e-mails, Slack messages "
+                "and invitations (unset: agent cards from the request, links `http://HOST:PORT`, "
+                "the address the banner prints, so one host and one session cookie everywhere)",
                 production={"PUBLIC_BASE_URL": "https://countersign.example.com"},
             ),
             Setting(
@@ -452,10 +454,11 @@ GROUPS: tuple[Group, ...] = (
                     "DEFAULT_FROM_EMAIL",
                 ),
                 "outgoing mail: password resets, invitations and notifications",
-                default="the console backend when `DEBUG` is on (mail is printed), else SMTP; "
+                default="development's outbox when `DEBUG` is on (kept under `VAR_DIR/outbox/`, "
+                "read at `/dev/outbox/`), else SMTP; "
                 "`localhost`, `25`, none, none, `false`, `false`, "
                 "`Countersign <countersign@localhost>`",
-                example={"EMAIL_BACKEND": "django.core.mail.backends.console.EmailBackend"},
+                example={"EMAIL_BACKEND": "config.outbox.OutboxBackend"},
                 production={
                     "EMAIL_HOST": "smtp.example.com",
                     "EMAIL_PORT": "587",
@@ -467,7 +470,8 @@ GROUPS: tuple[Group, ...] = (
             ),
             Setting(
                 ("NOTIFY_BASE_URL",),
-                "base of links in notifications when `PUBLIC_BASE_URL` is not set",
+                "base of links in notifications when `PUBLIC_BASE_URL` is not set (unset: "
+                "`http://HOST:PORT`)",
             ),
             Setting(
                 ("NOTIFY_TIMEOUT_SECONDS", "NOTIFY_MAX_ATTEMPTS", "NOTIFY_RETRY_BASE_SECONDS"),
@@ -502,6 +506,11 @@ GROUPS: tuple[Group, ...] = (
                 ("SLACK_USER_CACHE_SECONDS",),
                 "how long what Slack said of a user (their confirmed e-mail) is kept before "
                 "`users.info` is asked again",
+            ),
+            Setting(
+                ("SLACK_SOCKET_MODE", "SLACK_SOCKET_SYNC_SECONDS"),
+                "whether a worker opens Socket Mode connections for the Slack apps that have an "
+                "app-level token, and how often it looks for apps set up, changed or removed",
             ),
         ),
     ),
@@ -569,7 +578,8 @@ GROUPS: tuple[Group, ...] = (
         (
             Setting(
                 ("PORT", "HOST"),
-                "where `make run` and gunicorn (`gunicorn.conf.py`) listen",
+                "where `make run` and gunicorn (`gunicorn.conf.py`) listen, and the address of "
+                "links when `PUBLIC_BASE_URL` is not set (`0.0.0.0` is written `127.0.0.1`)",
                 default="`8000`; `127.0.0.1` for `make run`, `0.0.0.0` for gunicorn",
                 example={"HOST": "127.0.0.1"},
                 production={"HOST": "127.0.0.1", "PORT": "8000"},

@@ -13,7 +13,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import dotenv_load, env_bool, env_int, env_list, env_secret, env_str
+from config.env import dotenv_load, env_bool, env_int, env_list, env_secret, env_str, listen_url
 
 # .env beside manage.py (or ENV_FILE), for what the environment does not set itself.
 dotenv_load()
@@ -53,6 +53,11 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 # The public base URL (scheme://host[:port]) used in agent cards and e-mails when the
 # request itself cannot tell (behind a proxy that rewrites Host).
 PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL").rstrip("/")
+# Where this server listens: `make run` (scripts/run.py) and gunicorn.conf.py bind HOST and
+# PORT. Links made with no request to answer (e-mails, Slack messages, invitations from a
+# shell, the banner) point at PUBLIC_BASE_URL, else NOTIFY_BASE_URL, else here
+# (config.site.site_url): one host everywhere, the one whose login the banner prints.
+LISTEN_URL = listen_url(env_str("HOST", "127.0.0.1"), env_str("PORT", "8000"))
 # How long the link of a member's invitation (which sets their password) works.
 INVITATION_LINK_DAYS = env_int("INVITATION_LINK_DAYS", 7)
 
@@ -193,11 +198,11 @@ STEP_UP_SECONDS = env_int("STEP_UP_SECONDS", 300)
 SOCIALACCOUNT_ONLY = False
 
 # --- E-mail -------------------------------------------------------------------------------
+# Development keeps every message in VAR_DIR/outbox/ and shows it at /dev/outbox/
+# (config.outbox); a deployment sends by SMTP.
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
-    "django.core.mail.backends.console.EmailBackend"
-    if DEBUG
-    else "django.core.mail.backends.smtp.EmailBackend",
+    "config.outbox.OutboxBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
 )
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
@@ -576,8 +581,9 @@ PUSH_RETRY_BASE_SECONDS = float(env_str("PUSH_RETRY_BASE_SECONDS", "1"))
 METRICS_TOKEN = env_secret("METRICS_TOKEN")
 
 # Notifications to operators (notifications/): channels, reminders and escalation, digests.
-# Links in notifications point at PUBLIC_BASE_URL, or this when it is not set.
-NOTIFY_BASE_URL = env_str("NOTIFY_BASE_URL", "http://localhost:8000").rstrip("/")
+# Links in notifications point at PUBLIC_BASE_URL, else this, else where the server listens
+# (LISTEN_URL).
+NOTIFY_BASE_URL = env_str("NOTIFY_BASE_URL").rstrip("/")
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10)
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8)
 NOTIFY_RETRY_BASE_SECONDS = float(env_str("NOTIFY_RETRY_BASE_SECONDS", "30"))
@@ -595,6 +601,11 @@ SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_TIMEOUT_SECONDS = env_int("SLACK_TIMEOUT_SECONDS", 10)
 SLACK_MODAL_TIMEOUT_SECONDS = env_int("SLACK_MODAL_TIMEOUT_SECONDS", 2)
 SLACK_USER_CACHE_SECONDS = env_int("SLACK_USER_CACHE_SECONDS", 3600)
+# Socket Mode (integrations.slack.socket_mode): a worker holds a connection to Slack for each
+# tenant's Slack app that has an app-level token, and looks this often for apps whose token
+# was set, changed or removed. Off: this worker opens none (another does).
+SLACK_SOCKET_MODE = env_bool("SLACK_SOCKET_MODE", True)
+SLACK_SOCKET_SYNC_SECONDS = env_int("SLACK_SOCKET_SYNC_SECONDS", 30)
 CELERY_BEAT_SCHEDULE.update(
     {
         "sweep-notifications": {

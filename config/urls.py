@@ -4,7 +4,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView
 
-from config import health, metrics
+from config import health, metrics, outbox_views
 from integrations.slack import settings_views as slack_settings_views
 from tenants import views as tenant_views
 
@@ -15,6 +15,10 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
+    # Development's kept e-mails (config.outbox): 404 unless DEBUG.
+    path("dev/outbox/", outbox_views.outbox_list, name="dev_outbox"),
+    path("dev/outbox/<str:name>/", outbox_views.outbox_mail, name="dev_outbox_mail"),
+    path("dev/outbox/<str:name>/html", outbox_views.outbox_html, name="dev_outbox_html"),
     path("", include("approvals.urls")),
     path("connections/", include("connections.urls")),
     path(

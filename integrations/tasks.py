@@ -1,7 +1,7 @@
 """Celery tasks of the mediums (the Slack app's clicks): thin, they take ids and the click, and
 call one service.
 
-Nothing imports this module: integrations.slack.views queues its tasks by name
+Nothing imports this module: integrations.slack.interactivity queues its tasks by name
 (config.celery.task_enqueue)."""
 
 from celery import shared_task

@@ -10,9 +10,9 @@ templates, Slack's mrkdwn, a Teams card's TextRuns, an e-mail subject of one lin
 import json
 from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
 
+from config.site import site_url
 from notifications.models import Delivery
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import held_call_view
@@ -32,7 +32,8 @@ FOLLOW_UPS = (
 
 
 def base_url() -> str:
-    return settings.PUBLIC_BASE_URL or settings.NOTIFY_BASE_URL
+    """Where a notification's links point (config.site: one host for every link)."""
+    return site_url()
 
 
 def item_url(interaction: Interaction) -> str:

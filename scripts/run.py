@@ -61,6 +61,9 @@ def main() -> int:
     dotenv_load()
     port = os.environ.get("PORT", "8000")
     host = os.environ.get("HOST", "127.0.0.1")
+    # The web server and the worker read them too (config.settings.LISTEN_URL): the links
+    # they write into e-mails and Slack messages name the address the banner prints.
+    os.environ["PORT"], os.environ["HOST"] = port, host
     for command in static_commands():
         subprocess.run(command, cwd=ROOT, check=True)
     seeded = subprocess.run(

@@ -42,10 +42,23 @@
     select(all[next]);
   }
 
+  // The help is a modal <dialog>: it opens on the screen where it was asked for (the button
+  // or the ? key), and closes with ?, Esc or its Close button.
+  function helpOpen() {
+    return !!(help && help.open);
+  }
+
   function toggleHelp() {
-    if (!help) return;
-    help.hidden = !help.hidden;
-    if (helpButton) helpButton.setAttribute("aria-expanded", String(!help.hidden));
+    if (!help || !help.showModal) return;
+    if (help.open) help.close();
+    else help.showModal();
+    if (helpButton) helpButton.setAttribute("aria-expanded", String(help.open));
+  }
+
+  if (help) {
+    help.addEventListener("close", function () {
+      if (helpButton) helpButton.setAttribute("aria-expanded", "false");
+    });
   }
 
   function decide(decision) {
@@ -59,6 +72,8 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
+    // Behind the open help, only ? (to close it) and the dialog's own keys (Esc) count.
+    if (helpOpen() && event.key !== "?") return;
     var tag = (event.target.tagName || "").toLowerCase();
     if (tag === "input" || tag === "textarea" || tag === "select" || event.target.isContentEditable) {
       return;
@@ -84,9 +99,6 @@
       case "a": decide("approve"); break;
       case "d": decide("deny"); break;
       case "?": toggleHelp(); break;
-      case "Escape":
-        if (help && !help.hidden) toggleHelp();
-        return;
       default:
         return;
     }

@@ -1,5 +1,6 @@
 // The inbox's live list: every few seconds, fetch the list fragment and swap it in, so that
-// new approvals appear without a reload. Without JavaScript the page is a plain page.
+// new approvals appear without a reload, and copy the open counts it carries to the tabs
+// above it. Without JavaScript the page is a plain page.
 (function () {
   "use strict";
   var list = document.getElementById("inbox-list");
@@ -14,11 +15,22 @@
     return el ? el.getAttribute("data-count") : "0";
   }
 
+  function counts() {
+    // The fragment's hidden counts (data-count-of) onto the tabs (data-kind-count).
+    var fresh = list.querySelectorAll("[data-count-of]");
+    for (var i = 0; i < fresh.length; i++) {
+      var kind = fresh[i].getAttribute("data-count-of");
+      var tab = document.querySelector('[data-kind-count="' + kind + '"]');
+      if (tab && tab.textContent !== fresh[i].textContent) tab.textContent = fresh[i].textContent;
+    }
+  }
+
   function swap(html) {
     // Keep the keyboard focus on the same item across the swap.
     var focused = document.activeElement;
     var focusId = focused && list.contains(focused) ? focused.id : null;
     list.innerHTML = html;
+    counts();
     if (focusId) {
       var again = document.getElementById(focusId);
       if (again) again.focus();

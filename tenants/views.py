@@ -83,7 +83,10 @@ def invitation_accept(request, key: str):
     response = render(
         request, "tenants/invitation_accept.html", {"form": form, "membership": membership}
     )
-    response["Referrer-Policy"] = "no-referrer"  # the link is a secret until it is used
+    # The link is a secret until it is used: no other site may read it from a Referer. Not
+    # "no-referrer": under it the browser sends the form's POST with "Origin: null", which
+    # Django's CSRF check refuses (the invitation could never be accepted in a browser).
+    response["Referrer-Policy"] = "same-origin"
     return response
 
 

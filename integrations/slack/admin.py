@@ -25,6 +25,15 @@ class SlackAppAdminForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False),
         help_text="Signing Secret (stored encrypted; empty keeps the current one).",
     )
+    app_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="App-Level Token for Socket Mode, xapp-… (optional; stored encrypted; empty "
+        "keeps the current one).",
+    )
+    app_token_remove = forms.BooleanField(
+        required=False, label="Stop using Socket Mode (forget the app-level token)"
+    )
 
     class Meta:
         model = SlackApp
@@ -41,6 +50,7 @@ class SlackAppAdminForm(forms.ModelForm):
                 tenant=tenant,
                 bot_token=data.get("bot_token", ""),
                 signing_secret=data.get("signing_secret", ""),
+                app_token=data.get("app_token", ""),
             )
         except SlackAppError as exc:
             raise forms.ValidationError(str(exc)) from None
@@ -50,8 +60,8 @@ class SlackAppAdminForm(forms.ModelForm):
 @admin.register(SlackApp)
 class SlackAppAdmin(TenantScopedAdmin):
     form = SlackAppAdminForm
-    list_display = ["tenant", "bot_token_hint", "updated_at"]
-    readonly_fields = ["bot_token_hint", "interactivity_request_url"]
+    list_display = ["tenant", "bot_token_hint", "app_token_hint", "updated_at"]
+    readonly_fields = ["bot_token_hint", "app_token_hint", "interactivity_request_url"]
 
     @admin.display(description="Interactivity Request URL")
     def interactivity_request_url(self, obj):
@@ -63,6 +73,8 @@ class SlackAppAdmin(TenantScopedAdmin):
             tenant=obj.tenant,
             bot_token=data.get("bot_token", ""),
             signing_secret=data.get("signing_secret", ""),
+            app_token=data.get("app_token", ""),
+            app_token_remove=data.get("app_token_remove", False),
         )
         obj.pk = saved.pk
 

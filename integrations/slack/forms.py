@@ -18,3 +18,16 @@ class SlackAppForm(forms.Form):
         help_text="From Basic Information → App Credentials (kept encrypted; empty keeps it).",
         widget=forms.PasswordInput(render_value=False),
     )
+    app_token = forms.CharField(
+        required=False,
+        max_length=300,
+        label="App-Level Token (Socket Mode, optional)",
+        help_text="xapp-…, from Basic Information → App-Level Tokens, with connections:write: "
+        "the worker then takes the clicks over Socket Mode, with no public Request URL "
+        "(kept encrypted; empty keeps the current one).",
+        widget=forms.PasswordInput(render_value=False),
+    )
+    app_token_remove = forms.BooleanField(
+        required=False,
+        label="Stop using Socket Mode (forget the app-level token)",
+    )

@@ -10,14 +10,20 @@ from tenants.models import Tenant
 class SlackApp(models.Model):
     """A tenant's Slack app: its bot token (``xoxb-…``: posts and updates messages, opens
     modals, reads who clicked) and its signing secret (proves that a click came from Slack),
-    both stored encrypted (connections.crypto). One per tenant: its interactivity Request
-    URL is the tenant's (integrations.slack.settings.request_url). Messages go to the Slack
+    both stored encrypted (connections.crypto), and optionally its app-level token for Socket
+    Mode. One per tenant: its interactivity Request URL is the tenant's
+    (integrations.slack.settings.request_url). Messages go to the Slack
     channels of the tenant's notification channels of kind ``slack_app``."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="+")
     bot_token_encrypted = models.TextField(editable=False)
     bot_token_hint = models.CharField(max_length=40, editable=False)
     signing_secret_encrypted = models.TextField(editable=False)
+    # The app-level token (``xapp-…``, scope connections:write), or "": with it the worker
+    # opens a Socket Mode connection for the app (integrations.slack.socket_mode) and clicks
+    # arrive over it, so that no public HTTPS Request URL is needed.
+    app_token_encrypted = models.TextField(editable=False, blank=True, default="")
+    app_token_hint = models.CharField(max_length=40, editable=False, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -45,6 +45,8 @@ def slack_app_settings(request):
             tenant=request.membership.tenant,
             bot_token=form.cleaned_data["bot_token"],
             signing_secret=form.cleaned_data["signing_secret"],
+            app_token=form.cleaned_data["app_token"],
+            app_token_remove=form.cleaned_data["app_token_remove"],
         )
     except SlackAppError as exc:
         form.add_error(None, str(exc))

@@ -25,6 +25,11 @@ class SlackAppTransport(Transport):
     command_options = (
         ("--bot-token", "slack: the app's xoxb-… bot token."),
         ("--signing-secret", "slack: the app's signing secret."),
+        (
+            "--app-token",
+            "slack: the app's xapp-… app-level token: clicks come over Socket Mode (the "
+            "worker connects), no public Request URL needed.",
+        ),
     )
     command_actions = (("slack-manifest", "Print the Slack app's manifest (JSON)."),)
 
@@ -65,17 +70,28 @@ class SlackAppTransport(Transport):
 
     def command_prepare(self, *, tenant, options: dict) -> None:
         bot_token, signing_secret = options.get("bot_token"), options.get("signing_secret")
-        if bot_token or signing_secret:
+        app_token = options.get("app_token")
+        if bot_token or signing_secret or app_token:
             try:
                 slack_app_save(
-                    tenant=tenant, bot_token=bot_token or "", signing_secret=signing_secret or ""
+                    tenant=tenant,
+                    bot_token=bot_token or "",
+                    signing_secret=signing_secret or "",
+                    app_token=app_token or "",
                 )
             except SlackAppError as exc:
                 raise ChannelError(f"Slack app not saved: {exc}") from None
 
     def command_added(self, *, tenant, channel: Channel, summary: str) -> list[str]:
+        posts = f"{summary}: it posts to Slack channel {channel.slack_channel}."
+        if SlackApp.objects.filter(tenant=tenant).exclude(app_token_encrypted="").exists():
+            return [
+                posts,
+                "Clicks come over Socket Mode: the worker connects with the app-level token, "
+                "no Request URL needed.",
+            ]
         return [
-            f"{summary}: it posts to Slack channel {channel.slack_channel}.",
+            posts,
             "Paste this interactivity Request URL into the Slack app (Interactivity & Shortcuts):",
             request_url(tenant),
         ]
@@ -84,6 +100,8 @@ class SlackAppTransport(Transport):
         app = SlackApp.objects.filter(tenant=tenant).first()
         if app is None:
             return ""
+        if app.app_token_encrypted:
+            return f"Slack app: bot token {app.bot_token_hint}, Socket Mode ({app.app_token_hint})"
         return f"Slack app: bot token {app.bot_token_hint}, {request_url(tenant)}"
 
     def command_run(self, action: str, *, tenant) -> str:

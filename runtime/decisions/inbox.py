@@ -40,6 +40,8 @@ class InboxItem:
     group: tuple[Interaction, ...] = ()
     # The approvals recorded (two people or more) that still count (approvals_standing).
     standing: tuple[dict, ...] = ()
+    # An approval decided in stages (its policy rule's ``stages``), for the row's badge.
+    staged: bool = False
 
 
 INBOX_PAGE_SIZE = 50
@@ -58,6 +60,7 @@ _INBOX_INTERACTION_FIELDS = (
     "summary",
     "approvals_required",
     "approvals",
+    "risk",
     "state",
     "expires_at",
     "created_at",
@@ -148,6 +151,7 @@ def inbox_page(
         rows = list(rows)
         groups = group_calls(tenant, [r.group_id for r in rows if r.group_id])
         standing = approvals_standing(tenant=tenant, interactions=rows)
+        staged = staged_ids(tenant, rows)
         for interaction in rows:
             item = InboxItem(
                 kind=interaction.kind,
@@ -161,6 +165,7 @@ def inbox_page(
                 interaction=interaction,
                 group=groups.get(interaction.group_id, ()),
                 standing=standing.get(interaction.pk, ()),
+                staged=interaction.pk in staged,
             )
             items.append(
                 ((interaction.created_at, _INBOX_RANK["interaction"], interaction.pk), item)
@@ -223,6 +228,20 @@ def inbox_page(
     page = items[:page_size]
     return InboxPage(
         items=[item for _, item in page], next_cursor=page[-1][0] if more and page else None
+    )
+
+
+def staged_ids(tenant, interactions) -> set[int]:
+    """Which of ``interactions`` are decided in stages: one query, for a page that holds an
+    approval of more than one person (stages need two at least), reading no JSON back (the
+    stages are in ``request``, which a page never carries)."""
+    several = [i.pk for i in interactions if i.approvals_required > 1]
+    if not several:
+        return set()
+    return set(
+        Interaction.objects.filter(
+            tenant=tenant, pk__in=several, request__has_key="stages"
+        ).values_list("pk", flat=True)
     )
 
 

@@ -56,10 +56,10 @@ def test_the_inbox_shows_each_call_and_the_first_item_is_on_the_first_screen(
     page.goto(f"{live_stack.url}/inbox/")
     rows = page.locator(ITEMS)
     # Newest first: the production deployment, then the staging one, each saying so.
-    assert rows.nth(0).locator(".inbox-summary").inner_text() == (
+    assert rows.nth(0).locator(".inbox-headline").inner_text() == (
         "Deploy 2026.12.05-2 to production"
     )
-    assert rows.nth(1).locator(".inbox-summary").inner_text() == "Deploy 2026.12.05-1 to staging"
+    assert rows.nth(1).locator(".inbox-headline").inner_text() == "Deploy 2026.12.05-1 to staging"
     page.screenshot(path=str(artifacts / f"informed-inbox-{size}.png"), full_page=False)
     viewport = PHONE if size == "phone" else DESKTOP
     box = rows.nth(0).bounding_box()
@@ -79,7 +79,7 @@ def test_the_inbox_shows_each_call_and_the_first_item_is_on_the_first_screen(
     page.locator("#inbox-filters").get_by_role("button", name="Filter").click()
     page.wait_for_url("**q=production**")
     assert page.locator(ITEMS).count() == 1
-    assert "production" in page.locator(f"{ITEMS} .inbox-summary").inner_text()
+    assert "production" in page.locator(f"{ITEMS} .inbox-headline").inner_text()
     assert errors == []
     context.close()
 

@@ -8,11 +8,11 @@ sessions and keeps their audit history.
 
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
 
+from config.site import site_url
 from tenants.management.commands.tokens import shell_actor, tenant_named
 from tenants.models import Membership, User
 from tenants.services import (
@@ -87,8 +87,8 @@ class Command(BaseCommand):
         cmd.add_argument(
             "--base-url",
             default="",
-            help="The site's address for the link (default: PUBLIC_BASE_URL, "
-            "else http://127.0.0.1:8000).",
+            help="The site's address for the link (default: PUBLIC_BASE_URL, else "
+            "NOTIFY_BASE_URL, else where the server listens: http://HOST:PORT).",
         )
 
     @staticmethod
@@ -111,7 +111,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         base_url, inviter = "", None  # set for the commands that send an invitation
         if action in ("invite", "resend"):
-            base = options["base_url"] or settings.PUBLIC_BASE_URL or "http://127.0.0.1:8000"
+            base = options["base_url"] or site_url()
             base_url = site_base_url(base.rstrip("/"))
             inviter = self.inviter(options["by"])
         try:

@@ -1,22 +1,27 @@
 """A local stand-in for Slack's Web API (a real HTTP server on loopback), for the real
 ``slack_sdk`` WebClient that SLACK_API_URL points at it, and Slack's side of interactivity:
-signed ``block_actions`` and ``view_submission`` requests, as Slack sends them.
+signed ``block_actions`` and ``view_submission`` requests, as Slack sends them, and Socket
+Mode's server (a real WebSocket server on loopback, ``SocketModeStandIn``).
 
 It answers the methods the app calls (chat.postMessage, chat.update, chat.postEphemeral,
-views.open, users.info) as Slack documents them, checks the bearer token, and records every
-call in order.
+views.open, users.info, and apps.connections.open with the app-level token) as Slack
+documents them, checks the bearer token, and records every call in order.
 """
 
 import json
 import threading
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlparse
 
 from slack_sdk.signature import SignatureVerifier
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.server import ServerConnection, serve
 
 BOT_TOKEN = "xoxb-1234567890-standin-token"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+APP_TOKEN = "xapp-1-A0001-1234567890-standin-app-token"
 
 
 class SlackStandIn:
@@ -26,6 +31,8 @@ class SlackStandIn:
         self.calls: list[tuple[str, dict]] = []
         self.messages: dict[str, dict] = {}  # ts -> the message as posted or updated
         self.fail: dict[str, str] = {}  # method -> the error to answer with
+        self.app_token = APP_TOKEN
+        self.socket: SocketModeStandIn | None = None  # apps.connections.open's server
         self.lock = threading.Lock()
         self._ts = 1_700_000_000
         self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
@@ -76,6 +83,10 @@ class SlackStandIn:
             return {"ok": True, "message_ts": f"{self._ts}.000200"}
         if method == "views.open":
             return {"ok": True, "view": {"id": "V0001", **(body.get("view") or {})}}
+        if method == "apps.connections.open":
+            if self.socket is None:
+                return {"ok": False, "error": "access_denied"}
+            return {"ok": True, "url": f"{self.socket.url}?ticket={uuid.uuid4()}"}
         if method == "users.info":
             user = self.users.get(body.get("user", ""))
             return {"ok": True, "user": user} if user else {"ok": False, "error": "user_not_found"}
@@ -90,7 +101,9 @@ class SlackStandIn:
 
             def _serve(self, body: dict):
                 method = urlparse(self.path).path.rsplit("/", 1)[-1]
-                if self.headers.get("Authorization") != f"Bearer {standin.token}":
+                # apps.connections.open takes the app-level token; every other, the bot's.
+                token = standin.app_token if method == "apps.connections.open" else standin.token
+                if self.headers.get("Authorization") != f"Bearer {token}":
                     answer = {"ok": False, "error": "invalid_auth"}
                 else:
                     with standin.lock:
@@ -117,6 +130,86 @@ class SlackStandIn:
                 self._serve(body)
 
         return Handler
+
+
+# --- Socket Mode's server ---------------------------------------------------------------
+
+
+class SocketModeStandIn:
+    """Slack's Socket Mode server on loopback: the address apps.connections.open gives
+    (``ws://``: slack_sdk's built-in client speaks plain WebSocket to any port but 443), a
+    ``hello`` on each connection, envelopes sent as Slack sends them, and the acknowledgements
+    the app sends back, recorded by envelope id."""
+
+    def __init__(self):
+        self.connections: list[ServerConnection] = []
+        self.acks: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        self.server = serve(self._serve, "127.0.0.1", 0)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.server.socket.getsockname()[1]}/link/"
+
+    def start(self) -> "SocketModeStandIn":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join(10)
+
+    def _serve(self, websocket: ServerConnection) -> None:
+        with self.lock:
+            self.connections.append(websocket)
+        websocket.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": len(self.connections),
+                    "connection_info": {"app_id": "A0001"},
+                }
+            )
+        )
+        try:
+            for raw in websocket:
+                message = json.loads(raw)
+                if isinstance(message, dict) and "envelope_id" in message:
+                    with self.lock:
+                        self.acks[message["envelope_id"]] = message
+        except ConnectionClosed:
+            pass
+        finally:
+            with self.lock:
+                self.connections.remove(websocket)
+
+    def connected(self) -> int:
+        with self.lock:
+            return len(self.connections)
+
+    def send(self, payload: dict, kind: str = "interactive") -> str:
+        """An envelope carrying ``payload`` to the app's newest connection; its id."""
+        envelope_id = str(uuid.uuid4())
+        with self.lock:
+            websocket = self.connections[-1]
+        websocket.send(
+            json.dumps(
+                {
+                    "envelope_id": envelope_id,
+                    "type": kind,
+                    "payload": payload,
+                    "accepts_response_payload": kind == "interactive",
+                    "retry_attempt": 0,
+                    "retry_reason": "",
+                }
+            )
+        )
+        return envelope_id
+
+    def ack(self, envelope_id: str) -> dict | None:
+        with self.lock:
+            return self.acks.get(envelope_id)
 
 
 # --- Slack's side of interactivity --------------------------------------------------------

@@ -95,3 +95,45 @@ def test_a_tenant_admin_sets_the_app_in_django_admin_for_their_tenant_only(world
     assert "/integrations/slack/acme/interactions" in page
     other = tenant_admin_client(world.b)
     assert other.get(f"/admin/integrations/slackapp/{app.pk}/change/").status_code == 404
+
+
+def test_an_app_level_token_turns_on_socket_mode_on_the_page_and_from_a_shell(world):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.integrations.slack.standin import APP_TOKEN
+
+    admin = world.a.client_for(world.a.admin)
+    refused = admin.post(
+        PAGE, {"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET, "app_token": "xoxb-1-2-3"}
+    )
+    assert refused.status_code == 400 and "xapp-" in refused.content.decode()
+    assert not SlackApp.objects.exists()
+    saved = admin.post(
+        PAGE, {"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET, "app_token": APP_TOKEN}
+    )
+    assert saved.status_code == 302
+    app = SlackApp.objects.get()
+    assert secret_decrypt(app.app_token_encrypted) == APP_TOKEN
+    page = admin.get(PAGE).content.decode() + admin.get("/settings/notifications/").content.decode()
+    assert APP_TOKEN not in page and app.app_token_hint in page and "Socket Mode" in page
+    manifest = json.loads(
+        admin.get(PAGE).content.decode().split('<pre id="manifest">')[1].split("</pre>")[0]
+        .replace("&quot;", '"')
+    )  # fmt: skip
+    assert manifest["settings"]["socket_mode_enabled"] is True
+    # Taken away on the page: the Request URL again.
+    assert admin.post(PAGE, {"app_token_remove": "on"}).status_code == 302
+    assert SlackApp.objects.get().app_token_encrypted == ""
+
+    out = StringIO()
+    call_command(
+        "channels", "add", "slack", "--tenant", "acme", "--app-token", APP_TOKEN,
+        "--channel", "C0DEPLOY", stdout=out,
+    )  # fmt: skip
+    assert "Socket Mode" in out.getvalue() and "/interactions" not in out.getvalue()
+    assert secret_decrypt(SlackApp.objects.get().app_token_encrypted) == APP_TOKEN
+    listing = StringIO()
+    call_command("channels", "list", "--tenant", "acme", stdout=listing)
+    assert "Socket Mode" in listing.getvalue() and APP_TOKEN not in listing.getvalue()

@@ -59,6 +59,8 @@ GROUPS: tuple[Group, ...] = (
             Setting(
                 ("DEBUG",),
                 "development mode; set `false` in production",
+                default="on (`true`), development mode",
+                example={"DEBUG": "true"},
                 production={"DEBUG": "false"},
             ),
             Setting(
@@ -581,7 +583,7 @@ GROUPS: tuple[Group, ...] = (
                 "where `make run` and gunicorn (`gunicorn.conf.py`) listen, and the address of "
                 "links when `PUBLIC_BASE_URL` is not set (`0.0.0.0` is written `127.0.0.1`)",
                 default="`8000`; `127.0.0.1` for `make run`, `0.0.0.0` for gunicorn",
-                example={"HOST": "127.0.0.1"},
+                example={"HOST": "127.0.0.1", "PORT": "8000"},
                 production={"HOST": "127.0.0.1", "PORT": "8000"},
             ),
             Setting(

@@ -39,7 +39,7 @@ KNOWN_PROGRAMS = {
     "createuser",
     "curl", "docker", "echo", "eval", "export", "git", "gunicorn", "install", "journalctl",
     "ln", "mkdir", "nginx", "ngrok", "node", "openssl", "pg_dump", "pg_restore", "pip", "psql", "python3",
-    "sudo", "systemctl", "tar", "useradd",
+    "ssh", "sudo", "systemctl", "tar", "useradd",
 }  # fmt: skip
 LOCAL_HOSTS = {"127.0.0.1:8000", "localhost:8000", "countersign.example.com"}
 

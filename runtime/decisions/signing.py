@@ -20,7 +20,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from connections.crypto import secret_decrypt, secret_encrypt
@@ -76,16 +76,13 @@ def signing_key() -> LoadedKey:
         return cached
     with _lock:
         row = SigningKey.objects.filter(active=True).first()
-        made = row is None
         if row is None:
             row = _key_create()
         loaded = _key_load(row)
-        if made and connection.in_atomic_block:
-            # Made in the caller's transaction: kept only once it commits (a rollback takes
-            # the row away, and no receipt may name a key the JWKS never publishes).
-            transaction.on_commit(lambda: _loaded.__setitem__("active", loaded))
-        else:
-            _loaded["active"] = loaded
+        # Kept once the caller's transaction commits (at once outside one): a key made, or
+        # rotated, in a transaction that rolls back is gone, and no receipt may name a key
+        # that the JWKS does not publish.
+        transaction.on_commit(lambda: _loaded.__setitem__("active", loaded))
         return loaded
 
 

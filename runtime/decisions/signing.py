@@ -11,6 +11,7 @@ process picks up a rotation within that time (the old key still verifies meanwhi
 
 import base64
 import json
+import logging
 import secrets
 import threading
 import time
@@ -23,9 +24,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from connections.crypto import secret_decrypt, secret_encrypt
+from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from runtime.decisions.decision_models import SigningKey
 
+logger = logging.getLogger(__name__)
 ALGORITHM = "EdDSA"
 
 
@@ -82,7 +84,18 @@ def signing_key() -> LoadedKey:
         made = row is None
         if row is None:
             row = _key_create()
-        loaded = _key_load(row)
+        try:
+            loaded = _key_load(row)
+        except InvalidToken:
+            # CONNECTIONS_ENCRYPTION_KEY changed without `rotate_secrets`: the key cannot sign,
+            # but its public half still checks what it signed. Decisions go on, under a new key.
+            logger.error(
+                "the receipt signing key %s opens with none of the configured encryption keys "
+                "(CONNECTIONS_ENCRYPTION_KEY); a new key signs from now on",
+                row.kid,
+            )
+            row, made = _key_replace(row), True
+            loaded = _key_load(row)
         if made:
             _pending.add(row.kid)
             transaction.on_commit(lambda: _key_committed(loaded))
@@ -102,6 +115,21 @@ def _key_create() -> SigningKey:
     row = signing_key_row_new()
     try:
         with transaction.atomic():
+            row.save()
+    except IntegrityError:
+        return SigningKey.objects.get(active=True)
+    return row
+
+
+def _key_replace(unreadable: SigningKey) -> SigningKey:
+    """Retire a key that cannot be opened and make the next (or read the one another process
+    made meanwhile)."""
+    try:
+        with transaction.atomic():
+            SigningKey.objects.filter(pk=unreadable.pk, active=True).update(
+                active=False, retired_at=timezone.now()
+            )
+            row = signing_key_row_new()
             row.save()
     except IntegrityError:
         return SigningKey.objects.get(active=True)

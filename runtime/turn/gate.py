@@ -142,7 +142,9 @@ def gate_conclude(task: Task, step: int) -> Step:
     if effect is None or not (result["ok"] or denied):
         turn_end(task, TaskState.FAILED, f"The call could not be decided: {result.get('error')}")
         return False
-    receipt = receipt_binding(effect)
+    effect.task = task  # the locked task (its tenant read with it): not read again
+    # A call the policy allowed has no receipt yet (it is written here); any other may.
+    receipt = None if effect.approved_by == "policy" else receipt_binding(effect)
     if receipt is None or receipt.decision == Receipt.Decision.VOID:
         receipt = receipt_record(
             effect=effect,

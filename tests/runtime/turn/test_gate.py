@@ -13,7 +13,7 @@ from django.core.management import call_command
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interaction_state import interaction_expire
 from runtime.decisions.receipts import canonical_hash
-from runtime.decisions.signing import jwks
+from runtime.decisions.signing import jwks, signing_cache_clear
 from runtime.decisions.summaries import title_render
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import Task, TaskState
@@ -224,5 +224,19 @@ def test_a_rotated_key_stays_published_and_new_receipts_use_the_new_one(agents):
     new_kid = json.loads(b64(receipt_of(after)["jws"].split(".")[0]))["kid"]
     assert new_kid != old_kid
     assert {old_kid, new_kid} <= {k["kid"] for k in jwks()["keys"]}
+    verified(receipt_of(before)["jws"])
+    verified(receipt_of(after)["jws"])
+
+
+def test_a_signing_key_no_configured_key_opens_is_replaced_and_stays_published(agents, settings):
+    side = agents.a
+    before = run(ask(side, "docs/search", {"query": "q"}, reason=None))
+    old_kid = json.loads(b64(receipt_of(before)["jws"].split(".")[0]))["kid"]
+    signing_cache_clear()
+    settings.CONNECTIONS_ENCRYPTION_KEY = "another key, set without rotate_secrets"
+    after = run(ask(side, "docs/search", {"query": "q2"}, reason=None))
+    assert after.state == TaskState.COMPLETED
+    new_kid = json.loads(b64(receipt_of(after)["jws"].split(".")[0]))["kid"]
+    assert new_kid != old_kid
     verified(receipt_of(before)["jws"])
     verified(receipt_of(after)["jws"])

@@ -10,6 +10,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.core.management import call_command
 
+from runtime.agents.agentfile import AgentFileError, parse_agent_file
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interaction_state import interaction_expire
 from runtime.decisions.receipts import canonical_hash
@@ -240,3 +241,37 @@ def test_a_signing_key_no_configured_key_opens_is_replaced_and_stays_published(a
     assert new_kid != old_kid
     verified(receipt_of(before)["jws"])
     verified(receipt_of(after)["jws"])
+
+
+GATE_FILE = """---
+name: mygate
+description: A gate.
+gate: true
+{extra}policy:
+  payments/send: approve
+---
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("model: {provider: scripted}\n", "a gate has no model"),
+        ("memory: {turns: 2}\n", "no conversation memory"),
+        ("tools: [{server: payments}]\n", "named server and tool"),
+    ],
+)
+def test_a_gate_file_with_a_model_memory_or_a_whole_server_is_refused(tmp_path, extra, says):
+    path = tmp_path / "mygate.md"
+    path.write_text(GATE_FILE.format(extra=extra))
+    with pytest.raises(AgentFileError, match=says):
+        parse_agent_file(path)
+
+
+def test_the_gate_provider_is_declared_with_gate_true_only(tmp_path):
+    path = tmp_path / "mygate.md"
+    path.write_text(GATE_FILE.format(extra="").replace("gate: true\n", "model: {provider: gate}\n"))
+    with pytest.raises(AgentFileError, match="gate: true"):
+        parse_agent_file(path)
+    path.write_text(GATE_FILE.format(extra=""))
+    assert parse_agent_file(path).model == {"provider": "gate"}

@@ -275,3 +275,19 @@ def test_the_gate_provider_is_declared_with_gate_true_only(tmp_path):
         parse_agent_file(path)
     path.write_text(GATE_FILE.format(extra=""))
     assert parse_agent_file(path).model == {"provider": "gate"}
+
+
+def test_the_jwks_is_public_and_cacheable(agents, client):
+    run(ask(agents.a, "docs/search", {"query": "q"}, reason=None))
+    response = client.get("/.well-known/jwks.json")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "public, max-age=300"
+    [key] = response.json()["keys"]
+    assert {k: key[k] for k in ("kty", "crv", "use", "alg")} == {
+        "kty": "OKP",
+        "crv": "Ed25519",
+        "use": "sig",
+        "alg": "EdDSA",
+    }
+    assert "d" not in key  # never the private half
+    assert client.post("/.well-known/jwks.json").status_code == 405

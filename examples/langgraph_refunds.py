@@ -1,6 +1,6 @@
 """A LangGraph graph whose refund node asks a Countersign approval gate first.
 
-``plan`` asks the model which order to refund and how much (a tool call); ``refund`` calls
+``plan`` asks the model which payment to refund and how much (a tool call); ``refund`` calls
 ``require_approval("payments/refund", ...)`` and refunds only what was approved; a denial
 ends the graph with the reason and its signed receipt's id.
 
@@ -21,11 +21,11 @@ REFUND_TOOL = {
     "type": "function",
     "function": {
         "name": "issue_refund",
-        "description": "Refund an order.",
+        "description": "Refund (part of) a payment.",
         "parameters": {
             "type": "object",
-            "properties": {"order": {"type": "string"}, "amount": {"type": "integer"}},
-            "required": ["order", "amount"],
+            "properties": {"payment": {"type": "string"}, "amount": {"type": "number"}},
+            "required": ["payment", "amount"],
         },
     },
 }
@@ -33,8 +33,8 @@ REFUND_TOOL = {
 
 class Refund(TypedDict, total=False):
     request: str
-    order: str
-    amount: int
+    payment: str
+    amount: float
     outcome: str
     receipt_id: str
 
@@ -53,13 +53,13 @@ def refund_graph(cs: Countersign, llm: OpenAI, *, model: str = "gpt-4o-mini", le
         )
         call = reply.choices[0].message.tool_calls[0]  # type: ignore[index]
         arguments = json.loads(call.function.arguments)  # type: ignore[union-attr]
-        return {"order": arguments["order"], "amount": arguments["amount"]}
+        return {"payment": arguments["payment"], "amount": arguments["amount"]}
 
     def refund(state: Refund) -> Refund:
         try:
             decision = cs.require_approval(
                 "payments/refund",
-                {"order": state["order"], "amount": state["amount"]},
+                {"payment": state["payment"], "amount": state["amount"]},
                 reason=state["request"],
             )
         except Denied as denied:
@@ -67,7 +67,7 @@ def refund_graph(cs: Countersign, llm: OpenAI, *, model: str = "gpt-4o-mini", le
         ledger.append(decision.arguments)  # what was approved, not what was asked
         approved = decision.arguments
         return {
-            "outcome": f"refunded {approved['amount']} on {approved['order']}",
+            "outcome": f"refunded {approved['amount']} of {approved['payment']}",
             "receipt_id": decision.receipt.receipt_id,
         }
 
@@ -99,7 +99,7 @@ def run(
 
 if __name__ == "__main__":
     state = run(
-        " ".join(sys.argv[1:]) or "Refund order o-1042: 40 EUR, the parcel arrived broken.",
+        " ".join(sys.argv[1:]) or "Refund 40 EUR of payment pay_1042: the parcel arrived broken.",
         countersign_url=os.environ.get("COUNTERSIGN_URL", "http://127.0.0.1:8000"),
         token=os.environ["COUNTERSIGN_TOKEN"],
         tenant=os.environ.get("COUNTERSIGN_TENANT", "demo"),

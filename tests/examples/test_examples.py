@@ -99,27 +99,29 @@ def test_the_agents_sdk_tool_pays_nothing_when_denied(gate, llm, background):
 
 def run_graph(gate, llm, ledger):
     return langgraph_refunds.run(
-        "Refund order o-1042: 40 EUR, the parcel arrived broken.", ledger=ledger, **where(gate, llm)
+        "Refund 40 EUR of payment pay_1042: the parcel arrived broken.",
+        ledger=ledger,
+        **where(gate, llm),
     )
 
 
 def test_the_langgraph_node_refunds_what_was_approved(gate, llm, background):
-    llm.play(completion(calls=[call("issue_refund", {"order": "o-1042", "amount": 40})]))
+    llm.play(completion(calls=[call("issue_refund", {"payment": "pay_1042", "amount": 40})]))
     ledger: list = []
     state = background(run_graph, gate, llm, ledger)
     task_id = held_task(gate)
     assert gate.tasks[task_id].tool == "payments/refund"
-    assert gate.tasks[task_id].reason.startswith("Refund order o-1042")
-    gate.decide(task_id, True, arguments={"order": "o-1042", "amount": 30})
+    assert gate.tasks[task_id].reason.startswith("Refund 40 EUR of payment pay_1042")
+    gate.decide(task_id, True, arguments={"payment": "pay_1042", "amount": 30})
     final = state.result(60)
-    assert final["outcome"] == "refunded 30 on o-1042"
+    assert final["outcome"] == "refunded 30 of pay_1042"
     assert final["receipt_id"] == gate.tasks[task_id].receipt["receipt_id"]
-    assert ledger == [{"order": "o-1042", "amount": 30}]
+    assert ledger == [{"payment": "pay_1042", "amount": 30}]
     assert llm.bodies()[0]["tools"][0]["function"]["name"] == "issue_refund"
 
 
 def test_the_langgraph_node_refunds_nothing_when_denied(gate, llm, background):
-    llm.play(completion(calls=[call("issue_refund", {"order": "o-1042", "amount": 40})]))
+    llm.play(completion(calls=[call("issue_refund", {"payment": "pay_1042", "amount": 40})]))
     ledger: list = []
     state = background(run_graph, gate, llm, ledger)
     task_id = held_task(gate)

@@ -4,6 +4,7 @@ demo partner token; the people decide through the REST API with the demo operato
 token, as a chat bot or a mobile app would."""
 
 import asyncio
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,8 +14,6 @@ from countersign_client import Countersign, Denied, GateError, ReceiptError, Tim
 
 from examples import langgraph_refunds, openai_agents_payments
 from tests.llm_stub import LLMStub, call, completion
-
-pytestmark = pytest.mark.usefixtures("postgres_only")
 
 PAYMENT = {"amount": 250, "currency": "EUR", "to": "ACME GmbH"}
 
@@ -95,15 +94,30 @@ def test_an_edited_approval_runs_the_guarded_function_with_the_edited_arguments(
 
 
 def test_an_approval_comes_back_verified_and_a_retry_with_its_key_is_the_same_request(
-    cs, operator, demo, live_stack
+    cs, operator, demo, live_stack, background
 ):
     task_id = task_of(cs, "invoice-7")
     assert task_of(cs, "invoice-7") == task_id  # not a second approval
-    approval = operator.open_approval(task_id)
-    operator.answer(approval, approved=True, reason="ok")
-    # A restarted caller picks the decision up by the task's id.
-    with Countersign(live_stack.url, demo["token"], tenant="demo") as restarted:
-        decision = restarted.wait(task_id, timeout=60)
+    # A restarted caller picks the decision up by the task's id, following the task's stream
+    # (Server-Sent Events) while the gate holds it.
+    seen: list[tuple[str, str]] = []
+
+    def record(response: httpx.Response) -> None:
+        if response.request.method != "POST":
+            return  # the JWKS
+        method = json.loads(response.request.content)["method"]
+        seen.append((method, response.headers.get("content-type", "")))
+
+    http = httpx.Client(timeout=60, event_hooks={"response": [record]})
+    with Countersign(live_stack.url, demo["token"], tenant="demo", http=http) as restarted:
+        waiting = background(restarted.wait, task_id, timeout=60)
+        approval = operator.open_approval(task_id)
+        deadline = time.monotonic() + 30
+        while not any(m == "SubscribeToTask" for m, _ in seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        operator.answer(approval, approved=True, reason="ok")
+        decision = waiting.result(60)
+    assert ("SubscribeToTask", "text/event-stream") in [(m, t.split(";")[0]) for m, t in seen]
     assert decision.approved and decision.arguments == PAYMENT
     assert decision.decided_by == [demo["operator_subject"]]
     assert decision.receipt.task_id == task_id
@@ -113,6 +127,10 @@ def test_an_approval_comes_back_verified_and_a_retry_with_its_key_is_the_same_re
             other.receipt(decision.receipt.jws)
     with pytest.raises(ReceiptError, match="task_id"):
         cs.receipt(decision.receipt.jws, task_id="t-another")
+    # ...and by a caller of another tenant (the receipt's check needs only the public keys).
+    with Countersign(live_stack.url, "unused", tenant="other") as elsewhere:
+        with pytest.raises(ReceiptError, match="tenant 'demo', not 'other'"):
+            elsewhere.receipt(decision.receipt.jws)
 
 
 def test_a_denial_raises_denied_with_the_reason(cs, operator, background):

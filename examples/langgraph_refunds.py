@@ -39,8 +39,16 @@ class Refund(TypedDict, total=False):
     receipt_id: str
 
 
-def refund_graph(cs: Countersign, llm: OpenAI, *, model: str = "gpt-4o-mini", ledger: list) -> Any:
-    """The compiled graph; ``ledger`` is where the refunds it makes go."""
+def refund_graph(
+    cs: Countersign,
+    llm: OpenAI,
+    *,
+    model: str = "gpt-4o-mini",
+    ledger: list,
+    approval_timeout: float | None = None,
+) -> Any:
+    """The compiled graph; ``ledger`` is where the refunds it makes go; ``approval_timeout``:
+    how long a refund waits for a person (None: as long as it takes; then TimedOut)."""
 
     def plan(state: Refund) -> Refund:
         reply = llm.chat.completions.create(
@@ -61,6 +69,7 @@ def refund_graph(cs: Countersign, llm: OpenAI, *, model: str = "gpt-4o-mini", le
                 "payments/refund",
                 {"payment": state["payment"], "amount": state["amount"]},
                 reason=state["request"],
+                timeout=approval_timeout,
             )
         except Denied as denied:
             return {"outcome": f"refused: {denied.reason}", "receipt_id": denied.receipt.receipt_id}
@@ -89,11 +98,17 @@ def run(
     openai_base_url: str | None = None,
     openai_api_key: str | None = None,
     ledger: list | None = None,
+    approval_timeout: float | None = None,
 ) -> Refund:
     """Run the graph on ``request`` and return its final state."""
     llm = OpenAI(base_url=openai_base_url, api_key=openai_api_key or "unused")
     with Countersign(countersign_url, token, tenant=tenant) as cs:
-        graph = refund_graph(cs, llm, ledger=ledger if ledger is not None else [])
+        graph = refund_graph(
+            cs,
+            llm,
+            ledger=ledger if ledger is not None else [],
+            approval_timeout=approval_timeout,
+        )
         return graph.invoke({"request": request})
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
-from countersign_client import AsyncCountersign, Denied
+from countersign_client import AsyncCountersign, Denied, TimedOut
 from openai import AsyncOpenAI
 
 INSTRUCTIONS = (
@@ -22,10 +22,16 @@ INSTRUCTIONS = (
 )
 
 
-def payment_agent(cs: AsyncCountersign, model: OpenAIChatCompletionsModel, ledger: list) -> Agent:
-    """The agent; ``ledger`` is where the payments it makes go (the bank, in this example)."""
+def payment_agent(
+    cs: AsyncCountersign,
+    model: OpenAIChatCompletionsModel,
+    ledger: list,
+    approval_timeout: float | None = None,
+) -> Agent:
+    """The agent; ``ledger`` is where the payments it makes go (the bank, in this example);
+    ``approval_timeout``: how long a payment waits for a person (None: as long as it takes)."""
 
-    @cs.guarded("payments/send", reason="asked by the payments assistant")
+    @cs.guarded("payments/send", reason="asked by the payments assistant", timeout=approval_timeout)
     async def pay(to: str, amount: int, currency: str) -> str:
         # Runs only once approved, with the approved (perhaps edited) arguments.
         ledger.append({"to": to, "amount": amount, "currency": currency})
@@ -38,6 +44,8 @@ def payment_agent(cs: AsyncCountersign, model: OpenAIChatCompletionsModel, ledge
             return await pay(to=to, amount=amount, currency=currency)
         except Denied as denied:
             return f"The payment was not approved: {denied.reason or 'denied'}. Nothing was paid."
+        except TimedOut:
+            return "Nobody has decided on the payment yet. Nothing was paid so far."
 
     return Agent(name="Payments", instructions=INSTRUCTIONS, tools=[send_payment], model=model)
 
@@ -52,6 +60,7 @@ async def run(
     openai_api_key: str | None = None,
     model: str = "gpt-4o-mini",
     ledger: list | None = None,
+    approval_timeout: float | None = None,
 ) -> str:
     """Run the agent on ``prompt`` and return its final answer."""
     set_tracing_disabled(True)  # no traces sent anywhere
@@ -61,6 +70,7 @@ async def run(
             cs,
             OpenAIChatCompletionsModel(model=model, openai_client=llm),
             ledger if ledger is not None else [],
+            approval_timeout,
         )
         result = await Runner.run(agent, prompt)
     return str(result.final_output)

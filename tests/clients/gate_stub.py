@@ -82,6 +82,7 @@ class GateStub:
         # Misbehaviour, each as the test sets it.
         self.streaming = True
         self.drop_streams = 0  # drop this many streams after their first event
+        self.keepalive: float | None = None  # a comment every so many seconds while held
         self.lose_answers = 0  # close this many SendMessage connections before answering
         self.claims_override: dict = {}
         self.sign_with: SigningKey | None = None
@@ -193,9 +194,15 @@ class GateStub:
                         self.close_connection = True
                         return
                     with stub.changed:
-                        stub.changed.wait_for(
-                            lambda: task.state in TERMINAL or stub.stopping, timeout=60
-                        )
+                        deadline = time.monotonic() + 60
+                        while not (task.state in TERMINAL or stub.stopping):
+                            if time.monotonic() > deadline:
+                                break
+                            if stub.changed.wait(stub.keepalive or 60) or not stub.keepalive:
+                                continue
+                            frame = b": keep-alive\n\n"
+                            self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
+                            self.wfile.flush()
                         update = {
                             "taskId": task.id,
                             "contextId": task.context_id,

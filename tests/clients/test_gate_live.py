@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from countersign_client import Countersign, Denied, GateError, ReceiptError, TimedOut
+from countersign_client import Countersign, Denied, Expired, GateError, ReceiptError, TimedOut
 
 from examples import langgraph_refunds, openai_agents_payments
 from tests.llm_stub import LLMStub, call, completion
@@ -82,7 +82,7 @@ def test_a_search_the_policy_allows_comes_back_signed_by_the_policy(cs):
 def test_an_edited_approval_runs_the_guarded_function_with_the_edited_arguments(
     cs, operator, demo, background
 ):
-    @cs.guarded("payments/send", reason="invoice 7")
+    @cs.guarded("payments/send", reason="invoice 7", timeout=60)
     def send_payment(amount: int, currency: str, to: str) -> dict:
         return {"amount": amount, "currency": currency, "to": to}
 
@@ -134,7 +134,7 @@ def test_an_approval_comes_back_verified_and_a_retry_with_its_key_is_the_same_re
 
 
 def test_a_denial_raises_denied_with_the_reason(cs, operator, background):
-    asked = background(cs.require_approval, "payments/send", PAYMENT, key="invoice-8")
+    asked = background(cs.require_approval, "payments/send", PAYMENT, key="invoice-8", timeout=60)
     task_id = task_of(cs, "invoice-8")
     operator.answer(operator.open_approval(task_id), approved=False, reason="wrong payee")
     with pytest.raises(Denied) as denied:
@@ -169,6 +169,7 @@ def test_the_langgraph_example_refunds_what_the_operator_approved(
         tenant="demo",
         openai_base_url=llm.url,
         ledger=ledger,
+        approval_timeout=60,
     )
     approval = operator.open_approval(wait_for_task(operator))
     operator.answer(approval, approved=True)
@@ -195,6 +196,7 @@ def test_the_agents_sdk_example_pays_nothing_when_the_operator_denies(
                 tenant="demo",
                 openai_base_url=llm.url,
                 ledger=ledger,
+                approval_timeout=60,
             )
         )
     )
@@ -213,3 +215,56 @@ def wait_for_task(operator: Operator, timeout: float = 30) -> str:
             return listed["results"][0]["taskId"]
         time.sleep(0.1)
     raise TimeoutError("no open approval")
+
+
+def open_interaction(task_id: str):
+    from runtime.decisions.decision_models import Interaction
+
+    return Interaction.objects.get(task__public_id=task_id, state=Interaction.State.OPEN)
+
+
+def test_an_expired_request_raises_expired(cs):
+    from runtime.decisions.interaction_state import interaction_expire
+
+    with pytest.raises(TimedOut) as timed_out:
+        cs.require_approval("payments/refund", {"payment": "pay_9"}, timeout=0.5)
+    task_id = timed_out.value.task_id
+    assert interaction_expire(pk=open_interaction(task_id).pk)
+    with pytest.raises(Expired) as expired:
+        cs.wait(task_id, timeout=60)
+    assert expired.value.receipt.decision == "expired"
+    assert expired.value.receipt.decided_by == ["system:expiry"]
+
+
+def test_a_payment_of_1000_or_more_needs_two_people(cs):
+    from runtime.decisions.approvers import Decider
+    from tenants.models import Membership
+    from tests.core import flow_answer
+
+    def approve(task_id: str, email: str) -> str:
+        membership = Membership.objects.select_related("user", "tenant").get(
+            tenant__slug="demo", user__email=email
+        )
+        decider = Decider.of_member(membership, membership.user)
+        interaction = open_interaction(task_id)
+        flow_answer(
+            tenant=interaction.tenant,
+            interaction_id=interaction.public_id,
+            answer={"approved": True},
+            by=decider.subject,
+            via="page",
+            decider=decider,
+        )
+        return decider.subject
+
+    large = {**PAYMENT, "amount": 1500}
+    with pytest.raises(TimedOut) as timed_out:
+        cs.require_approval("payments/send", large, timeout=0.5)
+    task_id = timed_out.value.task_id
+    first = approve(task_id, "operator@demo.test")
+    with pytest.raises(TimedOut):  # one of two: still held
+        cs.wait(task_id, timeout=1)
+    second = approve(task_id, "admin@demo.test")
+    decision = cs.wait(task_id, timeout=60)
+    assert decision.arguments == large
+    assert sorted(decision.decided_by) == sorted([first, second])

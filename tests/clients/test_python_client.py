@@ -36,7 +36,9 @@ def held(gate, background, call):
 
 def test_an_approved_call_returns_the_decision_with_its_verified_receipt(gate, cs, background):
     future, task_id = held(
-        gate, background, lambda: cs.require_approval("payments/send", PAYMENT, reason="invoice 7")
+        gate,
+        background,
+        lambda: cs.require_approval("payments/send", PAYMENT, reason="invoice 7", timeout=30),
     )
     assert not future.done()
     gate.decide(task_id, True, decided_by=["user:alice@acme.test"])
@@ -58,7 +60,7 @@ def test_an_edited_approval_runs_the_decorated_function_with_the_edited_argument
 ):
     ran = []
 
-    @cs.guarded("payments/send")
+    @cs.guarded("payments/send", timeout=30)
     def send_payment(to: str, amount: int, currency: str = "EUR") -> str:
         ran.append((to, amount, currency))
         return f"paid {amount} {currency} to {to}"
@@ -73,7 +75,7 @@ def test_an_edited_approval_runs_the_decorated_function_with_the_edited_argument
 
 def test_a_denial_raises_denied_with_the_reason_and_the_signed_receipt(gate, cs, background):
     ran = []
-    guarded = cs.guarded("payments/send")(lambda to, amount, currency: ran.append(to))
+    guarded = cs.guarded("payments/send", timeout=30)(lambda to, amount, currency: ran.append(to))
     future, task_id = held(gate, background, lambda: guarded("ACME GmbH", 120, "EUR"))
     gate.decide(task_id, False, reason="not this month", decided_by=["user:bob@acme.test"])
     with pytest.raises(Denied) as denied:
@@ -87,7 +89,9 @@ def test_a_denial_raises_denied_with_the_reason_and_the_signed_receipt(gate, cs,
 
 def test_an_expired_request_raises_expired(gate, cs, background):
     future, task_id = held(
-        gate, background, lambda: cs.require_approval("payments/refund", {"order": "o-1"})
+        gate,
+        background,
+        lambda: cs.require_approval("payments/refund", {"order": "o-1"}, timeout=30),
     )
     gate.decide(task_id, False, expired=True, reason="nobody decided in time")
     with pytest.raises(Expired) as expired:
@@ -129,6 +133,14 @@ def test_a_timeout_leaves_the_request_standing_and_wait_picks_it_up_after_a_rest
     assert decision.approved and decision.arguments == PAYMENT
 
 
+def test_a_stream_kept_alive_does_not_outlast_the_timeout(gate, cs, background):
+    gate.keepalive = 0.05  # the stream is never silent; the gate would hold it for 60 s
+    asked = background(lambda: cs.require_approval("payments/send", PAYMENT, timeout=0.5))
+    with pytest.raises(TimedOut) as timed_out:
+        asked.result(30)
+    assert gate.subscribed[timed_out.value.task_id] >= 1
+
+
 def test_a_retry_with_one_key_is_one_request(gate, cs):
     with pytest.raises(TimedOut) as first:
         cs.require_approval("payments/send", PAYMENT, key="invoice-7", timeout=0.2)
@@ -140,7 +152,9 @@ def test_a_retry_with_one_key_is_one_request(gate, cs):
 
 def test_a_lost_answer_is_sent_again_as_the_same_request(gate, cs, background):
     gate.lose_answers = 2
-    future, task_id = held(gate, background, lambda: cs.require_approval("payments/send", PAYMENT))
+    future, task_id = held(
+        gate, background, lambda: cs.require_approval("payments/send", PAYMENT, timeout=30)
+    )
     gate.decide(task_id, True)
     assert future.result(30).task_id == task_id
     assert gate.calls.count("SendMessage") == 3
@@ -149,7 +163,9 @@ def test_a_lost_answer_is_sent_again_as_the_same_request(gate, cs, background):
 
 def test_a_dropped_stream_is_followed_again(gate, cs, background):
     gate.drop_streams = 2
-    future, task_id = held(gate, background, lambda: cs.require_approval("payments/send", PAYMENT))
+    future, task_id = held(
+        gate, background, lambda: cs.require_approval("payments/send", PAYMENT, timeout=30)
+    )
     gate.wait_for_subscription(task_id, 3)
     gate.decide(task_id, True)
     assert future.result(30).approved
@@ -158,7 +174,7 @@ def test_a_dropped_stream_is_followed_again(gate, cs, background):
 
 def test_without_streaming_the_client_polls_get_task(gate, cs, background):
     gate.streaming = False
-    future = background(lambda: cs.require_approval("payments/send", PAYMENT))
+    future = background(lambda: cs.require_approval("payments/send", PAYMENT, timeout=30))
     task_id = gate.wait_for_task()
     gate.decide(task_id, True)
     assert future.result(30).approved
@@ -219,7 +235,9 @@ def test_a_tampered_receipt_is_refused(gate, cs):
 def test_redacted_arguments_run_with_the_callers_values(gate, cs, background):
     gate.redact = {"iban"}
     asked = {"iban": "DE89 3704 0044 0532 0130 00", "amount": 120}
-    future, task_id = held(gate, background, lambda: cs.require_approval("payments/send", asked))
+    future, task_id = held(
+        gate, background, lambda: cs.require_approval("payments/send", asked, timeout=30)
+    )
     gate.decide(task_id, True)
     decision = future.result(30)
     assert decision.receipt.arguments == {"iban": "•••", "amount": 120}
@@ -237,7 +255,7 @@ def test_the_async_client_approves_denies_and_guards(gate):
             gate.base, gate.token, tenant="acme", poll_interval=0.05
         ) as acs:
 
-            @acs.guarded("payments/send")
+            @acs.guarded("payments/send", timeout=30)
             async def send_payment(to: str, amount: int, currency: str) -> tuple:
                 return (to, amount, currency)
 
@@ -250,7 +268,9 @@ def test_the_async_client_approves_denies_and_guards(gate):
             gate.decide(task_id, True, arguments={**PAYMENT, "amount": 99})
             assert await paying == ("ACME GmbH", 99, "EUR")
 
-            refunding = asyncio.create_task(acs.require_approval("payments/refund", {"o": 1}))
+            refunding = asyncio.create_task(
+                acs.require_approval("payments/refund", {"o": 1}, timeout=30)
+            )
             task_id = await asyncio.to_thread(gate.wait_for_task, 3)
             await asyncio.to_thread(gate.wait_for_subscription, task_id)
             gate.decide(task_id, False, reason="no")

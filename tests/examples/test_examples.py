@@ -59,7 +59,10 @@ def tool_output(llm) -> str:
 def run_agent(gate, llm, ledger):
     return asyncio.run(
         openai_agents_payments.run(
-            "Pay ACME GmbH 120 EUR for invoice 7.", ledger=ledger, **where(gate, llm)
+            "Pay ACME GmbH 120 EUR for invoice 7.",
+            ledger=ledger,
+            approval_timeout=60,
+            **where(gate, llm),
         )
     )
 
@@ -101,6 +104,7 @@ def run_graph(gate, llm, ledger):
     return langgraph_refunds.run(
         "Refund 40 EUR of payment pay_1042: the parcel arrived broken.",
         ledger=ledger,
+        approval_timeout=60,
         **where(gate, llm),
     )
 

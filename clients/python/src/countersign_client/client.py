@@ -330,9 +330,16 @@ class Countersign(_Base):
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 response.read()
                 return self._not_streamed(response)
-            for data in wire.sse_data(response.iter_lines()):
-                if wire.event_of(data).terminal:
+            lines: list[str] = []
+            for line in response.iter_lines():
+                # A server's keep-alive comments keep the stream busy: the deadline still holds.
+                if self._expired(deadline):
                     break
+                lines.append(line)
+                if line == "":
+                    if any(wire.event_of(data).terminal for data in wire.sse_data(lines)):
+                        break
+                    lines = []
         return True
 
     @staticmethod
@@ -524,6 +531,8 @@ class AsyncCountersign(_Base):
                 return Countersign._not_streamed(response)
             lines: list[str] = []
             async for line in response.aiter_lines():
+                if self._expired(deadline):
+                    break
                 lines.append(line)
                 if line == "":
                     if any(wire.event_of(d).terminal for d in wire.sse_data(lines)):

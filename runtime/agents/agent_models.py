@@ -14,7 +14,6 @@ from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url
 from tenants.models import Tenant
 
-
 # The ``model.provider`` of an approval gate: it has no model; the turn runs it (runtime.turn.gate).
 GATE_PROVIDER = "gate"
 # A gate's policy entry for the tools no other entry names (without it they are refused).

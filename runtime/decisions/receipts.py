@@ -17,7 +17,6 @@ from datetime import UTC
 from django.db.models import Q
 
 from config.site import site_url
-
 from runtime.agents.agent_models import Agent
 from runtime.decisions.answers import Answer
 from runtime.decisions.decision_models import Effect, Interaction, Receipt

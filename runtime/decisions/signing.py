@@ -11,6 +11,7 @@ process picks up a rotation within that time (the old key still verifies meanwhi
 
 import base64
 import json
+import logging
 import secrets
 import threading
 import time
@@ -23,9 +24,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from connections.crypto import secret_decrypt, secret_encrypt
+from connections.crypto import InvalidToken, secret_decrypt, secret_encrypt
 from runtime.decisions.decision_models import SigningKey
 
+logger = logging.getLogger(__name__)
 ALGORITHM = "EdDSA"
 
 
@@ -38,6 +40,9 @@ class LoadedKey:
 
 _lock = threading.Lock()
 _loaded: dict[str, LoadedKey] = {}
+# Keys this process made in a transaction that has not committed yet: never kept before it
+# does (a rollback takes the row away, and no receipt may name a key the JWKS lacks).
+_pending: set[str] = set()
 
 
 def _b64url(raw: bytes) -> str:
@@ -48,7 +53,7 @@ def _b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _key_row_new() -> SigningKey:
+def signing_key_row_new() -> SigningKey:
     private = Ed25519PrivateKey.generate()
     public = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     return SigningKey(
@@ -76,22 +81,55 @@ def signing_key() -> LoadedKey:
         return cached
     with _lock:
         row = SigningKey.objects.filter(active=True).first()
+        made = row is None
         if row is None:
             row = _key_create()
-        loaded = _key_load(row)
-        # Kept once the caller's transaction commits (at once outside one): a key made, or
-        # rotated, in a transaction that rolls back is gone, and no receipt may name a key
-        # that the JWKS does not publish.
-        transaction.on_commit(lambda: _loaded.__setitem__("active", loaded))
+        try:
+            loaded = _key_load(row)
+        except InvalidToken:
+            # CONNECTIONS_ENCRYPTION_KEY changed without `rotate_secrets`: the key cannot sign,
+            # but its public half still checks what it signed. Decisions go on, under a new key.
+            logger.error(
+                "the receipt signing key %s opens with none of the configured encryption keys "
+                "(CONNECTIONS_ENCRYPTION_KEY); a new key signs from now on",
+                row.kid,
+            )
+            row, made = _key_replace(row), True
+            loaded = _key_load(row)
+        if made:
+            _pending.add(row.kid)
+            transaction.on_commit(lambda: _key_committed(loaded))
+        elif row.kid not in _pending:
+            _loaded["active"] = loaded
         return loaded
+
+
+def _key_committed(loaded: LoadedKey) -> None:
+    _pending.discard(loaded.kid)
+    _loaded["active"] = loaded
 
 
 def _key_create() -> SigningKey:
     """The first key, made under the constraint of one active key: of two processes making
     it at once, one wins and the other reads the winner's."""
-    row = _key_row_new()
+    row = signing_key_row_new()
     try:
         with transaction.atomic():
+            row.save()
+    except IntegrityError:
+        return SigningKey.objects.get(active=True)
+    return row
+
+
+def _key_replace(unreadable: SigningKey) -> SigningKey:
+    """Retire a key that cannot be opened and make the next (or read the one another process
+    made meanwhile)."""
+    try:
+        with transaction.atomic():
+            SigningKey.objects.filter(pk=unreadable.pk, active=True).update(
+                active=False, retired_at=timezone.now()
+            )
+            row = signing_key_row_new()
             row.save()
     except IntegrityError:
         return SigningKey.objects.get(active=True)
@@ -105,9 +143,11 @@ def signing_key_rotate() -> SigningKey:
     SigningKey.objects.select_for_update().filter(active=True).update(
         active=False, retired_at=timezone.now()
     )
-    row = _key_row_new()
+    row = signing_key_row_new()
     row.save()
-    transaction.on_commit(signing_cache_clear)
+    _pending.add(row.kid)
+    signing_cache_clear()
+    transaction.on_commit(lambda: _pending.discard(row.kid))
     return row
 
 

@@ -4,6 +4,19 @@ import django.utils.timezone
 from django.db import migrations, models
 
 
+def first_signing_key(apps, schema_editor):
+    """The first receipt signing key, made as the database is set up, so that no decision
+    makes one (runtime.decisions.signing makes one only where none exists)."""
+    from runtime.decisions.signing import signing_key_row_new
+
+    SigningKey = apps.get_model("runtime", "SigningKey")
+    if not SigningKey.objects.filter(active=True).exists():
+        made = signing_key_row_new()
+        SigningKey.objects.create(
+            kid=made.kid, public_x=made.public_x, private_encrypted=made.private_encrypted
+        )
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -37,4 +50,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(condition=models.Q(('active', True)), fields=('active',), name='signing_key_one_active')],
             },
         ),
+        migrations.RunPython(first_signing_key, migrations.RunPython.noop),
     ]

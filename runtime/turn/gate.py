@@ -87,6 +87,7 @@ def gate_call_of(agent: Agent, data: list) -> GateCall:
     reason = asked.get("reason", "")
     if not isinstance(reason, str) or len(reason) > REASON_MAX:
         raise InvalidParams(f"{where}.reason", f"must be text of at most {REASON_MAX} characters")
+    arguments = whole_numbers(arguments)
     server, name = match.group(1), match.group(2)
     key, _ = policy_entry(agent, server, name)
     if not key:
@@ -100,6 +101,19 @@ def gate_call_of(agent: Agent, data: list) -> GateCall:
     if problem:
         raise InvalidParams(f"{where}.arguments", problem)
     return GateCall(server=server, tool=name, arguments=arguments, reason=reason)
+
+
+def whole_numbers(value):
+    """``value`` with every whole float written as an integer (250.0 as 250). JSON does not
+    tell them apart, but the hash of the arguments does: a caller whose SDK carries numbers as
+    doubles (protobuf's Struct) and one that sends 250 get the same hash for the same call."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(item) for item in value]
+    return value
 
 
 def gate_step(task: Task) -> Step:
@@ -128,7 +142,9 @@ def gate_conclude(task: Task, step: int) -> Step:
     if effect is None or not (result["ok"] or denied):
         turn_end(task, TaskState.FAILED, f"The call could not be decided: {result.get('error')}")
         return False
-    receipt = receipt_binding(effect)
+    effect.task = task  # the locked task (its tenant read with it): not read again
+    # A call the policy allowed has no receipt yet (it is written here); any other may.
+    receipt = None if effect.approved_by == "policy" else receipt_binding(effect)
     if receipt is None or receipt.decision == Receipt.Decision.VOID:
         receipt = receipt_record(
             effect=effect,

@@ -307,6 +307,7 @@ def _message_to_task(
     task = task_for_caller(
         tenant=tenant, agent=agent, subject=subject, task_id=message["taskId"], lock=True
     )
+    task.tenant = tenant  # a decision's receipt names it: not read again
     if message.get("contextId") and message["contextId"] != task.wire_context_id:
         raise InvalidParams(
             "message.contextId", "does not match the task's contextId", taskId=task.public_id

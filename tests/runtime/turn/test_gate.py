@@ -10,10 +10,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.core.management import call_command
 
+from runtime.agents.agentfile import AgentFileError, parse_agent_file
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.interaction_state import interaction_expire
 from runtime.decisions.receipts import canonical_hash
-from runtime.decisions.signing import jwks
+from runtime.decisions.signing import jwks, signing_cache_clear
 from runtime.decisions.summaries import title_render
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.task_models import Task, TaskState
@@ -226,3 +227,67 @@ def test_a_rotated_key_stays_published_and_new_receipts_use_the_new_one(agents):
     assert {old_kid, new_kid} <= {k["kid"] for k in jwks()["keys"]}
     verified(receipt_of(before)["jws"])
     verified(receipt_of(after)["jws"])
+
+
+def test_a_signing_key_no_configured_key_opens_is_replaced_and_stays_published(agents, settings):
+    side = agents.a
+    before = run(ask(side, "docs/search", {"query": "q"}, reason=None))
+    old_kid = json.loads(b64(receipt_of(before)["jws"].split(".")[0]))["kid"]
+    signing_cache_clear()
+    settings.CONNECTIONS_ENCRYPTION_KEY = "another key, set without rotate_secrets"
+    after = run(ask(side, "docs/search", {"query": "q2"}, reason=None))
+    assert after.state == TaskState.COMPLETED
+    new_kid = json.loads(b64(receipt_of(after)["jws"].split(".")[0]))["kid"]
+    assert new_kid != old_kid
+    verified(receipt_of(before)["jws"])
+    verified(receipt_of(after)["jws"])
+
+
+GATE_FILE = """---
+name: mygate
+description: A gate.
+gate: true
+{extra}policy:
+  payments/send: approve
+---
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("model: {provider: scripted}\n", "a gate has no model"),
+        ("memory: {turns: 2}\n", "no conversation memory"),
+        ("tools: [{server: payments}]\n", "named server and tool"),
+    ],
+)
+def test_a_gate_file_with_a_model_memory_or_a_whole_server_is_refused(tmp_path, extra, says):
+    path = tmp_path / "mygate.md"
+    path.write_text(GATE_FILE.format(extra=extra))
+    with pytest.raises(AgentFileError, match=says):
+        parse_agent_file(path)
+
+
+def test_the_gate_provider_is_declared_with_gate_true_only(tmp_path):
+    path = tmp_path / "mygate.md"
+    path.write_text(GATE_FILE.format(extra="").replace("gate: true\n", "model: {provider: gate}\n"))
+    with pytest.raises(AgentFileError, match="gate: true"):
+        parse_agent_file(path)
+    path.write_text(GATE_FILE.format(extra=""))
+    assert parse_agent_file(path).model == {"provider": "gate"}
+
+
+def test_the_jwks_is_public_and_cacheable(agents, client):
+    run(ask(agents.a, "docs/search", {"query": "q"}, reason=None))
+    response = client.get("/.well-known/jwks.json")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "public, max-age=300"
+    [key] = response.json()["keys"]
+    assert {k: key[k] for k in ("kty", "crv", "use", "alg")} == {
+        "kty": "OKP",
+        "crv": "Ed25519",
+        "use": "sig",
+        "alg": "EdDSA",
+    }
+    assert "d" not in key  # never the private half
+    assert client.post("/.well-known/jwks.json").status_code == 405

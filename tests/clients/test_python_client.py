@@ -244,6 +244,19 @@ def test_redacted_arguments_run_with_the_callers_values(gate, cs, background):
     assert decision.arguments == asked
 
 
+def test_whole_floats_hash_as_integers_as_the_gate_writes_them(gate, cs, background):
+    gate.redact = {"iban"}
+    asked = {"iban": "DE89", "amount": 250.0, "split": [1.0, 0.5]}
+    future, task_id = held(
+        gate, background, lambda: cs.require_approval("payments/send", asked, timeout=30)
+    )
+    # The gate hashes what it stores: the arguments with whole floats as integers.
+    gate.decide(task_id, True, arguments={"iban": "DE89", "amount": 250, "split": [1, 0.5]})
+    decision = future.result(30)
+    assert decision.arguments == {"iban": "DE89", "amount": 250, "split": [1, 0.5]}
+    assert arguments_sha256(asked) == decision.receipt.arguments_sha256
+
+
 def test_a_guarded_function_must_take_its_arguments_by_name(cs):
     with pytest.raises(TypeError, match="by name"):
         cs.guarded("payments/send")(lambda *amounts: amounts)

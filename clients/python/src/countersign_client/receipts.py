@@ -24,10 +24,24 @@ from .errors import ReceiptError
 REDACTED = "•••"
 
 
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every whole float an integer (``250.0`` as ``250``), as the gate writes
+    arguments before it hashes them: JSON does not tell the two apart, and SDKs built on
+    protobuf send every number as a double."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [whole_numbers(item) for item in value]
+    return value
+
+
 def arguments_sha256(arguments: Mapping[str, Any]) -> str:
-    """The hash a receipt carries: SHA-256 of the arguments as canonical JSON (sorted keys, no
-    spaces, non-ASCII as \\u escapes, as Python's json.dumps writes it by default)."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    """The hash a receipt carries: SHA-256 of the arguments (whole floats as integers) as
+    canonical JSON (sorted keys, no spaces, non-ASCII as \\u escapes, as Python's json.dumps
+    writes it by default)."""
+    canonical = json.dumps(whole_numbers(arguments), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -178,7 +192,7 @@ def arguments_to_run(claims: Mapping[str, Any], asked: Mapping[str, Any] | None)
     if arguments_sha256(shown) == expected:
         return dict(shown)
     if asked is not None:
-        filled = _unredact(shown, asked)
+        filled = whole_numbers(_unredact(shown, asked))
         if arguments_sha256(filled) == expected:
             return filled
     raise ReceiptError("the arguments do not match the receipt's arguments_sha256")

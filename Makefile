@@ -16,8 +16,8 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # Reinstall when the dependency ranges or the pinned versions change.
-$(STAMP): $(BIN)/python pyproject.toml constraints.txt
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt clients/python/pyproject.toml
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]' -e ./clients/python
 	touch $(STAMP)
 
 # The reference MCP server `everything` (npm) that tests/runtime/tools/test_mcp_everything.py runs.

@@ -121,6 +121,15 @@ def command_problem(words: list[str]) -> str | None:
                 except Resolver404:
                     return f"{word}: no such route"
         return None
+    if program == "countersign":
+        # The Python client's command (clients/python): its arguments parse with its parser.
+        from countersign_client.cli import parser
+
+        try:
+            parser().parse_args(words[1:])
+        except SystemExit:
+            return f"countersign {' '.join(words[1:])}: its parser refuses it"
+        return None
     if Path(program).name in {"python", "python3", "node"}:
         # A path into the repository must exist; a bare name is a file the reader makes.
         scripts = [w for w in words[1:] if w.endswith((".py", ".mjs", ".js")) and "/" in w]
@@ -163,6 +172,8 @@ def test_a_command_that_names_nothing_real_is_caught():
         "scripts/nothing.sh\n"
         "frobnicate --now\n"
         "python3 docs/samples/nothing.py 8080\n"
+        "countersign verify receipt.json --jwks http://127.0.0.1:8000/.well-known/jwks.json\n"
+        "countersign verify receipt.json\n"
     )
     problems = [command_problem(words) for words in commands(block)]
     assert problems[0] is None and problems[4] is None
@@ -172,6 +183,7 @@ def test_a_command_that_names_nothing_real_is_caught():
     assert "no such route" in problems[6] and "no such script" in problems[7]
     assert "frobnicate" in problems[8]
     assert problems[9] == "python3 ['docs/samples/nothing.py']: no such file"
+    assert problems[10] is None and "its parser refuses it" in problems[11]
 
 
 def test_every_agent_file_shown_as_one_loads(tmp_path):

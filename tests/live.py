@@ -100,7 +100,9 @@ class LiveStack:
             except httpx.HTTPError:
                 return False
 
-        wait_until(up, 30, what="the web server")
+        # Readiness, not a speed check: a loaded 2-core machine (two suites side by side) has
+        # taken over 30 s to start the web server.
+        wait_until(up, 120, what="the web server")
 
     def start_worker(self) -> None:
         self._worker_logs += 1
@@ -130,7 +132,7 @@ class LiveStack:
             start_new_session=True,
         )
         wait_until(
-            lambda: b"ready." in path.read_bytes(), 60, interval=0.2, what="the Celery worker"
+            lambda: b"ready." in path.read_bytes(), 120, interval=0.2, what="the Celery worker"
         )
 
     def kill_worker(self) -> None:

@@ -164,6 +164,8 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
         )
     if (
         agent is None
+        # An MCP gateway is no A2A agent: it is served at /mcp/ (mcp_gateway).
+        or agent.is_gateway
         or identity.tenant.pk != agent.tenant_id
         or not identity.token.may_call(agent.slug)
     ):

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "tenants",
     "runtime",
     "a2a_endpoint",
+    "mcp_gateway",
     "approvals",
     "connections",
     "notifications",

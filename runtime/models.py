@@ -22,6 +22,7 @@ from runtime.decisions.decision_models import (
     new_receipt_id,
     new_rule_id,
 )
+from runtime.gateway.gateway_models import GatewayCall
 from runtime.kernel.push.push_models import (
     PushAttempt,
     PushConfig,
@@ -63,6 +64,7 @@ __all__ = [
     "Credential",
     "DemoRecord",
     "Effect",
+    "GatewayCall",
     "Interaction",
     "InteractionApproval",
     "ModelPrice",

@@ -81,6 +81,11 @@ class Agent(models.Model):
         ]
         ordering = ["tenant__slug", "slug"]
 
+    @property
+    def is_gateway(self) -> bool:
+        """An MCP gateway (AGENT.md ``gateway``): no model; MCP clients call its tools."""
+        return (self.model or {}).get("provider") == "gateway"
+
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.slug}"
 

@@ -231,7 +231,12 @@ def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = N
     model = data.get("model") or {"provider": "scripted", "script": []}
     if not isinstance(model, dict) or not isinstance(model.get("provider"), str):
         fail(["model"], "must be a mapping with a provider")
-    if model["provider"] == "scripted":
+    if "gateway" in data:
+        # An MCP gateway has no model: its MCP clients make the calls (runtime.llm.gateway_model).
+        if data.get("model"):
+            fail(["model"], "an MCP gateway (gateway:) has no model")
+        model = {**(data["gateway"] or {}), "provider": "gateway"}
+    elif model["provider"] == "scripted":
         try:
             validate_script(model.get("script", []))
         except ScriptError as exc:

@@ -1,0 +1,268 @@
+"""The gateway's MCP server: the ``mcp`` package's low-level Server, one for the process, its
+handlers reading which gateway and caller a request is for from the HTTP request the session
+manager hands them (mcp_gateway.lean put it there). Each client session has its own context
+(the Server's lifespan runs once per session): its upstream sessions and its tool table.
+
+- ``tools/list``: the gateway's tools (runtime.gateway.gateway_tools);
+- ``tools/call``: checked as a hosted agent's call is; an allowed call goes straight upstream
+  on the session's upstream session; a held call opens (or joins) its approval
+  (runtime.gateway.held_calls) and the request waits for the decision, telling the client who
+  is asked and how far the approval is (``notifications/progress``, when it sent a progress
+  token); a client that cancels or goes away leaves the approval open;
+- resources, prompts and completions: those of the gateway's MCP servers, passed through.
+"""
+
+import contextlib
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from asgiref.sync import sync_to_async
+
+from a2a_endpoint.asyncdb import db
+from config import metrics
+from mcp_gateway.identity import GatewayCaller
+from mcp_gateway.upstream import Upstreams, UpstreamUnavailable
+from runtime.gateway.gateway_tools import GatewayTool, gateway_call_check, gateway_tools
+from runtime.gateway.held_calls import (
+    CallStatus,
+    gateway_call_deliver,
+    gateway_call_hold,
+    gateway_call_status,
+)
+from runtime.kernel.task_models import new_key
+from runtime.kernel.wakeups import task_watch
+from runtime.tools.protocol import CallContext, ToolAsks, ToolError
+from runtime.tools.servers import server_for
+
+logger = logging.getLogger(__name__)
+
+CALLER = "countersign.gateway_caller"
+# How long a waiting call goes without reading its approval again when no change of its task
+# is announced (one approval of several changes the task; this is the fallback).
+POLL_SECONDS = 2.0
+# How long a client session reuses its tool table before reading the gateway again.
+TOOLS_SECONDS = 5.0
+RECEIPT_META = "countersign/receipt"
+APPROVAL_META = "countersign/approval"
+STILL_WAITING = "Still waiting for approval; call again to continue (the same call joins it)."
+
+
+@dataclass(eq=False)
+class ClientSession:
+    """What the gateway keeps for one client session."""
+
+    upstreams: Upstreams
+    tools: dict[str, GatewayTool] = field(default_factory=dict)
+    tools_read: float = -math.inf
+    tools_of: int | None = None
+
+
+@contextlib.asynccontextmanager
+async def session_lifespan(_server):
+    async with anyio.create_task_group() as group:
+        session = ClientSession(upstreams=Upstreams(group=group))
+        try:
+            yield session
+        finally:
+            session.upstreams.close()
+            group.cancel_scope.cancel()
+
+
+def make_server():
+    from mcp import types
+    from mcp.server.lowlevel import NotificationOptions, Server
+
+    class GatewayServer(Server):
+        def create_initialization_options(self, notification_options=None, experimental=None):
+            return super().create_initialization_options(
+                NotificationOptions(tools_changed=True), experimental
+            )
+
+    server: Any = GatewayServer("countersign-gateway", lifespan=session_lifespan)
+
+    def context() -> tuple[Any, GatewayCaller, ClientSession]:
+        ctx = server.request_context
+        caller = ctx.request.scope[CALLER]
+        session: ClientSession = ctx.lifespan_context
+        session.upstreams.client_session = ctx.session
+        session.upstreams.sampling = bool((caller.gateway.model or {}).get("sampling"))
+        return ctx, caller, session
+
+    async def tool_table(caller: GatewayCaller, session: ClientSession, fresh: bool = False):
+        now = time.monotonic()
+        if (
+            fresh
+            or session.tools_of != caller.gateway.pk
+            or now - session.tools_read > TOOLS_SECONDS
+        ):
+            listed = await db(gateway_tools, caller.gateway)
+            session.tools = {tool.name: tool for tool in listed}
+            session.tools_read, session.tools_of = now, caller.gateway.pk
+        return session.tools
+
+    async def list_tools(req: types.ListToolsRequest):
+        _ctx, caller, session = context()
+        tools = await tool_table(caller, session, fresh=True)
+        return types.ServerResult(
+            types.ListToolsResult(tools=[types.Tool(**tool.listed()) for tool in tools.values()])
+        )
+
+    async def call_tool(req: types.CallToolRequest):
+        ctx, caller, session = context()
+        name = req.params.name
+        arguments = req.params.arguments or {}
+        tools = await tool_table(caller, session)
+        tool = tools.get(name) or (await tool_table(caller, session, fresh=True)).get(name)
+        if tool is None:
+            return _counted(caller, "refused", _error(f"unknown tool {name}"))
+        check = await db(
+            gateway_call_check,
+            agent=caller.gateway,
+            server=tool.server,
+            tool=tool.tool,
+            arguments=arguments,
+        )
+        if check.action == "refuse":
+            return _counted(caller, "refused", _error(check.error))
+        if check.action == "allow":
+            try:
+                result = await _send(caller, session, tool, arguments, check)
+            except (ToolError, UpstreamUnavailable) as exc:
+                return _counted(caller, "failed", _error(str(exc)))
+            return _counted(caller, "allowed", types.ServerResult(result))
+        return await _held(ctx, caller, tool, arguments)
+
+    async def _send(caller, session, tool: GatewayTool, arguments: dict, check):
+        found = await db(server_for, caller.gateway.tenant, tool.server)
+        if found is None:
+            raise ToolError(f"there is no tool server {tool.server} for this tenant")
+        if check.kind == "mcp":
+            client = await session.upstreams.session(found.row)
+            timeout = float(check.timeout or found.row.timeout_seconds)
+            try:
+                with anyio.fail_after(timeout):
+                    return await client.call_tool(tool.tool, arguments)
+            except TimeoutError:
+                session.upstreams.drop(found.row)
+                raise ToolError(
+                    f"{tool.server} did not answer within {timeout:g}s; it may have acted"
+                ) from None
+            except Exception as exc:
+                session.upstreams.drop(found.row)
+                raise ToolError(f"the call of {tool.name} failed ({type(exc).__name__})") from None
+        context = CallContext(
+            tenant=caller.gateway.tenant,
+            effect_id=new_key("gwc_", 12),
+            subject=caller.subject,
+            timeout=check.timeout,
+        )
+        outcome = await sync_to_async(found.call, thread_sensitive=False)(
+            tool.tool, arguments, context
+        )
+        if isinstance(outcome, ToolAsks):
+            raise ToolError(f"{tool.server} asked a question outside a held call")
+        return _result(outcome)
+
+    async def _held(ctx, caller: GatewayCaller, tool: GatewayTool, arguments: dict):
+        info = getattr(ctx.session.client_params, "clientInfo", None)
+        held = await db(
+            gateway_call_hold,
+            gateway=caller.gateway,
+            token_pk=caller.token_pk,
+            subject=caller.subject,
+            server=tool.server,
+            tool=tool.tool,
+            arguments=arguments,
+            client_name=str(getattr(info, "name", "") or ""),
+            client_version=str(getattr(info, "version", "") or ""),
+        )
+        progress_token = ctx.meta.progressToken if ctx.meta is not None else None
+        max_wait = (caller.gateway.model or {}).get("maxWaitSeconds")
+        deadline = time.monotonic() + float(max_wait) if max_wait else math.inf
+        told, sent = None, 0
+        tenant_id = caller.gateway.tenant_id
+        async with contextlib.AsyncExitStack() as stack:
+            queue = None
+            while True:
+                status = await db(gateway_call_status, call_pk=held.pk, tenant_id=tenant_id)
+                if status.done:
+                    await db(gateway_call_deliver, call_pk=held.pk)
+                    return _outcome(caller, status)
+                if queue is None and status.task_pk is not None:
+                    queue = await stack.enter_async_context(task_watch(status.task_pk))
+                text = status.progress_text
+                if progress_token is not None and text != told:
+                    sent += 1
+                    await ctx.session.send_progress_notification(
+                        progress_token, sent, message=text, related_request_id=ctx.request_id
+                    )
+                    told = text
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return _counted(caller, "waiting", _waiting(status))
+                with anyio.move_on_after(min(POLL_SECONDS, remaining)):
+                    if queue is not None:
+                        await queue.get()
+                    else:
+                        await anyio.sleep(0.05)
+
+    def _waiting(status: CallStatus):
+        return types.ServerResult(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=STILL_WAITING)],
+                isError=True,
+                _meta={APPROVAL_META: {"state": "open", "interactionId": status.interaction_id}},
+            )
+        )
+
+    def _outcome(caller: GatewayCaller, status: CallStatus):
+        meta: dict = {}
+        if status.receipt:
+            meta[RECEIPT_META] = status.receipt
+        if status.ok:
+            result = _result(status.result)
+            result.meta = meta or None
+            return _counted(caller, "approved", types.ServerResult(result))
+        outcome = "expired" if "expired" in status.reason else "denied"
+        if not status.receipt:
+            outcome = "failed"
+        return _counted(
+            caller,
+            outcome,
+            types.ServerResult(
+                types.CallToolResult(
+                    content=[types.TextContent(type="text", text=status.reason or "not run")],
+                    isError=True,
+                    _meta=meta or None,
+                )
+            ),
+        )
+
+    def _result(value) -> Any:
+        if isinstance(value, dict) and set(value) == {"text"}:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=str(value["text"]))]
+            )
+        text = json.dumps(value, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structuredContent=value if isinstance(value, dict) else None,
+        )
+
+    def _error(text: str):
+        return types.ServerResult(
+            types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+        )
+
+    def _counted(caller: GatewayCaller, outcome: str, result):
+        metrics.MCP_GATEWAY_CALLS.labels(gateway=caller.gateway.slug, outcome=outcome).inc()
+        return result
+
+    server.request_handlers[types.ListToolsRequest] = list_tools
+    server.request_handlers[types.CallToolRequest] = call_tool
+    return server

@@ -81,13 +81,13 @@ class Agent(models.Model):
         ]
         ordering = ["tenant__slug", "slug"]
 
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
     @property
     def is_gateway(self) -> bool:
         """An MCP gateway (AGENT.md ``gateway``): no model; MCP clients call its tools."""
         return (self.model or {}).get("provider") == "gateway"
-
-    def __str__(self) -> str:
-        return f"{self.tenant.slug}/{self.slug}"
 
 
 class DemoRecord(models.Model):

@@ -27,7 +27,13 @@ from a2a_endpoint.asyncdb import db
 from config import metrics
 from mcp_gateway.identity import GatewayCaller
 from mcp_gateway.upstream import Upstreams, UpstreamUnavailable
-from runtime.gateway.gateway_tools import GatewayTool, gateway_call_check, gateway_tools
+from runtime.gateway.gateway_tools import (
+    GatewayTool,
+    gateway_call_check,
+    gateway_mcp_servers,
+    gateway_tools,
+    tool_name,
+)
 from runtime.gateway.held_calls import (
     CallStatus,
     gateway_call_deliver,
@@ -60,6 +66,8 @@ class ClientSession:
     tools: dict[str, GatewayTool] = field(default_factory=dict)
     tools_read: float = -math.inf
     tools_of: int | None = None
+    # Which upstream server listed a resource, template or prompt: (kind, key) -> its row.
+    owners: dict = field(default_factory=dict)
 
 
 @contextlib.asynccontextmanager
@@ -265,4 +273,158 @@ def make_server():
 
     server.request_handlers[types.ListToolsRequest] = list_tools
     server.request_handlers[types.CallToolRequest] = call_tool
+    passthrough_register(server, context)
     return server
+
+
+# --- resources, prompts, completions --------------------------------------------------------
+#
+# Those of the gateway's MCP servers, untouched. One server's cursors pass through as they
+# are; with several, a cursor names the server it belongs to (``<index>:<cursor>``) and a list
+# goes on to the next server when one has no more. A prompt's name is its server's name and
+# its own, as a tool's is (runtime.gateway.gateway_tools.tool_name); a resource is read from
+# the server that listed it.
+
+
+def _cursor_split(cursor: str | None, count: int) -> tuple[int, str | None]:
+    if count <= 1:
+        return 0, cursor
+    if not cursor:
+        return 0, None
+    index, _, rest = cursor.partition(":")
+    if not index.isdigit() or int(index) >= count:
+        raise ValueError("unknown cursor")
+    return int(index), rest or None
+
+
+def _cursor_join(index: int, cursor: str | None, count: int) -> str | None:
+    if count <= 1:
+        return cursor
+    if cursor:
+        return f"{index}:{cursor}"
+    return f"{index + 1}:" if index + 1 < count else None
+
+
+def passthrough_register(server, context) -> None:
+    from mcp import types
+    from mcp.shared.exceptions import McpError
+
+    async def upstreams():
+        _ctx, caller, session = context()
+        rows = await db(gateway_mcp_servers, caller.gateway)
+        return rows, session
+
+    def invalid(message: str):
+        return McpError(types.ErrorData(code=types.INVALID_PARAMS, message=message))
+
+    async def listed(req, method: str, field: str, result_type, rename=None):
+        rows, session = await upstreams()
+        if not rows:
+            return types.ServerResult(result_type(**{field: []}))
+        cursor = req.params.cursor if req.params is not None else None
+        try:
+            index, inner = _cursor_split(cursor, len(rows))
+        except ValueError:
+            raise invalid("unknown cursor") from None
+        row = rows[index]
+        client = await session.upstreams.session(row)
+        page = (
+            await getattr(client, method)(cursor=inner)
+            if inner
+            else await getattr(client, method)()
+        )
+        items = list(getattr(page, field))
+        if rename is not None:
+            items = [rename(row, item) for item in items]
+            for item in items:
+                session.owners[(field, _owned_key(item))] = row
+        else:
+            for item in items:
+                session.owners[(field, _owned_key(item))] = row
+        return types.ServerResult(
+            result_type(
+                **{field: items}, nextCursor=_cursor_join(index, page.nextCursor, len(rows))
+            )
+        )
+
+    def prompt_renamed(row, prompt):
+        return prompt.model_copy(update={"name": tool_name(row.name, prompt.name)})
+
+    async def list_resources(req: types.ListResourcesRequest):
+        return await listed(req, "list_resources", "resources", types.ListResourcesResult)
+
+    async def list_templates(req: types.ListResourceTemplatesRequest):
+        return await listed(
+            req, "list_resource_templates", "resourceTemplates", types.ListResourceTemplatesResult
+        )
+
+    async def list_prompts(req: types.ListPromptsRequest):
+        return await listed(
+            req, "list_prompts", "prompts", types.ListPromptsResult, rename=prompt_renamed
+        )
+
+    async def owner_of(kind: str, key: str):
+        rows, session = await upstreams()
+        row = session.owners.get((kind, key))
+        if row is None and len(rows) == 1:
+            row = rows[0]
+        if row is None:
+            for candidate in rows:
+                if key.startswith(tool_name(candidate.name, "")):
+                    row = candidate
+        return row, session
+
+    async def read_resource(req: types.ReadResourceRequest):
+        uri = str(req.params.uri)
+        row, session = await owner_of("resources", uri)
+        if row is None:
+            raise invalid(f"unknown resource {uri}")
+        client = await session.upstreams.session(row)
+        return types.ServerResult(await client.read_resource(req.params.uri))
+
+    async def get_prompt(req: types.GetPromptRequest):
+        name = req.params.name
+        row, session = await owner_of("prompts", name)
+        prefix = tool_name(row.name, "") if row is not None else ""
+        if row is None or not name.startswith(prefix):
+            raise invalid(f"unknown prompt {name}")
+        client = await session.upstreams.session(row)
+        return types.ServerResult(
+            await client.get_prompt(name.removeprefix(prefix), req.params.arguments)
+        )
+
+    async def complete(req: types.CompleteRequest):
+        ref = req.params.ref
+        if isinstance(ref, types.PromptReference):
+            row, session = await owner_of("prompts", ref.name)
+            prefix = tool_name(row.name, "") if row is not None else ""
+            if row is None or not ref.name.startswith(prefix):
+                raise invalid(f"unknown prompt {ref.name}")
+            ref = ref.model_copy(update={"name": ref.name.removeprefix(prefix)})
+        else:
+            row, session = await owner_of("resourceTemplates", ref.uri)
+            if row is None:
+                rows, session = await upstreams()
+                row = rows[0] if rows else None
+            if row is None:
+                raise invalid(f"unknown resource template {ref.uri}")
+        client = await session.upstreams.session(row)
+        argument = req.params.argument
+        return types.ServerResult(
+            await client.complete(
+                ref,
+                {"name": argument.name, "value": argument.value},
+                context_arguments=req.params.context.arguments if req.params.context else None,
+            )
+        )
+
+    server.request_handlers[types.ListResourcesRequest] = list_resources
+    server.request_handlers[types.ListResourceTemplatesRequest] = list_templates
+    server.request_handlers[types.ReadResourceRequest] = read_resource
+    server.request_handlers[types.ListPromptsRequest] = list_prompts
+    server.request_handlers[types.GetPromptRequest] = get_prompt
+    server.request_handlers[types.CompleteRequest] = complete
+
+
+def _owned_key(item) -> str:
+    return str(getattr(item, "uri", None) or getattr(item, "uriTemplate", None) or item.name)

@@ -117,3 +117,18 @@ def gateway_call_check(*, agent: Agent, server: str, tool: str, arguments: dict)
         return CallCheck("refuse", "denied by the tool policy: this call is never run")
     kind = "mcp" if isinstance(found, McpToolServer) else "local"
     return CallCheck(policy.action, kind=kind, timeout=policy.timeout)
+
+
+def gateway_mcp_servers(agent: Agent) -> list:
+    """The tenant MCP servers among the gateway's tools (in the order AGENT.md names them),
+    whose resources, prompts and completions it passes through."""
+    rows, seen = [], set()
+    for spec in agent.tools or []:
+        server = spec.get("server")
+        if not server or server in seen:
+            continue
+        seen.add(server)
+        found = server_for(agent.tenant, server)
+        if isinstance(found, McpToolServer):
+            rows.append(found.row)
+    return rows

@@ -6,7 +6,7 @@ a caller without one learns nothing, not even whether the gateway exists."""
 from dataclasses import dataclass
 
 from a2a_endpoint.asyncdb import db
-from a2a_endpoint.identity import _cached, _load_agent, agent_cache
+from a2a_endpoint.identity import agent_cache, agent_load, cached_lookup
 from runtime.agents.agent_models import Agent
 from runtime.kernel.task_models import is_anonymous_subject
 from tenants.tokens import (
@@ -41,14 +41,14 @@ async def gateway_caller(
         return None
     try:
         prefix, plaintext = parse_bearer(header)
-        token = await _cached(token_cache, prefix, token_load, prefix)
+        token = await cached_lookup(token_cache, prefix, token_load, prefix)
         identity = bearer_check(plaintext, token, kind="partner")
     except TokenError:
         return None
     if is_anonymous_subject(identity.subject):
         return None
-    agent = await _cached(
-        agent_cache, (tenant_slug, gateway_slug), _load_agent, tenant_slug, gateway_slug
+    agent = await cached_lookup(
+        agent_cache, (tenant_slug, gateway_slug), agent_load, tenant_slug, gateway_slug
     )
     if agent is None or agent.tenant_id != identity.tenant.pk or not agent.tenant.active:
         # Read again: a cached row may predate the gateway's making.

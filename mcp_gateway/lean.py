@@ -10,6 +10,7 @@ request for it with any other token, or at another gateway's path, as for an unk
 import contextlib
 import json
 import re
+from typing import Any
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
@@ -38,7 +39,7 @@ class McpGateway:
     """The ASGI app for /mcp/; ``start`` and ``stop`` at the process's start and stop."""
 
     def __init__(self) -> None:
-        self.manager = None
+        self.manager: Any = None  # the mcp package's StreamableHTTPSessionManager, once started
         self._stack: contextlib.AsyncExitStack | None = None
 
     async def start(self) -> None:

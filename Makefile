@@ -48,7 +48,7 @@ run: $(STAMP)
 	PORT=$(PORT) $(BIN)/python scripts/run.py
 
 # Tests keep their files (SQLite test database, filesystem queue) apart from `make run`'s.
-test: $(STAMP) $(STAMP03) $(STAMPMCP)
+test: $(STAMP) $(STAMP03) $(STAMPMCP) $(STAMPMCPCLIENT)
 	VAR_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The linter and the formatter's check (ruff), then the type checker (mypy, settings in

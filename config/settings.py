@@ -438,6 +438,10 @@ LOGGING: dict[str, Any] = {
             "propagate": ACCESS_LOG,
         },
         "celery": {"level": LOG_LEVEL},
+        # The mcp package (the MCP gateway's server, tool servers' clients) says "Processing
+        # request of type ..." for every request and every session it opens or ends: an
+        # access log of its own. Its warnings and errors still reach ours.
+        "mcp": {"level": "WARNING"},
         "celery.beat": {"level": _QUIET_LEVEL},
         "celery.app.trace": {"level": _QUIET_LEVEL},
         "celery.worker.strategy": {"level": _QUIET_LEVEL},

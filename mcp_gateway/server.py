@@ -29,6 +29,7 @@ from mcp_gateway.identity import GatewayCaller
 from mcp_gateway.upstream import Upstreams, UpstreamUnavailable
 from runtime.gateway.gateway_tools import (
     GatewayTool,
+    call_check_known,
     gateway_call_check,
     gateway_mcp_servers,
     gateway_tools,
@@ -128,7 +129,9 @@ def make_server():
         tool = tools.get(name) or (await tool_table(caller, session, fresh=True)).get(name)
         if tool is None:
             return _counted(caller, "refused", _error(f"unknown tool {name}"))
-        check = await db(
+        # An allowed tool whose policy does not depend on the arguments is checked with the
+        # session's tool table alone (its schema, its server): no query on the way upstream.
+        check = call_check_known(tool, arguments) or await db(
             gateway_call_check,
             agent=caller.gateway,
             server=tool.server,
@@ -146,23 +149,24 @@ def make_server():
         return await _held(ctx, caller, tool, arguments)
 
     async def _send(caller, session, tool: GatewayTool, arguments: dict, check):
-        found = await db(server_for, caller.gateway.tenant, tool.server)
-        if found is None:
-            raise ToolError(f"there is no tool server {tool.server} for this tenant")
         if check.kind == "mcp":
-            client = await session.upstreams.session(found.row)
-            timeout = float(check.timeout or found.row.timeout_seconds)
+            row = check.row
+            client = await session.upstreams.session(row)
+            timeout = float(check.timeout or row.timeout_seconds)
             try:
                 with anyio.fail_after(timeout):
                     return await client.call_tool(tool.tool, arguments)
             except TimeoutError:
-                session.upstreams.drop(found.row)
+                session.upstreams.drop(row)
                 raise ToolError(
                     f"{tool.server} did not answer within {timeout:g}s; it may have acted"
                 ) from None
             except Exception as exc:
-                session.upstreams.drop(found.row)
+                session.upstreams.drop(row)
                 raise ToolError(f"the call of {tool.name} failed ({type(exc).__name__})") from None
+        found = await db(server_for, caller.gateway.tenant, tool.server)
+        if found is None:
+            raise ToolError(f"there is no tool server {tool.server} for this tenant")
         context = CallContext(
             tenant=caller.gateway.tenant,
             effect_id=new_key("gwc_", 12),

@@ -3,6 +3,7 @@ those its policy always denies) and what its policy says of one call."""
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.agents.agent_models import Agent
 from runtime.policy.lookup import policy_for
@@ -33,6 +34,10 @@ class GatewayTool:
     schema: dict
     annotations: dict
     held: bool
+    # What the policy says of every call of the tool, whatever its arguments (a check with
+    # nothing to look up: runtime.gateway.gateway_tools.call_check_known), or None when that
+    # depends on them (a conditional entry) and each call is checked (gateway_call_check).
+    known: "CallCheck | None" = None
 
     def listed(self) -> dict:
         """The tool as ``tools/list`` gives it (MCP's Tool)."""
@@ -77,6 +82,11 @@ def gateway_tools(agent: Agent) -> list[GatewayTool]:
         if server not in rows:
             rows[server] = tenant_server(agent, server)
         found = rows[server].tool_named(tool) if rows[server] is not None else None
+        known = None
+        if not _conditional(agent, server, tool):
+            policy = policy_for(agent, server, tool, {})
+            kind = "mcp" if rows[server] is not None and rows[server].kind == "mcp" else "local"
+            known = CallCheck(policy.action, kind=kind, timeout=policy.timeout, row=rows[server])
         tools.append(
             GatewayTool(
                 name=tool_name(server, tool),
@@ -86,9 +96,28 @@ def gateway_tools(agent: Agent) -> list[GatewayTool]:
                 schema=spec.get("schema") or {"type": "object"},
                 annotations=dict((found or {}).get("annotations") or {}),
                 held="approve" in actions,
+                known=known,
             )
         )
     return tools
+
+
+def _conditional(agent: Agent, server: str, tool: str) -> bool:
+    """Whether what the policy says of a call of the tool depends on its arguments."""
+    policy = agent.tool_policy or {}
+    return any(isinstance(policy.get(key), list) for key in (f"{server}/{tool}", server))
+
+
+def call_check_known(tool: GatewayTool, arguments: dict) -> "CallCheck | None":
+    """The check of a call of a tool whose policy does not depend on the arguments, made with
+    what the tool table holds (its schema, its server): no query. None: check it in full."""
+    known = tool.known
+    if known is None or known.action != "allow":
+        return None
+    error = validate_arguments(tool.schema, arguments)
+    if error:
+        return CallCheck("refuse", error)
+    return known
 
 
 @dataclass(frozen=True)
@@ -100,6 +129,7 @@ class CallCheck:
     error: str = ""
     kind: str = ""  # allow: "mcp" (a tenant's MCP server), else "local" (demo or HTTP server)
     timeout: float | None = None
+    row: Any = None  # "mcp": the tool server's row
 
 
 def gateway_call_check(*, agent: Agent, server: str, tool: str, arguments: dict) -> CallCheck:
@@ -115,8 +145,9 @@ def gateway_call_check(*, agent: Agent, server: str, tool: str, arguments: dict)
     policy = policy_for(agent, server, tool, arguments)
     if policy.action == "deny":
         return CallCheck("refuse", "denied by the tool policy: this call is never run")
-    kind = "mcp" if isinstance(found, McpToolServer) else "local"
-    return CallCheck(policy.action, kind=kind, timeout=policy.timeout)
+    if isinstance(found, McpToolServer):
+        return CallCheck(policy.action, kind="mcp", timeout=policy.timeout, row=found.row)
+    return CallCheck(policy.action, kind="local", timeout=policy.timeout)
 
 
 def gateway_mcp_servers(agent: Agent) -> list:

@@ -24,7 +24,7 @@ import anyio
 from asgiref.sync import sync_to_async
 
 from a2a_endpoint.asyncdb import db
-from config import metrics
+from config import metrics, tracing
 from mcp_gateway.identity import GatewayCaller
 from mcp_gateway.upstream import Upstreams, UpstreamUnavailable
 from runtime.gateway.gateway_tools import (
@@ -89,7 +89,10 @@ def make_server():
     class GatewayServer(Server):
         def create_initialization_options(self, notification_options=None, experimental=None):
             return super().create_initialization_options(
-                NotificationOptions(tools_changed=True), experimental
+                NotificationOptions(
+                    tools_changed=True, resources_changed=True, prompts_changed=True
+                ),
+                experimental,
             )
 
     server: Any = GatewayServer("countersign-gateway", lifespan=session_lifespan)
@@ -123,6 +126,15 @@ def make_server():
 
     async def call_tool(req: types.CallToolRequest):
         ctx, caller, session = context()
+        # A span per call (config.tracing): a held call's turn starts its own trace, which
+        # its task keeps.
+        with tracing.span(
+            "mcp_gateway tools/call",
+            **{"countersign.gateway": caller.gateway.slug, "mcp.tool": req.params.name},
+        ):
+            return await _call_tool(req, ctx, caller, session)
+
+    async def _call_tool(req: types.CallToolRequest, ctx, caller: GatewayCaller, session):
         name = req.params.name
         arguments = req.params.arguments or {}
         tools = await tool_table(caller, session)

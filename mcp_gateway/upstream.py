@@ -14,7 +14,7 @@ from django.conf import settings
 
 from a2a_endpoint.asyncdb import db
 from connections.outbound import guarded_async_client
-from runtime.tools.servers import bearer_token, checked_url
+from runtime.tools.servers import bearer_token, checked_url, tool_server_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class Upstreams:
                     write,
                     elicitation_callback=self._elicited,
                     sampling_callback=self._sampled if self.sampling else None,
+                    message_handler=lambda message: self._notified(row, message),
                 ) as client,
             ):
                 with anyio.fail_after(timeout):
@@ -103,6 +104,27 @@ class Upstreams:
             logger.info("the upstream session with %s ended (%s)", row.name, type(exc).__name__)
         finally:
             upstream.done.set()
+
+    async def _notified(self, row, message) -> None:
+        """An upstream server's notification: a changed list of tools, resources or prompts
+        is told to the client (its tools discovered again first: the gateway lists them from
+        the server's last discovery)."""
+        from mcp import types
+
+        root = getattr(message, "root", None)
+        session = self.client_session
+        if session is None or root is None:
+            return
+        try:
+            if isinstance(root, types.ToolListChangedNotification):
+                await db(_rediscover, row)
+                await session.send_tool_list_changed()
+            elif isinstance(root, types.ResourceListChangedNotification):
+                await session.send_resource_list_changed()
+            elif isinstance(root, types.PromptListChangedNotification):
+                await session.send_prompt_list_changed()
+        except Exception as exc:  # the client gone, the discovery failed: nothing to tell
+            logger.info("a list change of %s was not passed on (%s)", row.name, exc)
 
     async def _elicited(self, context, params):
         """An upstream server's question during a call: asked of the client, whose answer
@@ -134,6 +156,14 @@ def _client_elicits(session) -> bool:
     params = getattr(session, "client_params", None)
     capabilities = getattr(params, "capabilities", None)
     return getattr(capabilities, "elicitation", None) is not None
+
+
+def _rediscover(row) -> None:
+    from runtime.agents.agent_models import ToolServer
+
+    fresh = ToolServer.objects.filter(pk=row.pk, tenant_id=row.tenant_id, active=True).first()
+    if fresh is not None:
+        tool_server_refresh(server=fresh)
 
 
 def _token_of(row) -> str | None:

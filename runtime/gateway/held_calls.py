@@ -134,8 +134,11 @@ class CallStatus:
 def gateway_call_status(*, call_pk: int, tenant_id: int) -> CallStatus:
     """Where the held call stands (its tenant's rows only)."""
     row = GatewayCall.objects.filter(pk=call_pk, tenant_id=tenant_id).first()
-    if row is None or row.task_id is None:
-        return CallStatus(done=False)
+    if row is None:
+        # Its opening failed (gateway_call_hold took the row back): nothing waits for a person.
+        return CallStatus(done=True, reason="the call could not be held for approval; call again")
+    if row.task_id is None:
+        return CallStatus(done=False)  # being opened by the request that made the row
     task = Task.objects.filter(pk=row.task_id, tenant_id=tenant_id).first()
     if task is None:
         return CallStatus(done=True, reason="the call's record is gone")

@@ -12,6 +12,7 @@ from runtime.agents.agentfile import agent_upsert, parse_agent_file
 from tests.live import LiveStack
 
 QUEUE = "mcp-gateway-live"
+METRICS_TOKEN = "mcp-gateway-metrics"
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +20,11 @@ def _gateway_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     with django_db_blocker.unblock():
         stack = LiveStack(
             tmp_path_factory.mktemp("mcp-gateway"),
-            extra_env={"CELERY_QUEUE": QUEUE, "PUSH_ALLOW_PRIVATE_HOSTS": "true"},
+            extra_env={
+                "CELERY_QUEUE": QUEUE,
+                "PUSH_ALLOW_PRIVATE_HOSTS": "true",
+                "METRICS_TOKEN": METRICS_TOKEN,
+            },
         ).start()
     yield stack
     stack.stop()

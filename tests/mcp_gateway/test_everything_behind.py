@@ -3,12 +3,13 @@ gateway: its tools listed with the held one saying so, allowed calls sent straig
 upstream session per client session, a held call approved and sent, and its resources,
 prompts and completions passed through."""
 
+import httpx
 import pytest
 from mcp.types import PromptReference
 
 from runtime.decisions.decision_models import Interaction
 from tenants.models import Tenant
-from tests.mcp_gateway.conftest import InThread, make_gateway, mcp_session
+from tests.mcp_gateway.conftest import METRICS_TOKEN, InThread, make_gateway, mcp_session
 from tests.mcp_servers import mcp_tool_server, wait_for
 from tests.runtime.tools.test_mcp_everything import Everything
 
@@ -43,7 +44,7 @@ def explorer(stack, demo, everything, tmp_path):
     return f"{stack.url}/mcp/demo/explorer/"
 
 
-def test_allowed_calls_go_straight_upstream_on_one_session(explorer, demo, everything):
+def test_allowed_calls_go_straight_upstream_on_one_session(explorer, demo, everything, stack):
     opened = everything.count("Session initialized with ID")
 
     async def work(session):
@@ -64,6 +65,13 @@ def test_allowed_calls_go_straight_upstream_on_one_session(explorer, demo, every
     # Both calls on one upstream session, opened for this client session.
     assert everything.count("Session initialized with ID") - opened == 1
     assert not Interaction.objects.exists()
+    # Counted by outcome.
+    metrics = httpx.get(
+        f"{stack.url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
+    ).text
+    line = 'countersign_mcp_gateway_calls_total{gateway="explorer",outcome="allowed"}'
+    counted = [row for row in metrics.splitlines() if row.startswith(line)]
+    assert counted and float(counted[0].split()[-1]) >= 2
 
 
 def test_a_held_call_to_the_real_server_is_sent_once_approved(explorer, demo, stack):

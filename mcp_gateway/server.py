@@ -43,6 +43,7 @@ from runtime.gateway.held_calls import (
 )
 from runtime.kernel.task_models import new_key
 from runtime.kernel.wakeups import task_watch
+from runtime.policy.conditions import jsonb_storable
 from runtime.tools.protocol import CallContext, ToolAsks, ToolError
 from runtime.tools.servers import server_for
 
@@ -152,6 +153,13 @@ def make_server():
         )
         if check.action == "refuse":
             return _counted(caller, "refused", _error(check.error))
+        if check.action == "approve" and not jsonb_storable(arguments):
+            # Kept with the approval (PostgreSQL's jsonb): refused before anything is opened.
+            return _counted(
+                caller,
+                "refused",
+                _error("invalid arguments: they must not hold NUL or lone surrogate characters"),
+            )
         if check.action == "allow":
             try:
                 result = await _send(caller, session, tool, arguments, check)

@@ -302,3 +302,22 @@ def test_a_maximum_wait_answers_still_waiting_and_calling_again_picks_up_the_dec
     again = InThread(lambda: mcp_session(url, demo["token"], work)).join()
     assert again.isError is False and again.structuredContent["build"] == "2026.12.04-6"
     assert Interaction.objects.count() == 1 and DemoRecord.objects.count() == 1
+
+
+def test_bad_calls_are_error_results_and_open_nothing(stack, demo):
+    async def work(session):
+        return [
+            await session.call_tool(DEPLOY, {"build": "a\x00b", "environment": "staging"}),
+            await session.call_tool(DEPLOY, {"build": "1", "environment": "moon"}),
+            await session.call_tool("deploy__nothing", {}),
+        ]
+
+    nul, invalid, unknown = InThread(
+        lambda: mcp_session(gateway_url(stack), demo["token"], work)
+    ).join()
+    assert nul.isError and "NUL" in nul.content[0].text
+    assert invalid.isError and invalid.content[0].text.startswith(
+        "invalid arguments at environment"
+    )
+    assert unknown.isError and unknown.content[0].text == "unknown tool deploy__nothing"
+    assert not GatewayCall.objects.exists() and not Interaction.objects.exists()

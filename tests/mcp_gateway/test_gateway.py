@@ -264,6 +264,8 @@ def test_no_token_or_another_tenants_token_gets_401_and_sees_nothing(stack, demo
         timeout=10,
     )
     assert opened.status_code == 200 and opened.headers["mcp-session-id"]
+    # The previous protocol revision is served as asked (the mcp client asks the current one).
+    assert '"protocolVersion":"2025-06-18"' in opened.text
 
 
 def test_a_gateway_is_no_a2a_agent(stack, demo):

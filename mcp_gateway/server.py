@@ -166,7 +166,7 @@ def make_server():
             except (ToolError, UpstreamUnavailable) as exc:
                 return _counted(caller, "failed", _error(str(exc)))
             return _counted(caller, "allowed", types.ServerResult(result))
-        return await _held(ctx, caller, tool, arguments)
+        return await _held(ctx, caller, session, tool, arguments)
 
     async def _send(caller, session, tool: GatewayTool, arguments: dict, check):
         if check.kind == "mcp":
@@ -200,7 +200,31 @@ def make_server():
             raise ToolError(f"{tool.server} asked a question outside a held call")
         return _result(outcome)
 
-    async def _held(ctx, caller: GatewayCaller, tool: GatewayTool, arguments: dict):
+    def _point_to(ctx, session: ClientSession, interaction_id: str) -> None:
+        """Tell the person at a client that declared URL-mode elicitation where the approval
+        can be followed (its page; the client opens it or not: nothing waits on the answer)."""
+        params = ctx.session.client_params
+        elicitation = getattr(getattr(params, "capabilities", None), "elicitation", None)
+        if getattr(elicitation, "url", None) is None or ctx.request is None:
+            return
+        url = f"{str(ctx.request.base_url).rstrip('/')}/inbox/{interaction_id}/"
+
+        async def point() -> None:
+            try:
+                await ctx.session.elicit_url(
+                    message="A person must approve this call; follow the approval here.",
+                    url=url,
+                    elicitation_id=interaction_id,
+                    related_request_id=ctx.request_id,
+                )
+            except Exception as exc:  # the client declined, or went away: nothing changes
+                logger.info("the approval's URL was not shown (%s)", type(exc).__name__)
+
+        session.upstreams.group.start_soon(point)
+
+    async def _held(
+        ctx, caller: GatewayCaller, session: ClientSession, tool: GatewayTool, arguments: dict
+    ):
         info = getattr(ctx.session.client_params, "clientInfo", None)
         held = await db(
             gateway_call_hold,
@@ -217,6 +241,7 @@ def make_server():
         max_wait = (caller.gateway.model or {}).get("maxWaitSeconds")
         deadline = time.monotonic() + float(max_wait) if max_wait else math.inf
         told, sent = None, 0
+        pointed: set[str] = set()
         tenant_id = caller.gateway.tenant_id
         async with contextlib.AsyncExitStack() as stack:
             queue = None
@@ -227,6 +252,9 @@ def make_server():
                     return _outcome(caller, status)
                 if queue is None and status.task_pk is not None:
                     queue = await stack.enter_async_context(task_watch(status.task_pk))
+                if status.interaction_id and status.interaction_id not in pointed:
+                    pointed.add(status.interaction_id)
+                    _point_to(ctx, session, status.interaction_id)
                 text = status.progress_text
                 if progress_token is not None and text != told:
                     sent += 1

@@ -323,3 +323,27 @@ def test_bad_calls_are_error_results_and_open_nothing(stack, demo):
     )
     assert unknown.isError and unknown.content[0].text == "unknown tool deploy__nothing"
     assert not GatewayCall.objects.exists() and not Interaction.objects.exists()
+
+
+def test_a_client_that_declares_url_elicitation_is_told_where_the_approval_is(stack, demo):
+    from mcp.types import ElicitResult
+
+    shown: list = []
+
+    async def elicited(context, params):
+        shown.append(params)
+        return ElicitResult(action="accept")
+
+    async def work(session):
+        return await session.call_tool(DEPLOY, {"build": "2026.12.04-7", "environment": "staging"})
+
+    client = InThread(
+        lambda: mcp_session(gateway_url(stack), demo["token"], work, elicitation_callback=elicited)
+    )
+    interaction = open_approval()
+    wait_for(lambda: shown, "the approval's URL")
+    assert shown[0].mode == "url"
+    assert shown[0].url == f"{stack.url}/inbox/{interaction.public_id}/"
+    assert shown[0].elicitationId == interaction.public_id
+    assert rest_answer(stack, demo, interaction, approved=True).status_code == 200
+    assert client.join().isError is False

@@ -4,13 +4,14 @@ here in front of a real MCP server."""
 
 import httpx
 import pytest
+from django.test import Client
 from mcp.types import CallToolResult
 
 from runtime.agents.agent_models import DemoRecord
 from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.gateway.gateway_models import GatewayCall
 from runtime.kernel.task_models import AuditEvent
-from tenants.models import Tenant
+from tenants.models import Tenant, User
 from tests.core import decide
 from tests.mcp_gateway.conftest import InThread, make_gateway, mcp_session
 from tests.mcp_servers import wait_for
@@ -99,6 +100,12 @@ def test_a_held_call_waits_for_an_operator_over_rest_and_returns_with_its_receip
 def test_a_denied_call_is_an_error_result_with_the_reason_and_nothing_runs(stack, demo):
     client = held_call(stack, demo, {"build": "2026.12.04-2", "environment": "staging"})
     interaction = open_approval()
+    # An operator's pages show the held call as a hosted agent's.
+    page = Client()
+    page.force_login(User.objects.get(email="operator@demo.test"))
+    shown = page.get(f"/inbox/{interaction.public_id}/")
+    assert shown.status_code == 200 and "2026.12.04-2" in shown.content.decode()
+    assert page.get(f"/tasks/{interaction.task.public_id}/").status_code == 200
     answered = rest_answer(stack, demo, interaction, approved=False, reason="the freeze is on")
     assert answered.status_code == 200
     result = client.join()

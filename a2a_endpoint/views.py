@@ -30,6 +30,7 @@ from a2a_endpoint.jsonrpc import (
 from a2a_endpoint.observe import a2a_error, a2a_method, a2a_observed
 from a2a_endpoint.streams import stream_open
 from config.logging import bind
+from runtime.decisions.signing import jwks as signing_jwks
 from runtime.kernel.errors import RuntimeFault
 
 logger = logging.getLogger(__name__)
@@ -130,4 +131,14 @@ async def card(request, tenant: str, agent: str, legacy: bool = False):
     response["Cache-Control"] = f"{'public' if found.public else 'private'}, max-age=300"
     # The 0.3 fields depend on the version asked for, and on credentials (card_wanted).
     response["Vary"] = "A2A-Version, Authorization"
+    return response
+
+
+@require_GET
+def jwks(request):
+    """The public keys that sign receipts (RFC 7517), rotated ones included: no credentials,
+    cacheable; a caller meeting a ``kid`` it has not seen fetches it again."""
+    response = JsonResponse(signing_jwks())
+    response["Cache-Control"] = "public, max-age=300"
+    response["Access-Control-Allow-Origin"] = "*"
     return response

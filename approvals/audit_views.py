@@ -120,6 +120,8 @@ RECEIPT_FIELDS = (
     ("steppedUp", "stepped_up"),
     ("ruleId", "rule_id"),
     ("reason", "reason"),
+    # The receipt signed (runtime.decisions.signing): verify it against /.well-known/jwks.json.
+    ("jws", "jws"),
 )
 EXPORT_PAGE = 500
 

@@ -27,6 +27,12 @@ AGENT_EXAMPLES = {
     ],
     "coder": ['scripts/a2a.sh coder send "open a pull request on payments-api: fix rounding"'],
     "assistant": ['scripts/a2a.sh assistant send "deploy build 2026.10.06-1 to staging"'],
+    "gate": [
+        "TASK=$(scripts/a2a.sh gate send "
+        """'{"tool": "payments/send", "arguments": {"amount": 250, "currency": "EUR", "to": "ACME"}}')""",
+        "#   ...approve it in the inbox, then (the signed receipt):",
+        'scripts/a2a.sh gate get "$TASK" --wait',
+    ],
 }
 
 

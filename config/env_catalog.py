@@ -111,6 +111,12 @@ GROUPS: tuple[Group, ...] = (
                 production={"CONNECTIONS_ENCRYPTION_KEY": ""},
             ),
             Setting(
+                ("RECEIPT_KEY_CACHE_SECONDS",),
+                "seconds a process keeps the receipt signing key it loaded; after "
+                "`rotate_secrets --signing-key` other processes sign with the new key within "
+                "this time (the old key stays published, so their receipts still verify)",
+            ),
+            Setting(
                 ("CONNECTIONS_OAUTH_STATE_TTL",),
                 "seconds an operator has to finish an OAuth2 connect at the provider",
             ),

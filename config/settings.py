@@ -60,6 +60,8 @@ PUBLIC_BASE_URL = env_str("PUBLIC_BASE_URL").rstrip("/")
 LISTEN_URL = listen_url(env_str("HOST", "127.0.0.1"), env_str("PORT", "8000"))
 # How long the link of a member's invitation (which sets their password) works.
 INVITATION_LINK_DAYS = env_int("INVITATION_LINK_DAYS", 7)
+# How long a process keeps the receipt signing key it loaded (runtime.decisions.signing).
+RECEIPT_KEY_CACHE_SECONDS = env_int("RECEIPT_KEY_CACHE_SECONDS", 60)
 
 INSTALLED_APPS = [
     # django.contrib.admin, with a site that scopes every model admin to the tenant of a

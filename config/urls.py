@@ -4,6 +4,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView
 
+from a2a_endpoint import views as a2a_views
 from config import health, metrics, outbox_views
 from integrations.slack import settings_views as slack_settings_views
 from tenants import views as tenant_views
@@ -14,6 +15,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
+    # The keys that sign receipts (runtime.decisions.signing): anyone may fetch them.
+    path(".well-known/jwks.json", a2a_views.jwks, name="jwks"),
     path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
     # Development's kept e-mails (config.outbox): 404 unless DEBUG.
     path("dev/outbox/", outbox_views.outbox_list, name="dev_outbox"),

@@ -9,6 +9,7 @@ class RuntimeConfig(AppConfig):
         "ToolServer": ("signing_secret_encrypted",),
         "PushConfig": ("token", "auth_credentials"),
         "PushSettings": ("secret_encrypted", "previous_secret_encrypted"),
+        "SigningKey": ("private_encrypted",),
     }
 
     def ready(self) -> None:
@@ -19,6 +20,12 @@ class RuntimeConfig(AppConfig):
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
         tenant_changed.connect(tenant_changed_received, dispatch_uid="runtime-tenant-changed")
         observability_setup()
+
+    def signing_key_rotate(self) -> str:
+        """A new receipt signing key, for `manage.py rotate_secrets --signing-key`: its kid."""
+        from runtime.decisions.signing import signing_key_rotate
+
+        return signing_key_rotate().kid
 
     def seed_demo(self, *, tenant, **options) -> dict:
         """The demo agents (runtime/agents/*.md), for tenants' seed_demo command; ``gateways``:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A tiny A2A 1.0 client for the shell (the README's walk-through uses it).
 #
-#   scripts/a2a.sh AGENT send TEXT          start a task; prints its id on stdout
+#   scripts/a2a.sh AGENT send TEXT          start a task; prints its id on stdout (a TEXT that
+#                                           is a JSON object goes as a data part: a gate's call)
 #   scripts/a2a.sh AGENT reply TASK TEXT    answer a task that asked a question
 #   scripts/a2a.sh AGENT get TASK [--wait]  GetTask (--wait: until it is no longer working)
 #
@@ -87,8 +88,17 @@ def show(result: dict) -> None:
     print(task["id"])
 
 
+def part_of(text: str) -> dict:
+    """A JSON object is a data part (an approval gate's call); anything else, text."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {"text": text}
+    return {"data": data} if isinstance(data, dict) else {"text": text}
+
+
 def message(text: str, task_id: str | None = None) -> dict:
-    msg = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    msg = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [part_of(text)]}
     if task_id:
         msg["taskId"] = task_id
     return {"message": msg}

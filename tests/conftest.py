@@ -124,6 +124,16 @@ def _celery_queue_of_this_run(settings):
     settings.CELERY_TASK_DEFAULT_QUEUE = INPROC_QUEUE
 
 
+@pytest.fixture(autouse=True)
+def _receipt_key_forgotten():
+    """The receipt signing key this process keeps (runtime.decisions.signing) is forgotten
+    after each test: the database it came from is flushed or rolled back."""
+    yield
+    from runtime.decisions.signing import signing_cache_clear
+
+    signing_cache_clear()
+
+
 def _rows_in_its_own_transaction(request) -> bool:
     """Whether the test's rows stay in a transaction of its own (django_db, not transactional)."""
     marker = request.node.get_closest_marker("django_db")

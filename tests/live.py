@@ -65,6 +65,9 @@ class LiveStack:
             "DATABASE_POOL": "false",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "A2A_WAIT_MS": "20000",
+            # The database is flushed between tests and the stack outlives them: the receipt
+            # signing key is read for each receipt, never one a flush took away.
+            "RECEIPT_KEY_CACHE_SECONDS": "0",
             **(extra_env or {}),
         }
         self._worker_logs = 0

@@ -14,6 +14,11 @@ from connections.crypto import secret_encrypt
 from connections.outbound import OutboundRefused, check_url
 from tenants.models import Tenant
 
+# The ``model.provider`` of an approval gate: it has no model; the turn runs it (runtime.turn.gate).
+GATE_PROVIDER = "gate"
+# A gate's policy entry for the tools no other entry names (without it they are refused).
+GATE_DEFAULT_ENTRY = "*"
+
 
 class Agent(models.Model):
     """A tenant's configured agent, usually loaded from an AGENT.md file."""
@@ -88,6 +93,12 @@ class Agent(models.Model):
     def is_gateway(self) -> bool:
         """An MCP gateway (AGENT.md ``gateway``): no model; MCP clients call its tools."""
         return (self.model or {}).get("provider") == "gateway"
+
+    @property
+    def is_gate(self) -> bool:
+        """An approval gate (AGENT.md ``gate: true``): no model and no tool servers; it holds
+        the calls its callers describe under its policy (runtime.turn.gate)."""
+        return (self.model or {}).get("provider") == GATE_PROVIDER
 
 
 class DemoRecord(models.Model):

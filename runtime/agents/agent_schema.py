@@ -85,6 +85,15 @@ AGENT_SCHEMA: dict[str, Any] = {
             "request waits before it answers that the approval is still open; sampling: true "
             "lets upstream servers' sampling requests reach the client.",
         },
+        "gate": {
+            "type": "boolean",
+            "x-message": "must be true or false",
+            "description": "true: an approval gate. It has no model and no tool servers: a "
+            "caller sends the call it wants to make ({tool, arguments, reason} in a data part) "
+            "and the policy holds it for people, allows or denies it; the task ends with a "
+            "signed receipt. Its policy may have a default entry, `*`, for the tools no other "
+            "entry names (without it they are refused).",
+        },
         "tools": {
             "type": ["array", "null"],
             "x-message": "must be a list",

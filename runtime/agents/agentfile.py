@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from django.utils.text import slugify
 
-from runtime.agents.agent_models import Agent
+from runtime.agents.agent_models import GATE_PROVIDER, Agent
 from runtime.agents.agent_schema import front_matter_problems
 from runtime.agents.limits import limits_error
 from runtime.agents.memory_budget import memory_error
@@ -228,15 +228,38 @@ def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = N
             f"{default_skill!r} is not one of the skills ({', '.join(s['id'] for s in clean_skills)})",
         )
 
-    model = data.get("model") or {"provider": "scripted", "script": []}
+    gate = data.get("gate", False)
+    if gate:
+        # An approval gate (runtime.turn.gate): its callers run the tools, it holds their calls.
+        for key, why in (
+            ("model", "a gate has no model: its callers run their own"),
+            ("loop", "a gate has no turn loop of its own"),
+            ("memory", "a gate keeps no conversation memory"),
+        ):
+            if data.get(key):
+                fail([key], why)
+        for i, tool in enumerate(data.get("tools", []) or []):
+            if not tool.get("tool"):
+                fail(["tools", i, "tool"], "a gate's tool is named server and tool, each")
+    model = (
+        {"provider": GATE_PROVIDER}
+        if gate
+        else data.get("model") or {"provider": "scripted", "script": []}
+    )
     if not isinstance(model, dict) or not isinstance(model.get("provider"), str):
         fail(["model"], "must be a mapping with a provider")
     if "gateway" in data:
         # An MCP gateway has no model: its MCP clients make the calls (runtime.llm.gateway_model).
         if data.get("model"):
             fail(["model"], "an MCP gateway (gateway:) has no model")
+        if gate:
+            fail(["gateway"], "an approval gate (gate: true) is no MCP gateway: give one of them")
         model = {**(data["gateway"] or {}), "provider": "gateway"}
-    elif model["provider"] == "scripted":
+    elif model["provider"] == GATE_PROVIDER and not gate:
+        fail(["model", "provider"], "an approval gate is declared with gate: true, and no model")
+    if model["provider"] == "gateway":
+        pass  # its keys were checked by the schema (runtime.agents.agent_schema)
+    elif model["provider"] in ("scripted", GATE_PROVIDER):
         try:
             validate_script(model.get("script", []))
         except ScriptError as exc:

@@ -228,6 +228,8 @@ class Receipt(AppendOnlyModel):
         DENIED = "denied", "denied"
         EXPIRED = "expired", "expired"
         VOID = "void", "void (the approval no longer matched)"
+        # A gate's call its policy allows outright: the receipt a gate hands back even then.
+        ALLOWED = "allowed", "allowed by the policy"
 
     public_id = models.CharField(max_length=40, unique=True, default=new_receipt_id)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -273,6 +275,10 @@ class Receipt(AppendOnlyModel):
     stepped_up = models.BooleanField(default=False)
     rule_id = models.CharField(max_length=40, blank=True)
     reason = models.TextField(blank=True)
+    # The receipt signed (runtime.decisions.signing): a compact JWS (EdDSA) of its claims,
+    # checked by anyone against the keys at /.well-known/jwks.json. Blank on receipts written
+    # before receipts were signed.
+    jws = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -369,3 +375,29 @@ class StandingRule(models.Model):
     def is_active(self, now=None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class SigningKey(models.Model):
+    """An Ed25519 key that signs receipts (runtime.decisions.signing). One is active at a
+    time; a rotated key (``rotate_secrets --signing-key``) stops signing and stays published
+    in the JWKS, so that the receipts it signed still verify. The private key is kept only as
+    Fernet ciphertext (connections.crypto), re-encrypted by ``rotate_secrets``."""
+
+    kid = models.CharField(max_length=40, unique=True)
+    # The public key as a JWK's ``x``: the raw 32 bytes, base64url without padding.
+    public_x = models.CharField(max_length=64)
+    private_encrypted = models.TextField()
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["active"], condition=Q(active=True), name="signing_key_one_active"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.kid

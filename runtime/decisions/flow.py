@@ -185,6 +185,8 @@ def _take(
     *, tenant, interaction_id: str, decider: Decider, decision: Decision, channel: str
 ) -> Interaction:
     with interaction_locked(tenant=tenant, interaction_id=interaction_id) as (task, interaction):
+        if task.tenant_id == tenant.pk:
+            task.tenant = tenant  # the receipt's claims name it: not read again
         return decision_take_locked(
             task=task, interaction=interaction, decider=decider, decision=decision, channel=channel
         )

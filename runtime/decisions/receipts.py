@@ -12,13 +12,16 @@ opens a transaction of its own.
 import hashlib
 import json
 import logging
+from datetime import UTC
 
 from django.db.models import Q
 
+from config.site import site_url
 from runtime.agents.agent_models import Agent
 from runtime.decisions.answers import Answer
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.signing import receipt_sign
 from runtime.decisions.summaries import redacted
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams
@@ -36,7 +39,18 @@ logger = logging.getLogger(__name__)
 # How a decision reached the core; a receipt's channel. ``rule``: a standing rule allowed the
 # call (runtime.decisions.standing_rules calls receipt_record with the rule's id); ``system``: a void
 # approval; ``slack`` and ``email``: the tenant's Slack app, an e-mail's one-time link.
-CHANNELS = ("page", "rest", "inband", "bulk", "rule", "expiry", "system", "slack", "email")
+CHANNELS = (
+    "page",
+    "rest",
+    "inband",
+    "bulk",
+    "rule",
+    "expiry",
+    "system",
+    "slack",
+    "email",
+    "policy",
+)
 RISK_LEVELS = ("normal", "high")
 
 
@@ -72,6 +86,7 @@ def receipt_record(
     shown_arguments: dict | None = None,
     redact: tuple[str, ...] = (),
     held: PolicyRule | None = None,
+    decided_by: list[str] | None = None,
 ) -> Receipt:
     """Write the receipt of one decision on ``effect`` in the caller's transaction.
 
@@ -81,7 +96,9 @@ def receipt_record(
     it now (read here when the caller has not); the receipt binds its version. Standing
     rules (channel ``rule``) call this with their ``rule_id``. ``channel_user``: who the
     channel knew the decider as. The arguments shown (``shown_arguments``, else the
-    effect's) and sent are kept, the fields of ``redact`` and of ``held`` as ``•••``."""
+    effect's) and sent are kept, the fields of ``redact`` and of ``held`` as ``•••``.
+    ``decided_by``: everyone whose approval made the decision (a quorum's), else the decider.
+    The receipt is signed (runtime.decisions.signing) as it is written."""
     held = held or policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     hidden = receipt_redaction(held, redact)
     receipt = Receipt(
@@ -110,10 +127,47 @@ def receipt_record(
         rule_id=rule_id,
         reason=reason[:1000],
     )
+    receipt.jws = receipt_sign(
+        receipt_claims(
+            receipt,
+            tenant=effect.task.tenant.slug,
+            decided_by=decided_by or [decider],
+        )
+    )
     # Its INSERT written once per process (runtime.kernel.rowsql), as the audit row's: no receiver
     # listens for a receipt's save; the model's own save() only refuses updates.
     row_insert(receipt)
     return receipt
+
+
+def receipt_claims(receipt: Receipt, *, tenant: str, decided_by: list[str]) -> dict:
+    """What a receipt's JWS says: the receipt as a caller sees it (the arguments as approved,
+    redacted, and the hash of those to run), with the tenant, agent, task and interaction it
+    belongs to, the issuer and when it was signed."""
+    return {
+        "receipt_id": receipt.public_id,
+        "approved": receipt.decision in (Receipt.Decision.APPROVED, Receipt.Decision.ALLOWED),
+        "decision": receipt.decision,
+        "tool": f"{receipt.server}/{receipt.tool}",
+        "arguments": receipt.sent_arguments,
+        "arguments_sha256": receipt.sent_arguments_hash,
+        "edited": receipt.edited,
+        "policy": {
+            "entry": receipt.policy_entry,
+            "rule": receipt.policy_rule or 0,
+            "version": receipt.policy_version,
+        },
+        "decided_by": list(dict.fromkeys(decided_by)),
+        "channel": receipt.channel,
+        "decided_at": receipt.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "reason": receipt.reason,
+        "tenant": tenant,
+        "agent": receipt.agent_slug,
+        "task_id": receipt.task_public_id,
+        "interaction_id": receipt.interaction_public_id,
+        "iss": site_url(),
+        "iat": int(receipt.created_at.timestamp()),
+    }
 
 
 def receipt_redaction(held: PolicyRule, recorded=()) -> list[str]:
@@ -237,9 +291,14 @@ def decision_receipt(
     call = (interaction.request or {}).get("call")
     call = call if isinstance(call, dict) else {}
     shown = call.get("shownArguments") if answer.edited else None
+    # A quorum's receipt names everyone whose approval counted (one approval of several: the
+    # approvals so far, this one's last).
+    approvals = answer.approvals or interaction.approvals or []
+    decided_by = [str(a.get("by")) for a in approvals if isinstance(a, dict) and a.get("by")]
     return receipt_record(
         effect=effect,
         agent=task.agent,
+        decided_by=[*decided_by, answer.by] if decision == Receipt.Decision.APPROVED else None,
         decision=decision,
         decider=answer.by,
         channel=answer.via,

@@ -2,7 +2,9 @@
 
 from collections.abc import Callable
 
+from runtime.agents.agent_models import GATE_PROVIDER
 from runtime.llm.actions import ModelProvider
+from runtime.llm.gate_model import GateModel
 from runtime.llm.gateway_model import GatewayModel
 from runtime.llm.http_agent import HttpAgent
 from runtime.llm.openai_chat import OpenAIChatModel
@@ -17,6 +19,7 @@ PROVIDERS: dict[str, Callable[[dict], ModelProvider]] = {
     "http": HttpAgent,
     "openai": OpenAIChatModel,
     "openai-responses": OpenAIResponsesModel,
+    GATE_PROVIDER: lambda model: GateModel(),
 }
 
 

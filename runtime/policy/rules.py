@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.agents.agent_models import RESERVED_SERVER_NAMES, AnnotationPolicy
+from runtime.agents.agent_models import GATE_DEFAULT_ENTRY, RESERVED_SERVER_NAMES, AnnotationPolicy
 from runtime.agents.agent_models import ToolServer as ServerRow
 from runtime.policy.conditions import conditions_hold, conditions_text
 
@@ -161,11 +161,19 @@ def _rule_holds(rule, arguments) -> bool:
     )
 
 
+def _entry_keys(agent, server: str, tool: str) -> tuple[str, ...]:
+    """The keys an entry for ``server/tool`` is written under, the most specific first; a
+    gate's policy also has a default entry (``*``) for the tools no other entry names."""
+    if getattr(agent, "is_gate", False):
+        return (f"{server}/{tool}", server, GATE_DEFAULT_ENTRY)
+    return (f"{server}/{tool}", server)
+
+
 def policy_entry(agent, server: str, tool: str) -> tuple[str, Any]:
     """(key, entry as written) of the tool's most specific entry: ``server/tool``, then
-    ``server``; ("", None) when the policy has neither."""
+    ``server`` (then a gate's ``*``); ("", None) when the policy has none."""
     policy = agent.tool_policy or {}
-    for key in (f"{server}/{tool}", server):
+    for key in _entry_keys(agent, server, tool):
         if key in policy:
             return key, policy[key]
     return "", None
@@ -175,7 +183,7 @@ def policy_rule_for(agent, server: str, tool: str, arguments: Any) -> PolicyRule
     """The entry and rule of ``agent``'s tool policy that hold this call of ``server/tool``
     with these arguments (see the module)."""
     policy = agent.tool_policy or {}
-    for key in (f"{server}/{tool}", server):
+    for key in _entry_keys(agent, server, tool):
         if key not in policy:
             continue
         written = policy[key]
@@ -236,6 +244,8 @@ def annotation_rule(agent, server: str, tool: str) -> PolicyRule | None:
     or None (a demo server, a server or tool not found)."""
     if server in RESERVED_SERVER_NAMES or getattr(agent, "tenant_id", None) is None:
         return None
+    if getattr(agent, "is_gate", False):
+        return None  # a gate's tools are its callers', not the tenant's tool servers'.
     cache = _hint_cache(agent)
     if (server, tool) in cache:
         return cache[server, tool]

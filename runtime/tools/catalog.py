@@ -54,6 +54,11 @@ def tool_spec(agent: Agent, server: str, tool: str) -> dict | None:
         for spec in agent.tools or []
         if spec.get("server") == server and spec.get("tool") in (tool, None)
     ]
+    if agent.is_gate:
+        # A gate's tools are whatever its callers run: AGENT.md may give one a schema (its
+        # arguments are checked, and an operator's edit), else any object of arguments.
+        given = next((spec for spec in declared if spec.get("tool") == tool), None)
+        return {"schema": {"type": "object"}, **(given or {}), "server": server, "tool": tool}
     if not declared:
         return None
     exact = next((spec for spec in declared if spec.get("tool") == tool), declared[0])
@@ -66,8 +71,9 @@ def tool_spec(agent: Agent, server: str, tool: str) -> dict | None:
 
 def tool_unavailable(agent: Agent, server: str, tool: str) -> str | None:
     """Why a tenant server's tool cannot be called now (the server is gone, or its last
-    discovery did not find the tool), for the model; None for the demo servers."""
-    if server in SERVERS:
+    discovery did not find the tool), for the model; None for the demo servers and a gate's
+    tools."""
+    if server in SERVERS or agent.is_gate:
         return None
     row = tenant_server(agent, server)
     if row is None:

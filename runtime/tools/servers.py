@@ -505,6 +505,20 @@ def tool_server_refresh(*, server: ToolServer) -> list[dict]:
     return tools
 
 
+class GateServer:
+    """An approval gate's calls (runtime.turn.gate): the gate runs nothing, its caller runs
+    the call once it is approved; "sending" it is handing back what was approved. In the
+    worker's process, with no network I/O (runtime.turn.calls sends it in the same block)."""
+
+    in_process = True
+
+    def call(self, tool: str, arguments: dict, ctx: CallContext) -> dict:
+        return {"approved": True, "arguments": arguments}
+
+
+GATE_SERVER = GateServer()
+
+
 def server_for(tenant, name: str) -> CallableServer | None:
     """The server ``name`` as this tenant's agents reach it: a demo server (runtime.tools.catalog.
     SERVERS), else the tenant's own active tool server of that name; never another tenant's."""

@@ -36,7 +36,7 @@ from runtime.tools.catalog import (
     validate_arguments,
 )
 from runtime.tools.protocol import CallContext
-from runtime.tools.servers import server_for
+from runtime.tools.servers import GATE_SERVER, server_for
 from runtime.turn.approval_check import UNREAD, approval_stale, approval_void
 from runtime.turn.batch import Outbound, Step, turn_save
 from runtime.turn.elicitation import call_made, elicitation_ask
@@ -61,9 +61,10 @@ def arguments_hash(arguments: dict) -> str:
 # --- a new call ------------------------------------------------------------------------------
 
 
-def call_start(task: Task, action: CallTool) -> Step:
+def call_start(task: Task, action: CallTool, reason: str | None = None) -> Step:
     """Record the model's call; check it; then hold, deny or allow it (the next step sends
-    an allowed call: call_continue)."""
+    an allowed call: call_continue). ``reason``: what its approval says of it, in place of
+    the tool's own (a gate's caller's, runtime.turn.gate)."""
     call = {
         "kind": "call",
         "server": action.server,
@@ -83,7 +84,7 @@ def call_start(task: Task, action: CallTool) -> Step:
         tool_result_record(task, step, ok=False, error=error or "unknown tool")
         turn_save(task)
         return True
-    return _journal(task, step, action, spec)
+    return _journal(task, step, action, spec if reason is None else {**spec, "reason": reason})
 
 
 def _connection_request(task: Task, step: int, arguments: dict) -> Step:
@@ -109,6 +110,12 @@ def _connection_request(task: Task, step: int, arguments: dict) -> Step:
     return False
 
 
+def _server(task: Task, name: str):
+    """The tool server a call of ``task`` goes to: a gate's own (runtime.turn.gate), else the
+    demo server or the tenant's server of that name."""
+    return GATE_SERVER if task.agent.is_gate else server_for(task.tenant, name)
+
+
 def call_error(task: Task, action: CallTool, spec: dict | None) -> str | None:
     """Why the call cannot be made: an unknown tool, a tool server that no longer offers
     it, or invalid arguments."""
@@ -120,7 +127,7 @@ def call_error(task: Task, action: CallTool, spec: dict | None) -> str | None:
         gone = tool_unavailable(task.agent, action.server, action.tool)
         if gone:
             return gone
-    if spec is None or server_for(task.tenant, action.server) is None:
+    if spec is None or _server(task, action.server) is None:
         return f"unknown tool {action.server} / {action.tool}"
     # Arguments are checked before the policy: invalid ones never reach a person.
     return validate_arguments(spec.get("schema"), action.arguments)
@@ -267,7 +274,7 @@ def _send(
     (_held_decide), in the same write that marks it sending."""
     # The tool may have gone while the call was held (its server deleted or deactivated, or
     # a refresh no longer finds it): then the call is closed as failed, never sent.
-    server = server_for(task.tenant, effect.server)
+    server = _server(task, effect.server)
     gone = (
         f"there is no tool server {effect.server} for this tenant"
         if server is None
@@ -314,6 +321,10 @@ def _send(
         # The run's MCP sessions (runtime.turn.runner): one per tool server for the run.
         sessions=getattr(task, "tool_sessions", None),
     )
+    if getattr(server, "in_process", False):
+        # A gate's call does no I/O (runtime.tools.servers.GateServer): its outcome is
+        # recorded in this block, with no commit in between.
+        return _sent(task, effect, _call(server, task, effect, context))
     # The journal says "sending" and is committed before the call leaves (this block ends
     # first), so a crash after this point is seen as an uncertain outcome, never as "not sent".
     return Outbound(

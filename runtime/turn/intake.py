@@ -31,6 +31,7 @@ from runtime.kernel.task_models import (
 from runtime.kernel.task_selectors import task_for_caller
 from runtime.kernel.task_state import task_first_event, turn_enqueue
 from runtime.turn.claim import turn_may_start
+from runtime.turn.gate import gate_call_of
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,9 @@ def message_send(
         # no task, context or messageId is shared with another anonymous caller.
         subject = anonymous_subject()
     skill = _skill_for(agent, skill_id)
+    if agent.is_gate:
+        # The call a gate is asked about, checked before anything is written (runtime.turn.gate).
+        gate_call_of(agent, message_content(message)[1])
     context_id = message.get("contextId") or str(uuid.uuid4())
     if not CONTEXT_ID_RE.fullmatch(context_id):
         raise InvalidParams(
@@ -303,6 +307,7 @@ def _message_to_task(
     task = task_for_caller(
         tenant=tenant, agent=agent, subject=subject, task_id=message["taskId"], lock=True
     )
+    task.tenant = tenant  # a decision's receipt names it: not read again
     if message.get("contextId") and message["contextId"] != task.wire_context_id:
         raise InvalidParams(
             "message.contextId", "does not match the task's contextId", taskId=task.public_id

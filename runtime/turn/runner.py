@@ -44,6 +44,7 @@ from runtime.turn.artifacts import artifact_add
 from runtime.turn.batch import Outbound, RunBatch, Step, turn_save
 from runtime.turn.calls import call_continue
 from runtime.turn.claim import LeaseLost, lease_kept, lease_wait
+from runtime.turn.gate import gate_step
 from runtime.turn.groups import call_or_group_start
 from runtime.turn.inputs import inputs_fetch, inputs_recorded, inputs_store, inputs_wanted
 from runtime.turn.live_output import LiveReply, live_asked, live_reply
@@ -189,6 +190,8 @@ class TurnRunner:
             # asking the model again until each has its result.
             call_id, action = queued
             return self.apply(task, action, queued_id=call_id)
+        if task.agent.is_gate:
+            return gate_step(task)  # no model: the caller's call, then its receipt
         error = steps_error(task)
         if error:
             return self.stop(task, error)

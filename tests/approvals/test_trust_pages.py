@@ -16,6 +16,7 @@ from django.urls import reverse
 from approvals import audit_views
 from runtime.agents.agent_models import Agent, DemoRecord
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
+from runtime.decisions.signing import jws_claims
 from runtime.kernel.task_models import Task, TaskState
 from tenants.models import ApiToken
 from tenants.tokens import api_token_create
@@ -125,6 +126,7 @@ def test_edit_then_approve_from_the_fields_sends_the_edited_call(agents, make_ag
     assert DemoRecord.objects.get().data == {"build": "b-7", "environment": "production"}
     html = client.get(page(approval)).content.decode()
     assert f'id="receipt-{receipt.public_id}"' in html and "edited" in html
+    assert receipt.jws and f'<code class="jws">{receipt.jws}</code>' in html  # signed
     task_html = client.get(reverse("approvals:task", args=[approval.task.public_id]))
     assert receipt.public_id in task_html.content.decode()
     assert receipt.policy_version[:16] in task_html.content.decode()
@@ -310,12 +312,16 @@ def test_receipts_export_as_csv_and_json_lines_streamed_by_keyset_for_the_tenant
     assert {r["receipt"] for r in rows} == mine and len(rows) == 5
     assert [r["createdAt"] for r in rows] == sorted((r["createdAt"] for r in rows), reverse=True)
     assert {"argumentsSha256", "policyVersion", "decider", "channel"} <= set(rows[0])
+    # Each row carries its signed receipt, whose claims are the row's.
+    assert all(r["jws"].count(".") == 2 for r in rows)
+    assert jws_claims(rows[0]["jws"])["receipt_id"] == rows[0]["receipt"]
     receipt_queries = [q for q in queries.captured_queries if "runtime_receipt" in q["sql"]]
     assert len(receipt_queries) == 3
     response = client.get(reverse("approvals:audit_export_csv"))
     table = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert {r["receipt"] for r in table} == mine
     assert table[0]["decision"] == "denied" and table[0]["edited"] == "false"
+    assert {r["jws"] for r in table} == {r["jws"] for r in rows}
     assert "export as CSV" in client.get(reverse("approvals:audit")).content.decode()
 
 

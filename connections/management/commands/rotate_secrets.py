@@ -4,6 +4,10 @@ To rotate CONNECTIONS_ENCRYPTION_KEY: put the new key first (``new,old``), resta
 command, check with ``--check`` that nothing needs the old key, then drop it. Apps name their
 encrypted fields on their AppConfig (``encrypted_fields = {"Model": ("field", ...)}``), so
 this command, low in the layers, imports none of the apps above it.
+
+``--signing-key`` rotates the key that signs receipts instead: a new key signs from now on and
+the old one stays published in /.well-known/jwks.json, so the receipts it signed still verify.
+The app that signs names the service on its AppConfig (``signing_key_rotate``).
 """
 
 from collections import Counter
@@ -32,8 +36,15 @@ class Command(BaseCommand):
             action="store_true",
             help="Change nothing; fail if any secret still needs a key other than the first.",
         )
+        parser.add_argument(
+            "--signing-key",
+            action="store_true",
+            help="Start signing receipts with a new key; the old one stays published.",
+        )
 
     def handle(self, *args, **options):
+        if options["signing_key"]:
+            return self.signing_key_rotate()
         if options["check"]:
             return self.check_only()
         unreadable = []
@@ -58,6 +69,16 @@ class Command(BaseCommand):
                 f"{len(unreadable)} secret(s) open with none of the configured keys "
                 f"(left as they were): {', '.join(unreadable)}"
             )
+
+    def signing_key_rotate(self) -> None:
+        for config in apps.get_app_configs():
+            rotate = getattr(config, "signing_key_rotate", None)
+            if rotate is not None:
+                kid = rotate()
+                self.stdout.write(
+                    f"Receipts are signed with key {kid} from now on; the keys before it "
+                    "stay published in /.well-known/jwks.json."
+                )
 
     def check_only(self) -> None:
         """Change nothing; say which keys the stored secrets still need, by their place in

@@ -224,16 +224,16 @@ def _denial(reason: str, by: str) -> str:
 
 def receipt_meta(receipt: Receipt) -> dict:
     """The receipt of the decision that let the call go (or stopped it), for ``_meta``: its
-    id, and its JWS where receipts are signed."""
+    id and its signature (the compact JWS it was signed with; none on a receipt written
+    before receipts were signed)."""
     meta = {
         "id": receipt.public_id,
         "decision": receipt.decision,
         "decider": receipt.decider,
         "edited": receipt.edited,
     }
-    jws = getattr(receipt, "jws", "")
-    if jws:
-        meta["jws"] = jws
+    if receipt.jws:
+        meta["jws"] = receipt.jws
     return meta
 
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runtime', '0029_help_texts_without_module_paths'),
+        ('runtime', '0030_signed_receipts_and_gates'),
         ('tenants', '0006_tenant_time_zone'),
     ]
 

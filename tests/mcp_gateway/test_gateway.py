@@ -89,6 +89,8 @@ def test_a_held_call_waits_for_an_operator_over_rest_and_returns_with_its_receip
     assert record.data == {"build": "2026.12.04-1", "environment": "staging"}
     receipt = Receipt.objects.get(interaction_public_id=interaction.public_id)
     assert result.meta["countersign/receipt"]["id"] == receipt.public_id
+    # The receipt's signature (a compact JWS), as the receipt keeps it.
+    assert receipt.jws and result.meta["countersign/receipt"]["jws"] == receipt.jws
     assert receipt.decision == "approved" and receipt.decider == demo["operator_subject"]
     # The call was held as a hosted agent's is: its audit row names the gateway and the
     # client, the subject is the token's.

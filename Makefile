@@ -28,19 +28,27 @@ $(STAMPMCP): $(EVERYTHING)/package.json $(EVERYTHING)/package-lock.json
 	npm ci --prefix $(EVERYTHING) --no-audit --no-fund --silent
 	touch $(STAMPMCP)
 
+# The TypeScript SDK's MCP client (npm) that tests/mcp_gateway/test_typescript_client.py runs.
+MCPCLIENT := tests/mcp_client_ts
+STAMPMCPCLIENT := $(MCPCLIENT)/node_modules/.installed
+
+$(STAMPMCPCLIENT): $(MCPCLIENT)/package.json $(MCPCLIENT)/package-lock.json
+	npm ci --prefix $(MCPCLIENT) --no-audit --no-fund --silent
+	touch $(STAMPMCPCLIENT)
+
 $(STAMP03): tests/interop/sdk03/requirements.txt
 	$(PYTHON) -m venv $(VENV03)
 	$(VENV03)/bin/pip install --quiet -r tests/interop/sdk03/requirements.txt
 	touch $(STAMP03)
 
-install: $(STAMP) $(STAMP03) $(STAMPMCP)
+install: $(STAMP) $(STAMP03) $(STAMPMCP) $(STAMPMCPCLIENT)
 
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	PORT=$(PORT) $(BIN)/python scripts/run.py
 
 # Tests keep their files (SQLite test database, filesystem queue) apart from `make run`'s.
-test: $(STAMP) $(STAMP03) $(STAMPMCP)
+test: $(STAMP) $(STAMP03) $(STAMPMCP) $(STAMPMCPCLIENT)
 	VAR_DIR=$(CURDIR)/var/test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The linter and the formatter's check (ruff), then the type checker (mypy, settings in

@@ -77,7 +77,9 @@ class Caller:
 _loading: dict = {}
 
 
-async def _cached(cache: LookupCache, key, load, *args):
+async def cached_lookup(cache: LookupCache, key, load, *args):
+    """``load(*args)`` as ``cache`` keeps it under ``key``: read once for every request that
+    wants it while it is read (the MCP gateway's lookups too, mcp_gateway.identity)."""
     value = cache.get(key)
     if value is not MISSING:
         return value
@@ -93,7 +95,7 @@ async def _cached(cache: LookupCache, key, load, *args):
     return await asyncio.shield(pending)
 
 
-def _load_agent(tenant_slug: str, agent_slug: str) -> Agent | None:
+def agent_load(tenant_slug: str, agent_slug: str) -> Agent | None:
     def query():
         return (
             Agent.objects.select_related("tenant")
@@ -121,10 +123,10 @@ async def identify(
 
 async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
     if fresh:
-        agent = await db(_load_agent, tenant_slug, agent_slug)
+        agent = await db(agent_load, tenant_slug, agent_slug)
     else:
-        agent = await _cached(
-            agent_cache, (tenant_slug, agent_slug), _load_agent, tenant_slug, agent_slug
+        agent = await cached_lookup(
+            agent_cache, (tenant_slug, agent_slug), agent_load, tenant_slug, agent_slug
         )
     header = request.headers.get("Authorization")
     if header is None:
@@ -141,7 +143,7 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
         if fresh:
             token = await db(token_load, prefix)
         else:
-            token = await _cached(token_cache, prefix, token_load, prefix)
+            token = await cached_lookup(token_cache, prefix, token_load, prefix)
         identity = bearer_check(plaintext, token, kind="partner")
     except TokenError as exc:
         # A genuine token of a deactivated tenant, calling that tenant's agent: say why (the
@@ -164,6 +166,8 @@ async def _identify(request, tenant_slug: str, agent_slug: str, *, fresh: bool):
         )
     if (
         agent is None
+        # An MCP gateway is no A2A agent: it is served at /mcp/ (mcp_gateway).
+        or agent.is_gateway
         or identity.tenant.pk != agent.tenant_id
         or not identity.token.may_call(agent.slug)
     ):

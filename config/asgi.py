@@ -37,12 +37,16 @@ django_application = get_asgi_application()
 # Imported once Django is set up (get_asgi_application above).
 from a2a_endpoint.lean import LeanA2AHandler  # noqa: E402
 from approvals.lean_api import LeanApiHandler, lean_api_request  # noqa: E402
+from mcp_gateway.lean import McpGateway, gateway_request  # noqa: E402
 
 # The A2A endpoint and cards skip the middleware stack (a2a_endpoint.lean); the rest of
 # /a2a/ (file downloads) falls back to Django.
 a2a_application = LeanA2AHandler(fallback=django_application.handle)
 # Token-authenticated REST calls skip the middleware that only sessions use (approvals.lean_api).
 api_application = LeanApiHandler()
+# MCP clients' gateways (mcp_gateway.lean): the mcp package's session manager, started by the
+# lifespan below.
+mcp_application = McpGateway()
 
 
 async def application(scope, receive, send):
@@ -57,6 +61,9 @@ async def application(scope, receive, send):
     """
     if scope["type"] == "http" and scope["path"].startswith("/a2a/"):
         await a2a_application(scope, receive, send)
+        return
+    if gateway_request(scope):
+        await mcp_application(scope, receive, send)
         return
     if lean_api_request(scope):
         await api_application(scope, receive, send)
@@ -101,8 +108,10 @@ async def lifespan(receive, send) -> None:
             listen_start()
             intake_open()
             await pool_open()
+            await mcp_application.start()
             gc_freeze()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            await mcp_application.stop()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -116,6 +116,20 @@ def links_note(base: str, environ) -> str:
     return "".join(lines)
 
 
+def gateway_note(demo: dict, base: str) -> str:
+    """The banner's lines on the demo's MCP gateways: the URL and header an MCP client needs,
+    and the page that gives its configuration to paste."""
+    gateways = demo.get("gateways") or {}
+    if not gateways:
+        return ""
+    lines = ["", "Or point an MCP client (Streamable HTTP) at the demo's gateway:"]
+    for path in gateways.values():
+        lines.append(f"  URL:    {base}{path}")
+    lines.append(f"  header: Authorization: Bearer {demo['token']}")
+    lines.append(f"  its deployments wait in the inbox; client configuration: {base}/gateways/")
+    return "\n".join(lines) + "\n"
+
+
 def banner(demo: dict, base: str, environ=None) -> str:
     operator = demo["logins"]["operator"]
     admin = demo["logins"]["admin"]
@@ -147,7 +161,7 @@ Or with curl:
 {call}
 
 {assistant_note(demo, base, environ)}
-
+{gateway_note(demo, base)}
 Print this again with `.venv/bin/python manage.py countersign_info` (fresh tokens).
 Press Ctrl-C to stop.
 """

@@ -81,6 +81,13 @@ DECISIONS = Counter(
     "recorded: one approval of several).",
     ["channel", "outcome"],
 )
+MCP_GATEWAY_CALLS = Counter(
+    "countersign_mcp_gateway_calls",
+    "Tool calls of MCP clients through a gateway, by outcome: allowed (sent upstream at once), "
+    "approved (held, approved, sent), denied, expired, refused (unknown, invalid or denied by "
+    "the policy), failed (upstream failed) or waiting (the maximum wait passed; still open).",
+    ["gateway", "outcome"],
+)
 NOTIFICATIONS = Counter(
     "countersign_notifications",
     "Notification attempts by channel kind (email, slack, webhook) and outcome: sent, "

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "tenants",
     "runtime",
     "a2a_endpoint",
+    "mcp_gateway",
     "approvals",
     "connections",
     "notifications",
@@ -439,6 +440,10 @@ LOGGING: dict[str, Any] = {
             "propagate": ACCESS_LOG,
         },
         "celery": {"level": LOG_LEVEL},
+        # The mcp package (the MCP gateway's server, tool servers' clients) says "Processing
+        # request of type ..." for every request and every session it opens or ends: an
+        # access log of its own. Its warnings and errors still reach ours.
+        "mcp": {"level": "WARNING"},
         "celery.beat": {"level": _QUIET_LEVEL},
         "celery.app.trace": {"level": _QUIET_LEVEL},
         "celery.worker.strategy": {"level": _QUIET_LEVEL},

@@ -37,6 +37,7 @@ urlpatterns = [
     path("settings/notifications/", include("notifications.urls")),
     path("integrations/", include("integrations.urls")),
     path("a2a/", include("a2a_endpoint.urls")),
+    path("gateways/", include("mcp_gateway.urls")),
     path(
         "accounts/invitation/<str:key>/",
         tenant_views.invitation_accept,

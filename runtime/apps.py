@@ -28,10 +28,14 @@ class RuntimeConfig(AppConfig):
         return signing_key_rotate().kid
 
     def seed_demo(self, *, tenant, **options) -> dict:
-        """The demo agents (runtime/agents/*.md), for tenants' seed_demo command."""
+        """The demo agents (runtime/agents/*.md), for tenants' seed_demo command; ``gateways``:
+        those of them that are MCP gateways."""
+        from runtime.agents.agent_selectors import gateways_for_tenant
         from runtime.agents.demo import seed_demo_agents
 
-        return {"agents": seed_demo_agents(tenant=tenant)}
+        slugs = seed_demo_agents(tenant=tenant)
+        gateways = [g.slug for g in gateways_for_tenant(tenant=tenant) if g.slug in slugs]
+        return {"agents": slugs, "gateways": gateways}
 
 
 def observability_setup() -> None:

@@ -23,6 +23,7 @@ from runtime.decisions.decision_models import (
     new_receipt_id,
     new_rule_id,
 )
+from runtime.gateway.gateway_models import GatewayCall
 from runtime.kernel.push.push_models import (
     PushAttempt,
     PushConfig,
@@ -64,6 +65,7 @@ __all__ = [
     "Credential",
     "DemoRecord",
     "Effect",
+    "GatewayCall",
     "Interaction",
     "InteractionApproval",
     "ModelPrice",

@@ -18,6 +18,7 @@ APPS = (
     "connections",
     "runtime",
     "a2a_endpoint",
+    "mcp_gateway",
     "approvals",
     "notifications",
     "integrations",
@@ -35,6 +36,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
         4,
         (
             "a2a_endpoint",
+            "mcp_gateway",
             "approvals",
             "notifications",
             "connections.views",
@@ -67,6 +69,8 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "runtime.receivers",
             "runtime.management",
             "runtime.tasks",
+            # The MCP gateway's held calls start turns (runtime.turn.intake).
+            "runtime.gateway",
         ),
     ),
     (7, ("runtime.turn",)),
@@ -83,6 +87,7 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "runtime.kernel.push.push_models",
             "runtime.agents.agent_models",
             "runtime.decisions.decision_models",
+            "runtime.gateway.gateway_models",
             "runtime.kernel.rowsql",
             "runtime.kernel.store",
             "runtime.kernel.event_store",

@@ -170,4 +170,23 @@ def test_the_banner_has_a_command_for_every_demo_agent_but_the_conformance_one()
     from config.banner import AGENT_EXAMPLES
 
     files = {path.stem for path in (ROOT / "runtime" / "agents").glob("*.md")}
-    assert files - set(AGENT_EXAMPLES) == {"tck"}
+    # The MCP gateway has lines of its own (config.banner.gateway_note).
+    assert files - set(AGENT_EXAMPLES) == {"tck", "gateway"}
+
+
+def test_the_banner_gives_the_gateways_url_and_header():
+    from config.banner import banner
+
+    demo = {
+        "token": "cs_demo",
+        "agents": {},
+        "gateways": {"gateway": "/mcp/demo/gateway/"},
+        "logins": {
+            "operator": {"email": "o@x.test", "password": "p"},
+            "admin": {"email": "a@x.test", "password": "p"},
+        },
+    }
+    text = banner(demo, "http://127.0.0.1:8000", environ={})
+    assert "URL:    http://127.0.0.1:8000/mcp/demo/gateway/" in text
+    assert "header: Authorization: Bearer cs_demo" in text
+    assert "http://127.0.0.1:8000/gateways/" in text

@@ -90,6 +90,11 @@ class Agent(models.Model):
         return f"{self.tenant.slug}/{self.slug}"
 
     @property
+    def is_gateway(self) -> bool:
+        """An MCP gateway (AGENT.md ``gateway``): no model; MCP clients call its tools."""
+        return (self.model or {}).get("provider") == "gateway"
+
+    @property
     def is_gate(self) -> bool:
         """An approval gate (AGENT.md ``gate: true``): no model and no tool servers; it holds
         the calls its callers describe under its policy (runtime.turn.gate)."""

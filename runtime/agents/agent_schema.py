@@ -67,6 +67,24 @@ AGENT_SCHEMA: dict[str, Any] = {
             "description": "Who decides its next step: provider scripted (the default), http, "
             "openai or openai-responses, with that provider's keys.",
         },
+        "gateway": {
+            "type": ["object", "null"],
+            "x-message": "must be a mapping (maxWaitSeconds, sampling)",
+            "additionalProperties": False,
+            "properties": {
+                "maxWaitSeconds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 86400,
+                    "x-message": "must be a whole number of seconds, 1 to 86400",
+                },
+                "sampling": {"type": "boolean", "x-message": "must be true or false"},
+            },
+            "description": "Makes it an MCP gateway (/mcp/<tenant>/<slug>/) with no model: "
+            "MCP clients call its tools under its policy. maxWaitSeconds: how long a held call's "
+            "request waits before it answers that the approval is still open; sampling: true "
+            "lets upstream servers' sampling requests reach the client.",
+        },
         "gate": {
             "type": "boolean",
             "x-message": "must be true or false",

@@ -248,9 +248,18 @@ def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = N
     )
     if not isinstance(model, dict) or not isinstance(model.get("provider"), str):
         fail(["model"], "must be a mapping with a provider")
-    if model["provider"] == GATE_PROVIDER and not gate:
+    if "gateway" in data:
+        # An MCP gateway has no model: its MCP clients make the calls (runtime.llm.gateway_model).
+        if data.get("model"):
+            fail(["model"], "an MCP gateway (gateway:) has no model")
+        if gate:
+            fail(["gateway"], "an approval gate (gate: true) is no MCP gateway: give one of them")
+        model = {**(data["gateway"] or {}), "provider": "gateway"}
+    elif model["provider"] == GATE_PROVIDER and not gate:
         fail(["model", "provider"], "an approval gate is declared with gate: true, and no model")
-    if model["provider"] in ("scripted", GATE_PROVIDER):
+    if model["provider"] == "gateway":
+        pass  # its keys were checked by the schema (runtime.agents.agent_schema)
+    elif model["provider"] in ("scripted", GATE_PROVIDER):
         try:
             validate_script(model.get("script", []))
         except ScriptError as exc:

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from runtime.agents.agent_models import GATE_PROVIDER
 from runtime.llm.actions import ModelProvider
 from runtime.llm.gate_model import GateModel
+from runtime.llm.gateway_model import GatewayModel
 from runtime.llm.http_agent import HttpAgent
 from runtime.llm.openai_chat import OpenAIChatModel
 from runtime.llm.openai_responses import OpenAIResponsesModel
@@ -13,6 +14,8 @@ from runtime.llm.scripted import ScriptedModel
 # provider name -> a factory taking the agent's ``model`` mapping.
 PROVIDERS: dict[str, Callable[[dict], ModelProvider]] = {
     "scripted": lambda model: ScriptedModel(model.get("script", [])),
+    # An MCP gateway (AGENT.md ``gateway``): no model, one MCP client's held call per turn.
+    "gateway": GatewayModel,
     "http": HttpAgent,
     "openai": OpenAIChatModel,
     "openai-responses": OpenAIResponsesModel,

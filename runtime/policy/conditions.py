@@ -119,14 +119,14 @@ def conditions_hold(conditions, arguments: Any) -> bool:
     return all(condition_holds(c, arguments) for c in conditions or ())
 
 
-def _storable(value) -> bool:
+def jsonb_storable(value) -> bool:
     """PostgreSQL's jsonb refuses NUL and lone surrogates (a DataError mid-transaction)."""
     if isinstance(value, str):
         return "\x00" not in value and not any("\ud800" <= char <= "\udfff" for char in value)
     if isinstance(value, list):
-        return all(_storable(v) for v in value)
+        return all(jsonb_storable(v) for v in value)
     if isinstance(value, dict):
-        return all(_storable(k) and _storable(v) for k, v in value.items())
+        return all(jsonb_storable(k) and jsonb_storable(v) for k, v in value.items())
     return True
 
 
@@ -138,7 +138,7 @@ def value_problem(value) -> str | None:
         return "must be a JSON value"
     if len(text) > MAX_VALUE_CHARS:
         return f"at most {MAX_VALUE_CHARS} characters of JSON"
-    if not _storable(value):
+    if not jsonb_storable(value):
         return "must not hold NUL or lone surrogate characters"
     return None
 

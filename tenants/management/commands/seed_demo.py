@@ -95,7 +95,13 @@ class Command(BaseCommand):
                 created_by=admin,
             )
 
-        agents = {slug: f"/a2a/{demo.slug}/{slug}" for slug in seeded.get("agents", [])}
+        # An MCP gateway is served at /mcp/ (mcp_gateway), every other agent at /a2a/.
+        gateways = set(seeded.get("gateways", []))
+        agents = {
+            slug: f"/a2a/{demo.slug}/{slug}"
+            for slug in seeded.get("agents", [])
+            if slug not in gateways
+        }
         summary = {
             "tenant": demo.slug,
             "token": token,
@@ -103,6 +109,7 @@ class Command(BaseCommand):
             "operator_token": operator_token,
             "operator_subject": DEMO_OPERATOR_SUBJECT,
             "agents": agents,
+            "gateways": {slug: f"/mcp/{demo.slug}/{slug}/" for slug in sorted(gateways)},
             "logins": {
                 "operator": {"email": DEMO_OPERATOR, "password": password},
                 "admin": {"email": DEMO_ADMIN, "password": password},
@@ -124,6 +131,8 @@ class Command(BaseCommand):
         self.stdout.write(f"  other tenant:   {OTHER_OPERATOR} / {password}")
         for slug, path in agents.items():
             self.stdout.write(f"  agent {slug}: {path}")
+        for slug in sorted(gateways):
+            self.stdout.write(f"  MCP gateway {slug}: /mcp/{demo.slug}/{slug}/")
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
         self.stdout.write(f"  operator token ({DEMO_OPERATOR_SUBJECT}, REST API): {operator_token}")
 

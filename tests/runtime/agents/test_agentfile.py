@@ -50,7 +50,8 @@ def test_load_agents_is_idempotent_and_reports_what_changed(world, tmp_path):
 def test_load_agents_loads_the_demo_agents(world):
     from runtime.agents.demo import AGENTS_DIR
 
-    assert "6 agent(s): 6 created" in load_agents(AGENTS_DIR, tenant="globex")
+    # The demo agents, the demo gate and the demo MCP gateway.
+    assert "7 agent(s): 7 created" in load_agents(AGENTS_DIR, tenant="globex")
 
 
 def test_load_agents_needs_a_known_tenant_and_some_files(world, tmp_path):

@@ -120,6 +120,7 @@ RECEIPT_FIELDS = (
     ("steppedUp", "stepped_up"),
     ("ruleId", "rule_id"),
     ("reason", "reason"),
+    ("impact", "impact"),
 )
 EXPORT_PAGE = 500
 

@@ -150,8 +150,14 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
     title = slack_escape(f"[{content.get('agentName', '')}] {headline(content)}")
     blocks = [
         {"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(f"*{title}*")}},
-        {"type": "section", "fields": slack_fields(content)},
     ]
+    if content.get("impact"):
+        # What approving does, in words, under the title (the policy rule's impact line).
+        impact = slack_escape(content["impact"])
+        blocks.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_cut(impact)}]}
+        )
+    blocks.append({"type": "section", "fields": slack_fields(content)})
     arguments = slack_arguments_block(content)
     if arguments:
         blocks.append(arguments)

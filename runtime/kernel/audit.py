@@ -1,7 +1,20 @@
-"""The audit trail: every decision writes its row in the same transaction as its change."""
+"""The audit trail: every decision writes its row in the same transaction as its change.
 
-from runtime.kernel.rowsql import row_insert
-from runtime.kernel.task_models import AuditEvent
+Each row is chained to the tenant's previous one (runtime.kernel.audit_hash): its content
+hash is computed here, with the row; its link (place, previous hash, chain hash) is made when
+its transaction commits, by a deferred trigger on PostgreSQL (migration runtime 0034). Made
+at the insert, the link would lock the tenant's chain from the insert to the commit, and a
+transaction that locks a row after writing its audit row (a standing rule's use count, a
+second task) would then deadlock with one that locked that row first and waits for the
+chain; at the commit nothing else is locked after it. SQLite has one writer at a time: the
+link is made here, with the row.
+"""
+
+from django.db import connections
+
+from runtime.kernel.audit_hash import GENESIS, content_digest, link_hash
+from runtime.kernel.rowsql import cursor, row_insert
+from runtime.kernel.task_models import AuditChainHead, AuditEvent
 
 
 def audit_record(
@@ -23,7 +36,31 @@ def audit_record(
         task=task,
         detail=detail or {},
     )
+    event.content_hash = content_digest(event)
+    if connections["default"].vendor != "postgresql":
+        _link_here(event)
     # Its INSERT written once per process (runtime.kernel.rowsql): decisions write one each. No
     # receiver listens for an audit row's save; the model's own save() only refuses updates.
     row_insert(event)
     return event
+
+
+def _link_here(event: AuditEvent) -> None:
+    """Link ``event`` to its tenant's chain now (SQLite): the head's row is written first, so
+    this transaction holds the database's one write lock before it reads the head."""
+    head_table = AuditChainHead._meta.db_table
+    with cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {head_table} (tenant_id, seq, hash) VALUES (%s, 0, %s) "
+            "ON CONFLICT (tenant_id) DO UPDATE SET seq = seq",
+            [event.tenant_id, GENESIS],
+        )
+        cur.execute(f"SELECT seq, hash FROM {head_table} WHERE tenant_id = %s", [event.tenant_id])
+        seq, previous = cur.fetchone()
+        event.chain_seq = seq + 1
+        event.prev_hash = previous
+        event.chain_hash = link_hash(previous, event.content_hash)
+        cur.execute(
+            f"UPDATE {head_table} SET seq = %s, hash = %s WHERE tenant_id = %s",
+            [event.chain_seq, event.chain_hash, event.tenant_id],
+        )

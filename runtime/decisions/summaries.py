@@ -15,9 +15,9 @@ mrkdwn, e-mail). Nothing here raises on what a model or a policy wrote.
 """
 
 import json
-from collections.abc import Callable
 import re
 import unicodedata
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 

@@ -62,21 +62,25 @@ def chain_check(records: Iterable[dict], *, head: tuple[int, str] | None = None)
         if seq > expected:
             missing = f"{expected}" if seq == expected + 1 else f"{expected} to {seq - 1}"
             return ChainCheck(
-                count, expected, f"row {missing} of the chain is missing (removed) before "
-                f"{_name(record)}"
+                count,
+                expected,
+                f"row {missing} of the chain is missing (removed) before {_name(record)}",
             )
         if seq < expected:
             return ChainCheck(count, seq, f"{_name(record)} appears twice in the chain")
         fields = {key: record.get(key) for key in CONTENT_KEYS}
         if fields_digest(fields) != record.get("contentHash"):
             return ChainCheck(
-                count, seq, f"{_name(record)} was changed: its fields do not hash to its "
-                "content hash"
+                count,
+                seq,
+                f"{_name(record)} was changed: its fields do not hash to its content hash",
             )
         if record.get("prevHash") != previous:
             return ChainCheck(
-                count, seq, f"{_name(record)} does not follow row {seq - 1}: its previous "
-                "hash is not that row's chain hash (a row before it was removed or changed)"
+                count,
+                seq,
+                f"{_name(record)} does not follow row {seq - 1}: its previous "
+                "hash is not that row's chain hash (a row before it was removed or changed)",
             )
         if link_hash(previous, record["contentHash"]) != record.get("chainHash"):
             return ChainCheck(count, seq, f"{_name(record)} has a chain hash that is not its link")
@@ -87,8 +91,10 @@ def chain_check(records: Iterable[dict], *, head: tuple[int, str] | None = None)
         rows, last = head
         if rows > count:
             return ChainCheck(
-                count, count + 1, f"the chain ends at row {count} but its head says {rows} "
-                "rows: the last rows were removed"
+                count,
+                count + 1,
+                f"the chain ends at row {count} but its head says {rows} "
+                "rows: the last rows were removed",
             )
         if rows == count and last != previous:
             return ChainCheck(count, count, "the chain's last hash is not its head's")

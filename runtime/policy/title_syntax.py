@@ -55,9 +55,7 @@ def field_parse(token: str) -> tuple[str, list[tuple[str, str | None]]]:
 
 def title_problem(template: Any) -> str | None:
     """What is wrong with a ``title`` template, or None."""
-    return template_problem(
-        template, limit=TITLE_MAX, example="'Deploy {build} to {environment}'"
-    )
+    return template_problem(template, limit=TITLE_MAX, example="'Deploy {build} to {environment}'")
 
 
 def impact_problem(template: Any) -> str | None:

@@ -51,9 +51,7 @@ def test_filters_say_numbers_money_and_durations_as_people_read_them():
     assert impact_render("{t|duration:d}", arguments) == "90 days"
     assert duration_text(Decimal("0.25")) == "250 ms"
     # Text that is a number is read as one; anything else passes through unchanged.
-    assert impact_render("{a|money:currency}", {"a": "99.5", "currency": "KWD"}) == (
-        "99.500 KWD"
-    )
+    assert impact_render("{a|money:currency}", {"a": "99.5", "currency": "KWD"}) == ("99.500 KWD")
     assert impact_render("{a|number} {b|duration}", {"a": "lots", "b": None}) == "lots null"
     assert impact_render("{a|money:currency}", {"a": 5, "currency": "not money"}) == "5.00"
     assert impact_render("{missing|number}", {}) == "(no missing)"
@@ -136,9 +134,7 @@ def held_payment(agents, payer, notify, django_capture_on_commit_callbacks):
     return Interaction.objects.select_related("task__agent").get(task=task, state="open")
 
 
-def test_the_impact_shows_under_the_title_in_the_inbox_and_on_the_item_page(
-    agents, held_payment
-):
+def test_the_impact_shows_under_the_title_in_the_inbox_and_on_the_item_page(agents, held_payment):
     assert held_payment.impact == SAID
     client = agents.a.client_for(agents.a.operator)
     inbox = client.get(reverse("approvals:inbox")).content.decode()

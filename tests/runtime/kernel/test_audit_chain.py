@@ -19,9 +19,7 @@ from tests.core import Maker, decide
 
 def write(tenant, n: int, action: str = "noted") -> None:
     for i in range(n):
-        audit_record(
-            tenant_id=tenant.pk, actor="user:a@acme.test", action=action, detail={"i": i}
-        )
+        audit_record(tenant_id=tenant.pk, actor="user:a@acme.test", action=action, detail={"i": i})
 
 
 def verify(slug: str) -> str:
@@ -88,7 +86,10 @@ def test_a_changed_row_is_named_even_with_its_content_hash_rewritten(agents):
     assert "was changed" in check.problem
     # Whoever rewrites the row's content hash too breaks the link instead.
     row = AuditEvent.objects.get(tenant=agents.a.tenant, chain_seq=2)
-    sql("UPDATE runtime_auditevent SET content_hash = %s WHERE id = %s", [content_digest(row), row.pk])
+    sql(
+        "UPDATE runtime_auditevent SET content_hash = %s WHERE id = %s",
+        [content_digest(row), row.pk],
+    )
     check = audit_chain_verify(tenant=agents.a.tenant)
     assert check.seq == 2 and "chain hash that is not its link" in check.problem
 

@@ -10,6 +10,7 @@ from runtime.agents.agent_models import (
     Credential,
     DemoRecord,
     ModelPrice,
+    PolicyVersion,
     ToolServer,
     new_signing_secret,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "Context",
     "Credential",
     "DemoRecord",
+    "PolicyVersion",
     "Effect",
     "Interaction",
     "InteractionApproval",

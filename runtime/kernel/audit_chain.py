@@ -8,29 +8,14 @@ places and a row whose previous hash is not the one before it; rows removed from
 leave the chain shorter than its head says.
 """
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 from django.db import connections
 
-from runtime.kernel.audit_hash import GENESIS, content_fields, fields_digest, link_hash
+from runtime.kernel.audit_hash import GENESIS, ChainCheck, chain_check, content_fields
 from runtime.kernel.task_models import AuditChainHead, AuditEvent
 
-CONTENT_KEYS = ("action", "actor", "createdAt", "detail", "interaction", "task", "via")
-
-
-@dataclass(frozen=True)
-class ChainCheck:
-    """What a check of a chain found: how many rows held, and the first that did not (its
-    place, ``seq``, and why), or ``problem`` "" when the whole chain holds."""
-
-    rows: int
-    seq: int | None = None
-    problem: str = ""
-
-    @property
-    def holds(self) -> bool:
-        return not self.problem
+__all__ = ["ChainCheck", "audit_chain_verify", "chain_check", "links_made"]
 
 
 def audit_row_record(row: AuditEvent) -> dict:
@@ -42,63 +27,6 @@ def audit_row_record(row: AuditEvent) -> dict:
         "prevHash": row.prev_hash,
         "chainHash": row.chain_hash,
     }
-
-
-def _name(record: dict) -> str:
-    return (
-        f"row {record.get('seq')} ({record.get('action')} by {record.get('actor')}, "
-        f"{record.get('createdAt')})"
-    )
-
-
-def chain_check(records: Iterable[dict], *, head: tuple[int, str] | None = None) -> ChainCheck:
-    """Check audit row records (audit_row_record's, in their places' order) as one chain
-    from its start; ``head``: (rows, last hash) the chain should end at."""
-    expected, previous, count = 1, GENESIS, 0
-    for record in records:
-        seq = record.get("seq")
-        if not isinstance(seq, int):
-            return ChainCheck(count, None, f"{_name(record)} is not linked into the chain")
-        if seq > expected:
-            missing = f"{expected}" if seq == expected + 1 else f"{expected} to {seq - 1}"
-            return ChainCheck(
-                count,
-                expected,
-                f"row {missing} of the chain is missing (removed) before {_name(record)}",
-            )
-        if seq < expected:
-            return ChainCheck(count, seq, f"{_name(record)} appears twice in the chain")
-        fields = {key: record.get(key) for key in CONTENT_KEYS}
-        if fields_digest(fields) != record.get("contentHash"):
-            return ChainCheck(
-                count,
-                seq,
-                f"{_name(record)} was changed: its fields do not hash to its content hash",
-            )
-        if record.get("prevHash") != previous:
-            return ChainCheck(
-                count,
-                seq,
-                f"{_name(record)} does not follow row {seq - 1}: its previous "
-                "hash is not that row's chain hash (a row before it was removed or changed)",
-            )
-        if link_hash(previous, record["contentHash"]) != record.get("chainHash"):
-            return ChainCheck(count, seq, f"{_name(record)} has a chain hash that is not its link")
-        previous = record["chainHash"]
-        expected += 1
-        count += 1
-    if head is not None:
-        rows, last = head
-        if rows > count:
-            return ChainCheck(
-                count,
-                count + 1,
-                f"the chain ends at row {count} but its head says {rows} "
-                "rows: the last rows were removed",
-            )
-        if rows == count and last != previous:
-            return ChainCheck(count, count, "the chain's last hash is not its head's")
-    return ChainCheck(count)
 
 
 def links_made(using: str = "default") -> None:

@@ -148,7 +148,7 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
     and chat.update. ``content``: the channel's notification content (its summary and
     arguments unless the channel omits them, redacted)."""
     title = slack_escape(f"[{content.get('agentName', '')}] {headline(content)}")
-    blocks = [
+    blocks: list[dict] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(f"*{title}*")}},
     ]
     if content.get("impact"):

@@ -34,7 +34,13 @@ _MINOR_DIGITS = {
 }
 CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 _NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?$")
-_UNITS = {"s": 1, "ms": Decimal("0.001"), "min": 60, "h": 3600, "d": 86400}
+_UNITS: dict[str, Decimal] = {
+    "s": Decimal(1),
+    "ms": Decimal("0.001"),
+    "min": Decimal(60),
+    "h": Decimal(3600),
+    "d": Decimal(86400),
+}
 # Values beyond this are shown as they are (a number of 10^40 digits is no amount).
 _LIMIT = Decimal(10) ** 18
 
@@ -91,7 +97,7 @@ def apply_filter(name: str, argument: str | None, value: Any, resolve) -> Any:
             return _grouped(number, min(decimals, 6))
         return _grouped(number, int(argument))
     if name == "times":
-        return number * Decimal(argument or "1")
+        return number * Decimal(str(argument or "1"))
     if name in ("money", "minor"):
         currency = _currency(argument, resolve)
         if name == "minor":
@@ -101,7 +107,7 @@ def apply_filter(name: str, argument: str | None, value: Any, resolve) -> Any:
             return _grouped(number, 2)
         return f"{_grouped(number, minor_digits(currency))} {currency}"
     if name == "duration":
-        return duration_text(number * Decimal(_UNITS[argument or "s"]))
+        return duration_text(number * _UNITS[argument or "s"])
     return value
 
 

@@ -3,7 +3,7 @@ tenant's evidence pack for a period (runtime.evidence.pack); `evidence verify PA
 checks one offline and names the first thing that does not hold (exit status 1)."""
 
 import re
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
@@ -32,7 +32,7 @@ def moment(text: str, *, name: str) -> datetime:
         found = None
     if found is None:
         raise CommandError(f"--{name} {text!r} is not a date: write 2026-11-01, an ISO time or 30d")
-    return found if timezone.is_aware(found) else timezone.make_aware(found, timezone.utc)
+    return found if timezone.is_aware(found) else timezone.make_aware(found, UTC)
 
 
 class Command(BaseCommand):

@@ -12,9 +12,10 @@ link is made here, with the row.
 
 from django.db import connections
 
-from runtime.kernel.audit_hash import GENESIS, content_digest, link_hash
-from runtime.kernel.rowsql import cursor, row_insert
-from runtime.kernel.task_models import AuditChainHead, AuditEvent
+from runtime.kernel.audit_hash import content_digest, link_hash
+from runtime.kernel.rowsql import row_insert
+from runtime.kernel.store import audit_chain_advance
+from runtime.kernel.task_models import AuditEvent
 
 
 def audit_record(
@@ -46,21 +47,7 @@ def audit_record(
 
 
 def _link_here(event: AuditEvent) -> None:
-    """Link ``event`` to its tenant's chain now (SQLite): the head's row is written first, so
-    this transaction holds the database's one write lock before it reads the head."""
-    head_table = AuditChainHead._meta.db_table
-    with cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {head_table} (tenant_id, seq, hash) VALUES (%s, 0, %s) "
-            "ON CONFLICT (tenant_id) DO UPDATE SET seq = seq",
-            [event.tenant_id, GENESIS],
-        )
-        cur.execute(f"SELECT seq, hash FROM {head_table} WHERE tenant_id = %s", [event.tenant_id])
-        seq, previous = cur.fetchone()
-        event.chain_seq = seq + 1
-        event.prev_hash = previous
-        event.chain_hash = link_hash(previous, event.content_hash)
-        cur.execute(
-            f"UPDATE {head_table} SET seq = %s, hash = %s WHERE tenant_id = %s",
-            [event.chain_seq, event.chain_hash, event.tenant_id],
-        )
+    """Link ``event`` to its tenant's chain now (SQLite: one writer at a time)."""
+    event.chain_seq, event.prev_hash, event.chain_hash = audit_chain_advance(
+        tenant_id=event.tenant_id, content_hash=event.content_hash, link=link_hash
+    )

@@ -10,9 +10,8 @@ leave the chain shorter than its head says.
 
 from collections.abc import Iterator
 
-from django.db import connections
-
 from runtime.kernel.audit_hash import GENESIS, ChainCheck, chain_check, content_fields
+from runtime.kernel.store import audit_links_made
 from runtime.kernel.task_models import AuditChainHead, AuditEvent
 
 __all__ = ["ChainCheck", "audit_chain_verify", "chain_check", "links_made"]
@@ -32,11 +31,7 @@ def audit_row_record(row: AuditEvent) -> dict:
 def links_made(using: str = "default") -> None:
     """Link the audit rows this transaction wrote so far (PostgreSQL links them at the
     commit: runtime.kernel.audit), so that a check in the same transaction sees them."""
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute("SET CONSTRAINTS runtime_audit_chain_link IMMEDIATE")
-            cur.execute("SET CONSTRAINTS runtime_audit_chain_link DEFERRED")
+    audit_links_made(using=using)
 
 
 def tenant_audit_records(*, tenant, since=None, until=None) -> Iterator[dict]:

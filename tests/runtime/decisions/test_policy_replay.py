@@ -33,7 +33,7 @@ IN_FORCE = {
 def recorded(agents, make_agent):
     """Six calls journalled under IN_FORCE (what it did with each), one of another agent."""
     agent = make_agent("dep", [], tool_policy=IN_FORCE)
-    other = make_agent("other", [], tool_policy={"deploy": "allow"})
+    make_agent("other", [], tool_policy={"deploy": "allow"})
     task = send(agents.a, "dep")
     calls = [
         ("deploy_build", {"build": "b-1", "environment": "production"}, "held"),

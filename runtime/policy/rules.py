@@ -174,6 +174,22 @@ def policy_entry(agent, server: str, tool: str) -> tuple[str, Any]:
 def policy_rule_for(agent, server: str, tool: str, arguments: Any) -> PolicyRule:
     """The entry and rule of ``agent``'s tool policy that hold this call of ``server/tool``
     with these arguments (see the module)."""
+    found = policy_rule_place(agent, server, tool, arguments)
+    if found is None:
+        return unwritten_rule(agent, server, tool)
+    key, written, index = found
+    if index is None:
+        return _entry_rule(key, written)
+    return _entry_rule(key, written[index], index, len(written))
+
+
+def policy_rule_place(
+    agent, server: str, tool: str, arguments: Any
+) -> tuple[str, Any, int | None] | None:
+    """Where the rule that holds this call is written: (entry key, the entry as written, the
+    rule's index in it, None when the entry is no list), or None when no entry holds it (see
+    the module). What policy_rule_for reads; a reader of many calls (a policy's replay)
+    keeps one PolicyRule per place instead of making one per call."""
     policy = agent.tool_policy or {}
     for key in (f"{server}/{tool}", server):
         if key not in policy:
@@ -181,12 +197,17 @@ def policy_rule_for(agent, server: str, tool: str, arguments: Any) -> PolicyRule
         written = policy[key]
         if not isinstance(written, list):
             if isinstance(written, str | dict):
-                return _entry_rule(key, written)
+                return key, written, None
             continue
         for index, rule in enumerate(written):
             if _rule_holds(rule, arguments):
-                return _entry_rule(key, rule, index, len(written))
+                return key, written, index
         # No rule holds: as if the entry were not written (docs/how-to/policy.md).
+    return None
+
+
+def unwritten_rule(agent, server: str, tool: str) -> PolicyRule:
+    """The rule of a call no entry holds: the tenant's annotation default, else approve."""
     return annotation_rule(agent, server, tool) or PolicyRule(
         entry="",
         rule={"action": "approve"},

@@ -1,9 +1,12 @@
 """Django admin's agent page: an agent's card fields, its model and tools, and its tool policy
 and ladders as a table (policy_table), each checked as AGENT.md's are."""
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from runtime.admin.policy_table import PolicyTableField, tool_keys
 from runtime.agents.agent_models import Agent
@@ -12,6 +15,7 @@ from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.limits import limits_error
 from runtime.agents.memory_budget import memory_error
 from runtime.decisions.receipts import policy_version
+from runtime.decisions.replay import shadow_comparison
 from runtime.kernel.audit import audit_record
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
@@ -168,7 +172,13 @@ class AgentAdmin(TenantScopedAdmin):
     list_filter = ["tenant", "public"]
     search_fields = ["slug", "name", "description"]
     list_select_related = ["tenant"]
-    readonly_fields = ["policy_version_shown", "source_path", "created_at", "updated_at"]
+    readonly_fields = [
+        "policy_version_shown",
+        "shadow_shown",
+        "source_path",
+        "created_at",
+        "updated_at",
+    ]
     fieldsets = [
         (
             None,
@@ -185,13 +195,48 @@ class AgentAdmin(TenantScopedAdmin):
                 ]
             },
         ),
-        ("Tool policy and ladders", {"fields": ["policy", "policy_version_shown"]}),
+        (
+            "Tool policy and ladders",
+            {"fields": ["policy", "policy_version_shown", "shadow_shown"]},
+        ),
         (
             "Skills, instructions, model and tools",
             {"fields": ["skills", "default_skill", "instructions", "model", "tools"]},
         ),
         ("Source", {"fields": ["source_path", "created_at", "updated_at"]}),
     ]
+
+    @admin.display(description="shadow rules (last 30 days)")
+    def shadow_shown(self, obj):
+        """What the policy's ``mode: shadow`` rules would have done with the calls they
+        matched, beside what happened (runtime.decisions.replay.shadow_comparison)."""
+        if obj is None or obj.pk is None:
+            return "—"
+        report = shadow_comparison(agent=obj, since=timezone.now() - timedelta(days=30))
+        if not report.calls:
+            return "No call matched a shadow rule (write mode: shadow on a rule to try it)."
+        counts = format_html_join(
+            "",
+            "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+            ((name, report.recorded[name], report.draft[name]) for name in report.recorded),
+        )
+        changed = format_html_join(
+            "",
+            "<li><code>{}</code> {}/{} {}: {} → {}</li>",
+            (
+                (c.effect_id, c.server, c.tool, f"{c.at:%Y-%m-%d %H:%M}", c.was, c.would)
+                for c in report.changed[:20]
+            ),
+        )
+        return format_html(
+            '<table class="shadow-comparison"><tr><th></th><th>happened</th>'
+            "<th>shadow rules</th></tr>{}</table><p>{} of {} calls would have gone "
+            "otherwise.</p><ul>{}</ul>",
+            counts,
+            len(report.changed),
+            report.calls,
+            changed,
+        )
 
     @admin.display(description="policy version")
     def policy_version_shown(self, obj):

@@ -249,6 +249,15 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         "What approving does, in words, shown under the title: Sends "
         "{amount|money:currency} to {payee}. Filters: number, money, minor, times, duration.",
     ),
+    # A rule tried in shadow: enforced nowhere, recorded on each call it matches
+    # (runtime.policy.rules, runtime.turn.calls), compared on the agent's admin page.
+    PolicyKey(
+        "mode",
+        "mode",
+        {"enum": ["enforce", "shadow"], "x-message": "must be enforce or shadow"},
+        "enforce",
+        "shadow: the rule holds nothing; what it would have done is recorded on each call.",
+    ),
     PolicyKey(
         "redact",
         "redact",

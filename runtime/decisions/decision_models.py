@@ -198,6 +198,9 @@ class Effect(models.Model):
     state = models.CharField(max_length=16, choices=State.choices)
     outcome = models.JSONField(null=True, blank=True)
     approved_by = models.CharField(max_length=200, blank=True)
+    # What a ``mode: shadow`` rule of the policy that matched the call would have done
+    # (runtime.decisions.replay.shadow_record): {"would", "rule", "heldBy"}; null when none did.
+    shadow = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)

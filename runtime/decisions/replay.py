@@ -24,7 +24,12 @@ from runtime.agents.agent_schema import policy_problems
 from runtime.decisions.decision_models import Effect
 from runtime.kernel.task_models import Task
 from runtime.policy.lookup import policy_of
-from runtime.policy.rules import policy_rule_for, policy_rule_place, unwritten_rule
+from runtime.policy.rules import (
+    is_shadow,
+    policy_rule_for,
+    policy_rule_place,
+    unwritten_rule,
+)
 
 ALLOWED, HELD, REFUSED = "allowed", "held", "refused"
 _ACTIONS = {"allow": ALLOWED, "approve": HELD, "deny": REFUSED}
@@ -67,6 +72,34 @@ def _held_by(policy) -> str:
     people = f"{policy.required} {'person' if policy.required == 1 else 'people'}"
     stages = f", in {len(policy.stages)} stages" if len(policy.stages) > 1 else ""
     return f"{who}, {people}{stages}"
+
+
+def has_shadow_rules(agent: Agent) -> bool:
+    """Whether any entry or rule of the agent's policy is written ``mode: shadow``."""
+    for written in (agent.tool_policy or {}).values():
+        if any(is_shadow(rule) for rule in (written if isinstance(written, list) else [written])):
+            return True
+    return False
+
+
+def shadow_record(agent: Agent, server: str, tool: str, arguments) -> dict | None:
+    """What a ``mode: shadow`` rule that matches this call would have done, as its journal
+    entry keeps it (``Effect.shadow``), or None when no shadow rule matches: the turn enforces
+    the policy without such rules (runtime.policy.rules.policy_rule_place)."""
+    place = policy_rule_place(agent, server, tool, arguments, shadow=True)
+    if place is None:
+        return None
+    key, written, index = place
+    if not is_shadow(written if index is None else written[index]):
+        return None
+    match = policy_rule_for(agent, server, tool, arguments, shadow=True)
+    read = policy_of(match)
+    would = _ACTIONS.get(read.action, HELD)
+    return {
+        "would": would,
+        "rule": match.label(),
+        "heldBy": _held_by(read) if would == HELD else "",
+    }
 
 
 def draft_agent(agent: Agent, policy: dict) -> Agent:
@@ -134,14 +167,15 @@ def policy_replay(*, agent: Agent, policy: dict, since: datetime, until: datetim
             was = HELD
         report.recorded[was] += 1
         arguments = orjson.loads(arguments_text) if arguments_text else {}
-        place = policy_rule_place(draft, server, tool, arguments)
+        # A draft's shadow rules are replayed as if enforced: what they would have done.
+        place = policy_rule_place(draft, server, tool, arguments, shadow=True)
         key = (server, tool) if place is None else (place[0], place[2])
         found = by_place.get(key)
         if found is None:
             if place is None:
                 match = unwritten_rule(draft, server, tool)
             else:
-                match = policy_rule_for(draft, server, tool, arguments)
+                match = policy_rule_for(draft, server, tool, arguments, shadow=True)
             read = policy_of(match)
             would = _ACTIONS.get(read.action, HELD)
             found = by_place[key] = (would, _held_by(read) if would == HELD else "")
@@ -169,3 +203,48 @@ def _changed_calls(changed: list[tuple]) -> list[ChangedCall]:
 def _moment(text: str) -> datetime:
     found = datetime.fromisoformat(text)
     return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+def shadow_comparison(*, agent: Agent, since: datetime) -> ReplayReport:
+    """What the ``mode: shadow`` rules recorded on the agent's calls since ``since``
+    (``Effect.shadow``) beside what happened: the comparison a replay makes, for the agent's
+    page."""
+    report = ReplayReport()
+    rows = (
+        Effect.objects.filter(
+            tenant_id=agent.tenant_id,
+            task__agent_id=agent.pk,
+            created_at__gte=since,
+            shadow__isnull=False,
+        )
+        .order_by("-created_at", "-id")
+        .values_list(
+            "public_id",
+            "task__public_id",
+            "server",
+            "tool",
+            "created_at",
+            "approved_by",
+            "outcome",
+            "shadow",
+        )
+    )
+    for public_id, task_id, server, tool, at, approved_by, outcome, shadow in rows[:10000]:
+        report.calls += 1
+        denied = isinstance(outcome, dict) and outcome.get("reason") == POLICY_DENIED
+        was = (
+            ALLOWED if approved_by == "policy" else REFUSED if denied and not approved_by else HELD
+        )
+        would = shadow.get("would") if isinstance(shadow, dict) else None
+        if would not in report.draft:
+            continue
+        report.recorded[was] += 1
+        report.draft[would] += 1
+        held_by = shadow.get("heldBy", "")
+        if held_by:
+            report.held_by[held_by] = report.held_by.get(held_by, 0) + 1
+        if would != was:
+            report.changed.append(
+                ChangedCall(public_id, task_id, server, tool, at, was, would, held_by)
+            )
+    return report

@@ -1,4 +1,4 @@
-"""Impact lines on interactions and receipts; agents' policy versions (each agent's policy
+"""Impact lines on interactions and receipts; what a shadow rule would have done with a call; agents' policy versions (each agent's policy
 now kept as its first); the audit chain (runtime.kernel.audit_hash):
 its columns, each tenant's head, the rows there were linked in the order they were written,
 and on PostgreSQL the deferred trigger that links each new row when its transaction
@@ -119,6 +119,11 @@ class Migration(migrations.Migration):
             model_name="interaction",
             name="impact",
             field=models.CharField(blank=True, default="", editable=False, max_length=320),
+        ),
+        migrations.AddField(
+            model_name="effect",
+            name="shadow",
+            field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
             model_name="receipt",

@@ -149,3 +149,59 @@ def test_the_command_prints_the_counts_and_the_changed_calls(recorded, tmp_path)
         call_command("policy", "replay", "dep", "--tenant", "acme", "--policy", str(draft))
     with pytest.raises(CommandError, match="No agent"):
         call_command("policy", "replay", "acme/nope", "--policy", str(draft))
+
+
+SHADOWED = {
+    "deploy/deploy_build": [
+        {
+            "when": [{"field": "environment", "op": "equals", "value": "production"}],
+            "action": "approve",
+            "approvers": ["admin"],
+            "mode": "shadow",
+        },
+        {"action": "allow"},
+    ]
+}
+
+
+def test_a_shadow_rule_holds_nothing_and_records_what_it_would_have_done(agents, make_agent):
+    from runtime.kernel.task_models import TaskState
+    from tests.admin_pages import tenant_admin_client
+    from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, run
+
+    agent = make_agent(
+        "shadowed",
+        [deploy_step("production", build="b-9"), *REPORT_RESULT],
+        tools=[DEPLOY_TOOL],
+        tool_policy=SHADOWED,
+    )
+    production = run(send(agents.a, "shadowed"))
+    # Not held: the shadow rule is enforced nowhere; the call ran under the rule after it.
+    assert production.state == TaskState.COMPLETED
+    assert not production.interactions.exists()
+    effect = production.effects.get()
+    assert (effect.state, effect.approved_by) == ("succeeded", "policy")
+    assert effect.shadow == {
+        "would": "held",
+        "rule": "deploy/deploy_build, rule 1 of 2: when environment = production",
+        "heldBy": "admin, 1 person",
+    }
+    # A call no shadow rule matches records nothing.
+    make_agent(
+        "staging",
+        [deploy_step("staging"), *REPORT_RESULT],
+        tools=[DEPLOY_TOOL],
+        tool_policy=SHADOWED,
+    )
+    assert run(send(agents.a, "staging")).effects.get().shadow is None
+    # The agent's page compares what happened with what the shadow rules would have done.
+    client = tenant_admin_client(agents.a)
+    page = client.get(f"/admin/runtime/agent/{agent.pk}/change/").content.decode()
+    assert "1 of 1 calls would have gone otherwise" in page
+    assert f"<code>{effect.public_id}</code> deploy/deploy_build" in page
+    assert "allowed → held" in page
+    # Replayed as a draft, the shadow rule counts as if it were enforced.
+    report = replay(agent, SHADOWED)
+    assert [(c.effect_id, c.was, c.would) for c in report.changed] == [
+        (effect.public_id, "allowed", "held")
+    ]

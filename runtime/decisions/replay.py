@@ -235,9 +235,9 @@ def shadow_comparison(*, agent: Agent, since: datetime) -> ReplayReport:
         was = (
             ALLOWED if approved_by == "policy" else REFUSED if denied and not approved_by else HELD
         )
-        would = shadow.get("would") if isinstance(shadow, dict) else None
-        if would not in report.draft:
+        if not isinstance(shadow, dict) or shadow.get("would") not in report.draft:
             continue
+        would = shadow["would"]
         report.recorded[was] += 1
         report.draft[would] += 1
         held_by = shadow.get("heldBy", "")

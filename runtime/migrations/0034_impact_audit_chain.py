@@ -22,6 +22,11 @@ DECLARE
     previous_hash text;
     linked text;
 BEGIN
+    -- A row gone by the commit (its tenant deleted in the same transaction) has no place.
+    PERFORM 1 FROM runtime_auditevent WHERE id = NEW.id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO runtime_auditchainhead (tenant_id, seq, hash)
         VALUES (NEW.tenant_id, 0, '') ON CONFLICT (tenant_id) DO NOTHING;
     SELECT seq, hash INTO previous_seq, previous_hash FROM runtime_auditchainhead

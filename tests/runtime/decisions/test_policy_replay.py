@@ -205,3 +205,25 @@ def test_a_shadow_rule_holds_nothing_and_records_what_it_would_have_done(agents,
     assert [(c.effect_id, c.was, c.would) for c in report.changed] == [
         (effect.public_id, "allowed", "held")
     ]
+
+
+def test_the_admin_page_replays_a_draft_and_refuses_one_that_would_not_load(agents, recorded):
+    from tests.admin_pages import tenant_admin_client
+
+    agent, effects = recorded
+    client = tenant_admin_client(agents.a)
+    url = f"/admin/runtime/agent/{agent.pk}/replay/"
+    page = client.get(url)
+    assert page.status_code == 200 and "deploy/deploy_build" in page.content.decode()
+    draft = (
+        "deploy/deploy_build: {action: approve, approvers: [operator]}\ndeploy/delete_all: deny\n"
+    )
+    html = client.post(url, {"policy": draft, "days": 30}).content.decode()
+    assert "6 recorded calls" in html and "2 calls would change" in html
+    assert f"<code>{effects['b-2'].public_id}</code>" in html
+    assert "held (operator, 1 person)" in html
+    refused = client.post(url, {"policy": "deploy/deploy_build: {action: launch}", "days": 30})
+    assert refused.status_code == 400 and "deploy/deploy_build.action" in refused.content.decode()
+    assert client.post(url, {"policy": "[1, 2", "days": 30}).status_code == 400
+    # Another tenant's admin finds no such agent.
+    assert tenant_admin_client(agents.b).get(url).status_code == 404

@@ -17,6 +17,7 @@ It holds:
 
 import base64
 import hashlib
+import importlib
 import json
 import zipfile
 from dataclasses import dataclass
@@ -69,6 +70,18 @@ def receipt_evidence(receipt: Receipt) -> dict:
         for field in Receipt._meta.concrete_fields
         if field.name not in ("id", "tenant")
     }
+
+
+def receipt_keys() -> dict | None:
+    """The keys that sign receipts, as a JWKS, where this build signs receipts (a module
+    runtime.decisions.signing with ``jwks()``); None where receipts are not signed. The pack
+    keeps them as ``receipt-keys.json`` for the verifier to check each receipt's ``jws``."""
+    try:
+        signing = importlib.import_module("runtime.decisions.signing")
+    except ImportError:
+        return None
+    jwks = getattr(signing, "jwks", None)
+    return jwks() if callable(jwks) else None
 
 
 def _audit_records(tenant, since: datetime, until: datetime) -> tuple[list[dict], dict]:
@@ -171,6 +184,9 @@ def evidence_pack_write(*, tenant, since: datetime, until: datetime, out: IO[byt
     }
     for path, document in policies:
         files[path] = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False).encode()
+    keys = receipt_keys()
+    if keys is not None:
+        files["receipt-keys.json"] = json.dumps(keys, indent=2, sort_keys=True).encode()
     manifest = {
         "format": FORMAT,
         "tenant": tenant.slug,

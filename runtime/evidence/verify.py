@@ -69,9 +69,12 @@ def receipt_signature_problem(record: dict, keys: dict[str, Ed25519PublicKey]) -
         key.verify(signature, f"{parts[0]}.{parts[1]}".encode())
     except InvalidSignature:
         return "its signature does not verify"
-    named = payload.get("receipt") or payload.get("public_id") or payload.get("id")
+    named = payload.get("receipt_id") or payload.get("receipt") or payload.get("id")
     if named != record.get("public_id"):
         return "its signature is of another receipt"
+    signed_hash = payload.get("arguments_sha256")
+    if signed_hash is not None and signed_hash != record.get("sent_arguments_hash"):
+        return "its signature is of other arguments than the receipt's"
     return None
 
 

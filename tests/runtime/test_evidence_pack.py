@@ -174,13 +174,19 @@ def test_a_receipts_signature_is_checked_where_it_has_one():
         return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
     header = b64(json.dumps({"alg": "EdDSA", "kid": "k1"}).encode())
-    payload = b64(json.dumps({"receipt": "rcp_1"}).encode())
+    payload = b64(json.dumps({"receipt_id": "rcp_1", "arguments_sha256": "ab"}).encode())
     signature = b64(key.sign(f"{header}.{payload}".encode()))
     keys = {"k1": key.public_key()}
-    record = {"public_id": "rcp_1", "jws": f"{header}.{payload}.{signature}"}
+    record = {
+        "public_id": "rcp_1",
+        "sent_arguments_hash": "ab",
+        "jws": f"{header}.{payload}.{signature}",
+    }
     assert receipt_signature_problem(record, keys) is None
     assert receipt_signature_problem({"public_id": "rcp_1"}, keys) is None  # unsigned
     assert "another receipt" in receipt_signature_problem({**record, "public_id": "rcp_2"}, keys)
+    other = {**record, "sent_arguments_hash": "cd"}
+    assert "other arguments" in receipt_signature_problem(other, keys)
     forged = f"{header}.{b64(json.dumps({'receipt': 'rcp_1', 'x': 1}).encode())}.{signature}"
     assert "does not verify" in receipt_signature_problem({**record, "jws": forged}, keys)
     assert "not in the pack" in receipt_signature_problem(record, {})

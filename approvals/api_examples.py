@@ -44,6 +44,7 @@ INTERACTION: dict[str, Any] = {
         "tool": "deploy_build",
         "arguments": ARGUMENTS,
         "summary": "Deploy 2026.10.06-1 to staging",
+        "impact": "",
     },
     "groupId": None,
 }
@@ -117,6 +118,7 @@ PRODUCTION_CALL = {
         "tool": "deploy_build",
         "arguments": {"build": "2026.10.06-1", "environment": "production"},
         "summary": "Deploy 2026.10.06-1 to production",
+        "impact": "Replaces what customers run in production with build 2026.10.06-1",
         "argumentsHash": HASH_2,
         "state": "held",
     },

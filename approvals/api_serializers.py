@@ -44,6 +44,11 @@ class HeldCallSummarySerializer(serializers.Serializer):
     summary = serializers.CharField(
         help_text="One line: the policy's title over the arguments, else key=value pairs."
     )
+    impact = serializers.CharField(
+        allow_blank=True,
+        help_text="What approving the call does, in words: the policy rule's impact over "
+        'the arguments ("" when the rule has none).',
+    )
 
 
 class HeldCallSerializer(HeldCallSummarySerializer):

@@ -122,6 +122,7 @@ RECEIPT_FIELDS = (
     ("reason", "reason"),
     # The receipt signed (runtime.decisions.signing): verify it against /.well-known/jwks.json.
     ("jws", "jws"),
+    ("impact", "impact"),
 )
 EXPORT_PAGE = 500
 

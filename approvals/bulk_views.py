@@ -127,6 +127,7 @@ def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
             "public_id": item_id,
             "prompt": interaction.prompt,
             "summary": held_call_summary(interaction),
+            "impact": interaction.impact,
             "url": reverse("approvals:interaction", args=[item_id]),
             "hash": hashes.get(item_id, ""),
         }
@@ -145,6 +146,7 @@ def _bulk_confirm(request, ids: list[str], found: dict, *, reason: str):
                 {
                     "public_id": c.public_id,
                     "summary": c.summary,
+                    "impact": c.impact,
                     "hash": hashes.get(c.public_id, ""),
                 }
                 for c in waiting

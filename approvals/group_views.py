@@ -41,6 +41,7 @@ def _call_row(facts, *, current: Interaction) -> dict:
         "current": call.pk == current.pk,
         "held_call": held,
         "summary": view["summary"] if view else "",
+        "impact": view["impact"] if view else "",
         "arguments": pretty(held.arguments) if held else "",
         "is_open": facts.is_open,
         "outcome": ""

@@ -51,6 +51,7 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
         base = effect_url if item.kind == "uncertain" else interaction_url
         interaction = item.interaction
         summary = interaction.summary if interaction else ""
+        impact = interaction.impact if interaction else ""
         row = {
             "kind": item.kind,
             "public_id": item.public_id,
@@ -62,6 +63,8 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
             # 2026.12.07-1 to production"), else the prompt; the prompt (naming the tool)
             # and the agent come after it, smaller.
             "headline": summary or item.prompt,
+            # What approving does, in words (the policy rule's impact), under the headline.
+            "impact": impact,
             **risk_marks(item),
             # Only an approval that still counts is theirs: one a policy edit voided is not.
             "approved_by_me": bool(subject and any(a.get("by") == subject for a in item.standing)),
@@ -96,6 +99,7 @@ def _group_row(row: dict, calls, *, url: str) -> None:
         f" ({waiting} still open)" if 0 < waiting < len(calls) else ""
     )
     row["summary"] = ""
+    row["impact"] = ""
     row["headline"] = row["prompt"]
     row["group"] = [
         {
@@ -103,6 +107,7 @@ def _group_row(row: dict, calls, *, url: str) -> None:
             "position": call.group_position + 1,
             "prompt": call.prompt,
             "summary": call.summary,
+            "impact": call.impact,
             "state": call.state,
             "url": url.format(quote(call.public_id, safe=URL_SAFE)),
         }

@@ -1,5 +1,6 @@
 """What a notification says, whatever its medium: the facts of an item (with the held call's
-summary and arguments unless the channel omits them, redacted as its policy says), its title
+summary, impact line and arguments unless the channel omits them, redacted as its policy
+says), its title
 (an opening's, a follow-up's), and the links to its page.
 
 The prompt, the arguments, a reason and the caller's subject are the caller's or the model's
@@ -139,6 +140,8 @@ def notification_content(delivery: Delivery) -> dict:
         view = held_call_view(interaction)
         if view is not None:
             content["summary"] = view["summary"]
+            if view["impact"]:
+                content["impact"] = view["impact"]
             content["arguments"] = view["arguments"]
     if delivery.follow_up is not None:
         content.update(delivery.follow_up.facts)

@@ -20,6 +20,8 @@ def digest_line(content: dict) -> str:
     """An item in a digest: its title (with the summary), its link, and the arguments unless
     the channel omits them, within the 500 characters a line keeps."""
     line = f"{content['title']} {content['url']}"
+    if content.get("impact"):
+        line += f"\n  approving: {content['impact']}"
     if "arguments" in content:
         arguments = json.dumps(content["arguments"], sort_keys=True, ensure_ascii=False)
         line += f"\n  arguments: {arguments}"

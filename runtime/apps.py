@@ -13,11 +13,19 @@ class RuntimeConfig(AppConfig):
     }
 
     def ready(self) -> None:
+        from django.db.models.signals import post_save
+
         from connections.signals import app_connected
-        from runtime.receivers import app_connected_received, tenant_changed_received
+        from runtime.agents.agent_models import Agent
+        from runtime.receivers import (
+            agent_saved_received,
+            app_connected_received,
+            tenant_changed_received,
+        )
         from tenants.signals import tenant_changed
 
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
+        post_save.connect(agent_saved_received, sender=Agent, dispatch_uid="runtime-policy-kept")
         tenant_changed.connect(tenant_changed_received, dispatch_uid="runtime-tenant-changed")
         observability_setup()
 

@@ -73,7 +73,7 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "runtime.gateway",
         ),
     ),
-    (7, ("runtime.turn",)),
+    (7, ("runtime.turn", "runtime.evidence")),
     (6, ("runtime.decisions",)),
     (5, ("runtime.agents",)),
     (4, ("runtime.llm",)),
@@ -84,6 +84,8 @@ CORE_LAYERS: list[tuple[int, tuple[str, ...]]] = [
         0,
         (
             "runtime.kernel.task_models",
+            # The audit chain's hashes: plain Python, which the audit row's model computes.
+            "runtime.kernel.audit_hash",
             "runtime.kernel.push.push_models",
             "runtime.agents.agent_models",
             "runtime.decisions.decision_models",

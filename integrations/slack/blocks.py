@@ -148,10 +148,16 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
     and chat.update. ``content``: the channel's notification content (its summary and
     arguments unless the channel omits them, redacted)."""
     title = slack_escape(f"[{content.get('agentName', '')}] {headline(content)}")
-    blocks = [
+    blocks: list[dict] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(f"*{title}*")}},
-        {"type": "section", "fields": slack_fields(content)},
     ]
+    if content.get("impact"):
+        # What approving does, in words, under the title (the policy rule's impact line).
+        impact = slack_escape(content["impact"])
+        blocks.append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_cut(impact)}]}
+        )
+    blocks.append({"type": "section", "fields": slack_fields(content)})
     arguments = slack_arguments_block(content)
     if arguments:
         blocks.append(arguments)

@@ -25,6 +25,8 @@ def teams_card(content: dict) -> dict:
     """A Teams incoming webhook's (or Workflows') message: an Adaptive Card with the item and
     "Open in Countersign" (Teams cannot take a click back here either)."""
     body = [_runs((content["title"], True))]
+    if content.get("impact"):
+        body.append(_runs((str(content["impact"]), False)))
     if "kind" in content and content.get("event") not in FOLLOW_UPS:
         for label, key in (
             ("Agent", "agentName"),

@@ -1,9 +1,16 @@
 """Django admin's agent page: an agent's card fields, its model and tools, and its tool policy
 and ladders as a table (policy_table), each checked as AGENT.md's are."""
 
+from datetime import timedelta
+
+import yaml
 from django import forms
 from django.contrib import admin
-from django.utils.html import format_html
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from runtime.admin.policy_table import PolicyTableField, tool_keys
 from runtime.agents.agent_models import Agent
@@ -12,6 +19,7 @@ from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.limits import limits_error
 from runtime.agents.memory_budget import memory_error
 from runtime.decisions.receipts import policy_version
+from runtime.decisions.replay import DraftPolicyError, policy_replay, shadow_comparison
 from runtime.kernel.audit import audit_record
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
@@ -153,6 +161,29 @@ class AgentForm(forms.ModelForm):
         return cleaned
 
 
+class ReplayForm(forms.Form):
+    """A draft tool policy to replay over an agent's recorded calls (runtime.decisions.replay)."""
+
+    policy = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 16, "cols": 90}), max_length=200_000
+    )
+    days = forms.IntegerField(min_value=1, max_value=366, initial=30)
+
+    def clean_policy(self) -> dict:
+        try:
+            found = yaml.safe_load(self.cleaned_data["policy"])
+        except yaml.YAMLError as exc:
+            raise forms.ValidationError(f"Not YAML or JSON: {exc}") from exc
+        if isinstance(found, dict) and isinstance(found.get("policy"), dict):
+            found = found["policy"]
+        if not isinstance(found, dict):
+            raise forms.ValidationError("Write the policy: a mapping of server/tool to entries.")
+        return found
+
+
+REPLAY_LISTED = 200
+
+
 @admin.register(Agent)
 class AgentAdmin(TenantScopedAdmin):
     form = AgentForm
@@ -168,7 +199,13 @@ class AgentAdmin(TenantScopedAdmin):
     list_filter = ["tenant", "public"]
     search_fields = ["slug", "name", "description"]
     list_select_related = ["tenant"]
-    readonly_fields = ["policy_version_shown", "source_path", "created_at", "updated_at"]
+    readonly_fields = [
+        "policy_version_shown",
+        "shadow_shown",
+        "source_path",
+        "created_at",
+        "updated_at",
+    ]
     fieldsets = [
         (
             None,
@@ -185,13 +222,106 @@ class AgentAdmin(TenantScopedAdmin):
                 ]
             },
         ),
-        ("Tool policy and ladders", {"fields": ["policy", "policy_version_shown"]}),
+        (
+            "Tool policy and ladders",
+            {"fields": ["policy", "policy_version_shown", "shadow_shown"]},
+        ),
         (
             "Skills, instructions, model and tools",
             {"fields": ["skills", "default_skill", "instructions", "model", "tools"]},
         ),
         ("Source", {"fields": ["source_path", "created_at", "updated_at"]}),
     ]
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:object_id>/replay/",
+                self.admin_site.admin_view(self.replay_view),
+                name="runtime_agent_replay",
+            ),
+            *super().get_urls(),
+        ]
+
+    def replay_view(self, request, object_id: int):
+        """Replay a draft of the agent's tool policy over its recorded calls (nothing saved)."""
+        agent = self.get_object(request, str(object_id))
+        if agent is None or not self.has_view_permission(request, agent):
+            raise Http404("No such agent.")
+        report = None
+        if request.method == "POST":
+            form = ReplayForm(request.POST)
+            if form.is_valid():
+                now = timezone.now()
+                try:
+                    report = policy_replay(
+                        agent=agent,
+                        policy=form.cleaned_data["policy"],
+                        since=now - timedelta(days=form.cleaned_data["days"]),
+                        until=now,
+                    )
+                except DraftPolicyError as exc:
+                    for problem in exc.problems:
+                        form.add_error("policy", problem)
+        else:
+            form = ReplayForm(initial={"policy": yaml.safe_dump(agent.tool_policy or {})})
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Replay a draft policy: {agent.slug}",
+            "opts": self.model._meta,
+            "agent": agent,
+            "form": form,
+            "report": report,
+        }
+        if report is not None:
+            context |= {
+                "counts": [(n, report.recorded[n], report.draft[n]) for n in report.recorded],
+                "held_by": sorted(report.held_by.items(), key=lambda item: -item[1]),
+                "changed": report.changed[:REPLAY_LISTED],
+                "more": max(0, len(report.changed) - REPLAY_LISTED),
+            }
+        status = 400 if request.method == "POST" and report is None else 200
+        return TemplateResponse(request, "runtime/admin/agent_replay.html", context, status=status)
+
+    @admin.display(description="shadow rules (last 30 days)")
+    def shadow_shown(self, obj):
+        """What the policy's ``mode: shadow`` rules would have done with the calls they
+        matched, beside what happened (runtime.decisions.replay.shadow_comparison)."""
+        if obj is None or obj.pk is None:
+            return "—"
+        report = shadow_comparison(agent=obj, since=timezone.now() - timedelta(days=30))
+        replay = format_html(
+            '<p><a href="{}">Replay a draft policy over the recorded calls</a></p>',
+            reverse("admin:runtime_agent_replay", args=[obj.pk]),
+        )
+        if not report.calls:
+            return format_html(
+                "{}No call matched a shadow rule (write mode: shadow on a rule to try it).",
+                replay,
+            )
+        counts = format_html_join(
+            "",
+            "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+            ((name, report.recorded[name], report.draft[name]) for name in report.recorded),
+        )
+        changed = format_html_join(
+            "",
+            "<li><code>{}</code> {}/{} {}: {} → {}</li>",
+            (
+                (c.effect_id, c.server, c.tool, f"{c.at:%Y-%m-%d %H:%M}", c.was, c.would)
+                for c in report.changed[:20]
+            ),
+        )
+        return format_html(
+            '{}<table class="shadow-comparison"><tr><th></th><th>happened</th>'
+            "<th>shadow rules</th></tr>{}</table><p>{} of {} calls would have gone "
+            "otherwise.</p><ul>{}</ul>",
+            replay,
+            counts,
+            len(report.changed),
+            report.calls,
+            changed,
+        )
 
     @admin.display(description="policy version")
     def policy_version_shown(self, obj):

@@ -2,20 +2,26 @@
 standing rules, the audit, receipts): they change only through the core's services, and
 what a policy redacts is redacted here too."""
 
+import io
 import json
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db import transaction
+from django.db.models import Count, Max, Min
+from django.http import HttpResponse
 from django.utils.html import format_html
 
 from runtime.decisions.decision_models import Effect, Interaction, Receipt, StandingRule
 from runtime.decisions.standing_rules import rule_revoke
 from runtime.decisions.summaries import effect_call_view, redacted
+from runtime.evidence.pack import evidence_pack_write
 from runtime.kernel.errors import RuntimeFault
 from runtime.kernel.task_models import AuditEvent, Task
 from runtime.policy.title_syntax import call_terms
 from tenants.admin_scope import TenantScopedAdmin
+from tenants.models import Tenant
 
 
 class ReadOnlyAdmin(TenantScopedAdmin):
@@ -208,10 +214,39 @@ class StandingRuleAdmin(ReadOnlyAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "tenant", "actor", "action", "via"]
+    list_display = ["created_at", "tenant", "actor", "action", "via", "chain_seq"]
     list_filter = ["action", "via", "tenant"]
     search_fields = ["actor"]
     list_select_related = ["tenant"]
+    date_hierarchy = "created_at"
+    actions = ["evidence_export"]
+
+    @admin.action(
+        description="Export an evidence pack of the selected rows' period (signed zip)",
+        permissions=["view"],
+    )
+    def evidence_export(self, request, queryset):
+        """The pack of one tenant for the whole days (UTC) from the first selected row's to the
+        last's (pick the period with the dates above, then select all): runtime.evidence.pack.
+        Whole days, so that a receipt written a moment before its decision's audit row is in."""
+        span = queryset.aggregate(
+            first=Min("created_at"), last=Max("created_at"), tenants=Count("tenant", distinct=True)
+        )
+        if span["tenants"] != 1:
+            self.message_user(
+                request, "Select the rows of one tenant (filter by tenant first).", messages.ERROR
+            )
+            return None
+        tenant = Tenant.objects.get(pk=queryset.values_list("tenant", flat=True)[:1][0])
+        midnight = {"hour": 0, "minute": 0, "second": 0, "microsecond": 0}
+        since = span["first"].astimezone(UTC).replace(**midnight)
+        until = span["last"].astimezone(UTC).replace(**midnight) + timedelta(days=1)
+        body = io.BytesIO()
+        evidence_pack_write(tenant=tenant, since=since, until=until, out=body)
+        response = HttpResponse(body.getvalue(), content_type="application/zip")
+        name = f"evidence-{tenant.slug}-{since:%Y%m%d}-{until:%Y%m%d}.zip"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
 
 
 @admin.register(Receipt)

@@ -101,6 +101,28 @@ class Agent(models.Model):
         return (self.model or {}).get("provider") == GATE_PROVIDER
 
 
+class PolicyVersion(models.Model):
+    """An agent's tool policy as it was from ``recorded_at`` until the agent's next row: kept
+    for the evidence pack (runtime.evidence), which hands auditors every policy in force in
+    a period. A row is written when an agent is saved with a policy unlike its last row's
+    (runtime.receivers.agent_saved_received); ``version`` is the SHA-256 of the policy,
+    canonical, as admin and the audit name it (runtime.decisions.receipts.policy_version)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="policy_versions")
+    version = models.CharField(max_length=64)
+    policy = models.JSONField(default=dict)
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "agent", "-recorded_at"], name="policy_version_by_agent")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} {self.version[:12]}"
+
+
 class DemoRecord(models.Model):
     """What the offline demo tool servers did: a deployment, a pull request (runtime.tools.catalog)."""
 

@@ -250,7 +250,8 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         "Off: each held call is decided on its own page, never in bulk.",
     ),
     # What a held call is called on every surface, and what they never show
-    # (runtime.decisions.summaries; checked further by title_problem and redact_problem).
+    # (runtime.decisions.summaries; checked further by title_problem, impact_problem and
+    # redact_problem).
     PolicyKey(
         "title",
         "title",
@@ -262,6 +263,27 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
         None,
         "The held call's one-line summary, over its arguments: Deploy {build} to "
         "{environment}. None: its arguments as key=value.",
+    ),
+    PolicyKey(
+        "impact",
+        "impact",
+        {
+            "type": "string",
+            "minLength": 1,
+            "x-message": "must be a text such as 'Sends {amount|money:currency} to {payee}'",
+        },
+        None,
+        "What approving does, in words, shown under the title: Sends "
+        "{amount|money:currency} to {payee}. Filters: number, money, minor, times, duration.",
+    ),
+    # A rule tried in shadow: enforced nowhere, recorded on each call it matches
+    # (runtime.policy.rules, runtime.turn.calls), compared on the agent's admin page.
+    PolicyKey(
+        "mode",
+        "mode",
+        {"enum": ["enforce", "shadow"], "x-message": "must be enforce or shadow"},
+        "enforce",
+        "shadow: the rule holds nothing; what it would have done is recorded on each call.",
     ),
     PolicyKey(
         "redact",

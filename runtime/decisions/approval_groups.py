@@ -70,6 +70,7 @@ class HeldApproval:
                     tool=effect.tool,
                     arguments=effect.arguments,
                     policy=policy,
+                    context=lambda: call_context_of(effect),
                 ),
             },
             deciders=policy.deciders,
@@ -77,6 +78,14 @@ class HeldApproval:
             approvals_required=policy.required,
             risk=policy.trust.risk,
         )
+
+
+def call_context_of(effect: Effect) -> dict:
+    """The context a held call's templates may name (``{@caller}``, ``{@agent}``): its task's
+    caller and agent, as the turn holding it has them loaded (no query when it has)."""
+    task = effect.task
+    agent = task.agent
+    return {"caller": task.subject, "agent": agent.slug}
 
 
 def approval_request(*, step: int, policy: Policy) -> dict:

@@ -78,6 +78,9 @@ class Interaction(models.Model):
     # A held call's one-line summary, redacted (runtime.decisions.summaries), written with
     # search_text: what a list shows without reading the call's arguments.
     summary = models.CharField(max_length=250, blank=True, default="", editable=False)
+    # What approving it does, in words, redacted: its policy rule's ``impact`` rendered when it
+    # opens (runtime.decisions.summaries), shown under the summary; "" when the rule has none.
+    impact = models.CharField(max_length=320, blank=True, default="", editable=False)
     # An approval group (runtime.decisions.approval_groups): the held calls of one model reply,
     # each its own interaction, open together and decided at once or call by call; the turn
     # resumes once every one has its decision. ``group_id`` is "" for an interaction on its
@@ -195,6 +198,9 @@ class Effect(models.Model):
     state = models.CharField(max_length=16, choices=State.choices)
     outcome = models.JSONField(null=True, blank=True)
     approved_by = models.CharField(max_length=200, blank=True)
+    # What a ``mode: shadow`` rule of the policy that matched the call would have done
+    # (runtime.decisions.replay.shadow_record): {"would", "rule", "heldBy"}; null when none did.
+    shadow = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -261,6 +267,11 @@ class Receipt(AppendOnlyModel):
     arguments = models.JSONField(default=dict, blank=True, help_text="The arguments shown.")
     sent_arguments = models.JSONField(
         default=dict, blank=True, help_text="The arguments to send (differ when edited)."
+    )
+    # What approving it does, in words (its rule's ``impact`` over the arguments shown,
+    # redacted): what the decider was told. "" when the rule has none, or written before.
+    impact = models.CharField(
+        max_length=320, blank=True, default="", help_text="What approving the call does."
     )
     policy_version = models.CharField(
         max_length=64,

@@ -22,7 +22,7 @@ from runtime.decisions.answers import Answer
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.decisions.signing import receipt_sign
-from runtime.decisions.summaries import redacted
+from runtime.decisions.summaries import impact_render, redacted
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams
 from runtime.kernel.rowsql import row_insert
@@ -98,9 +98,17 @@ def receipt_record(
     channel knew the decider as. The arguments shown (``shown_arguments``, else the
     effect's) and sent are kept, the fields of ``redact`` and of ``held`` as ``•••``.
     ``decided_by``: everyone whose approval made the decision (a quorum's), else the decider.
-    The receipt is signed (runtime.decisions.signing) as it is written."""
+    The rule's ``impact`` line is kept over the arguments shown. The receipt is signed (runtime.decisions.signing) as it is written."""
     held = held or policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     hidden = receipt_redaction(held, redact)
+    shown = redacted(shown_arguments if shown_arguments is not None else effect.arguments, hidden)
+    impact = call_terms(held.rule).get("impact")
+    context = {
+        "caller": effect.task.subject,
+        "agent": agent.slug,
+        "server": effect.server,
+        "tool": effect.tool,
+    }
     receipt = Receipt(
         tenant_id=effect.tenant_id,
         agent_slug=agent.slug,
@@ -116,10 +124,10 @@ def receipt_record(
         arguments_hash=shown_hash or effect.arguments_hash,
         sent_arguments_hash=effect.arguments_hash,
         edited=edited,
-        arguments=redacted(
-            shown_arguments if shown_arguments is not None else effect.arguments, hidden
-        ),
+        arguments=shown,
         sent_arguments=redacted(effect.arguments, hidden),
+        # What the decider was told approving does: the rule's impact over what they saw.
+        impact=impact_render(impact, shown, context) if impact else "",
         policy_version=held.version,
         policy_entry=held.entry,
         policy_rule=held.number,

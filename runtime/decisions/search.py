@@ -10,7 +10,7 @@ the value, one guess at a time).
 """
 
 from runtime.decisions.decision_models import Interaction
-from runtime.decisions.summaries import REDACTED, held_call_summary, redacted
+from runtime.decisions.summaries import REDACTED, held_call_view, redacted
 from runtime.policy.title_syntax import call_terms
 
 SEARCH_TEXT_MAX = 4000
@@ -84,9 +84,10 @@ def _scalar(value) -> str:
 
 def listing_columns(*, task, public_id: str, kind: str, prompt: str, detail, request) -> dict:
     """The columns a list reads an interaction opening on ``task`` by (its agent read with
-    it): ``search_text``, and the held call's redacted one-line ``summary``
+    it): ``search_text``, and the held call's redacted one-line ``summary`` and ``impact``
     (runtime.decisions.summaries), so that a page of 50 rows reads neither 50 calls'
     arguments nor anything else to show them."""
+    view = held_call_view(Interaction(kind=kind, detail=detail, request=request))
     return {
         "search_text": search_text(
             public_id=public_id,
@@ -99,5 +100,6 @@ def listing_columns(*, task, public_id: str, kind: str, prompt: str, detail, req
             detail=detail,
             request=request,
         ),
-        "summary": held_call_summary(Interaction(kind=kind, detail=detail, request=request)),
+        "summary": view["summary"] if view else "",
+        "impact": view["impact"] if view else "",
     }

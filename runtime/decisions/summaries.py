@@ -2,9 +2,10 @@
 its search, the REST list and detail, bulk results, the audit, the task page, notifications.
 
 A tool's policy entry may give ``title``, a template over the call's arguments
-(``Deploy {build} to {environment}``), and ``redact``, the argument fields whose values are
-shown as ``•••`` everywhere but the decision page. Both are recorded on the interaction when
-the call is held (``held_call_record``, under ``request["call"]``, with the arguments), so
+(``Deploy {build} to {environment}``), ``impact``, one over the same that says what approving
+does (``Sends {amount|money:currency} to {payee}``, shown under the title), and ``redact``,
+the argument fields whose values are shown as ``•••`` everywhere but the decision page. They
+are recorded on the interaction when the call is held (``held_call_record``, under ``request["call"]``, with the arguments), so
 that a list renders a page of summaries from the rows it read, with no query per row, and
 an item keeps the title it was held under. ``runtime.policy.title_syntax.call_terms`` is the
 one place that reads them from a policy entry (and checks them, for AGENT.md and admin).
@@ -16,11 +17,22 @@ mrkdwn, e-mail). Nothing here raises on what a model or a policy wrote.
 import json
 import re
 import unicodedata
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from runtime.decisions.decision_models import Interaction
 from runtime.policy.lookup import Policy, policy_for
-from runtime.policy.title_syntax import PATH_RE, TEMPLATE_RE, TITLE_MAX, call_terms
+from runtime.policy.template_filters import apply_filter
+from runtime.policy.title_syntax import (
+    CONTEXT_NAMES,
+    IMPACT_MAX,
+    PATH_RE,
+    TEMPLATE_RE,
+    TITLE_MAX,
+    call_terms,
+    field_parse,
+)
 
 REDACTED = "•••"
 # How long a summary and one value in it may get (characters).
@@ -31,17 +43,37 @@ VALUE_MAX = 40
 _INVISIBLE = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
 
 
-def held_call_record(*, server: str, tool: str, arguments: Any, policy: Policy) -> dict:
+def held_call_record(
+    *,
+    server: str,
+    tool: str,
+    arguments: Any,
+    policy: Policy,
+    context: Callable[[], dict] | None = None,
+) -> dict:
     """What an approval of a held call records as ``request["call"]`` when it opens: the
-    call, and the title and redaction of the policy rule that holds it now (of a conditional
-    entry, the rule that matched: runtime.policy.rules.policy_rule_for)."""
+    call, and the title, impact and redaction of the policy rule that holds it now (of a
+    conditional entry, the rule that matched: runtime.policy.rules.policy_rule_for), with
+    the call's ``context`` (``caller``, ``agent``: read only when a template names it)."""
     rule = policy.rule.rule if policy.rule is not None else {}
-    return {
+    record = {
         "server": server,
         "tool": tool,
         "arguments": arguments if isinstance(arguments, dict) else {},
         **call_terms(rule),
     }
+    if context and any("{@" in record.get(name, "") for name in ("title", "impact")):
+        found = context()
+        record["context"] = {k: str(v) for k, v in found.items() if k in CONTEXT_NAMES}
+    return record
+
+
+def call_context(call: dict) -> dict:
+    """What ``{@name}`` reads in a recorded call's templates."""
+    recorded = call.get("context")
+    context = dict(recorded) if isinstance(recorded, dict) else {}
+    context.update(server=str(call.get("server") or ""), tool=str(call.get("tool") or ""))
+    return context
 
 
 # --- the view ------------------------------------------------------------------------------
@@ -50,9 +82,10 @@ def held_call_record(*, server: str, tool: str, arguments: Any, policy: Policy) 
 def held_call_view(
     interaction: Interaction, *, reveal: bool = False, arguments: dict | None = None
 ) -> dict | None:
-    """``{"server", "tool", "arguments", "summary"}`` of an approval of a held call, None for
-    any other interaction. Redacted fields are ``•••`` in the arguments and the summary
-    unless ``reveal`` (the decision page only). Reads the interaction's own row; a surface
+    """``{"server", "tool", "arguments", "summary", "impact"}`` of an approval of a held
+    call, None for any other interaction (``impact``: "" when its rule gives none). Redacted
+    fields are ``•••`` in the arguments, the summary and the impact unless ``reveal`` (the
+    decision page only). Reads the interaction's own row; a surface
     that shows the held call's effect beside it (its hash) passes the effect's
     ``arguments``, summarised under the terms the interaction recorded."""
     if interaction.kind != Interaction.Kind.APPROVAL:
@@ -75,13 +108,15 @@ def _call_view(call: dict, *, reveal: bool = False, arguments: dict | None = Non
     terms = call_terms(call)
     if not reveal:
         arguments = redacted(arguments, terms.get("redact", ()))
-    title = terms.get("title")
-    summary = title_render(title, arguments) if title else pairs_summary(arguments)
+    title, impact = terms.get("title"), terms.get("impact")
+    context = call_context(call)
+    summary = title_render(title, arguments, context) if title else pairs_summary(arguments)
     return {
         "server": str(call.get("server") or ""),
         "tool": str(call.get("tool") or ""),
         "arguments": arguments,
         "summary": summary,
+        "impact": impact_render(impact, arguments, context) if impact else "",
     }
 
 
@@ -108,6 +143,12 @@ def held_call_summary(interaction: Interaction) -> str:
     return view["summary"] if view else ""
 
 
+def held_call_impact(interaction: Interaction) -> str:
+    """What approving the held call does, in words, redacted ("": its rule says nothing)."""
+    view = held_call_view(interaction)
+    return view["impact"] if view else ""
+
+
 def redacted(arguments: dict, fields) -> dict:
     """``arguments`` with the value at each of ``fields`` (a name or a dotted path) replaced
     by ``•••``; the original is left as it was."""
@@ -132,24 +173,47 @@ def _redact_path(value, path: list[str]):
     return value
 
 
-def title_render(template: str, arguments: dict) -> str:
-    """The title with each ``{path}`` filled from ``arguments``: text as it is (shortened),
-    other values as JSON, ``(no path)`` where the arguments have none; ``{{``/``}}`` are
-    braces. Never raises: a template that does not check renders its text."""
+def title_render(template: str, arguments: dict, context: dict | None = None) -> str:
+    """The title with each ``{path}`` filled from ``arguments`` (``{@name}`` from the call's
+    ``context``), through its filters (runtime.policy.template_filters): text as it is
+    (shortened), other values as JSON, ``(no path)`` where the arguments have none;
+    ``{{``/``}}`` are braces. Never raises: a template that does not check renders its text."""
+    return _render(template, arguments, context or {}, TITLE_MAX)
+
+
+def impact_render(template: str, arguments: dict, context: dict | None = None) -> str:
+    """The impact line: rendered as the title is, up to IMPACT_MAX characters."""
+    return _render(template, arguments, context or {}, IMPACT_MAX)
+
+
+def _render(template: str, arguments: dict, context: dict, limit: int) -> str:
+    def read(name: str) -> tuple[bool, Any]:
+        if name.startswith("@"):
+            key = name[1:]
+            return (key in context, context.get(key))
+        return _lookup(arguments, name)
 
     def fill(match: re.Match) -> str:
         token = match.group(0)
         if token in ("{{", "}}"):
             return token[0]
-        name = (match.group(1) or "").strip()
+        name, filters = field_parse(match.group(1) or "")
         if not name or not PATH_RE.match(name):
             return token
-        found, value = _lookup(arguments, name)
+        found, value = read(name)
         if not found:
             return f"(no {name})"
+        if value != REDACTED:
+            for filter_name, argument in filters:
+                try:
+                    value = apply_filter(filter_name, argument, value, lambda n: read(n)[1])
+                except (ArithmeticError, ValueError, TypeError):
+                    break  # a value beyond what a filter says: shown as it is
+            if isinstance(value, Decimal):  # ``times`` last: a plain number
+                value = apply_filter("number", None, value, lambda n: None)
         return _plain(value if isinstance(value, str) else _json(value), VALUE_MAX * 2)
 
-    return _plain(TEMPLATE_RE.sub(fill, template), TITLE_MAX)
+    return _plain(TEMPLATE_RE.sub(fill, template), limit)
 
 
 def pairs_summary(arguments: dict) -> str:

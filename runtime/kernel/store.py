@@ -26,7 +26,14 @@ from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel import rowsql
 from runtime.kernel.rowsql import Columns
-from runtime.kernel.task_models import TERMINAL_STATES, Context, Task, TaskEvent, TaskState
+from runtime.kernel.task_models import (
+    TERMINAL_STATES,
+    AuditChainHead,
+    Context,
+    Task,
+    TaskEvent,
+    TaskState,
+)
 from tenants.models import Tenant
 
 
@@ -406,3 +413,42 @@ def decision_interaction_read(
     if effect is not None:
         effect.task = task
     return interaction, effect
+
+
+# --- the audit chain (runtime.kernel.audit, runtime.kernel.audit_chain) ---------------------
+
+
+def audit_chain_advance(
+    *, tenant_id: int, content_hash: str, link, using: str = "default"
+) -> tuple[int, str, str]:
+    """Where a new audit row of the tenant goes on SQLite: (place, previous hash, chain hash),
+    the head moved on. The head's row is written first, so that this transaction holds the
+    database's one write lock before it reads the head (no two writers read the same end).
+    ``link``: runtime.kernel.audit_hash.link_hash."""
+    connection = connections[using]
+    head = _q(connection)(AuditChainHead._meta.db_table)
+    with rowsql.cursor(using) as cur:
+        cur.execute(
+            f"INSERT INTO {head} (tenant_id, seq, hash) VALUES (%s, 0, '') "
+            "ON CONFLICT (tenant_id) DO UPDATE SET seq = seq",
+            [tenant_id],
+        )
+        cur.execute(f"SELECT seq, hash FROM {head} WHERE tenant_id = %s", [tenant_id])
+        seq, previous = cur.fetchone()
+        linked = link(previous, content_hash)
+        cur.execute(
+            f"UPDATE {head} SET seq = %s, hash = %s WHERE tenant_id = %s",
+            [seq + 1, linked, tenant_id],
+        )
+    return seq + 1, previous, linked
+
+
+def audit_links_made(*, using: str = "default") -> None:
+    """Run now, on PostgreSQL, the deferred links of the audit rows this transaction wrote
+    (migration runtime 0034's trigger), and defer those of later rows again."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cur:
+        cur.execute("SET CONSTRAINTS runtime_audit_chain_link IMMEDIATE")
+        cur.execute("SET CONSTRAINTS runtime_audit_chain_link DEFERRED")

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from config.tracing import current_trace_id
+from runtime.kernel.audit_hash import content_digest
 from tenants.appendonly import AppendOnlyModel
 from tenants.models import Tenant
 
@@ -238,7 +239,9 @@ class TaskEvent(models.Model):
 
 class AuditEvent(AppendOnlyModel):
     """One decision or state change a person (or the system) made, written in the same
-    transaction as the change it records. Append-only (AppendOnlyModel)."""
+    transaction as the change it records. Append-only (AppendOnlyModel), and chained: each
+    row carries the hash of the tenant's previous one (runtime.kernel.audit_chain), so that a
+    row removed or edited later is found."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     actor = models.CharField(max_length=200)  # a subject: user:<email>, partner:..., system:expiry
@@ -265,13 +268,42 @@ class AuditEvent(AppendOnlyModel):
     )
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The hash chain (runtime.kernel.audit_chain): the SHA-256 of the row's own fields, written
+    # with it; its place in the tenant's chain, the chain's hash before it and with it, linked
+    # when its transaction commits (null and "" until then).
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    chain_seq = models.BigIntegerField(null=True, blank=True)
+    prev_hash = models.CharField(max_length=64, blank=True, default="")
+    chain_hash = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["tenant", "-created_at"], name="audit_by_tenant")]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="audit_by_tenant"),
+            models.Index(fields=["tenant", "chain_seq"], name="audit_chain"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if not self.content_hash:
+            self.content_hash = content_digest(self)
+        super().save(*args, **kwargs)
+
+
+class AuditChainHead(models.Model):
+    """The end of a tenant's audit chain: how many rows it holds and the hash of the last.
+    Its row is locked only while a transaction that wrote audit rows commits (the link is a
+    deferred trigger on PostgreSQL): tenants never wait on each other, and a tenant's writers
+    wait on each other only for that moment, never while they hold other locks' work."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, primary_key=True)
+    seq = models.BigIntegerField(default=0)
+    hash = models.CharField(max_length=64, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} #{self.seq}"
 
 
 class TaskFile(models.Model):

@@ -16,7 +16,7 @@ from runtime.policy.conditions import (
 )
 from runtime.policy.ladders import LadderError, steps_parse
 from runtime.policy.lookup import timeout_seconds
-from runtime.policy.title_syntax import redact_problem, title_problem
+from runtime.policy.title_syntax import impact_problem, redact_problem, title_problem
 
 # A rule's ``when``: the shape of its conditions (conditions_shape_problem checks the rest).
 WHEN_SCHEMA = {
@@ -40,8 +40,8 @@ WHEN_SCHEMA = {
 
 def _entry_problems(rule: dict) -> list[tuple[list, str]]:
     """What the schema cannot say about one entry or rule: approvers, required and stages,
-    deciders with approvers, a timeout's duration, a rule's ladder, a title's template and
-    redact's names."""
+    deciders with approvers, a timeout's duration, a rule's ladder, a title's and an impact's
+    templates and redact's names."""
     problems = []
     approvers = approvers_problem(rule)
     if approvers:
@@ -62,7 +62,11 @@ def _entry_problems(rule: dict) -> list[tuple[list, str]]:
             steps_parse(rule["ladder"])
         except LadderError as exc:
             problems.append((["ladder", *exc.path], exc.message))
-    for name, check in (("title", title_problem), ("redact", redact_problem)):
+    for name, check in (
+        ("title", title_problem),
+        ("impact", impact_problem),
+        ("redact", redact_problem),
+    ):
         problem = check(rule[name]) if name in rule else None
         if problem:
             problems.append(([name], problem))

@@ -179,22 +179,54 @@ def policy_entry(agent, server: str, tool: str) -> tuple[str, Any]:
     return "", None
 
 
-def policy_rule_for(agent, server: str, tool: str, arguments: Any) -> PolicyRule:
+def policy_rule_for(
+    agent, server: str, tool: str, arguments: Any, *, shadow: bool = False
+) -> PolicyRule:
     """The entry and rule of ``agent``'s tool policy that hold this call of ``server/tool``
-    with these arguments (see the module)."""
+    with these arguments (see the module); ``shadow``: with its ``mode: shadow`` rules too."""
+    found = policy_rule_place(agent, server, tool, arguments, shadow=shadow)
+    if found is None:
+        return unwritten_rule(agent, server, tool)
+    key, written, index = found
+    if index is None:
+        return _entry_rule(key, written)
+    return _entry_rule(key, written[index], index, len(written))
+
+
+def is_shadow(rule) -> bool:
+    """A rule (or entry) written ``mode: shadow``: tried, recorded, never enforced."""
+    return isinstance(rule, dict) and rule.get("mode") == "shadow"
+
+
+def policy_rule_place(
+    agent, server: str, tool: str, arguments: Any, *, shadow: bool = False
+) -> tuple[str, Any, int | None] | None:
+    """Where the rule that holds this call is written: (entry key, the entry as written, the
+    rule's index in it, None when the entry is no list), or None when no entry holds it (see
+    the module). What policy_rule_for reads; a reader of many calls (a policy's replay)
+    keeps one PolicyRule per place instead of making one per call.
+
+    A rule or entry written ``mode: shadow`` is passed over (as if it were not written)
+    unless ``shadow``: the turn enforces the policy without them and records what the policy
+    with them would have done (runtime.turn.calls)."""
     policy = agent.tool_policy or {}
     for key in _entry_keys(agent, server, tool):
         if key not in policy:
             continue
         written = policy[key]
         if not isinstance(written, list):
-            if isinstance(written, str | dict):
-                return _entry_rule(key, written)
+            if isinstance(written, str | dict) and (shadow or not is_shadow(written)):
+                return key, written, None
             continue
         for index, rule in enumerate(written):
-            if _rule_holds(rule, arguments):
-                return _entry_rule(key, rule, index, len(written))
+            if (shadow or not is_shadow(rule)) and _rule_holds(rule, arguments):
+                return key, written, index
         # No rule holds: as if the entry were not written (docs/how-to/policy.md).
+    return None
+
+
+def unwritten_rule(agent, server: str, tool: str) -> PolicyRule:
+    """The rule of a call no entry holds: the tenant's annotation default, else approve."""
     return annotation_rule(agent, server, tool) or PolicyRule(
         entry="",
         rule={"action": "approve"},

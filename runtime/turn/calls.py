@@ -18,6 +18,7 @@ from django.utils import timezone
 from runtime.decisions.approval_groups import HeldApproval
 from runtime.decisions.decision_models import Effect, Interaction
 from runtime.decisions.interaction_state import approval_open, interaction_open
+from runtime.decisions.replay import has_shadow_rules, shadow_record
 from runtime.decisions.standing_rules import rule_for_call, rule_use_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.rowsql import row_move
@@ -156,6 +157,12 @@ def call_journal(task: Task, step: int, action: CallTool, spec: dict) -> tuple[E
     )
     if rule is not None:
         policy = Policy(action="allow")
+    # A shadow rule holds nothing: what it would have done is kept with the call.
+    shadow = (
+        shadow_record(task.agent, action.server, action.tool, action.arguments)
+        if has_shadow_rules(task.agent)
+        else None
+    )
     effect = Effect.objects.create(
         public_id=new_key("eff_", 12),
         tenant_id=task.tenant_id,
@@ -176,6 +183,7 @@ def call_journal(task: Task, step: int, action: CallTool, spec: dict) -> tuple[E
         else "policy"
         if policy.action == "allow"
         else "",
+        shadow=shadow,
     )
     if rule is not None:
         rule_use_record(rule=rule, task=task, effect=effect)

@@ -113,6 +113,7 @@ def test_the_rest_list_and_detail_carry_the_held_call_redacted(agents, shipper, 
         "tool": "deploy_build",
         "arguments": {"build": "2026.12.01-9", "environment": "production", "token": REDACTED},
         "summary": "Deploy 2026.12.01-9 to production",
+        "impact": "",
     }
     assert rows[question.public_id]["heldCall"] is None
     detail = client.get(f"/api/v1/interactions/{approval.public_id}", **auth).json()

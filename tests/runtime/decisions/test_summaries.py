@@ -128,6 +128,7 @@ def test_the_view_redacts_arguments_and_summary_unless_revealed():
         "tool": "rotate",
         "arguments": {"name": "db", "token": REDACTED, "auth": REDACTED},
         "summary": f"Rotate db with {REDACTED} ({REDACTED})",
+        "impact": "",
     }
     assert "s3cret" not in str(view) and "'k'" not in str(view)
     assert held_call_summary(interaction) == view["summary"]
@@ -151,6 +152,7 @@ def test_the_view_is_none_for_questions_and_copes_with_old_rows():
         "tool": "t",
         "arguments": {},
         "summary": "no arguments",
+        "impact": "",
     }
     broken = approval(
         call={"server": "s", "tool": "t", "arguments": "nope", "title": 7, "redact": "x"}

@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import PolicyVersion
 from runtime.decisions.decision_models import Receipt
+from runtime.evidence.manifest_signing import key_id, public_key_text, signing_key
 from runtime.evidence.readme import readme_text
-from runtime.evidence.signing import key_id, public_key_text, signing_key
 from runtime.kernel.audit_chain import audit_row_record, links_made
 from runtime.kernel.task_models import AuditEvent
 from tenants.models import Membership

@@ -148,6 +148,9 @@ class Membership(models.Model):
         editable=False,
     )
     invited_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When an admin revoked the last invitation: its link stops working (a new invitation
+    # clears it).
+    invitation_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

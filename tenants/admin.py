@@ -154,7 +154,7 @@ def groups_field() -> forms.ModelMultipleChoiceField:
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Approver groups",
-        help_text="Groups a tool policy can name as its approvers (approvers: [group:<slug>]).",
+        help_text="Groups a tool policy can name as its approvers (approvers: [group:slug]).",
     )
 
 

@@ -32,7 +32,7 @@ def test_a_tenant_admin_invites_a_member_from_the_add_form_and_the_invitation_is
         context = browser.new_context(viewport=viewport, is_mobile=size == "phone")
         page = context.new_page()
         errors: list[str] = []
-        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.on("console", lambda m, errors=errors: m.type == "error" and errors.append(m.text))
         page.goto(f"{base}/admin/login/")
         page.get_by_label("E-mail address").fill(admin["email"])
         page.get_by_label("Password").fill(admin["password"])

@@ -24,7 +24,8 @@ class RuntimeConfig(AppConfig):
         """The demo agents (runtime/agents/*.md), for tenants' seed_demo command."""
         from runtime.agents.demo import seed_demo_agents
 
-        return {"agents": seed_demo_agents(tenant=tenant)}
+        kept: list[str] = []
+        return {"agents": seed_demo_agents(tenant=tenant, kept=kept), "agents_kept": kept}
 
 
 def observability_setup() -> None:

@@ -10,6 +10,7 @@ from runtime.agents.agent_models import (
     Credential,
     DemoRecord,
     ModelPrice,
+    PolicyVersion,
     ToolServer,
     new_signing_secret,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "Interaction",
     "InteractionApproval",
     "ModelPrice",
+    "PolicyVersion",
     "PushAttempt",
     "PushConfig",
     "PushDelivery",

@@ -124,6 +124,11 @@ class Command(BaseCommand):
         self.stdout.write(f"  other tenant:   {OTHER_OPERATOR} / {password}")
         for slug, path in agents.items():
             self.stdout.write(f"  agent {slug}: {path}")
+        for slug in seeded.get("agents_kept", []):
+            self.stdout.write(
+                f"  agent {slug} kept its policy, edited since it was loaded "
+                "(load_agents --replace overwrites it)"
+            )
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
         self.stdout.write(f"  operator token ({DEMO_OPERATOR_SUBJECT}, REST API): {operator_token}")
 

@@ -1,4 +1,5 @@
 import json
+import zoneinfo
 from copy import deepcopy
 
 from django import forms
@@ -6,18 +7,28 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_slug
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from tenants.admin_scope import TenantScopedAdmin, admin_scope
-from tenants.models import ApiToken, ApproverGroup, Membership, Tenant, User
+from tenants.models import (
+    ApiToken,
+    ApproverGroup,
+    Membership,
+    Tenant,
+    User,
+    invitation_domains_parse,
+)
 from tenants.services import (
+    TENANT_SETTINGS,
     InvitationStatus,
     MemberError,
     active_change_problem,
     email_normalised,
+    invitation_domain_problem,
     invitation_revoke,
     invitation_send,
     invitation_status,
@@ -30,6 +41,7 @@ from tenants.services import (
     membership_role_set,
     staff_change_problem,
     tenant_active_set,
+    tenant_settings_set,
 )
 from tenants.tokens import api_token_revoke, token_issue
 
@@ -53,10 +65,38 @@ class UserMembershipInline(admin.TabularInline):
     fields = ["tenant", "role"]
 
 
+def time_zone_choices() -> list[tuple[str, str]]:
+    return [("", "The site's time zone (TIME_ZONE)")] + [
+        (name, name) for name in sorted(zoneinfo.available_timezones())
+    ]
+
+
+class TenantForm(forms.ModelForm):
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "time_zone", "invitation_domains"]
+        labels = {"name": "Display name", "invitation_domains": "Invitation domains"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("time_zone")
+        if field is not None:
+            field.widget = forms.Select(choices=time_zone_choices())
+
+    def clean_invitation_domains(self):
+        try:
+            return ", ".join(invitation_domains_parse(self.cleaned_data["invitation_domains"]))
+        except ValidationError as exc:
+            raise forms.ValidationError(exc.messages) from None
+
+
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin):
-    """Platform staff make, rename, deactivate and reactivate tenants; a tenant's admin sees
-    their own tenant here, and its members under "Members"."""
+    """Platform staff make, rename, deactivate and reactivate tenants; a tenant's admin sets
+    their own tenant's settings here (display name, time zone, who may be invited), and
+    manages its members under "Members"."""
+
+    form = TenantForm
 
     list_display = ["slug", "name", "active", "deactivated_at", "deactivated_by", "created_at"]
     list_filter = ["active"]
@@ -65,20 +105,37 @@ class TenantAdmin(TenantScopedAdmin):
     inlines = [MembershipInline]
     readonly_fields = ["active", "deactivated_at", "deactivated_by", "created_at"]
     actions = ["deactivate", "reactivate"]
-    tenant_admin_may = ("view",)
+    tenant_admin_may = ("view", "change")
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["slug", "name", "time_zone"]
+            return ["slug", "name", "time_zone", "invitation_domains"]
         return [
             "slug",
             "name",
             "time_zone",
+            "invitation_domains",
             "active",
             "deactivated_at",
             "deactivated_by",
             "created_at",
         ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and not admin_scope(request).platform:
+            # A tenant's slug is in its URLs and tokens' paths: platform staff change it.
+            return ["slug", *self.readonly_fields]
+        return self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            return super().save_model(request, obj, form, change)
+        values = {n: form.cleaned_data[n] for n in TENANT_SETTINGS if n in form.changed_data}
+        others = [n for n in form.changed_data if n not in TENANT_SETTINGS]
+        if others:
+            obj.save(update_fields=others)
+        if values:
+            tenant_settings_set(tenant=obj, actor=request.user.subject, **values)
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if obj is None else {}
@@ -204,6 +261,9 @@ class MemberAddForm(forms.ModelForm):
             self.add_error(
                 "groups", f"Groups of another tenant: {', '.join(str(g) for g in strangers)}."
             )
+        problem = invitation_domain_problem(tenant=tenant, email=email)
+        if problem:
+            self.add_error("email", problem)
         user = User.objects.filter(email__iexact=email).first()
         if user is not None and Membership.objects.filter(tenant=tenant, user=user).exists():
             self.add_error(
@@ -462,9 +522,15 @@ class MembershipAdmin(TenantScopedAdmin):
                 )
             except MemberError as exc:
                 # The member is added; the mail failed: the list's status says "not sent".
-                membership = Membership.objects.select_related("user", "tenant").get(
-                    tenant=tenant, user__email=data["email"]
+                # (What else refuses an invitation, the form has said before.)
+                found = (
+                    Membership.objects.select_related("user", "tenant")
+                    .filter(tenant=tenant, user__email=data["email"])
+                    .first()
                 )
+                if found is None:
+                    raise PermissionDenied(str(exc)) from exc
+                membership = found
                 self.message_user(request, str(exc), messages.ERROR)
             else:
                 if data.get("send_invitation"):

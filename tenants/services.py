@@ -110,6 +110,17 @@ def last_admin_problem(
     )
 
 
+def invitation_domain_problem(*, tenant: Tenant, email: str) -> str:
+    """Why ``email`` may not be added to the tenant (its invitation domain allow-list), or
+    "". A member already is not judged again."""
+    allowed = tenant.invitation_domain_list
+    if not allowed or email.rpartition("@")[2].lower() in allowed:
+        return ""
+    if Membership.objects.filter(tenant=tenant, user__email__iexact=email).exists():
+        return ""
+    return f"{tenant.name} invites addresses at {', '.join(allowed)} only (its settings)."
+
+
 def membership_add(
     *, tenant: Tenant, email: str, role: str, actor: str, staff: bool | None = None
 ) -> tuple[Membership, bool]:
@@ -119,6 +130,9 @@ def membership_add(
     email = email_normalised(email)
     if role not in Membership.Role.values:
         raise MemberError(f"{role!r} is not a role ({', '.join(Membership.Role.values)}).")
+    problem = invitation_domain_problem(tenant=tenant, email=email)
+    if problem:
+        raise MemberError(problem)
     with transaction.atomic():
         user = User.objects.filter(email__iexact=email).first()
         if user is None:
@@ -535,6 +549,33 @@ def invitation_accept(*, membership: Membership, password: str) -> User:
 
 
 # --- tenants --------------------------------------------------------------------------------
+
+
+TENANT_SETTINGS = ("name", "time_zone", "invitation_domains")
+
+
+def tenant_settings_set(*, tenant: Tenant, actor: str, **values) -> list[str]:
+    """Change what a tenant's admin sets of their tenant (TENANT_SETTINGS); return the names
+    changed. Audited as tenant.settings_changed with the old and new values."""
+    unknown = set(values) - set(TENANT_SETTINGS)
+    if unknown:
+        raise ValueError(f"Not a tenant setting: {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        changed = {
+            name: [getattr(locked, name), value]
+            for name, value in values.items()
+            if getattr(locked, name) != value
+        }
+        if not changed:
+            return []
+        for name, (_, value) in changed.items():
+            setattr(locked, name, value)
+            setattr(tenant, name, value)
+        locked.full_clean(exclude=["slug"])
+        locked.save(update_fields=list(changed))
+        _audit(tenant=locked, actor=actor, action="tenant.settings_changed", changed=changed)
+    return list(changed)
 
 
 def tenant_active_set(*, tenant: Tenant, active: bool, actor: str) -> bool:

@@ -11,7 +11,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import validate_slug
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 
 from tenants.admin_scope import TenantScopedAdmin, admin_scope
 from tenants.models import (
@@ -103,9 +104,22 @@ class TenantAdmin(TenantScopedAdmin):
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
-    readonly_fields = ["active", "deactivated_at", "deactivated_by", "created_at"]
+    readonly_fields = ["reminders", "active", "deactivated_at", "deactivated_by", "created_at"]
     actions = ["deactivate", "reactivate"]
     tenant_admin_may = ("view", "change")
+
+    @admin.display(description="Reminders and escalation")
+    def reminders(self, obj):
+        # Named by URL, not imported: the ladders are the notifications app's, above this one.
+        try:
+            url = reverse("admin:notifications_ladder_changelist")
+        except NoReverseMatch:
+            return "—"
+        return format_html(
+            "The tenant's reminder ladder (every agent's approvals, unless an agent or tool "
+            'has its own) is the ladder without agent and tool under <a href="{}">Ladders</a>.',
+            url,
+        )
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -115,6 +129,7 @@ class TenantAdmin(TenantScopedAdmin):
             "name",
             "time_zone",
             "invitation_domains",
+            "reminders",
             "active",
             "deactivated_at",
             "deactivated_by",

@@ -17,16 +17,13 @@ class RuntimeConfig(AppConfig):
 
         from connections.signals import app_connected
         from runtime.agents.agent_models import Agent
-        from runtime.receivers import (
-            agent_saved_received,
-            app_connected_received,
-            tenant_changed_received,
-        )
+        from runtime.agents.policy_history import agent_created_received
+        from runtime.receivers import app_connected_received, tenant_changed_received
         from tenants.signals import tenant_changed
 
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
-        post_save.connect(agent_saved_received, sender=Agent, dispatch_uid="runtime-policy-kept")
         tenant_changed.connect(tenant_changed_received, dispatch_uid="runtime-tenant-changed")
+        post_save.connect(agent_created_received, sender=Agent, dispatch_uid="runtime-policy-kept")
         observability_setup()
 
     def signing_key_rotate(self) -> str:
@@ -41,9 +38,10 @@ class RuntimeConfig(AppConfig):
         from runtime.agents.agent_selectors import gateways_for_tenant
         from runtime.agents.demo import seed_demo_agents
 
-        slugs = seed_demo_agents(tenant=tenant)
+        kept: list[str] = []
+        slugs = seed_demo_agents(tenant=tenant, kept=kept)
         gateways = [g.slug for g in gateways_for_tenant(tenant=tenant) if g.slug in slugs]
-        return {"agents": slugs, "gateways": gateways}
+        return {"agents": slugs, "gateways": gateways, "agents_kept": kept}
 
 
 def observability_setup() -> None:

@@ -73,6 +73,7 @@ __all__ = [
     "Interaction",
     "InteractionApproval",
     "ModelPrice",
+    "PolicyVersion",
     "PushAttempt",
     "PushConfig",
     "PushDelivery",

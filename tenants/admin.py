@@ -1,32 +1,34 @@
 import json
+import zoneinfo
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
+from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 
 from tenants.admin_scope import TenantScopedAdmin, admin_scope
-from tenants.models import ApiToken, ApproverGroup, Membership, Tenant, User
+
+# Registers "Members" (a module of its own: this one would be too long with it).
+from tenants.members_admin import MembershipAdmin  # noqa: F401
+from tenants.models import (
+    ApiToken,
+    ApproverGroup,
+    Membership,
+    Tenant,
+    User,
+    invitation_domains_parse,
+)
 from tenants.services import (
-    MemberError,
-    email_normalised,
-    invitation_send,
-    member_staff_set,
-    membership_add,
-    membership_remove,
-    membership_role_set,
-    staff_change_problem,
+    TENANT_SETTINGS,
     tenant_active_set,
+    tenant_settings_set,
 )
 from tenants.tokens import api_token_revoke, token_issue
-
-
-def site_base_url(request) -> str:
-    """Where links in e-mails point: PUBLIC_BASE_URL, else the address this request came to."""
-    return settings.PUBLIC_BASE_URL or request.build_absolute_uri("/").rstrip("/")
 
 
 class MembershipInline(admin.TabularInline):
@@ -43,32 +45,91 @@ class UserMembershipInline(admin.TabularInline):
     fields = ["tenant", "role"]
 
 
+def time_zone_choices() -> list[tuple[str, str]]:
+    return [("", "The site's time zone (TIME_ZONE)")] + [
+        (name, name) for name in sorted(zoneinfo.available_timezones())
+    ]
+
+
+class TenantForm(forms.ModelForm):
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "time_zone", "invitation_domains"]
+        labels = {"name": "Display name", "invitation_domains": "Invitation domains"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("time_zone")
+        if field is not None:
+            field.widget = forms.Select(choices=time_zone_choices())
+
+    def clean_invitation_domains(self):
+        try:
+            return ", ".join(invitation_domains_parse(self.cleaned_data["invitation_domains"]))
+        except ValidationError as exc:
+            raise forms.ValidationError(exc.messages) from None
+
+
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin):
-    """Platform staff make, rename, deactivate and reactivate tenants; a tenant's admin sees
-    their own tenant here, and its members under "Members"."""
+    """Platform staff make, rename, deactivate and reactivate tenants; a tenant's admin sets
+    their own tenant's settings here (display name, time zone, who may be invited), and
+    manages its members under "Members"."""
+
+    form = TenantForm
 
     list_display = ["slug", "name", "active", "deactivated_at", "deactivated_by", "created_at"]
     list_filter = ["active"]
     search_fields = ["slug", "name"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
-    readonly_fields = ["active", "deactivated_at", "deactivated_by", "created_at"]
+    readonly_fields = ["reminders", "active", "deactivated_at", "deactivated_by", "created_at"]
     actions = ["deactivate", "reactivate"]
-    tenant_admin_may = ("view",)
+    tenant_admin_may = ("view", "change")
+
+    @admin.display(description="Reminders and escalation")
+    def reminders(self, obj):
+        # Named by URL, not imported: the ladders are the notifications app's, above this one.
+        try:
+            url = reverse("admin:notifications_ladder_changelist")
+        except NoReverseMatch:
+            return "—"
+        return format_html(
+            "The tenant's reminder ladder (every agent's approvals, unless an agent or tool "
+            'has its own) is the ladder without agent and tool under <a href="{}">Ladders</a>.',
+            url,
+        )
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["slug", "name", "time_zone"]
+            return ["slug", "name", "time_zone", "invitation_domains"]
         return [
             "slug",
             "name",
             "time_zone",
+            "invitation_domains",
+            "reminders",
             "active",
             "deactivated_at",
             "deactivated_by",
             "created_at",
         ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and not admin_scope(request).platform:
+            # A tenant's slug is in its URLs and tokens' paths: platform staff change it.
+            return ["slug", *self.readonly_fields]
+        return self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            return super().save_model(request, obj, form, change)
+        values = {n: form.cleaned_data[n] for n in TENANT_SETTINGS if n in form.changed_data}
+        others = [n for n in form.changed_data if n not in TENANT_SETTINGS]
+        if others:
+            obj.save(update_fields=others)
+        if values:
+            tenant_settings_set(tenant=obj, actor=request.user.subject, **values)
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if obj is None else {}
@@ -135,234 +196,6 @@ class UserAdmin(TenantScopedAdmin, BaseUserAdmin):
         ),
     ]
     inlines = [UserMembershipInline]
-
-
-class MemberAddForm(forms.ModelForm):
-    """Add a person to a tenant by e-mail address, with a role; they get an invitation."""
-
-    email = forms.EmailField(
-        label="E-mail address",
-        help_text="Their login. Someone new gets an account without a password: the "
-        "invitation's link sets one.",
-    )
-    staff = forms.BooleanField(
-        label="Django admin access",
-        required=False,
-        help_text="With the admin role: they run this tenant in Django admin too.",
-    )
-    send_invitation = forms.BooleanField(
-        label="Send the invitation now",
-        required=False,
-        initial=True,
-        help_text="An e-mail saying who invited them, to which tenant and with what role, "
-        f"with a link that sets their password (it expires after "
-        f"{settings.INVITATION_LINK_DAYS} days).",
-    )
-    # Set by MembershipAdmin.get_form for the request: the scope of the person adding.
-    platform = False
-
-    class Meta:
-        model = Membership
-        fields = ["tenant", "email", "role", "staff", "send_invitation"]
-
-    def clean_email(self):
-        try:
-            return email_normalised(self.cleaned_data["email"])
-        except MemberError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
-    def clean(self):
-        super().clean()
-        data = self.cleaned_data
-        tenant, email = data.get("tenant"), data.get("email")
-        if tenant is None or not email:
-            return data
-        user = User.objects.filter(email__iexact=email).first()
-        if user is not None and Membership.objects.filter(tenant=tenant, user=user).exists():
-            self.add_error(
-                "email",
-                f"{email} is a member of {tenant.name} already: change their role on their page.",
-            )
-        if user is not None and data.get("staff"):
-            problem = staff_change_problem(
-                user=user, tenant=tenant, staff=True, platform=self.platform
-            )
-            if problem:
-                self.add_error("staff", problem)
-        return data
-
-    def validate_unique(self):
-        # The membership's user is made from the e-mail address on save; clean() has said
-        # whether the person is a member already.
-        pass
-
-
-class MemberChangeForm(forms.ModelForm):
-    staff = forms.BooleanField(
-        label="Django admin access",
-        required=False,
-        help_text="With the admin role: they run this tenant in Django admin too.",
-    )
-    platform = False
-    requested_by = None
-
-    class Meta:
-        model = Membership
-        fields = ["role", "staff"]
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.instance.pk:
-            self.fields["staff"].initial = self.instance.user.is_staff
-
-    def clean(self):
-        super().clean()
-        data = self.cleaned_data
-        member = self.instance
-        mine = self.requested_by is not None and member.user_id == self.requested_by.pk
-        if mine and "role" in self.changed_data:
-            self.add_error("role", "You cannot change your own role; another admin can.")
-        if "staff" in self.changed_data:
-            if mine:
-                self.add_error("staff", "You cannot change your own access.")
-            else:
-                problem = staff_change_problem(
-                    user=member.user,
-                    tenant=member.tenant,
-                    staff=bool(data.get("staff")),
-                    platform=self.platform,
-                )
-                if problem:
-                    self.add_error("staff", problem)
-        return data
-
-
-@admin.register(Membership)
-class MembershipAdmin(TenantScopedAdmin):
-    """A tenant's members: invite (by e-mail), change role, send the invitation again,
-    remove (their sessions end; their audit history stays)."""
-
-    list_display = [
-        "email",
-        "tenant",
-        "role",
-        "admin_access",
-        "invitation",
-        "password_set",
-        "last_login",
-    ]
-    list_filter = ["role", "tenant"]
-    search_fields = ["user__email", "user__first_name", "user__last_name"]
-    list_select_related = ["user", "tenant", "invited_by"]
-    readonly_fields = ["email", "tenant_name", "invitation", "password_set", "created_at"]
-    actions = ["resend_invitation"]
-
-    @admin.display(description="e-mail", ordering="user__email")
-    def email(self, obj: Membership) -> str:
-        return obj.user.email
-
-    @admin.display(description="tenant")
-    def tenant_name(self, obj: Membership) -> str:
-        return f"{obj.tenant.name} ({obj.tenant.slug})"
-
-    @admin.display(description="Django admin", boolean=True)
-    def admin_access(self, obj: Membership) -> bool:
-        return obj.user.is_staff
-
-    @admin.display(description="invitation", ordering="invited_at")
-    def invitation(self, obj: Membership) -> str:
-        if obj.invited_at is None:
-            return "not sent"
-        by = f" by {obj.invited_by.email}" if obj.invited_by else ""
-        return f"sent {obj.invited_at:%Y-%m-%d %H:%M} UTC{by}"
-
-    @admin.display(description="password set", boolean=True)
-    def password_set(self, obj: Membership) -> bool:
-        return obj.user.has_usable_password()
-
-    @admin.display(description="last login", ordering="user__last_login")
-    def last_login(self, obj: Membership):
-        return obj.user.last_login
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        kwargs["form"] = MemberChangeForm if obj is not None else MemberAddForm
-        form = super().get_form(request, obj, change=change, **kwargs)
-        form.platform = admin_scope(request).platform
-        form.requested_by = request.user
-        return form
-
-    def get_fields(self, request, obj=None):
-        if obj is None:
-            return ["tenant", "email", "role", "staff", "send_invitation"]
-        return ["email", "tenant_name", "role", "staff", "invitation", "password_set", "created_at"]
-
-    def has_delete_permission(self, request, obj=None):
-        if obj is not None and obj.user_id == request.user.pk:
-            return False  # another admin removes you
-        if obj is not None and obj.user.is_superuser and not admin_scope(request).platform:
-            return False  # removing ends their sessions: platform staff's to decide
-        return super().has_delete_permission(request, obj)
-
-    def get_actions(self, request):
-        actions = super().get_actions(request)
-        found = actions.get("delete_selected")
-        if found is not None:
-            func, name, _ = found
-            actions["delete_selected"] = (
-                func,
-                name,
-                "Remove the selected members (their sessions end; their audit history stays)",
-            )
-        return actions
-
-    def save_model(self, request, obj, form, change):
-        data = form.cleaned_data
-        scope = admin_scope(request)
-        actor = request.user.subject
-        if not change:
-            membership, _ = membership_add(
-                tenant=data["tenant"], email=data["email"], role=data["role"], actor=actor
-            )
-            if data.get("staff"):
-                member_staff_set(membership=membership, staff=True, platform=scope.platform)
-            # The admin's redirect and history entry name the row the service made.
-            obj.pk, obj.user, obj.tenant = membership.pk, membership.user, membership.tenant
-            if data.get("send_invitation"):
-                self.invite(request, membership)
-            return
-        membership_role_set(membership=obj, role=data["role"], actor=actor, by=request.user)
-        if "staff" in form.changed_data:
-            member_staff_set(membership=obj, staff=bool(data["staff"]), platform=scope.platform)
-
-    def invite(self, request, membership: Membership) -> bool:
-        try:
-            invitation_send(membership=membership, by=request.user, base_url=site_base_url(request))
-        except MemberError as exc:
-            self.message_user(request, str(exc), messages.ERROR)
-            return False
-        self.message_user(
-            request, f"Sent an invitation to {membership.user.email}.", messages.SUCCESS
-        )
-        return True
-
-    def delete_model(self, request, obj):
-        membership_remove(membership=obj, actor=request.user.subject, by=request.user)
-
-    def delete_queryset(self, request, queryset):
-        for membership in queryset.select_related("user", "tenant"):
-            try:
-                membership_remove(
-                    membership=membership, actor=request.user.subject, by=request.user
-                )
-            except MemberError as exc:
-                self.message_user(request, str(exc), messages.ERROR)
-
-    @admin.action(
-        description="Send the invitation again (a new link; the one before stops working)"
-    )
-    def resend_invitation(self, request, queryset):
-        for membership in queryset.select_related("user", "tenant"):
-            self.invite(request, membership)
 
 
 class ApproverGroupForm(forms.ModelForm):

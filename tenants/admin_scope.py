@@ -340,6 +340,125 @@ class TenantScopedInline(ScopedAdminMixin, InlineBase):
         return super().has_delete_permission(request, obj) if allowed is None else allowed
 
 
+# The admin's index (and its side bar), grouped by what an admin does rather than by the app
+# that defines each model. A model not named here is listed under "Other".
+ADMIN_SECTIONS: list[tuple[str, str, tuple[str, ...]]] = [
+    (
+        "people",
+        "People",
+        (
+            "tenants.Tenant",
+            "tenants.Membership",
+            "tenants.ApproverGroup",
+            "tenants.User",
+            "auth.Group",
+            "account.EmailAddress",
+            "mfa.Authenticator",
+        ),
+    ),
+    (
+        "agents",
+        "Agents and policy",
+        (
+            "runtime.Agent",
+            "runtime.ToolServer",
+            "runtime.AnnotationPolicy",
+            "runtime.Credential",
+            "runtime.StandingRule",
+            "notifications.Ladder",
+            "runtime.ModelPrice",
+            "connections.App",
+        ),
+    ),
+    (
+        "channels",
+        "Channels",
+        (
+            "notifications.Channel",
+            "notifications.Preference",
+            "integrations.SlackApp",
+            "integrations.SlackUser",
+            "integrations.EmailLink",
+            "runtime.PushSettings",
+            "runtime.PushConfig",
+        ),
+    ),
+    (
+        "tokens",
+        "Tokens and connections",
+        (
+            "tenants.ApiToken",
+            "connections.Connection",
+            "socialaccount.SocialApp",
+            "socialaccount.SocialAccount",
+            "socialaccount.SocialToken",
+        ),
+    ),
+    (
+        "records",
+        "Records",
+        (
+            "runtime.AuditEvent",
+            "runtime.Task",
+            "runtime.Interaction",
+            "runtime.Effect",
+            "runtime.Receipt",
+            "connections.ConnectionAuditEvent",
+            "notifications.Delivery",
+            "runtime.PushDelivery",
+        ),
+    ),
+]
+# Plain names on the index where a model's own reads like a table's ("deliverys").
+ADMIN_NAMES = {
+    "tenants.Tenant": "Tenants",
+    "tenants.ApiToken": "API tokens",
+    "tenants.User": "Accounts",
+    "runtime.AuditEvent": "Audit log",
+    "runtime.PushConfig": "Push subscriptions",
+    "notifications.Delivery": "Notification deliveries",
+    "notifications.Preference": "Notification preferences",
+    "integrations.SlackUser": "Slack users",
+    "integrations.EmailLink": "E-mail decision links",
+    "connections.App": "App catalog",
+    "connections.ConnectionAuditEvent": "Connection audit log",
+}
+
+
+def admin_sections(app_list: list[dict], *, tenant_admin: bool) -> list[dict]:
+    """Django admin's app list (the index, the side bar) regrouped into ADMIN_SECTIONS."""
+    by_label = {
+        f"{app['app_label']}.{entry['object_name']}": entry
+        for app in app_list
+        for entry in app["models"]
+    }
+    sections = []
+    placed: set[str] = set()
+    for slug, name, labels in [*ADMIN_SECTIONS, ("other", "Other", tuple(by_label))]:
+        models = []
+        for label in labels:
+            entry = by_label.get(label)
+            if entry is None or label in placed:
+                continue
+            placed.add(label)
+            entry = dict(entry)
+            entry["name"] = ADMIN_NAMES.get(label, entry["name"])
+            if tenant_admin and label == "tenants.Tenant":
+                entry["name"] = "Tenant settings"
+            models.append(entry)
+        if models:
+            sections.append(
+                {
+                    "name": name,
+                    "app_label": slug,
+                    "app_url": "",
+                    "has_module_perms": True,
+                    "models": models,
+                }
+            )
+    return sections
+
+
 class CountersignAdminSite(admin.AdminSite):
     site_header = "Countersign administration"
     site_title = "Countersign admin"
@@ -356,6 +475,12 @@ class CountersignAdminSite(admin.AdminSite):
                 {"tenant_path": None, "__module__": admin_class.__module__},
             )
         return super().register(model_or_iterable, admin_class, **options)
+
+    def get_app_list(self, request, app_label=None):
+        app_list = super().get_app_list(request, app_label)
+        if app_label is not None:
+            return app_list  # an app's own page lists that app's models
+        return admin_sections(app_list, tenant_admin=admin_scope(request).tenant_admin)
 
     def each_context(self, request):
         context = super().each_context(request)

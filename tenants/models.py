@@ -1,3 +1,4 @@
+import re
 import unicodedata
 import uuid
 import zoneinfo
@@ -93,6 +94,28 @@ def time_zone_check(name: str) -> None:
         raise ValidationError(f"{name!r} is not a time zone (such as Europe/Berlin or UTC).")
 
 
+DOMAIN_RE = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
+
+
+def invitation_domains_parse(value: str) -> list[str]:
+    """The domains of an invitation allow-list, lowercase, in order; ValidationError names
+    the first that is not a domain name."""
+    domains: list[str] = []
+    for word in re.split(r"[\s,]+", (value or "").strip().lower()):
+        if not word:
+            continue
+        word = word.removeprefix("@")
+        if not DOMAIN_RE.fullmatch(word):
+            raise ValidationError(f"{word!r} is not a domain name (such as acme.example).")
+        if word not in domains:
+            domains.append(word)
+    return domains
+
+
+def invitation_domains_check(value: str) -> None:
+    invitation_domains_parse(value)
+
+
 class Tenant(models.Model):
     """An organisation; every other row belongs to exactly one tenant."""
 
@@ -112,6 +135,14 @@ class Tenant(models.Model):
         help_text="The IANA time zone its members' pages show times in (Europe/Berlin); "
         "empty: the site's TIME_ZONE.",
     )
+    invitation_domains = models.CharField(
+        max_length=1000,
+        blank=True,
+        validators=[invitation_domains_check],
+        help_text="Who may be invited: e-mail domains, separated by commas or spaces "
+        "(acme.test, acme.example); an address at a subdomain is not at its parent's. "
+        "Empty: any address.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -119,6 +150,13 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def invitation_domain_list(self) -> list[str]:
+        try:
+            return invitation_domains_parse(self.invitation_domains)
+        except ValidationError:
+            return []  # stored around its check: nothing narrows who may be invited
 
     @property
     def zone(self):
@@ -148,6 +186,9 @@ class Membership(models.Model):
         editable=False,
     )
     invited_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When an admin revoked the last invitation: its link stops working (a new invitation
+    # clears it).
+    invitation_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

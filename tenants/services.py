@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from tenants.models import ApiToken, Membership, Tenant, User
+from tenants.models import ApiToken, ApproverGroup, Membership, Tenant, User
 from tenants.signals import tenant_changed
 from tenants.tokens import token_cache
 
@@ -61,6 +61,66 @@ def sessions_end(*, user: User) -> None:
     User.objects.filter(pk=user.pk).update(session_generation=F("session_generation") + 1)
 
 
+def _tenant_locked(tenant_id: int) -> None:
+    """Lock the tenant's row for the rest of the transaction: changes to its admins are made
+    one at a time, so two admins demoting each other at once cannot leave it with none."""
+    Tenant.objects.select_for_update().filter(pk=tenant_id).first()
+
+
+def last_admin_problem(
+    *,
+    membership: Membership,
+    role: str | None = None,
+    staff: bool | None = None,
+    active: bool | None = None,
+    removing: bool = False,
+) -> str:
+    """Why the change would leave the tenant with nobody who runs it, or "".
+
+    A tenant is run by its admins (the admin role, Django admin access, an active account):
+    the last of them is never demoted, deactivated, removed or has their access taken, by
+    anyone, so that the tenant never needs platform staff to be run again."""
+    user = membership.user
+    runs_now = membership.role == Membership.Role.ADMIN and user.is_staff and user.is_active
+    if not runs_now:
+        return ""
+    runs_after = (
+        not removing
+        and (role or membership.role) == Membership.Role.ADMIN
+        and (user.is_staff if staff is None else staff)
+        and (user.is_active if active is None else active)
+    )
+    if runs_after:
+        return ""
+    others = (
+        Membership.objects.filter(
+            tenant_id=membership.tenant_id,
+            role=Membership.Role.ADMIN,
+            user__is_staff=True,
+            user__is_active=True,
+        )
+        .exclude(pk=membership.pk)
+        .exists()
+    )
+    if others:
+        return ""
+    return (
+        f"{user.email} is the last admin of {membership.tenant.name}: make another member an "
+        "admin (with Django admin access) first."
+    )
+
+
+def invitation_domain_problem(*, tenant: Tenant, email: str) -> str:
+    """Why ``email`` may not be added to the tenant (its invitation domain allow-list), or
+    "". A member already is not judged again."""
+    allowed = tenant.invitation_domain_list
+    if not allowed or email.rpartition("@")[2].lower() in allowed:
+        return ""
+    if Membership.objects.filter(tenant=tenant, user__email__iexact=email).exists():
+        return ""
+    return f"{tenant.name} invites addresses at {', '.join(allowed)} only (its settings)."
+
+
 def membership_add(
     *, tenant: Tenant, email: str, role: str, actor: str, staff: bool | None = None
 ) -> tuple[Membership, bool]:
@@ -70,6 +130,9 @@ def membership_add(
     email = email_normalised(email)
     if role not in Membership.Role.values:
         raise MemberError(f"{role!r} is not a role ({', '.join(Membership.Role.values)}).")
+    problem = invitation_domain_problem(tenant=tenant, email=email)
+    if problem:
+        raise MemberError(problem)
     with transaction.atomic():
         user = User.objects.filter(email__iexact=email).first()
         if user is None:
@@ -82,7 +145,7 @@ def membership_add(
         elif membership.role != role:
             membership_role_set(membership=membership, role=role, actor=actor)
         if staff is not None:
-            member_staff_set(membership=membership, staff=staff, platform=True)
+            member_staff_set(membership=membership, staff=staff, platform=True, actor=actor)
     return membership, created
 
 
@@ -94,6 +157,7 @@ def membership_role_set(*, membership: Membership, role: str, actor: str, by=Non
     if by is not None and membership.user_id == by.pk:
         raise MemberError("You cannot change your own role; another admin of the tenant can.")
     with transaction.atomic():
+        _tenant_locked(membership.tenant_id)
         old = (
             Membership.objects.select_for_update()
             .values_list("role", flat=True)
@@ -104,6 +168,10 @@ def membership_role_set(*, membership: Membership, role: str, actor: str, by=Non
             raise MemberError(f"{membership.user.email} is no longer a member.")
         if old == role:
             return False
+        membership.role = old
+        problem = last_admin_problem(membership=membership, role=role)
+        if problem:
+            raise MemberError(problem)
         Membership.objects.filter(pk=membership.pk).update(role=role)
         membership.role = role
         _audit(
@@ -136,9 +204,11 @@ def staff_change_problem(*, user: User, tenant: Tenant, staff: bool, platform: b
     return ""
 
 
-def member_staff_set(*, membership: Membership, staff: bool, platform: bool) -> bool:
+def member_staff_set(
+    *, membership: Membership, staff: bool, platform: bool, actor: str = "system:members"
+) -> bool:
     """Give or take a member's Django admin access (staff status); False when unchanged.
-    Refused as staff_change_problem says."""
+    Refused as staff_change_problem and last_admin_problem say."""
     user = membership.user
     problem = staff_change_problem(
         user=user, tenant=membership.tenant, staff=staff, platform=platform
@@ -147,8 +217,96 @@ def member_staff_set(*, membership: Membership, staff: bool, platform: bool) -> 
         raise MemberError(problem)
     if user.is_staff == staff:
         return False
-    User.objects.filter(pk=user.pk).update(is_staff=staff)
-    user.is_staff = staff
+    with transaction.atomic():
+        _tenant_locked(membership.tenant_id)
+        problem = last_admin_problem(membership=membership, staff=staff)
+        if problem:
+            raise MemberError(problem)
+        User.objects.filter(pk=user.pk).update(is_staff=staff)
+        user.is_staff = staff
+        _audit(
+            tenant=membership.tenant,
+            actor=actor,
+            action="member.admin_access_given" if staff else "member.admin_access_taken",
+            member=user.email,
+        )
+    return True
+
+
+def active_change_problem(*, membership: Membership, active: bool, platform: bool, by=None) -> str:
+    """Why the person asking may not deactivate or reactivate ``membership``'s account, or "".
+
+    An account is the person's, not one membership's: deactivated, they log in nowhere. So,
+    as for Django admin access, a tenant's admin may do it only for people who are members
+    of that tenant alone; platform staff for anyone but platform staff; nobody for
+    themselves or for the tenant's last admin."""
+    user = membership.user
+    if user.is_active == active:
+        return ""
+    if by is not None and user.pk == by.pk:
+        return "You cannot deactivate yourself; another admin of the tenant can."
+    if user.is_superuser:
+        return f"{user.email} is platform staff; only platform staff change that."
+    if (
+        not platform
+        and Membership.objects.filter(user=user).exclude(tenant_id=membership.tenant_id).exists()
+    ):
+        return (
+            f"{user.email} is a member of other tenants too: platform staff deactivate or "
+            "reactivate their account."
+        )
+    return last_admin_problem(membership=membership, active=active)
+
+
+def member_active_set(
+    *, membership: Membership, active: bool, actor: str, platform: bool, by=None
+) -> bool:
+    """Deactivate a member's account (they log in nowhere, their sessions end, invitations
+    to them stop working; nothing of theirs is deleted) or reactivate it; False when it
+    already was. Refused as active_change_problem says."""
+    user = membership.user
+    with transaction.atomic():
+        _tenant_locked(membership.tenant_id)
+        problem = active_change_problem(
+            membership=membership, active=active, platform=platform, by=by
+        )
+        if problem:
+            raise MemberError(problem)
+        if user.is_active == active:
+            return False
+        User.objects.filter(pk=user.pk).update(is_active=active)
+        user.is_active = active
+        if not active:
+            sessions_end(user=user)
+        _audit(
+            tenant=membership.tenant,
+            actor=actor,
+            action="member.reactivated" if active else "member.deactivated",
+            member=user.email,
+        )
+    return True
+
+
+def member_groups_set(*, membership: Membership, groups: list[ApproverGroup], actor: str) -> bool:
+    """Put a member in exactly ``groups`` (approver groups of their tenant); False when
+    they were in those already."""
+    strangers = [g for g in groups if g.tenant_id != membership.tenant_id]
+    if strangers:
+        raise MemberError(f"Groups of another tenant: {', '.join(str(g) for g in strangers)}.")
+    with transaction.atomic():
+        before = sorted(membership.approver_groups.values_list("slug", flat=True))
+        after = sorted(g.slug for g in groups)
+        if before == after:
+            return False
+        membership.approver_groups.set(groups)
+        _audit(
+            tenant=membership.tenant,
+            actor=actor,
+            action="member.groups_changed",
+            member=membership.user.email,
+            groups=after,
+            previous=before,
+        )
     return True
 
 
@@ -162,6 +320,10 @@ def membership_remove(*, membership: Membership, actor: str, by=None) -> dict:
         raise MemberError("You cannot remove yourself; another admin of the tenant can.")
     now = timezone.now()
     with transaction.atomic():
+        _tenant_locked(membership.tenant_id)
+        problem = last_admin_problem(membership=membership, removing=True)
+        if problem:
+            raise MemberError(problem)
         deleted, _ = Membership.objects.filter(pk=membership.pk).delete()
         if not deleted:
             raise MemberError(f"{user.email} is no longer a member.")
@@ -226,7 +388,12 @@ def invitation_for_key(key: str) -> tuple[Membership | None, str]:
         return None, "invalid"
     membership = (
         Membership.objects.select_related("user", "tenant", "invited_by")
-        .filter(pk=data["m"], tenant__active=True, user__is_active=True)
+        .filter(
+            pk=data["m"],
+            tenant__active=True,
+            user__is_active=True,
+            invitation_revoked_at__isnull=True,
+        )
         .first()
     )
     if membership is None or not hmac.compare_digest(
@@ -236,18 +403,31 @@ def invitation_for_key(key: str) -> tuple[Membership | None, str]:
     return membership, ""
 
 
-def invitation_send(*, membership: Membership, by=None, base_url: str) -> None:
+def invitation_send(
+    *, membership: Membership, by=None, base_url: str, actor: str | None = None
+) -> None:
     """E-mail the member their invitation: who invited them, to which tenant, with what role,
     and (when they have no password yet) a link that sets one and expires. Resending makes a
-    new link and kills the one before. Raises MemberError when the mail cannot be sent (and
-    then nothing changes)."""
+    new link and kills the one before (and undoes a revocation). Raises MemberError when the
+    mail cannot be sent (and then nothing changes). ``actor``: who the audit names (default:
+    ``by``'s subject)."""
     user, tenant = membership.user, membership.tenant
     if not user.is_active:
         raise MemberError(f"{user.email} is deactivated; no invitation was sent.")
     now = timezone.now()
     with transaction.atomic():
-        Membership.objects.filter(pk=membership.pk).update(invited_at=now, invited_by=by)
+        Membership.objects.filter(pk=membership.pk).update(
+            invited_at=now, invited_by=by, invitation_revoked_at=None
+        )
         membership.invited_at, membership.invited_by = now, by
+        membership.invitation_revoked_at = None
+        _audit(
+            tenant=tenant,
+            actor=actor or (by.subject if by is not None else "system:members"),
+            action="member.invited",
+            member=user.email,
+            role=membership.role,
+        )
         needs_password = not user.has_usable_password()
         link = (
             base_url + reverse("invitation_accept", args=[invitation_key(membership)])
@@ -284,6 +464,81 @@ def invitation_send(*, membership: Membership, by=None, base_url: str) -> None:
             raise MemberError(f"The invitation to {user.email} could not be sent: {exc}") from exc
 
 
+class InvitationStatus:
+    """What became of a member's invitation, as the members list says it."""
+
+    NOT_SENT = "not sent"
+    PENDING = "pending"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+    ACCEPTED = "accepted"
+
+
+def invitation_status(membership: Membership, now=None) -> str:
+    """One of InvitationStatus's words for ``membership`` (its user loaded)."""
+    user = membership.user
+    if membership.invitation_revoked_at is not None:
+        return InvitationStatus.REVOKED
+    if user.has_usable_password() or user.last_login is not None:
+        return InvitationStatus.ACCEPTED
+    if membership.invited_at is None:
+        return InvitationStatus.NOT_SENT
+    if membership.invited_at + timedelta(days=invitation_days()) <= (now or timezone.now()):
+        return InvitationStatus.EXPIRED
+    return InvitationStatus.PENDING
+
+
+def invitation_revoke(*, membership: Membership, actor: str) -> bool:
+    """Make a pending (or expired) invitation's link stop working; False when there was none
+    to revoke (never sent, accepted, or revoked already). The member stays, without a
+    password, until removed or invited again."""
+    if invitation_status(membership) not in (InvitationStatus.PENDING, InvitationStatus.EXPIRED):
+        return False
+    now = timezone.now()
+    with transaction.atomic():
+        done = Membership.objects.filter(
+            pk=membership.pk, invitation_revoked_at__isnull=True
+        ).update(invitation_revoked_at=now)
+        if not done:
+            return False
+        membership.invitation_revoked_at = now
+        _audit(
+            tenant=membership.tenant,
+            actor=actor,
+            action="member.invitation_revoked",
+            member=membership.user.email,
+        )
+    return True
+
+
+def member_invite(
+    *,
+    tenant: Tenant,
+    email: str,
+    role: str,
+    actor: str,
+    by=None,
+    base_url: str,
+    groups: list[ApproverGroup] | None = None,
+    staff: bool = False,
+    platform: bool = True,
+    send: bool = True,
+) -> tuple[Membership, bool]:
+    """Add a person to the tenant (role, approver groups, Django admin access) and e-mail
+    them the invitation: what Django admin's "Add member" form and ``manage.py members
+    invite`` both do. Returns the membership and whether it is new. The member is added
+    even when the mail then fails (MemberError says so; "resend" tries again)."""
+    with transaction.atomic():
+        membership, created = membership_add(tenant=tenant, email=email, role=role, actor=actor)
+        if groups is not None:
+            member_groups_set(membership=membership, groups=groups, actor=actor)
+        if staff:
+            member_staff_set(membership=membership, staff=True, platform=platform, actor=actor)
+    if send:
+        invitation_send(membership=membership, by=by, base_url=base_url, actor=actor)
+    return membership, created
+
+
 def invitation_accept(*, membership: Membership, password: str) -> User:
     """Set the invited person's password (the link dies with it)."""
     user = membership.user
@@ -294,6 +549,33 @@ def invitation_accept(*, membership: Membership, password: str) -> User:
 
 
 # --- tenants --------------------------------------------------------------------------------
+
+
+TENANT_SETTINGS = ("name", "time_zone", "invitation_domains")
+
+
+def tenant_settings_set(*, tenant: Tenant, actor: str, **values) -> list[str]:
+    """Change what a tenant's admin sets of their tenant (TENANT_SETTINGS); return the names
+    changed. Audited as tenant.settings_changed with the old and new values."""
+    unknown = set(values) - set(TENANT_SETTINGS)
+    if unknown:
+        raise ValueError(f"Not a tenant setting: {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        changed = {
+            name: [getattr(locked, name), value]
+            for name, value in values.items()
+            if getattr(locked, name) != value
+        }
+        if not changed:
+            return []
+        for name, (_, value) in changed.items():
+            setattr(locked, name, value)
+            setattr(tenant, name, value)
+        locked.full_clean(exclude=["slug"])
+        locked.save(update_fields=list(changed))
+        _audit(tenant=locked, actor=actor, action="tenant.settings_changed", changed=changed)
+    return list(changed)
 
 
 def tenant_active_set(*, tenant: Tenant, active: bool, actor: str) -> bool:

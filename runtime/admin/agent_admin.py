@@ -5,22 +5,31 @@ from datetime import timedelta
 
 import yaml
 from django import forms
-from django.contrib import admin
-from django.http import Http404
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from runtime.admin.policy_table import PolicyTableField, tool_keys
-from runtime.agents.agent_models import Agent
+from runtime.agents.agent_models import Agent, PolicyVersion
 from runtime.agents.agent_selectors import discovered_tools
 from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.limits import limits_error
 from runtime.agents.memory_budget import memory_error
+from runtime.agents.policy_history import (
+    agent_policy_document,
+    policy_change_record,
+    policy_diff,
+    policy_document,
+    policy_origin,
+    policy_restore,
+)
 from runtime.decisions.receipts import policy_version
 from runtime.decisions.replay import DraftPolicyError, policy_replay, shadow_comparison
-from runtime.kernel.audit import audit_record
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
 from runtime.llm.openai_spec import ModelSpecError
@@ -30,6 +39,9 @@ from runtime.llm.scripted import ScriptError, validate_script
 from runtime.policy.checks import policy_tools_problems
 from runtime.tools.schema_refs import schema_problem
 from tenants.admin_scope import TenantScopedAdmin
+
+# The newest versions of a policy its page lists (the audit log keeps every change).
+HISTORY_SHOWN = 20
 
 
 class AgentForm(forms.ModelForm):
@@ -202,6 +214,8 @@ class AgentAdmin(TenantScopedAdmin):
     readonly_fields = [
         "policy_version_shown",
         "shadow_shown",
+        "policy_origin_shown",
+        "policy_history_shown",
         "source_path",
         "created_at",
         "updated_at",
@@ -224,7 +238,15 @@ class AgentAdmin(TenantScopedAdmin):
         ),
         (
             "Tool policy and ladders",
-            {"fields": ["policy", "policy_version_shown", "shadow_shown"]},
+            {
+                "fields": [
+                    "policy",
+                    "policy_version_shown",
+                    "policy_origin_shown",
+                    "policy_history_shown",
+                    "shadow_shown",
+                ]
+            },
         ),
         (
             "Skills, instructions, model and tools",
@@ -239,6 +261,11 @@ class AgentAdmin(TenantScopedAdmin):
                 "<int:object_id>/replay/",
                 self.admin_site.admin_view(self.replay_view),
                 name="runtime_agent_replay",
+            ),
+            path(
+                "<path:object_id>/policy-restore/<int:version_id>/",
+                self.admin_site.admin_view(self.policy_restore_view),
+                name="runtime_agent_policy_restore",
             ),
             *super().get_urls(),
         ]
@@ -335,19 +362,115 @@ class AgentAdmin(TenantScopedAdmin):
             policy_version(obj),
         )
 
-    def save_model(self, request, obj, form, change):
-        before = (
-            Agent.objects.filter(pk=obj.pk).values_list("tool_policy", flat=True).first()
-            if change
-            else None
-        )
-        obj.save()
-        if change and before != obj.tool_policy:
-            # Inside the admin's transaction: the policy and its audit row commit together.
-            audit_record(
-                tenant_id=obj.tenant_id,
-                actor=request.user.subject,
-                action="policy.changed",
-                via="admin",
-                detail={"agent": obj.slug, "version": policy_version(obj)},
+    @admin.display(description="policy from")
+    def policy_origin_shown(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        origin = policy_origin(obj)
+        if origin is None:
+            return obj.source_path or "—"
+        return origin.where
+
+    @admin.display(description="policy history")
+    def policy_history_shown(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        versions = list(obj.policy_versions.order_by("-created_at", "-pk")[: HISTORY_SHOWN + 1])
+        if not versions:
+            return "No change recorded yet."
+        current = agent_policy_document(obj)
+        rows = []
+        for index, version in enumerate(versions[:HISTORY_SHOWN]):
+            document = policy_document(tool_policy=version.tool_policy, ladder=version.ladder)
+            older = versions[index + 1] if index + 1 < len(versions) else None
+            diff = policy_diff(
+                policy_document(tool_policy=older.tool_policy, ladder=older.ladder)
+                if older is not None
+                else None,
+                document,
+                old_label="the version before",
+                new_label="this version",
             )
+            is_current = index == 0 and document == current
+            action = (
+                mark_safe("<strong>current</strong>")
+                if is_current
+                else format_html(
+                    '<button type="submit" class="button" name="_restore" value="{}" '
+                    'formaction="{}" formnovalidate>Restore this version</button>',
+                    version.pk,
+                    reverse("admin:runtime_agent_policy_restore", args=[obj.pk, version.pk]),
+                )
+            )
+            rows.append(
+                format_html(
+                    '<li class="policy-version"><code>{}</code> {} {}'
+                    "<details><summary>diff</summary><pre>{}</pre></details></li>",
+                    version.version[:12],
+                    version.where,
+                    action,
+                    diff or "(no difference)",
+                )
+            )
+        return format_html(
+            '<ol class="policy-history">{}</ol>', format_html_join("", "{}", ((r,) for r in rows))
+        )
+
+    def policy_restore_view(self, request, object_id, version_id):
+        """Make an earlier version of the agent's policy its policy again, in one step."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.get_object(request, object_id)  # another tenant's: 404, as missing
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        version = obj.policy_versions.filter(pk=version_id).first()
+        if version is None:
+            raise Http404("No such version.")
+        change_url = reverse("admin:runtime_agent_change", args=[obj.pk])
+        # Checked as a save is: the agent's tools may have changed since this version.
+        problem = ladder_tools_problem(version.ladder, obj.tools)
+        wrong = policy_tools_problems(
+            version.tool_policy, obj.tools, discovered_tools(tenant=obj.tenant)
+        )
+        if problem or wrong:
+            said = (
+                f"ladder.tools.{problem[0]}: {problem[1]}"
+                if problem
+                else "; ".join(f"{'.'.join(map(str, p))}: {t}" for p, t in wrong)
+            )
+            self.message_user(
+                request,
+                f"That version does not fit the agent's tools now, so nothing changed: {said}",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(change_url)
+        done = policy_restore(agent=obj, version=version, actor=request.user.subject)
+        if done is None:
+            self.message_user(request, "That version is the policy already.", messages.INFO)
+        else:
+            self.message_user(
+                request,
+                f"Restored the policy version {version.version[:12]} "
+                f"({version.where}); the change is in the audit log.",
+                messages.SUCCESS,
+            )
+        return HttpResponseRedirect(change_url)
+
+    def save_model(self, request, obj, form, change):
+        previous = None
+        if change:
+            stored = Agent.objects.filter(pk=obj.pk).values("tool_policy", "ladder").first()
+            if stored is not None:
+                previous = policy_document(
+                    tool_policy=stored["tool_policy"], ladder=stored["ladder"]
+                )
+        obj.save()
+        # Inside the admin's transaction: the policy, its history and its audit row commit
+        # together.
+        policy_change_record(
+            agent=obj,
+            previous=previous,
+            actor=request.user.subject,
+            source=PolicyVersion.Source.ADMIN,
+            via="admin",
+        )

@@ -77,6 +77,11 @@ class Agent(models.Model):
     source_path = models.CharField(
         max_length=500, blank=True, help_text="The AGENT.md it was loaded from."
     )
+    # The hash of the tool policy and ladder as a file last loaded them
+    # (runtime.agents.policy_history.policy_document_hash): a file updates the agent's policy
+    # only while the stored one is still that; edited since (in admin, or by another file),
+    # load_agents refuses the agent unless told to replace it. Empty: never loaded.
+    policy_loaded = models.CharField(max_length=64, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -102,25 +107,45 @@ class Agent(models.Model):
 
 
 class PolicyVersion(models.Model):
-    """An agent's tool policy as it was from ``recorded_at`` until the agent's next row: kept
-    for the evidence pack (runtime.evidence), which hands auditors every policy in force in
-    a period. A row is written when an agent is saved with a policy unlike its last row's
-    (runtime.receivers.agent_saved_received); ``version`` is the SHA-256 of the policy,
-    canonical, as admin and the audit name it (runtime.decisions.receipts.policy_version)."""
+    """One version of an agent's tool policy and ladder, as it was set and by what: the
+    policy's history (the agent's admin page lists it, with diffs, and restores one)."""
+
+    class Source(models.TextChoices):
+        FILE = "file", "loaded from a file"
+        ADMIN = "admin", "edited in admin"
+        RESTORE = "restore", "restored in admin"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="policy_versions")
+    tool_policy = models.JSONField(default=dict, blank=True)
+    ladder = models.JSONField(default=dict, blank=True)
+    # The version of the tool policy (runtime.decisions.receipts.policy_version): the audit
+    # names it with each change.
     version = models.CharField(max_length=64)
-    policy = models.JSONField(default=dict)
-    recorded_at = models.DateTimeField(default=timezone.now)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    # A file's path and the agent version it declared; for a restore, the version restored.
+    source_path = models.CharField(max_length=500, blank=True)
+    source_version = models.CharField(max_length=64, blank=True)
+    set_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [
-            models.Index(fields=["tenant", "agent", "-recorded_at"], name="policy_version_by_agent")
-        ]
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["agent", "-created_at"], name="policy_version_agent")]
 
     def __str__(self) -> str:
         return f"{self.agent_id} {self.version[:12]}"
+
+    @property
+    def where(self) -> str:
+        """Where this version came from, in words."""
+        when = f"{self.created_at:%Y-%m-%d %H:%M} UTC"
+        if self.source == self.Source.FILE:
+            version = f" (version {self.source_version})" if self.source_version else ""
+            return f"loaded from {self.source_path or 'a file'}{version} by {self.set_by} at {when}"
+        if self.source == self.Source.RESTORE:
+            return f"restored ({self.source_version[:12]}) in admin by {self.set_by} at {when}"
+        return f"edited in admin by {self.set_by} at {when}"
 
 
 class DemoRecord(models.Model):

@@ -19,12 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from django.db import transaction
 from django.utils.text import slugify
 
-from runtime.agents.agent_models import GATE_PROVIDER, Agent
+from runtime.agents.agent_models import GATE_PROVIDER, Agent, PolicyVersion
 from runtime.agents.agent_schema import front_matter_problems
 from runtime.agents.limits import limits_error
 from runtime.agents.memory_budget import memory_error
+from runtime.agents.policy_history import (
+    agent_policy_document,
+    policy_change_record,
+    policy_diff,
+    policy_document,
+    policy_document_hash,
+    policy_origin,
+)
 from runtime.llm.http_agent import ModelConfigError
 from runtime.llm.http_agent import validate_model as http_model_validate
 from runtime.llm.openai_spec import ModelSpecError
@@ -378,16 +387,86 @@ def ladder_tools_problem(ladder: dict, tools: list) -> tuple[str, str] | None:
     return None
 
 
-def agent_upsert(*, tenant, spec: AgentSpec) -> tuple[Agent, str]:
-    """Create or update an agent from its spec; return it and 'created', 'updated' or 'unchanged'."""
+@dataclass
+class AgentLoad:
+    """What loading a file did to an agent: ``created``, ``updated``, ``unchanged``,
+    ``replaced`` (its policy edited since the file last loaded it, overwritten as asked) or
+    ``refused`` (edited since, kept; ``diff`` says how the file's policy differs)."""
+
+    agent: Agent
+    outcome: str
+    diff: str = ""
+
+
+def agent_load(*, tenant, spec: AgentSpec, actor: str, replace: bool = False) -> AgentLoad:
+    """Create the agent from its spec, or update it: its tool policy and ladder only while
+    the stored ones are what a file last loaded (the database is the truth once an agent
+    exists; a policy edited since, in admin or otherwise, is refused unless ``replace``).
+    Every policy change is kept in the agent's history and audited (policy_history)."""
     fields = spec.as_fields()
-    agent = Agent.objects.filter(tenant=tenant, slug=spec.slug).first()
-    if agent is None:
-        return Agent.objects.create(tenant=tenant, slug=spec.slug, **fields), "created"
-    changed = [name for name, value in fields.items() if getattr(agent, name) != value]
-    if not changed:
-        return agent, "unchanged"
-    for name in changed:
-        setattr(agent, name, fields[name])
-    agent.save(update_fields=[*changed, "updated_at"])
-    return agent, "updated"
+    loaded = policy_document(tool_policy=spec.tool_policy, ladder=spec.ladder)
+    loaded_hash = policy_document_hash(loaded)
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().filter(tenant=tenant, slug=spec.slug).first()
+        if agent is None:
+            agent = Agent.objects.create(
+                tenant=tenant, slug=spec.slug, policy_loaded=loaded_hash, **fields
+            )
+            policy_change_record(
+                agent=agent,
+                previous=None,
+                actor=actor,
+                source=PolicyVersion.Source.FILE,
+                via="load_agents",
+                source_path=spec.source_path,
+                source_version=spec.version,
+            )
+            return AgentLoad(agent, "created")
+        stored = agent_policy_document(agent)
+        # An agent loaded before the hash was kept (empty) took its files' policies as they
+        # came: it is taken as the file's.
+        edited = (
+            stored != loaded
+            and bool(agent.policy_loaded)
+            and agent.policy_loaded != policy_document_hash(stored)
+        )
+        if edited and not replace:
+            origin = policy_origin(agent)
+            where = origin.where if origin is not None else "edited since it was loaded"
+            return AgentLoad(
+                agent,
+                "refused",
+                diff=policy_diff(
+                    stored,
+                    loaded,
+                    old_label=f"stored: {where}",
+                    new_label=f"file: {spec.source_path or spec.slug}",
+                ),
+            )
+        changed = [name for name, value in fields.items() if getattr(agent, name) != value]
+        if not changed and agent.policy_loaded == loaded_hash:
+            return AgentLoad(agent, "unchanged")
+        for name in changed:
+            setattr(agent, name, fields[name])
+        agent.policy_loaded = loaded_hash
+        agent.save(update_fields=[*changed, "policy_loaded", "updated_at"])
+        policy_change_record(
+            agent=agent,
+            previous=stored,
+            actor=actor,
+            source=PolicyVersion.Source.FILE,
+            via="load_agents",
+            source_path=spec.source_path,
+            source_version=spec.version,
+        )
+    if edited:
+        return AgentLoad(agent, "replaced")
+    return AgentLoad(agent, "updated" if changed else "unchanged")
+
+
+def agent_upsert(
+    *, tenant, spec: AgentSpec, actor: str = "system:load_agents"
+) -> tuple[Agent, str]:
+    """agent_load without replacing an edited policy; return the agent and the outcome."""
+    done = agent_load(tenant=tenant, spec=spec, actor=actor)
+    return done.agent, done.outcome

@@ -1,13 +1,16 @@
 """The demo agents that seed_demo loads into tenant `demo` (the AGENT.md files beside this),
 and, when an OpenAI-compatible model is configured, the `assistant` on that model."""
 
+import logging
 import os
 from pathlib import Path
 
-from runtime.agents.agentfile import AgentSpec, agent_upsert, parse_agent_file
+from runtime.agents.agentfile import AgentSpec, agent_load, parse_agent_file
 from runtime.llm.credentials import CredentialMissing, credential_value
 
 AGENTS_DIR = Path(__file__).resolve().parent
+
+logger = logging.getLogger(__name__)
 
 ASSISTANT = "assistant"
 ASSISTANT_CREDENTIAL = "OPENAI_API_KEY"
@@ -32,17 +35,30 @@ to have done something that you did not do with a tool.
 - Answer other questions briefly, in plain words."""
 
 
-def seed_demo_agents(*, tenant) -> list[str]:
-    slugs = []
-    for path in sorted(AGENTS_DIR.glob("*.md")):
-        spec = parse_agent_file(path)
-        agent_upsert(tenant=tenant, spec=spec)
-        slugs.append(spec.slug)
+# Who the audit names for the demo seed's changes.
+SEED_ACTOR = "system:seed_demo"
+
+
+def seed_demo_agents(*, tenant, kept: list[str] | None = None) -> list[str]:
+    """Load the demo agents into ``tenant``; return their slugs. An agent whose policy was
+    edited since the seed last loaded it (in admin) keeps it: its slug is added to ``kept``
+    and a warning with the diff is logged. The seed never overwrites an edit."""
+    specs = [parse_agent_file(path) for path in sorted(AGENTS_DIR.glob("*.md"))]
     assistant = assistant_spec(tenant=tenant)
     if assistant is not None:
-        agent_upsert(tenant=tenant, spec=assistant)
-        slugs.append(ASSISTANT)
-    return slugs
+        specs.append(assistant)
+    for spec in specs:
+        done = agent_load(tenant=tenant, spec=spec, actor=SEED_ACTOR)
+        if done.outcome == "refused":
+            logger.warning(
+                "demo agent %s kept its policy, edited since it was loaded "
+                "(load_agents --replace overwrites it):\n%s",
+                spec.slug,
+                done.diff,
+            )
+            if kept is not None:
+                kept.append(spec.slug)
+    return [spec.slug for spec in specs]
 
 
 def assistant_spec(*, tenant) -> AgentSpec | None:

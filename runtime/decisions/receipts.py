@@ -18,6 +18,7 @@ from django.db.models import Q
 
 from config.site import site_url
 from runtime.agents.agent_models import Agent
+from runtime.agents.policy_history import policy_hash
 from runtime.decisions.answers import Answer
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.decisions.decision_selectors import held_call_of
@@ -66,7 +67,7 @@ def policy_version(agent: Agent) -> str:
     """The version of the agent's whole tool policy: the SHA-256 of it, canonical. Django
     admin shows it and audits a change with it; what an approval binds is the version of the
     rule that held its call (rule_version), so another tool's entry changing voids nothing."""
-    return canonical_hash(agent.tool_policy or {})
+    return policy_hash(agent.tool_policy)
 
 
 def receipt_record(

@@ -110,9 +110,9 @@ def _policies(tenant, since: datetime, until: datetime) -> list[tuple[str, dict]
     recorded before ``since`` and all recorded in the period."""
     files = []
     versions = (
-        PolicyVersion.objects.filter(tenant=tenant, recorded_at__lt=until)
+        PolicyVersion.objects.filter(tenant=tenant, created_at__lt=until)
         .select_related("agent")
-        .order_by("agent__slug", "recorded_at", "id")
+        .order_by("agent__slug", "created_at", "id")
     )
     by_agent: dict[str, list[PolicyVersion]] = {}
     for version in versions:
@@ -120,14 +120,15 @@ def _policies(tenant, since: datetime, until: datetime) -> list[tuple[str, dict]
     for slug, rows in by_agent.items():
         for number, row in enumerate(rows):
             following = rows[number + 1] if number + 1 < len(rows) else None
-            if following is not None and following.recorded_at <= since:
+            if following is not None and following.created_at <= since:
                 continue  # replaced before the period began
             document = {
                 "agent": slug,
                 "version": row.version,
-                "inForceFrom": row.recorded_at.isoformat(),
-                "inForceUntil": following.recorded_at.isoformat() if following else None,
-                "policy": row.policy,
+                "inForceFrom": row.created_at.isoformat(),
+                "inForceUntil": following.created_at.isoformat() if following else None,
+                "policy": row.tool_policy,
+                "ladder": row.ladder,
             }
             files.append((f"policies/{slug}/{number + 1}-{row.version[:12]}.json", document))
     return files

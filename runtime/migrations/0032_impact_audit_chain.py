@@ -91,23 +91,6 @@ def link_rows_there_were(apps, schema_editor):
         schema_editor.execute(LINK_TRIGGER)
 
 
-def keep_policies_there_are(apps, schema_editor):
-    Agent = apps.get_model("runtime", "Agent")
-    PolicyVersion = apps.get_model("runtime", "PolicyVersion")
-    for agent in Agent.objects.all().iterator():
-        policy = agent.tool_policy or {}
-        version = hashlib.sha256(
-            json.dumps(policy, sort_keys=True, separators=(",", ":")).encode()
-        ).hexdigest()
-        PolicyVersion.objects.create(
-            tenant_id=agent.tenant_id,
-            agent=agent,
-            version=version,
-            policy=policy,
-            recorded_at=agent.updated_at,
-        )
-
-
 def unlink(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(UNLINK)
@@ -178,42 +161,4 @@ class Migration(migrations.Migration):
             index=models.Index(fields=["tenant", "chain_seq"], name="audit_chain"),
         ),
         migrations.RunPython(link_rows_there_were, unlink),
-        migrations.CreateModel(
-            name="PolicyVersion",
-            fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("version", models.CharField(max_length=64)),
-                ("policy", models.JSONField(default=dict)),
-                ("recorded_at", models.DateTimeField(default=django.utils.timezone.now)),
-                (
-                    "agent",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="policy_versions",
-                        to="runtime.agent",
-                    ),
-                ),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="tenants.tenant",
-                    ),
-                ),
-            ],
-            options={
-                "indexes": [
-                    models.Index(
-                        fields=["tenant", "agent", "-recorded_at"], name="policy_version_by_agent"
-                    )
-                ],
-            },
-        ),
-        migrations.RunPython(keep_policies_there_are, migrations.RunPython.noop),
     ]

@@ -15,7 +15,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from runtime.agents.agent_models import Agent, PolicyVersion
+from runtime.agents.policy_history import policy_set
 from runtime.decisions.decision_models import Receipt
+from runtime.decisions.receipts import policy_version
 from runtime.evidence.verify import pack_verify, receipt_signature_problem
 from tests.core import Maker, decide
 
@@ -28,8 +30,14 @@ def pack(agents, tmp_path):
     make = Maker(agents.a)
     decide(make.approval(build="b-1"), approved=True)
     agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
-    agent.tool_policy = {**agent.tool_policy, "deploy/rollback": "approve"}
-    agent.save()
+    policy_set(
+        agent=agent,
+        tool_policy={**agent.tool_policy, "deploy/rollback": "approve"},
+        ladder=agent.ladder,
+        actor="user:admin@acme.test",
+        source="admin",
+        via="admin",
+    )
     decide(make.approval(build="b-2"), approved=False, reason="not today")
     decide(make.approval(build="b-3"), approved=True)
     make_b = Maker(agents.b)
@@ -192,15 +200,21 @@ def test_a_receipts_signature_is_checked_where_it_has_one():
     assert "not in the pack" in receipt_signature_problem(record, {})
 
 
-def test_policy_versions_are_kept_when_a_policy_changes_only(agents):
+def test_an_agent_made_by_any_path_has_its_first_policy_version(agents):
     agent = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
-    kept = PolicyVersion.objects.filter(agent=agent).count()
-    agent.save(update_fields=["name"])
-    agent.save()
-    assert PolicyVersion.objects.filter(agent=agent).count() == kept
-    agent.tool_policy = {"deploy": "deny"}
-    agent.save()
-    assert PolicyVersion.objects.filter(agent=agent).count() == kept + 1
+    [first] = PolicyVersion.objects.filter(agent=agent)
+    assert first.version == policy_version(agent) and first.tool_policy == agent.tool_policy
+    agent.save()  # a save that changes nothing keeps no version more
+    assert PolicyVersion.objects.filter(agent=agent).count() == 1
+    policy_set(
+        agent=agent,
+        tool_policy={"deploy": "deny"},
+        ladder=agent.ladder,
+        actor="user:admin@acme.test",
+        source="admin",
+        via="admin",
+    )
+    assert PolicyVersion.objects.filter(agent=agent).count() == 2
 
 
 def test_bad_dates_and_an_unknown_tenant_are_refused(agents, tmp_path):

@@ -243,7 +243,7 @@ def test_the_members_command_invites_resends_changes_roles_and_removes(world, ma
         "members", "role", "gail@acme.test", "--tenant", "acme", "--role", "operator"
     )
     listing = run("members", "list", "--tenant", "acme")
-    assert re.search(r"gail@acme\.test\s+operator\s+no\s+not set\s+sent ", listing)
+    assert re.search(r"gail@acme\.test\s+operator\s+no\s+not set\s+pending sent ", listing)
     out = run("members", "remove", "gail@acme.test", "--tenant", "acme")
     assert "Removed gail@acme.test from acme: their sessions ended" in out
     assert not Membership.objects.filter(user__email="gail@acme.test").exists()

@@ -1,4 +1,4 @@
-"""`python manage.py members add|invite|resend|role|remove|list`: a tenant's people from a shell.
+"""`python manage.py members add|invite|resend|revoke|role|deactivate|reactivate|remove|list`: a tenant's people from a shell.
 
 The same services as Django admin's "Members" (tenants.services): ``invite`` is ``add`` plus
 the invitation e-mail (who invited, the tenant, the role, a link that sets a password and
@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import DisallowedHost
 from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
+from django.utils import timezone
 
 from config.site import site_url
 from tenants.management.commands.tokens import shell_actor, tenant_named
@@ -18,7 +19,11 @@ from tenants.models import Membership, User
 from tenants.services import (
     MemberError,
     email_normalised,
+    invitation_revoke,
     invitation_send,
+    invitation_status,
+    member_active_set,
+    member_invite,
     membership_add,
     membership_remove,
     membership_role_set,
@@ -79,6 +84,14 @@ class Command(BaseCommand):
         )
         remove.add_argument("email")
         remove.add_argument("--tenant", required=True)
+        for name, text in (
+            ("revoke", "Revoke a member's pending invitation: its link stops working."),
+            ("deactivate", "Deactivate a member's account: they log in nowhere."),
+            ("reactivate", "Reactivate a member's account."),
+        ):
+            cmd = sub.add_parser(name, help=text)
+            cmd.add_argument("email")
+            cmd.add_argument("--tenant", required=True)
         listing = sub.add_parser("list", help="List a tenant's members.")
         listing.add_argument("--tenant", required=True)
 
@@ -115,7 +128,7 @@ class Command(BaseCommand):
             base_url = site_base_url(base.rstrip("/"))
             inviter = self.inviter(options["by"])
         try:
-            if action in ("add", "invite"):
+            if action == "add":
                 membership, created = membership_add(
                     tenant=tenant,
                     email=email,
@@ -123,14 +136,30 @@ class Command(BaseCommand):
                     actor=shell_actor(),
                     staff=True if options["staff"] else None,
                 )
+            elif action == "invite":
+                # What Django admin's "Add member" form does, with the shell's answer.
+                membership, created = member_invite(
+                    tenant=tenant,
+                    email=email,
+                    role=options["role"],
+                    actor=shell_actor(),
+                    by=inviter,
+                    base_url=base_url,
+                    staff=options["staff"],
+                )
+            else:
+                membership = self.member(tenant, email)
+            if action in ("add", "invite"):
                 self.stdout.write(
                     f"{'Added' if created else 'Updated'} {email} as {options['role']} "
                     f"in {tenant.slug}."
                 )
-            else:
-                membership = self.member(tenant, email)
-            if action in ("invite", "resend"):
-                invitation_send(membership=membership, by=inviter, base_url=base_url)
+            if action == "invite":
+                self.stdout.write(f"Sent an invitation to {email}.")
+            elif action == "resend":
+                invitation_send(
+                    membership=membership, by=inviter, base_url=base_url, actor=shell_actor()
+                )
                 self.stdout.write(f"Sent an invitation to {email}.")
             elif action == "role":
                 changed = membership_role_set(
@@ -138,6 +167,22 @@ class Command(BaseCommand):
                 )
                 said = "is now" if changed else "was already"
                 self.stdout.write(f"{email} {said} {options['role']} in {tenant.slug}.")
+            elif action == "revoke":
+                revoked = invitation_revoke(membership=membership, actor=shell_actor())
+                self.stdout.write(
+                    f"Revoked the invitation to {email}."
+                    if revoked
+                    else f"{email} has no pending invitation."
+                )
+            elif action in ("deactivate", "reactivate"):
+                changed = member_active_set(
+                    membership=membership,
+                    active=action == "reactivate",
+                    actor=shell_actor(),
+                    platform=True,
+                )
+                said = "is now" if changed else "was already"
+                self.stdout.write(f"{email} {said} {action}d.")
             elif action == "remove":
                 done = membership_remove(membership=membership, actor=shell_actor())
                 tokens = done["tokens_revoked"]
@@ -170,13 +215,15 @@ class Command(BaseCommand):
     def handle_list(self, tenant) -> None:
         members = Membership.objects.filter(tenant=tenant).select_related("user", "invited_by")
         self.stdout.write(f"{'e-mail':<40} {'role':<9} {'admin':<6} {'password':<9} invitation")
+        now = timezone.now()
         for m in members:
             invited = (
                 f"sent {m.invited_at:%Y-%m-%d %H:%M}Z"
                 + (f" by {m.invited_by.email}" if m.invited_by else "")
                 if m.invited_at
-                else "not sent"
+                else ""
             )
+            invited = f"{invitation_status(m, now)} {invited}".strip()
             self.stdout.write(
                 f"{m.user.email:<40} {m.role:<9} {'yes' if m.is_tenant_admin else 'no':<6} "
                 f"{'set' if m.user.has_usable_password() else 'not set':<9} {invited}"

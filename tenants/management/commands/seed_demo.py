@@ -133,6 +133,11 @@ class Command(BaseCommand):
             self.stdout.write(f"  agent {slug}: {path}")
         for slug in sorted(gateways):
             self.stdout.write(f"  MCP gateway {slug}: /mcp/{demo.slug}/{slug}/")
+        for slug in seeded.get("agents_kept", []):
+            self.stdout.write(
+                f"  agent {slug} kept its policy, edited since it was loaded "
+                "(load_agents --replace overwrites it)"
+            )
         self.stdout.write(f"  partner token ({DEMO_SUBJECT}): {token}")
         self.stdout.write(f"  operator token ({DEMO_OPERATOR_SUBJECT}, REST API): {operator_token}")
 

@@ -102,7 +102,11 @@ def test_a_tenant_admin_denies_a_tool_in_the_table_and_the_next_call_is_denied(s
     assert policy_version(shipper) != before
     event = AuditEvent.objects.get(action="policy.changed")
     assert event.actor == agents.a.admin.subject
-    assert event.detail == {"agent": "shipper", "version": policy_version(shipper)}
+    assert event.detail["agent"] == "shipper"
+    assert event.detail["version"] == policy_version(shipper)
+    assert event.detail["previous_version"] == before and event.detail["source"] == "admin"
+    assert "-  deploy/deploy_build: approve" in event.detail["diff"]
+    assert "+  deploy/deploy_build: deny" in event.detail["diff"]
     assert f"<code>{policy_version(shipper)}</code>" in page_of(client, shipper)
 
     task = run(send(agents.a, "shipper"))

@@ -34,6 +34,7 @@ from runtime.decisions.approval_groups import (
     group_prompt,
     interaction_wire,
     new_group_id,
+    pause_message,
 )
 from runtime.decisions.decision_metrics import decision_observe
 from runtime.decisions.decision_models import Effect, Interaction, InteractionApproval
@@ -45,7 +46,6 @@ from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import AlreadyDecided
 from runtime.kernel.rowsql import row_move
-from runtime.kernel.shapes import agent_message
 from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
 from runtime.kernel.task_state import task_pause, task_status_set, turn_enqueue, with_plan
@@ -107,7 +107,7 @@ def _paused_on(task: Task, interaction: Interaction, *, state: str, text: str, a
     task_pause(
         task,
         state,
-        agent_message(task, text),
+        pause_message(task, text, interaction),
         status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
         also=also,
     )
@@ -213,7 +213,7 @@ def interaction_group_open(
     task_pause(
         task,
         TaskState.AUTH_REQUIRED,
-        agent_message(task, group_prompt(rows, len(rows))),
+        pause_message(task, group_prompt(rows, len(rows)), rows[0]),
         status_ext=group_pause_ext(task, group_id=group_id, members=rows),
         also=also,
     )
@@ -289,7 +289,29 @@ def approval_record(
     reason = f"{len(approvals)} of {needs.required}: the call waits for {waits}"
     decision_receipt(task=task, interaction=interaction, answer=answer, reason=reason)
     _changed(interaction, task, answer, event="recorded", action="approval_recorded", detail=detail)
+    approval_progress_say(task=task, interaction=interaction)
     return approvals
+
+
+def approval_progress_say(*, task: Task, interaction: Interaction) -> None:
+    """The task says what its open approval ``interaction`` waits for now (a status update,
+    still AUTH_REQUIRED, with its progress: runtime.decisions.progress), so that open streams
+    and push configs hear of each approval, extension and escalation. A group says it for
+    all its calls (unless the whole group is being decided at once: group_flow says it once,
+    at the end)."""
+    if task.state != TaskState.AUTH_REQUIRED:
+        return
+    if interaction.group_id:
+        if not getattr(task, "group_deciding", False):
+            members = group_members(task=task, group_id=interaction.group_id)
+            group_pause_set(task, group_id=interaction.group_id, members=members)
+        return
+    task_status_set(
+        task,
+        TaskState.AUTH_REQUIRED,
+        message=pause_message(task, interaction.prompt, interaction),
+        status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
+    )
 
 
 def interaction_widen(*, interaction: Interaction, roles, by: str, step: int) -> bool:

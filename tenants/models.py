@@ -112,6 +112,11 @@ class Tenant(models.Model):
         help_text="The IANA time zone its members' pages show times in (Europe/Berlin); "
         "empty: the site's TIME_ZONE.",
     )
+    expiry_may_approve = models.BooleanField(
+        default=False,
+        help_text="A policy rule with risk: low and on_expiry: approve may approve its calls "
+        "when nobody decided in time. Off: such calls are denied at expiry, as every other.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

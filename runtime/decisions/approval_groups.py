@@ -205,3 +205,24 @@ def group_pause_set(task: Task, *, group_id: str, members: list[Interaction], **
         status_ext=group_pause_ext(task, group_id=group_id, members=members),
         **changes,
     )
+
+
+def pause_restate(*, task: Task, interaction: Interaction) -> None:
+    """The task says again what its open ``interaction`` waits for now (a status update in
+    the same interrupted state, with its progress: runtime.decisions.progress), so that open
+    streams and push configs hear of each approval recorded, extension and escalation. A
+    group says it for all its calls (unless the whole group is being decided at once:
+    runtime.decisions.group_flow says it once, at the end)."""
+    if task.state not in (TaskState.AUTH_REQUIRED, TaskState.INPUT_REQUIRED):
+        return
+    if interaction.group_id:
+        if not getattr(task, "group_deciding", False):
+            members = group_members(task=task, group_id=interaction.group_id)
+            group_pause_set(task, group_id=interaction.group_id, members=members)
+        return
+    task_status_set(
+        task,
+        task.state,
+        message=pause_message(task, interaction.prompt, interaction),
+        status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
+    )

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from django.utils import timezone
 
 from runtime.decisions.decision_models import Interaction
-from runtime.policy.needs import opened_stages, stage_at
+from runtime.policy.needs import Needs, opened_stages, stage_at
 
 
 def approval_progress(interaction: Interaction) -> dict | None:
@@ -80,3 +80,23 @@ def progress_said(interaction: Interaction) -> str:
 
 def _iso(at: datetime) -> str:
     return timezone.localtime(at, UTC).isoformat().replace("+00:00", "Z")
+
+
+def recorded_facts(needs: Needs, approvals: int, stage: int) -> tuple[dict, str]:
+    """(the audit's detail, what the call waits for now) of one approval recorded, the
+    ``approvals``-th, counted in ``stage`` (from 1): with the stage that follows when it
+    completed its stage (the follow-ups tell the channels who decides from now on)."""
+    detail: dict = {"approvals": approvals, "required": needs.required}
+    after = stage_at(needs.stages, approvals)
+    waits = "another person's approval"
+    if needs.staged:
+        detail.update(stage=stage, stages=len(needs.stages))
+        waits = f"the next approval (stage {after + 1})"
+    if needs.staged and after + 1 != stage:
+        following = needs.stages[after]
+        detail["nextStage"] = {
+            "stage": after + 1,
+            "approvers": list(following.approvers),
+            "title": following.title,
+        }
+    return detail, waits

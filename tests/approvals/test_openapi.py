@@ -146,7 +146,12 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
         },
         **auth,
     )
+    extend = f"/api/v1/interactions/{approval.public_id}/extend"
+    call("post", extend, one + "/extend", {"by": "forever"}, **auth)
+    call("post", extend, one + "/extend", "by", content_type="text/plain", **auth)
+    call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     call("post", answer, one + "/answer", {"approved": False}, **auth)
+    call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     rules = call("get", "/api/v1/rules", "/api/v1/rules", **auth)
     revoke = f"/api/v1/rules/{rules[0]['id']}/revoke"
     call("post", revoke, "/api/v1/rules/{public_id}/revoke", {}, **auth)
@@ -192,6 +197,8 @@ def test_the_real_answers_of_every_operation_fit_the_schema(responses):
         ("get", "/api/v1/interactions", 403),
         ("post", "/api/v1/interactions/{public_id}/answer", 415),
         ("post", "/api/v1/interactions/{public_id}/answer", 409),
+        ("post", "/api/v1/interactions/{public_id}/extend", 400),
+        ("post", "/api/v1/interactions/{public_id}/extend", 409),
         ("post", "/api/v1/rules/{public_id}/revoke", 409),
         ("post", "/api/v1/tasks/{public_id}/cancel", 400),
         ("post", "/api/v1/tasks/{public_id}/cancel", 409),

@@ -1,0 +1,20 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("tenants", "0006_tenant_time_zone"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="tenant",
+            name="expiry_may_approve",
+            field=models.BooleanField(
+                default=False,
+                help_text="A policy rule with risk: low and on_expiry: approve may approve its "
+                "calls when nobody decided in time. Off: such calls are denied at expiry, as "
+                "every other.",
+            ),
+        ),
+    ]

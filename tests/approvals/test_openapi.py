@@ -128,6 +128,10 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
     call("get", "/api/v1/interactions", "/api/v1/interactions", **partner)
     detail = call("get", f"/api/v1/interactions/{approval.public_id}", one, **auth)
     call("get", "/api/v1/interactions/eff_nothing", one, **auth)
+    extend = f"/api/v1/interactions/{approval.public_id}/extend"
+    call("post", extend, one + "/extend", {"by": "forever"}, **auth)
+    call("post", extend, one + "/extend", "by", content_type="text/plain", **auth)
+    call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     answer = f"/api/v1/interactions/{approval.public_id}/answer"
     call("post", answer, one + "/answer", "approved", content_type="text/plain", **auth)
     call("post", answer, one + "/answer", {"approved": "yes"}, **auth)
@@ -146,10 +150,6 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
         },
         **auth,
     )
-    extend = f"/api/v1/interactions/{approval.public_id}/extend"
-    call("post", extend, one + "/extend", {"by": "forever"}, **auth)
-    call("post", extend, one + "/extend", "by", content_type="text/plain", **auth)
-    call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     call("post", answer, one + "/answer", {"approved": False}, **auth)
     call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     rules = call("get", "/api/v1/rules", "/api/v1/rules", **auth)

@@ -6,12 +6,14 @@ with an explorer at /api/docs/ that loads nothing but this site's static files."
 import re
 import subprocess
 import sys
+from datetime import timedelta
 from http import HTTPStatus
 
 import jsonschema
 import pytest
 from django.contrib.staticfiles import finders
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
@@ -162,6 +164,20 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
     call("post", cancel, "/api/v1/tasks/{public_id}/cancel", {"reason": "not needed"}, **auth)
     call("post", cancel, "/api/v1/tasks/{public_id}/cancel", {"reason": "again"}, **auth)
     call("get", "/api/v1/whoami", "/api/v1/whoami", **auth)
+    member = agents.a.client_for(agents.a.operator)
+    away = "/api/v1/me/away"
+    until = (timezone.now() + timedelta(days=7)).isoformat()
+    for method, body in [
+        ("put", {"until": until, "delegate": "admin@acme.test"}),
+        ("put", {"until": until, "delegate": "nobody@acme.test"}),
+        ("get", None),
+        ("delete", None),
+    ]:
+        send = getattr(member, method)
+        response = send(away, body, content_type="application/json") if body else send(away)
+        found.append((method, away, response.status_code, response.json()))
+    refused = client.get(away, **auth)
+    found.append(("get", away, refused.status_code, refused.json()))
     call("get", "/api/v1/whoami", "/api/v1/whoami", **partner)
     with model_stub(settings, monkeypatch) as stub:
         planner(agents.a.tenant)

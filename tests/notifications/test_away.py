@@ -1,0 +1,105 @@
+"""Out of office: a member sets "away until ..." with a delegate over REST; while away they are
+told of nothing and their delegate is told instead; a delegate gets no more rights than they
+had (their links are their own)."""
+
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from runtime.decisions.decision_models import Interaction
+from tenants.models import ApiToken, Membership
+from tenants.tokens import api_token_create
+from tests.approvals.test_api import bearer
+from tests.core import start
+from tests.notifications.conftest import HOLD
+
+pytestmark = pytest.mark.django_db
+
+AWAY = "/api/v1/me/away"
+
+
+def week() -> str:
+    return (timezone.now() + timedelta(days=7)).isoformat()
+
+
+def put(client, body):
+    return client.put(AWAY, body, content_type="application/json")
+
+
+def test_a_member_sets_reads_and_clears_their_away_with_a_delegate(agents):
+    operator = agents.a.client_for(agents.a.operator)
+    assert operator.get(AWAY).json() == {
+        "away": False,
+        "since": None,
+        "until": None,
+        "delegate": None,
+    }
+    set_ = put(operator, {"until": week(), "delegate": "admin@acme.test"})
+    assert set_.status_code == 200, set_.content
+    assert set_.json()["away"] is True and set_.json()["delegate"] == "admin@acme.test"
+    member = Membership.objects.get(tenant=agents.a.tenant, user=agents.a.operator)
+    assert member.away_at() and member.delegate.user.email == "admin@acme.test"
+    assert operator.get(AWAY).json()["away"] is True
+    assert operator.delete(AWAY).json()["away"] is False
+    member.refresh_from_db()
+    assert not member.away_at() and member.delegate is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"until": "yesterday"},
+        {"until": (timezone.now() - timedelta(days=1)).isoformat()},
+        {"until": (timezone.now() + timedelta(days=400)).isoformat()},
+        {"until": "2099-01-01T00:00:00Z", "since": "2099-02-01T00:00:00Z"},
+        # Another tenant's member, oneself, a viewer: never a delegate.
+        {"until": "WEEK", "delegate": "operator@globex.test"},
+        {"until": "WEEK", "delegate": "operator@acme.test"},
+        {"until": "WEEK", "delegate": "viewer@acme.test"},
+    ],
+)
+def test_a_bad_away_is_refused_and_changes_nothing(agents, body):
+    body = {k: week() if v == "WEEK" else v for k, v in body.items()}
+    response = put(agents.a.client_for(agents.a.operator), body)
+    assert response.status_code == 400, response.content
+    member = Membership.objects.get(tenant=agents.a.tenant, user=agents.a.operator)
+    assert member.away_until is None and member.delegate is None
+
+
+def test_a_token_is_no_member(agents, client):
+    _, token = api_token_create(
+        tenant=agents.a.tenant, subject="program:bot", name="bot", kind=ApiToken.Kind.OPERATOR
+    )
+    assert client.get(AWAY, **bearer(token)).status_code == 403
+    assert client.put(AWAY, {"until": week()}, content_type="application/json").status_code in (
+        401,
+        403,
+    )
+
+
+def test_an_away_member_gets_no_notification_and_their_delegate_does(
+    agents, notify, channel, django_capture_on_commit_callbacks
+):
+    channel(agents.a.tenant, "ops mail", "email", email_roles=["operator"])
+    put(agents.a.client_for(agents.a.operator), {"until": week(), "delegate": "admin@acme.test"})
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", HOLD)
+    assert Interaction.objects.filter(tenant=agents.a.tenant, state="open").exists()
+    assert [m.to for m in mail.outbox] == [["admin@acme.test"]]
+    # The delegate decides with their own rights: an admin may decide this approval, so the
+    # mail carries their links.
+    assert "/email/" in mail.outbox[0].body or "Approve" in mail.outbox[0].body
+
+
+def test_back_from_away_the_member_is_told_again(
+    agents, notify, channel, django_capture_on_commit_callbacks
+):
+    channel(agents.a.tenant, "ops mail", "email", email_roles=["operator"])
+    operator = agents.a.client_for(agents.a.operator)
+    put(operator, {"until": week()})
+    operator.delete(AWAY)
+    with django_capture_on_commit_callbacks(execute=True):
+        start(agents.a, "deployer", HOLD)
+    assert [m.to for m in mail.outbox] == [["operator@acme.test"]]

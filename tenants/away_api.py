@@ -4,8 +4,9 @@ operator token) is no member: refused."""
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from tenants.models import Membership
@@ -112,6 +113,7 @@ READ = {200: AWAY_BODY, 403: OpenApiResponse(REFUSED)}
     examples=AWAY_EXAMPLES,
 )
 @api_view(["GET", "PUT", "DELETE"])
+@parser_classes([JSONParser])
 def me_away(request):
     """Your out of office: read it (GET), set it (PUT: until, and since and delegate), or
     come back (DELETE). Meanwhile you are told of nothing; your delegate is told instead."""

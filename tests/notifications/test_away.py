@@ -3,9 +3,11 @@ told of nothing and their delegate is told instead; a delegate gets no more righ
 had (their links are their own)."""
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 from django.core import mail
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from runtime.decisions.decision_models import Interaction
@@ -103,3 +105,25 @@ def test_back_from_away_the_member_is_told_again(
     with django_capture_on_commit_callbacks(execute=True):
         start(agents.a, "deployer", HOLD)
     assert [m.to for m in mail.outbox] == [["operator@acme.test"]]
+
+
+def test_from_a_shell_an_admin_sets_a_member_away_and_back(agents):
+    out = StringIO()
+    until = (timezone.now() + timedelta(days=3)).isoformat()
+    call_command(
+        "members", "away", "operator@acme.test", "--tenant", "acme", "--until", until,
+        "--delegate", "admin@acme.test", stdout=out,
+    )  # fmt: skip
+    assert "is away in acme until" in out.getvalue() and "admin@acme.test" in out.getvalue()
+    member = Membership.objects.get(tenant=agents.a.tenant, user=agents.a.operator)
+    assert member.away_at() and member.delegate.user.email == "admin@acme.test"
+    with pytest.raises(CommandError, match="same tenant|not a member"):
+        call_command(
+            "members", "away", "operator@acme.test", "--tenant", "acme", "--until", until,
+            "--delegate", "operator@globex.test",
+        )  # fmt: skip
+    with pytest.raises(CommandError, match="not a time"):
+        call_command("members", "away", "operator@acme.test", "--tenant", "acme", "--until", "soon")
+    call_command("members", "back", "operator@acme.test", "--tenant", "acme", stdout=out)
+    member.refresh_from_db()
+    assert not member.away_at()

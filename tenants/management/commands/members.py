@@ -179,16 +179,17 @@ class Command(BaseCommand):
             return at
 
         delegate = self.member(tenant, options["delegate"]) if options["delegate"] else None
+        until = when(options["until"], "until")
         away_set(
             membership=membership,
-            until=when(options["until"], "until"),
+            until=until,
             starts=when(options["since"], "since"),
             delegate=delegate,
             actor=shell_actor(),
         )
         self.stdout.write(
             f"{membership.user.email} is away in {tenant.slug} until "
-            f"{membership.away_until.astimezone(UTC):%Y-%m-%d %H:%M}Z"
+            f"{until.astimezone(UTC):%Y-%m-%d %H:%M}Z"
             + (f"; {delegate.user.email} is told instead." if delegate else ".")
         )
 

@@ -277,6 +277,8 @@ def _changed(
     if answer.channel_user:
         # Who the channel knew the decider as (a Slack user id, a link's address).
         detail["channelUser"] = answer.channel_user
+    if answer.on_behalf_of:
+        detail["onBehalfOf"] = answer.on_behalf_of  # "by <actor> for <onBehalfOf>"
     audit = audit_record(
         tenant_id=interaction.tenant_id,
         actor=answer.by,

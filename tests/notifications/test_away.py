@@ -10,11 +10,15 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from runtime.decisions.decision_models import Interaction
+from runtime.decisions.approvers import Decider
+from runtime.decisions.decision_models import Interaction, Receipt
+from runtime.kernel.errors import DeciderRefused
+from runtime.kernel.task_models import AuditEvent
 from tenants.models import ApiToken, Membership
+from tenants.services import membership_add
 from tenants.tokens import api_token_create
 from tests.approvals.test_api import bearer
-from tests.core import start
+from tests.core import flow_answer, start
 from tests.notifications.conftest import HOLD
 
 pytestmark = pytest.mark.django_db
@@ -127,3 +131,61 @@ def test_from_a_shell_an_admin_sets_a_member_away_and_back(agents):
     call_command("members", "back", "operator@acme.test", "--tenant", "acme", stdout=out)
     member.refresh_from_db()
     assert not member.away_at()
+
+
+def away_with(side, delegate_email: str, role: str = "operator") -> None:
+    put(side.client_for(getattr(side, role)), {"until": week(), "delegate": delegate_email})
+
+
+def test_the_delegate_decides_and_the_receipt_and_audit_say_by_b_for_a(agents, held_under):
+    away_with(agents.a, "admin@acme.test")
+    held = held_under(agents.a, {"action": "approve"})
+    decide(held, by="user:admin@acme.test", approved=True, reason="for the operator")
+    receipt = Receipt.objects.get(effect_public_id=held.public_id)
+    assert (receipt.decider, receipt.on_behalf_of) == (
+        "user:admin@acme.test",
+        "user:operator@acme.test",
+    )
+    audit = AuditEvent.objects.get(action="approved", interaction=held)
+    assert (audit.actor, audit.detail["onBehalfOf"]) == (
+        "user:admin@acme.test",
+        "user:operator@acme.test",
+    )
+
+
+def test_a_delegate_without_the_right_cannot_approve_for_someone_who_could(agents, held_under):
+    # Only operators decide; the operator's delegate is an admin, who may not.
+    away_with(agents.a, "admin@acme.test")
+    held = held_under(agents.a, {"action": "approve", "approvers": ["operator"]})
+    with pytest.raises(DeciderRefused, match="Only operators"):
+        decide(held, by="user:admin@acme.test", role="admin", approved=True)
+    held.refresh_from_db()
+    assert held.state == Interaction.State.OPEN
+
+
+def test_a_quorum_counts_a_delegate_once(agents, held_under):
+    membership_add(tenant=agents.a.tenant, email="op2@acme.test", role="operator", actor="t")
+    away_with(agents.a, "op2@acme.test")
+    held = held_under(
+        agents.a, {"action": "approve", "approvers": ["operator", "admin"], "required": 2}
+    )
+    assert decide(held, by="user:op2@acme.test", approved=True).state == "open"
+    # Approving again "for" the away operator is the same person: refused.
+    with pytest.raises(DeciderRefused, match="approved this already"):
+        decide(held, by="user:op2@acme.test", approved=True)
+    closed = decide(held, by="user:admin@acme.test", role="admin", approved=True)
+    assert closed.state == Interaction.State.ANSWERED
+    assert [a["by"] for a in closed.approvals] == ["user:op2@acme.test", "user:admin@acme.test"]
+
+
+def decide(interaction, *, by: str, role: str = "operator", **answer):
+    """A member's decision on the page, as the member they are (their membership)."""
+    member = Membership.objects.get(tenant=interaction.tenant, user__email=by.removeprefix("user:"))
+    return flow_answer(
+        tenant=interaction.tenant,
+        interaction_id=interaction.public_id,
+        answer=answer,
+        by=by,
+        via="page",
+        decider=Decider.of_member(member),
+    )

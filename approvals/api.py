@@ -214,7 +214,7 @@ class InteractionKeyset(BasePagination):
         return Response({"next": self.next_link, "previous": self.previous_link, "results": data})
 
 
-def _interaction_or_404(request, public_id: str) -> Interaction:
+def interaction_or_404(request, public_id: str) -> Interaction:
     interaction = interaction_for_tenant(tenant=request.operator.tenant, public_id=public_id)
     if interaction is None:
         # The same answer for another tenant's id as for a missing one.
@@ -259,7 +259,7 @@ def interaction_list(request):
 def interaction_detail(request, public_id: str):
     """One interaction, with the call an approval holds, and what you may decide of it (the
     facts its decision page shows)."""
-    interaction = _interaction_or_404(request, public_id)
+    interaction = interaction_or_404(request, public_id)
     facts = decision_facts(
         interaction=interaction,
         decider=request.operator.decider_for(request),
@@ -333,7 +333,7 @@ def _decision_read(request, public_id: str) -> Decision:
         body = AnswerSerializer(data=request.data)
         body.is_valid(raise_exception=True)
     except APIException:
-        _interaction_or_404(request, public_id)
+        interaction_or_404(request, public_id)
         raise
     return answer_decision(body.validated_data)
 

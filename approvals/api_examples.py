@@ -364,3 +364,18 @@ RULE_REVOKE = [
         status=409,
     ),
 ]
+INTERACTION_EXTEND = [
+    example("Thirty minutes more", {"by": "30m"}, request=True),
+    example("Extended", {**DETAIL, "expiresAt": "2026-10-06T10:15:00Z"}, status=200),
+    example(
+        "Too long",
+        {
+            "detail": "an item's deadline is extended by at most 1440 minutes in all (1410 left)",
+            "field": "by",
+        },
+        status=400,
+    ),
+    NOT_ALLOWED,
+    DECIDED_FIRST,
+    *refusals(404, 415),
+]

@@ -4,6 +4,7 @@ from approvals import (
     api,
     audit_views,
     bulk_views,
+    deadline_api,
     decision_views,
     group_api,
     inbox_views,
@@ -64,6 +65,11 @@ urlpatterns = [
         "api/v1/interactions/<public_id:public_id>/answer",
         api.interaction_answer_view,
         name="api_interaction_answer",
+    ),
+    path(
+        "api/v1/interactions/<public_id:public_id>/extend",
+        deadline_api.interaction_extend_view,
+        name="api_interaction_extend",
     ),
     path("api/v1/groups/<public_id:public_id>", group_api.group_detail, name="api_group"),
     path(

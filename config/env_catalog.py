@@ -271,6 +271,11 @@ GROUPS: tuple[Group, ...] = (
                 "seconds between sweeps that expire interactions past their `expiresAt`",
             ),
             Setting(
+                ("INTERACTION_EXTEND_MAX_SECONDS",),
+                "how much operators may extend an open item's deadline in all, over its life "
+                "(`POST /api/v1/interactions/<id>/extend`)",
+            ),
+            Setting(
                 ("MCP_ELICITATION_TIMEOUT_SECONDS",),
                 "how long a tool server's question to a person (MCP elicitation) keeps its call "
                 "open before the server is told `cancel` ([Tool servers](tool-servers.md))",

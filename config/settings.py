@@ -508,6 +508,8 @@ AGENT_REPLY_MAX_BYTES = env_int("AGENT_REPLY_MAX_BYTES", 1024 * 1024)
 MODEL_MAX_ATTEMPTS = env_int("MODEL_MAX_ATTEMPTS", 5)
 MODEL_RETRY_BASE_SECONDS = env_int("MODEL_RETRY_BASE_SECONDS", 1)
 INTERACTION_EXPIRY_SWEEP_SECONDS = env_int("INTERACTION_EXPIRY_SWEEP_SECONDS", 60)
+# How much operators may extend an open item's deadline in all (runtime.decisions.deadlines).
+INTERACTION_EXTEND_MAX_SECONDS = env_int("INTERACTION_EXTEND_MAX_SECONDS", 24 * 3600)
 # Threads that run the A2A endpoint's database calls and token-authenticated /api/v1/ requests
 # (approvals.lean_api), shared by all callers of a process.
 A2A_DB_THREADS = env_int("A2A_DB_THREADS", 8)

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView
 from a2a_endpoint import views as a2a_views
 from config import health, metrics, outbox_views
 from integrations.slack import settings_views as slack_settings_views
+from tenants import away_api
 from tenants import views as tenant_views
 
 urlpatterns = [
@@ -46,6 +47,7 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/whoami", tenant_views.whoami, name="api_whoami"),
+    path("api/v1/me/away", away_api.me_away, name="api_me_away"),
     # The REST API's OpenAPI schema (YAML; ?format=json for JSON), at the trailing-slash path
     # every page uses and, as before, without it; and an explorer over it.
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),

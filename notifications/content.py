@@ -14,7 +14,7 @@ from typing import Any
 from django.urls import reverse
 
 from config.site import site_url
-from notifications.models import Delivery
+from notifications.models import Delivery, LadderStep
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import held_call_view
 from runtime.policy.needs import approvers_text
@@ -22,13 +22,20 @@ from runtime.policy.needs import approvers_text
 # The longest a line of ``one_line`` is by default (an e-mail's subject, a digest's title).
 SUBJECT_MAX = 150
 # The openings of an item (whose recipients its follow-ups tell), and its follow-ups.
-OPENINGS = (Delivery.Event.OPENED, Delivery.Event.REMINDER, Delivery.Event.ESCALATION)
+OPENINGS = (
+    Delivery.Event.OPENED,
+    Delivery.Event.REMINDER,
+    Delivery.Event.ESCALATION,
+    Delivery.Event.EXPIRING,
+    Delivery.Event.ESCALATED,
+)
 FOLLOW_UPS = (
     Delivery.Event.DECIDED,
     Delivery.Event.EXPIRED,
     Delivery.Event.VOIDED,
     Delivery.Event.CANCELED,
     Delivery.Event.RECORDED,
+    Delivery.Event.EXTENDED,
 )
 
 
@@ -85,6 +92,10 @@ def _follow_up_title(content: dict) -> str:
         return f"Closed, its task was canceled by {by}: {what}"
     if event == Delivery.Event.VOIDED:
         return f"The approval is void and needs a new decision: {what}"
+    if event == Delivery.Event.EXTENDED:
+        return f"Deadline extended by {content.get('by', '')} ({by} via {via}): {what}"
+    if event == Delivery.Event.ESCALATED:
+        return f"Nobody decided in time, escalated to {approvers_text(content.get('roles') or ())}: {what}"
     following = content.get("nextStage")
     if isinstance(following, dict):
         title = f" ({following['title']})" if following.get("title") else ""
@@ -134,8 +145,16 @@ def notification_content(delivery: Delivery) -> dict:
                 tenant_id=interaction.tenant_id, group_id=interaction.group_id
             ).count(),
         }
-    if delivery.event == Delivery.Event.ESCALATION:
+    if delivery.event in (Delivery.Event.ESCALATION, Delivery.Event.ESCALATED):
         content["roles"] = list(delivery.roles)
+    if delivery.event == Delivery.Event.EXPIRING:
+        # Counted from when the beat took the warning (its step's time), not the send's.
+        warned = LadderStep.objects.filter(
+            interaction_id=interaction.pk, step=delivery.step
+        ).values_list("at", flat=True)
+        content["expiresIn"] = expires_in(
+            interaction.expires_at, warned.first() or delivery.created_at
+        )
     if not delivery.channel.omit_arguments:
         view = held_call_view(interaction)
         if view is not None:
@@ -147,11 +166,33 @@ def notification_content(delivery: Delivery) -> dict:
         content.update(delivery.follow_up.facts)
         content["title"] = f"[{task.agent.name}] {_follow_up_title(content)}"
         return content
-    verb = {"opened": "waits for", "reminder": "still waits for", "escalation": "escalated:"}
+    verb = {
+        "opened": "waits for",
+        "reminder": "still waits for",
+        "escalation": "escalated:",
+    }
     content["title"] = (
         f"[{task.agent.name}] {verb.get(delivery.event, '')} a decision: {headline(content)}"
     ).replace("escalated: a decision", "escalated, a decision waits")
+    if delivery.event == Delivery.Event.EXPIRING:
+        content["title"] = (
+            f"[{task.agent.name}] Expires in {content['expiresIn']}, a decision waits: "
+            f"{headline(content)}"
+        )
     return content
+
+
+def expires_in(at, now) -> str:
+    """How long until ``at``, as people say it: "30 min", "2 h 5 min", "under a minute"."""
+    minutes = int((at - now).total_seconds() // 60)
+    if minutes < 1:
+        return "under a minute"
+    hours, minutes = divmod(minutes, 60)
+    return " ".join(
+        part
+        for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "")
+        if part
+    )
 
 
 def arguments_text(content: dict) -> str:

@@ -28,7 +28,7 @@ from django.utils import timezone
 from config.celery import task_enqueue
 from notifications.content import OPENINGS
 from notifications.models import Channel, Delivery, FollowUp
-from notifications.services import delivery_schedule
+from notifications.services import channel_matches, delivery_schedule
 from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.kernel.task_models import AuditEvent
 
@@ -45,7 +45,12 @@ EVENT_OF_ACTION = {
     "approval_voided": Delivery.Event.VOIDED,
     "approval_recorded": Delivery.Event.RECORDED,
     "task_canceled": Delivery.Event.CANCELED,
+    "extended": Delivery.Event.EXTENDED,
+    "expiry_escalated": Delivery.Event.ESCALATED,
 }
+# Events that reach every channel the item matches, not only those that told of it: a new
+# deadline and an escalation ask for a decision (an escalation of the roles it reaches).
+EVERY_CHANNEL = (Delivery.Event.EXTENDED, Delivery.Event.ESCALATED)
 
 
 def interaction_changed_received(sender, *, interaction, event, audit, **kwargs) -> None:
@@ -100,6 +105,13 @@ def follow_up_facts(audit: AuditEvent, interaction: Interaction) -> dict:
             facts.update(stage=detail.get("stage", 1), stages=detail["stages"])
         if isinstance(detail.get("nextStage"), dict):
             facts["nextStage"] = detail["nextStage"]
+    elif event in EVERY_CHANNEL:
+        facts["outcome"] = event
+        facts["expiresAt"] = str(detail.get("expiresAt", ""))
+        if detail.get("by"):
+            facts["by"] = str(detail["by"])
+        if detail.get("roles"):
+            facts["roles"] = list(detail["roles"])
     else:
         facts["outcome"] = event
     receipt = (
@@ -154,7 +166,15 @@ def notifications_follow_up(*, audit_pk: int, interaction_pk: int, swept: bool =
             state__in=(Delivery.State.DELIVERED, Delivery.State.PENDING),
         ).values_list("channel_id", flat=True)
     )
-    channels = Channel.objects.filter(pk__in=told, enabled=True)
+    channels = list(Channel.objects.filter(pk__in=told, enabled=True))
+    roles: list = []
+    if marker.event in EVERY_CHANNEL:
+        channels = [
+            c
+            for c in Channel.objects.filter(tenant_id=interaction.tenant_id, enabled=True)
+            if c.pk in told or channel_matches(c, interaction)
+        ]
+        roles = list((audit.detail or {}).get("roles") or ())
     Delivery.objects.bulk_create(
         [
             Delivery(
@@ -163,6 +183,7 @@ def notifications_follow_up(*, audit_pk: int, interaction_pk: int, swept: bool =
                 interaction=interaction,
                 follow_up=marker,
                 event=marker.event,
+                roles=roles,
                 webhook_id=f"msg_{marker.pk}_{channel.pk}",
             )
             for channel in channels

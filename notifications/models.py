@@ -109,6 +109,12 @@ class Delivery(models.Model):
         VOIDED = "voided", "voided"
         CANCELED = "canceled", "canceled"
         RECORDED = "recorded", "one approval of several recorded"
+        # Deadlines: a warning before it (a ladder's warn step: an opening, it asks for a
+        # decision), an operator's extension (a follow-up), an escalation on expiry (it asks
+        # the roles it reaches for a decision).
+        EXPIRING = "expiring", "expiring soon"
+        EXTENDED = "extended", "deadline extended"
+        ESCALATED = "escalated", "escalated on expiry"
 
     class State(models.TextChoices):
         PENDING = "pending", "pending"
@@ -255,7 +261,7 @@ class LadderStep(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     interaction = models.ForeignKey(Interaction, on_delete=models.CASCADE, related_name="+")
     step = models.PositiveSmallIntegerField()
-    action = models.CharField(max_length=16)  # remind, escalate
+    action = models.CharField(max_length=16)  # remind, escalate, warn
     roles = models.JSONField(default=list, blank=True)
     at = models.DateTimeField(default=timezone.now)
 

@@ -314,6 +314,12 @@ def ladders_advance(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     tenants = set(Ladder.objects.values_list("tenant_id", flat=True))
     tenants |= set(Agent.objects.exclude(ladder={}).values_list("tenant_id", flat=True))
+    # A policy rule's own ladder (its deadline's warnings among its steps) is the approval's.
+    tenants |= set(
+        Interaction.objects.filter(state=Interaction.State.OPEN, request__has_key="ladder")
+        .values_list("tenant_id", flat=True)
+        .distinct()
+    )
     if not tenants:
         return 0
     by_tenant: dict[int, dict] = {}
@@ -329,8 +335,8 @@ def ladders_advance(*, now: datetime | None = None) -> int:
     found_for: dict[tuple[int, str, str], tuple[str, list[dict]] | None] = {}
     due: list[tuple[int, int, dict, str]] = []
     rows = Interaction.objects.filter(tenant_id__in=tenants, state=Interaction.State.OPEN)
-    for pk, tenant_id, kind, detail, request, created_at, agent_id in rows.values_list(
-        "pk", "tenant_id", "kind", "detail", "request", "created_at", "task__agent_id"
+    for pk, tenant_id, kind, detail, request, created_at, expires_at, agent_id in rows.values_list(
+        "pk", "tenant_id", "kind", "detail", "request", "created_at", "expires_at", "task__agent_id"
     ):
         tool = tool_of(Interaction(kind=kind, detail=detail))
         own = rule_ladder(kind, request)
@@ -350,7 +356,16 @@ def ladders_advance(*, now: datetime | None = None) -> int:
             continue
         source, steps = found
         done = taken_steps.get(pk, set())
+        # A warning counts back from the deadline as it stands: a moved deadline (its round)
+        # warns again, as steps of their own (the unique step row keeps each one once).
+        moved = ((request or {}).get("deadline") or {}).get("round", 0)
         for number, step in enumerate(steps, start=1):
+            if step["action"] == "warn":
+                number += WARNING_ROUND * (1 + int(moved))
+                at = expires_at - timedelta(seconds=step["seconds"])
+                if number not in done and at <= now < expires_at:
+                    due.append((pk, number, step, source))
+                continue
             if step["action"] == "expire" or number in done:
                 continue
             if created_at + timedelta(seconds=step["seconds"]) <= now:
@@ -362,6 +377,18 @@ def ladders_advance(*, now: datetime | None = None) -> int:
             loaded[pk] = Interaction.objects.select_related("task__agent").get(pk=pk)
         taken += _ladder_step(loaded[pk], number, step, now, source)
     return taken
+
+
+# What each ladder step is in the audit, and which notification it sends.
+LADDER_AUDIT = {"remind": "reminded", "escalate": "escalated", "warn": "warned"}
+LADDER_EVENTS = {
+    "remind": Delivery.Event.REMINDER,
+    "escalate": Delivery.Event.ESCALATION,
+    "warn": Delivery.Event.EXPIRING,
+}
+# A warning's step number: its place in the ladder plus this for each round of the deadline
+# (ladders have at most 10 steps).
+WARNING_ROUND = 100
 
 
 def _ladder_step(
@@ -386,7 +413,7 @@ def _ladder_step(
             audit_record(
                 tenant_id=interaction.tenant_id,
                 actor="system:ladder",
-                action="reminded" if step["action"] == "remind" else "escalated",
+                action=LADDER_AUDIT[step["action"]],
                 via="ladder",
                 interaction=interaction,
                 task=interaction.task,
@@ -395,6 +422,7 @@ def _ladder_step(
                     "prompt": interaction.prompt,
                     "step": number,
                     "after": step["after"],
+                    **({"before": step["before"]} if step.get("before") else {}),
                     "roles": step["roles"],
                     "ladder": source,
                     # Who may decide is widened by the approvers' rules (widen_to) when they
@@ -411,9 +439,7 @@ def _ladder_step(
                     by="system:ladder",
                     step=number,
                 )
-            event = (
-                Delivery.Event.REMINDER if step["action"] == "remind" else Delivery.Event.ESCALATION
-            )
+            event = LADDER_EVENTS[step["action"]]
             _fan_out(
                 interaction,
                 event=event,

@@ -143,6 +143,11 @@ class Tenant(models.Model):
         "(acme.test, acme.example); an address at a subdomain is not at its parent's. "
         "Empty: any address.",
     )
+    expiry_may_approve = models.BooleanField(
+        default=False,
+        help_text="A policy rule with risk: low and on_expiry: approve may approve its calls "
+        "when nobody decided in time. Off: such calls are denied at expiry, as every other.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -189,6 +194,14 @@ class Membership(models.Model):
     # When an admin revoked the last invitation: its link stops working (a new invitation
     # clears it).
     invitation_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Out of office (tenants.services.away_set): from ``away_from`` until ``away_until`` the
+    # member is told of nothing; what would have reached them reaches ``delegate`` (a member
+    # of the same tenant) when there is one.
+    away_from = models.DateTimeField(null=True, blank=True, editable=False)
+    away_until = models.DateTimeField(null=True, blank=True, editable=False)
+    delegate = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -200,6 +213,13 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} ({self.get_role_display()}) in {self.tenant.slug}"
+
+    def away_at(self, now=None) -> bool:
+        """Out of office at ``now`` (now unless told)."""
+        if self.away_until is None:
+            return False
+        now = now or timezone.now()
+        return (self.away_from is None or self.away_from <= now) and now < self.away_until
 
     @property
     def can_decide(self) -> bool:

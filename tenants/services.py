@@ -603,3 +603,65 @@ def tenant_active_set(*, tenant: Tenant, active: bool, actor: str) -> bool:
         locked.deactivated_by,
     )
     return True
+
+
+# Out of office: at most this far ahead (a year), so that a typo does not hide someone forever.
+AWAY_MAX_DAYS = 366
+
+
+def away_set(
+    *,
+    membership: Membership,
+    until,
+    starts=None,
+    delegate: Membership | None = None,
+    actor: str,
+) -> Membership:
+    """The member is away from ``starts`` (now unless told) until ``until``, with an optional
+    ``delegate`` (a member of the same tenant who may decide: the notifications that would
+    reach the member reach them; delegation never widens what anyone may decide). Set by the
+    member or by a tenant admin (``actor``); audited. Raises MemberError saying what is
+    wrong, and changes nothing then."""
+    now = timezone.now()
+    starts = starts or now
+    if until <= starts or until <= now:
+        raise MemberError("until must come after from, and after now.")
+    if until - now > timedelta(days=AWAY_MAX_DAYS):
+        raise MemberError(f"Away for at most {AWAY_MAX_DAYS} days.")
+    if delegate is not None:
+        if delegate.tenant_id != membership.tenant_id:
+            raise MemberError("The delegate must be a member of the same tenant.")
+        if delegate.pk == membership.pk:
+            raise MemberError("A member cannot be their own delegate.")
+        if not delegate.can_decide:
+            raise MemberError(
+                "The delegate must be a member who may decide (an operator or admin)."
+            )
+    Membership.objects.filter(pk=membership.pk).update(
+        away_from=starts, away_until=until, delegate=delegate
+    )
+    membership.away_from, membership.away_until, membership.delegate = starts, until, delegate
+    _audit(
+        tenant=membership.tenant,
+        actor=actor,
+        action="member.away",
+        member=membership.user.email,
+        away_from=starts.isoformat(),
+        away_until=until.isoformat(),
+        delegate=delegate.user.email if delegate else None,
+    )
+    return membership
+
+
+def away_clear(*, membership: Membership, actor: str) -> Membership:
+    """The member is back (no longer away, no delegate); audited when they were set away."""
+    if membership.away_until is None and membership.delegate_id is None:
+        return membership
+    Membership.objects.filter(pk=membership.pk).update(
+        away_from=None, away_until=None, delegate=None
+    )
+    membership.away_from = membership.away_until = membership.delegate = None
+    _audit(
+        tenant=membership.tenant, actor=actor, action="member.back", member=membership.user.email
+    )
+    return membership

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
+from django.utils import timezone
 
 from integrations.email.content import email_bodies, email_subject
 from integrations.email.links import email_link_mint
@@ -38,11 +39,22 @@ def _opening_recipients(delivery: Delivery, content: dict) -> dict[str, Membersh
     channel = delivery.channel
     roles = delivery.roles or channel.email_roles
     members = {m.user.email.lower(): m for m in _members(delivery)}
+    now = timezone.now()
     now_to: dict[str, Membership | None] = {
-        address: members.get(address.lower()) for address in channel.email_addresses
+        address: members.get(address.lower())
+        for address in channel.email_addresses
+        if not (members.get(address.lower()) and members[address.lower()].away_at(now))
     }
-    for membership in members.values():
-        if membership.role not in roles:
+    reached = [m for m in members.values() if m.role in roles]
+    # Out of office: an away member is told nothing; their delegate (a member who may
+    # decide) is told instead, as if the role reached them too (tenants.services.away_set).
+    by_pk = {m.pk: m for m in members.values()}
+    for membership in list(reached):
+        delegate = by_pk.get(membership.delegate_id) if membership.away_at(now) else None
+        if delegate is not None and delegate not in reached and not delegate.away_at(now):
+            reached.append(delegate)
+    for membership in reached:
+        if membership.away_at(now):
             continue
         preference = getattr(membership, "notification_preference", None)
         if delivery.event == Delivery.Event.TEST or preference is None:

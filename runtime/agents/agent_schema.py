@@ -221,9 +221,10 @@ POLICY_KEYS: tuple[PolicyKey, ...] = (
     PolicyKey(
         "risk",
         "risk",
-        {"enum": ["normal", "high"], "x-message": "must be normal or high"},
+        {"enum": ["low", "normal", "high"], "x-message": "must be low, normal or high"},
         "normal",
-        "high: the decider re-authenticates first (step-up).",
+        "high: the decider re-authenticates first (step-up); low: may be approved by its "
+        "expiry (on_expiry: approve) where the tenant allows it.",
     ),
     PolicyKey(
         "editable",
@@ -310,18 +311,23 @@ _LADDER_STEPS = {
     "items": {
         "if": {"type": "string"},
         "then": {
-            "pattern": r"^\s*\S.*\s+after\s+\S+",
+            "pattern": r"^\s*\S.*\s+(after|before)\s+\S+",
             "x-message": "must be a step such as 'remind after 15m', "
-            "'escalate to admins after 1h' or 'expire after 24h'",
+            "'escalate to admins after 1h', 'expire after 24h' or 'warn 30m before expiry'",
         },
         "else": {
             "type": "object",
             "x-message": "must be a step such as 'remind after 15m', or a mapping with "
             "after and action",
-            "required": ["after", "action"],
+            "required": ["action"],
             "additionalProperties": False,
             "properties": {
                 "after": {"type": "string", "x-message": "must be a duration such as 15m"},
+                "before": {"type": "string", "x-message": "must be a duration such as 30m"},
+                "on_expiry": {
+                    "type": ["string", "object"],
+                    "x-message": "must be deny, escalate, approve or a mapping",
+                },
                 "action": {"enum": list(LADDER_ACTIONS)},
                 "roles": {
                     "type": "array",
@@ -367,6 +373,19 @@ _ENTRY_KEYS = {
         "maxItems": MAX_STAGES,
         "items": {"type": "object", "x-message": "must be a mapping of approvers and required"},
         "x-message": f"must be a list of 1 to {MAX_STAGES} stages, each with approvers and required",
+    },
+    # The deadline of the calls it holds (runtime.policy.ladders.rule_deadline_steps):
+    # checked further by runtime.policy.checks.
+    "expires": {"type": "string", "x-message": "must be a duration such as 2m or 24h"},
+    "warn": {
+        "type": ["string", "array"],
+        "items": {"type": "string"},
+        "maxItems": MAX_STEPS,
+        "x-message": "must be a duration such as 30m, or a list of them",
+    },
+    "on_expiry": {
+        "type": ["string", "object"],
+        "x-message": "must be deny, escalate, approve or {action: escalate, to, expires}",
     },
 }
 _RULES = {

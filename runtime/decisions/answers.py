@@ -35,6 +35,8 @@ class Answer:
     decider_kind: str = ""
     channel_user: str = ""
     rule: PolicyRule | None = None
+    # A delegate's decision for an away member (runtime.decisions.approvers.delegation_for).
+    on_behalf_of: str = ""
     approvals: list[dict] | None = None
 
 

@@ -24,13 +24,20 @@ import logging
 from dataclasses import dataclass
 
 from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.progress import approval_progress, progress_said
 from runtime.decisions.receipts import decision_outcome
 from runtime.decisions.summaries import held_call_record
 from runtime.kernel import extensions as ext
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.task_models import Task, TaskState, new_key
 from runtime.kernel.task_state import task_status_set, with_plan
-from runtime.policy.ladders import LadderError, steps_parse, steps_stored
+from runtime.policy.ladders import (
+    LadderError,
+    expiry_outcome,
+    rule_deadline_steps,
+    steps_parse,
+    steps_stored,
+)
 from runtime.policy.lookup import Policy
 
 logger = logging.getLogger(__name__)
@@ -96,7 +103,9 @@ def approval_request(*, step: int, policy: Policy) -> dict:
     request: dict = {"step": step}
     if policy.rule is not None:
         request["policyRule"] = policy.rule.stored()
-        ladder = policy.rule.rule.get("ladder")
+        rule = policy.rule.rule
+        # The rule's deadline (expires, warn, on_expiry) is steps of its ladder.
+        ladder = [*(rule.get("ladder") or []), *rule_deadline_steps(rule)]
         if ladder:
             try:
                 request["ladder"] = steps_stored(steps_parse(ladder))
@@ -104,6 +113,14 @@ def approval_request(*, step: int, policy: Policy) -> dict:
                 # Stored around its checks (load_agents and admin parse it): the approval
                 # still opens, with the tool's or the agent's ladder.
                 logger.warning("a policy rule's ladder of %s cannot be read", policy.rule.entry)
+        if rule.get("on_expiry") is not None:
+            try:
+                request["onExpiry"] = expiry_outcome(rule["on_expiry"])
+            except ValueError:
+                logger.warning("a policy rule's on_expiry of %s cannot be read", policy.rule.entry)
+        if rule.get("risk") == "low":
+            # What approve on expiry asks besides the tenant's leave (interaction_expire).
+            request["lowRisk"] = True
     if len(policy.stages) > 1:
         request["stages"] = [stage.stored() for stage in policy.stages]
     return request
@@ -126,13 +143,30 @@ def group_members(*, task: Task, group_id: str) -> list[Interaction]:
 
 
 def interaction_wire(interaction: Interaction) -> dict:
-    """An open interaction as interactions/v1 puts it on the status message."""
-    return {
+    """An open interaction as interactions/v1 puts it on the status message; an approval
+    with its ``progress`` (runtime.decisions.progress)."""
+    wire = {
         "interactionId": interaction.public_id,
         "kind": interaction.kind,
         "prompt": interaction.prompt,
         "detail": interaction.detail,
     }
+    progress = approval_progress(interaction)
+    if progress is not None:
+        wire["progress"] = progress
+    return wire
+
+
+def pause_message(task: Task, text: str, interaction: Interaction) -> dict:
+    """The status message of a task paused on ``interaction`` (first open call of a group),
+    saying ``text``: and, under it as a text part of its own, the approval's progress where
+    there is more to say than the prompt (runtime.decisions.progress.progress_said), so that
+    a caller without the extension reads it too. The first part stays the prompt."""
+    message = agent_message(task, text)
+    line = progress_said(interaction)
+    if line:
+        message["parts"].append({"text": line})
+    return message
 
 
 def group_prompt(open_members: list[Interaction], size: int) -> str:
@@ -176,7 +210,28 @@ def group_pause_set(task: Task, *, group_id: str, members: list[Interaction], **
     task_status_set(
         task,
         TaskState.AUTH_REQUIRED,
-        message=agent_message(task, group_prompt(waiting, len(members))),
+        message=pause_message(task, group_prompt(waiting, len(members)), waiting[0]),
         status_ext=group_pause_ext(task, group_id=group_id, members=members),
         **changes,
+    )
+
+
+def pause_restate(*, task: Task, interaction: Interaction) -> None:
+    """The task says again what its open ``interaction`` waits for now (a status update in
+    the same interrupted state, with its progress: runtime.decisions.progress), so that open
+    streams and push configs hear of each approval recorded, extension and escalation. A
+    group says it for all its calls (unless the whole group is being decided at once:
+    runtime.decisions.group_flow says it once, at the end)."""
+    if task.state not in (TaskState.AUTH_REQUIRED, TaskState.INPUT_REQUIRED):
+        return
+    if interaction.group_id:
+        if not getattr(task, "group_deciding", False):
+            members = group_members(task=task, group_id=interaction.group_id)
+            group_pause_set(task, group_id=interaction.group_id, members=members)
+        return
+    task_status_set(
+        task,
+        task.state,
+        message=pause_message(task, interaction.prompt, interaction),
+        status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
     )

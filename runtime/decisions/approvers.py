@@ -33,7 +33,7 @@ from runtime.policy.needs import (
     stricter_stages,
 )
 from runtime.policy.rules import Stage
-from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup, subject_reserved
+from tenants.models import RESERVED_SUBJECT_PREFIXES, ApproverGroup, Membership, subject_reserved
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,25 @@ def decider_refusal(
                 )
             return f"Only {approvers_text(people)} may decide this approval."
     return None
+
+
+def delegation_for(interaction: Interaction, decider: Decider, needs: Needs | None) -> str:
+    """The subject of the away member ``decider`` decides for, as their delegate: one who is
+    away now and could decide ``interaction`` too; "" when none. The decider's own rights
+    were checked already (delegation never widens them: a delegate who may not decide the
+    item is refused before this is asked), and counts as the decider alone in a quorum."""
+    if decider.kind != Decider.PERSON or decider.membership_id is None:
+        return ""
+    away = Membership.objects.filter(
+        tenant_id=interaction.tenant_id, delegate_id=decider.membership_id
+    ).select_related("user")
+    for member in away:
+        if (
+            member.away_at()
+            and decider_refusal(interaction, Decider.of_member(member), needs) is None
+        ):
+            return member.user.subject
+    return ""
 
 
 def approve_refusal(decider: Decider, needs: Needs) -> str | None:

@@ -256,6 +256,9 @@ class Receipt(AppendOnlyModel):
         help_text="Who the channel knew the decider as: a Slack user id, the address an "
         "e-mail link was sent to.",
     )
+    # A delegate deciding for an away member who could decide it too (tenants' out of
+    # office): "by <decider> for <on_behalf_of>".
+    on_behalf_of = models.CharField(max_length=200, blank=True)
     arguments_hash = models.CharField(max_length=64, help_text="SHA-256 of the arguments shown.")
     sent_arguments_hash = models.CharField(
         max_length=64, help_text="SHA-256 of the arguments to send (differs when edited)."

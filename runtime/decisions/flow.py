@@ -53,6 +53,7 @@ from runtime.decisions.approvers import (
     approval_needs,
     approve_refusal,
     decider_refusal,
+    delegation_for,
 )
 from runtime.decisions.decision_models import Interaction, StandingRule
 from runtime.decisions.decision_selectors import held_call_of, interaction_locked
@@ -261,6 +262,7 @@ def _decide(
         decider_kind=decider.kind,
         channel_user=decider.channel_user,
         rule=edited or (needs.rule if needs else None),
+        on_behalf_of=delegation_for(interaction, decider, needs),
     )
     closing = (
         approval_gate(interaction=interaction, task=task, answer=answer, needs=needs)

@@ -98,9 +98,9 @@ def group_decision_take(
                     )
             finally:
                 task.group_deciding = False
-            closed = [c for c in waiting if c.state != Interaction.State.OPEN]
-            if closed and any(c.state == Interaction.State.OPEN for c in calls):
-                # Some calls closed, others wait for another person's approval (a quorum).
+            if any(c.state == Interaction.State.OPEN for c in calls):
+                # Some calls closed or recorded an approval, others wait for another
+                # person's approval (a quorum): the task says what it waits for now.
                 group_pause_set(task, group_id=group_id, members=calls, also=("transcript",))
     return GroupDecided(group_id=group_id, calls=calls, decided=tuple(c.public_id for c in waiting))
 

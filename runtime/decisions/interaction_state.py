@@ -8,6 +8,8 @@ answer (in band, by an operator or a program, or the expiry) closes it and resum
 - widen who may decide (an escalation step): ``interaction_widen``;
 - close: ``interaction_close`` (a decision: runtime.decisions.flow; the expiry:
   ``interaction_expire``);
+- move its deadline (an operator's extension, an escalation on expiry):
+  ``interaction_deadline_move``;
 - void and re-open an approval that no longer matches its call: ``approval_reopen``;
 - cancel, with its task: ``interactions_cancel``.
 
@@ -34,25 +36,33 @@ from runtime.decisions.approval_groups import (
     group_prompt,
     interaction_wire,
     new_group_id,
+    pause_message,
+    pause_restate,
+)
+from runtime.decisions.deadlines import (
+    deadline_of,
+    escalation_end,
+    expiry_outcome_now,
+    interaction_expiry,
 )
 from runtime.decisions.decision_metrics import decision_observe
 from runtime.decisions.decision_models import Effect, Interaction, InteractionApproval
 from runtime.decisions.decision_selectors import held_call_of
+from runtime.decisions.interaction_rows import approval_row, interaction_row
+from runtime.decisions.progress import recorded_facts
 from runtime.decisions.receipts import decision_outcome, decision_receipt, decision_word
-from runtime.decisions.search import SEARCH_TEXT_MAX, listing_columns
+from runtime.decisions.search import SEARCH_TEXT_MAX, listing_of
 from runtime.decisions.summaries import held_call_summary
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import AlreadyDecided
 from runtime.kernel.rowsql import row_move
-from runtime.kernel.shapes import agent_message
 from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
 from runtime.kernel.task_state import task_pause, task_status_set, turn_enqueue, with_plan
 from runtime.policy.approver_syntax import ROLES
-from runtime.policy.ladders import expiry_seconds
 from runtime.policy.lookup import Policy
-from runtime.policy.needs import Needs, stage_at
+from runtime.policy.needs import Needs
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +92,7 @@ def interaction_open(
     it opens; a decision never asks less (runtime.decisions.approvers.approval_needs).
     ``expires_by``: it expires then at the latest (a tool server's question, which its call
     waits for)."""
-    interaction = _interaction_row(
+    interaction = interaction_row(
         task=task,
         kind=kind,
         public_id=public_id,
@@ -107,7 +117,7 @@ def _paused_on(task: Task, interaction: Interaction, *, state: str, text: str, a
     task_pause(
         task,
         state,
-        agent_message(task, text),
+        pause_message(task, text, interaction),
         status_ext=with_plan(task, {ext.INTERACTIONS: interaction_wire(interaction)}),
         also=also,
     )
@@ -134,56 +144,6 @@ def approval_open(*, task: Task, held: HeldApproval, also: Iterable[str] = ()) -
     )
 
 
-def _approval_row(task: Task, held: HeldApproval, **more) -> Interaction:
-    """A new approval of ``task`` for the held call of ``held``, not yet saved."""
-    return _interaction_row(
-        task=task,
-        kind=Interaction.Kind.APPROVAL,
-        public_id=held.public_id,
-        prompt=held.prompt,
-        detail=held.detail,
-        request=held.request,
-        deciders=held.deciders,
-        approvers=list(held.approvers),
-        approvals_required=held.approvals_required,
-        risk=held.risk,
-        **more,
-    )
-
-
-def _interaction_row(
-    *,
-    task: Task,
-    kind: str,
-    public_id: str,
-    prompt: str,
-    detail,
-    request,
-    expires_by: datetime | None = None,
-    **more,
-):
-    """A new interaction of ``task``, not yet saved."""
-    expires_at = timezone.now() + timedelta(
-        seconds=interaction_expiry_seconds(task, kind, detail, request)
-    )
-    return Interaction(
-        **listing_columns(
-            task=task, public_id=public_id, kind=kind, prompt=prompt, detail=detail, request=request
-        ),
-        public_id=public_id,
-        tenant_id=task.tenant_id,
-        task=task,
-        agent_id=task.agent_id,
-        kind=kind,
-        prompt=prompt,
-        detail=detail,
-        request=request,
-        subject=task.subject,
-        expires_at=min(expires_at, expires_by) if expires_by else expires_at,
-        **more,
-    )
-
-
 def interaction_group_open(
     *, task: Task, calls: list[HeldApproval], also: Iterable[str] = ()
 ) -> list[Interaction]:
@@ -195,7 +155,7 @@ def interaction_group_open(
     now = timezone.now()
     rows = []
     for position, call in enumerate(calls):
-        row = _approval_row(
+        row = approval_row(
             task,
             call,
             group_id=group_id,
@@ -213,7 +173,7 @@ def interaction_group_open(
     task_pause(
         task,
         TaskState.AUTH_REQUIRED,
-        agent_message(task, group_prompt(rows, len(rows))),
+        pause_message(task, group_prompt(rows, len(rows)), rows[0]),
         status_ext=group_pause_ext(task, group_id=group_id, members=rows),
         also=also,
     )
@@ -223,16 +183,6 @@ def interaction_group_open(
         interaction_opened.send(sender=Interaction, interaction=row)
     logger.info("turn paused: a group of %s approvals %s", len(rows), group_id)
     return rows
-
-
-def interaction_expiry_seconds(task: Task, kind: str, detail: dict, request: dict) -> int:
-    """The agent's expiry for a new interaction: a held call's may be its own
-    (runtime.policy.ladders: the expire step of its policy rule's ladder, or of an AGENT.md
-    ladder for its tool, else interactionTtlSeconds)."""
-    held = kind == Interaction.Kind.APPROVAL and detail.get("server")
-    tool = f"{detail['server']}/{detail.get('tool', '')}" if held else ""
-    steps = request.get("ladder") if held else None
-    return expiry_seconds(task.agent, tool=tool, steps=steps)
 
 
 # --- one approval of several, and who may decide ---------------------------------------------
@@ -269,26 +219,13 @@ def approval_record(
     )
     interaction.approvals, interaction.approvals_required = approvals, needs.required
     interaction.request = request
-    detail: dict = {"approvals": len(approvals), "required": needs.required}
-    after = stage_at(needs.stages, len(approvals))
-    waits = "another person's approval"
-    if needs.staged:
-        detail.update(stage=stage, stages=len(needs.stages))
-        waits = f"the next approval (stage {after + 1})"
-    if needs.staged and after + 1 != stage:
-        # This approval completed its stage: who decides from now on (the follow-ups tell
-        # the channels, notifications.follow_ups).
-        following = needs.stages[after]
-        detail["nextStage"] = {
-            "stage": after + 1,
-            "approvers": list(following.approvers),
-            "title": following.title,
-        }
+    detail, waits = recorded_facts(needs, len(approvals), stage)
     # A decision like any other: its receipt binds what this person approved. The call's
     # sending is bound by the last approval's receipt (interaction_close).
     reason = f"{len(approvals)} of {needs.required}: the call waits for {waits}"
     decision_receipt(task=task, interaction=interaction, answer=answer, reason=reason)
     _changed(interaction, task, answer, event="recorded", action="approval_recorded", detail=detail)
+    pause_restate(task=task, interaction=interaction)
     return approvals
 
 
@@ -340,6 +277,8 @@ def _changed(
     if answer.channel_user:
         # Who the channel knew the decider as (a Slack user id, a link's address).
         detail["channelUser"] = answer.channel_user
+    if answer.on_behalf_of:
+        detail["onBehalfOf"] = answer.on_behalf_of  # "by <actor> for <onBehalfOf>"
     audit = audit_record(
         tenant_id=interaction.tenant_id,
         actor=answer.by,
@@ -352,18 +291,6 @@ def _changed(
     interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
 
 
-def _listing(task: Task, interaction: Interaction) -> dict:
-    """The columns a list finds and shows ``interaction`` by, as it stands now."""
-    return listing_columns(
-        task=task,
-        public_id=interaction.public_id,
-        kind=interaction.kind,
-        prompt=interaction.prompt,
-        detail=interaction.detail,
-        request=interaction.request,
-    )
-
-
 # --- close ---------------------------------------------------------------------------------
 
 
@@ -371,7 +298,8 @@ def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -
     """Claim the open interaction for ``answer`` and resume the turn (caller holds the task
     lock): the close of every decision (runtime.decisions.flow, which has checked who decides
     and how) and of the expiry, with its transcript entry, audit row and receipt."""
-    expiry = answer.via == "expiry"
+    # An approval on expiry (risk: low, where the tenant allows it) is an answer, not an expiry.
+    expiry = answer.via == "expiry" and answer.value.get("approved") is not True
     decision = {
         "state": Interaction.State.EXPIRED if expiry else Interaction.State.ANSWERED,
         "answer": answer.value,
@@ -385,7 +313,7 @@ def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -
     if answer.edited:
         # The call's record, with the arguments sent (receipts.decision_edit_apply), and
         # what the item is found by with them.
-        decision |= {"request": interaction.request, **_listing(task, interaction)}
+        decision |= {"request": interaction.request, **listing_of(task, interaction)}
     claimed = row_move(
         Interaction, interaction.pk, where={"state": Interaction.State.OPEN}, values=decision
     )
@@ -460,24 +388,38 @@ def turn_resume(*, task: Task, interaction: Interaction, message: dict | None) -
 
 
 def interactions_expire(*, now=None) -> int:
-    """Expire open interactions past their expiry (beat): an approval is denied as 'expired'."""
+    """Past their deadline (beat), open interactions meet their outcome (interaction_expire)."""
     now = now or timezone.now()
     pks = Interaction.objects.filter(state=Interaction.State.OPEN, expires_at__lte=now).values_list(
         "pk", flat=True
     )
-    return sum(interaction_expire(pk=pk) for pk in pks)
+    return sum(interaction_expire(pk=pk, now=now) for pk in pks)
 
 
 @transaction.atomic(durable=True)
-def interaction_expire(*, pk: int) -> bool:
-    """Expire one interaction if it is still open (the beat's, and a tool server's question
-    whose wait ran out: runtime.turn.elicitation); False when it was closed already."""
+def interaction_expire(*, pk: int, now=None) -> bool:
+    """Expire one interaction if it is still open and past its deadline (the beat's, and a
+    tool server's question whose wait ran out: runtime.turn.elicitation): an approval is
+    denied as 'expired', or meets its outcome (runtime.decisions.deadlines: escalated once,
+    or approved); False when it was closed already, or its deadline moved since."""
     interaction = Interaction.objects.select_related("task").get(pk=pk)
     task = Task.objects.select_for_update().get(pk=interaction.task_id)
     interaction.refresh_from_db()
-    if interaction.state != Interaction.State.OPEN:
+    now = now or timezone.now()
+    if interaction.state != Interaction.State.OPEN or interaction.expires_at > now:
         return False
-    if interaction.kind == Interaction.Kind.APPROVAL:
+    outcome = expiry_outcome_now(interaction, tenant_allows=task.tenant.expiry_may_approve)
+    if outcome == "escalate":
+        to = interaction.request["onExpiry"].get("to") or ["admin"]
+        end = escalation_end(interaction, interaction.request["onExpiry"], now=now)
+        interaction_deadline_move(
+            task=task, interaction=interaction, expires_at=end, moved={"escalated": True},
+            by="system:expiry", via="expiry", action="expiry_escalated", widen=to,
+        )  # fmt: skip
+        return True
+    if outcome == "approve":
+        value = {"approved": True, "reason": "approved on expiry (risk: low)"}
+    elif interaction.kind == Interaction.Kind.APPROVAL:
         value = {"approved": False, "reason": "expired"}
     else:
         value = {"expired": True}
@@ -487,6 +429,41 @@ def interaction_expire(*, pk: int) -> bool:
         answer=Answer(value=value, by="system:expiry", via="expiry"),
     )
     return True
+
+
+def interaction_deadline_move(
+    *, task: Task, interaction: Interaction, expires_at, moved: dict, by: str, via: str,
+    action: str, widen=(),
+) -> None:  # fmt: skip
+    """Move the open ``interaction``'s deadline to ``expires_at`` (an extension, an
+    escalation on expiry: runtime.decisions.deadlines), keeping ``moved`` in its ``deadline``
+    (and ``widen``: roles who may decide from now on); audited as ``action``, told to those
+    who hear of its changes, and to the caller (a status update). The caller holds the lock."""
+    was = deadline_of(interaction)
+    first = round((interaction.expires_at - interaction.created_at).total_seconds())
+    deadline = {"first": first, **was, **moved, "round": int(was.get("round", 0)) + 1}
+    request = {**(interaction.request or {}), "deadline": deadline}
+    widened = list(dict.fromkeys([*(interaction.widened_to or ()), *widen]))
+    if (
+        Interaction.objects.filter(pk=interaction.pk, state=Interaction.State.OPEN).update(
+            expires_at=expires_at, request=request, widened_to=widened
+        )
+        != 1
+    ):
+        raise AlreadyDecided(interaction)
+    interaction.expires_at, interaction.request, interaction.widened_to = (
+        expires_at,
+        request,
+        widened,
+    )
+    detail = {"prompt": interaction.prompt, "expiresAt": expires_at.isoformat(), **moved}
+    audit = audit_record(
+        tenant_id=interaction.tenant_id, actor=by, action=action, via=via,
+        interaction=interaction, task=task, detail={**detail, "roles": list(widen)},
+    )  # fmt: skip
+    event = action.removeprefix("expiry_")
+    interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
+    pause_restate(task=task, interaction=interaction)
 
 
 # --- void and re-open; cancel --------------------------------------------------------------
@@ -509,19 +486,19 @@ def approval_reopen(
     standing rule allowed it: ``interaction`` None) opens as runtime.turn.calls holds one."""
     held = HeldApproval.of_call(effect, policy, reason=reason)
     if interaction is None:
-        interaction = _approval_row(task, replace(held, detail={**held.detail, "voided": True}))
+        interaction = approval_row(task, replace(held, detail={**held.detail, "voided": True}))
         interaction.save(force_insert=True)
     else:
         interaction.detail = {**(interaction.detail or {}), "reason": reason, "voided": True}
         # As its next opening: a button or a link handed out for this one decides nothing now.
         opening = interaction.opening + 1
         interaction.request = {**(interaction.request or {}), **held.request, "opening": opening}
-        expires = interaction_expiry_seconds(task, interaction.kind, held.detail, held.request)
+        expires, _ = interaction_expiry(task, interaction.kind, held.detail, held.request)
         Interaction.objects.filter(pk=interaction.pk).update(
             **UNANSWERED,
             request=interaction.request,
             detail=interaction.detail,
-            **_listing(task, interaction),
+            **listing_of(task, interaction),
             approvals=[],
             expires_at=timezone.now() + timedelta(seconds=expires),
         )

@@ -103,3 +103,15 @@ def listing_columns(*, task, public_id: str, kind: str, prompt: str, detail, req
         "summary": view["summary"] if view else "",
         "impact": view["impact"] if view else "",
     }
+
+
+def listing_of(task, interaction) -> dict:
+    """The columns a list finds and shows ``interaction`` by, as it stands now."""
+    return listing_columns(
+        task=task,
+        public_id=interaction.public_id,
+        kind=interaction.kind,
+        prompt=interaction.prompt,
+        detail=interaction.detail,
+        request=interaction.request,
+    )

@@ -14,7 +14,13 @@ from runtime.policy.conditions import (
     conditions_shape_problem,
     schema_fields,
 )
-from runtime.policy.ladders import LadderError, steps_parse
+from runtime.policy.ladders import (
+    LadderError,
+    duration_seconds,
+    expiry_outcome,
+    rule_deadline_steps,
+    steps_parse,
+)
 from runtime.policy.lookup import timeout_seconds
 from runtime.policy.title_syntax import impact_problem, redact_problem, title_problem
 
@@ -62,6 +68,7 @@ def _entry_problems(rule: dict) -> list[tuple[list, str]]:
             steps_parse(rule["ladder"])
         except LadderError as exc:
             problems.append((["ladder", *exc.path], exc.message))
+    problems += _deadline_problems(rule)
     for name, check in (
         ("title", title_problem),
         ("impact", impact_problem),
@@ -70,6 +77,51 @@ def _entry_problems(rule: dict) -> list[tuple[list, str]]:
         problem = check(rule[name]) if name in rule else None
         if problem:
             problems.append(([name], problem))
+    return problems
+
+
+def _deadline_problems(rule: dict) -> list[tuple[list, str]]:
+    """A rule's ``expires``, ``warn`` and ``on_expiry``: durations, an outcome, ``approve``
+    only with ``risk: low``, and no second deadline beside its ladder's expire step."""
+    keys = [k for k in ("expires", "warn", "on_expiry") if k in rule]
+    if not keys:
+        return []
+    if rule.get("action", "approve") != "approve":
+        return [([keys[0]], "a deadline is for action: approve")]
+    problems: list[tuple[list, str]] = []
+    if "expires" in rule:
+        try:
+            duration_seconds(rule["expires"])
+        except ValueError as exc:
+            problems.append((["expires"], str(exc)))
+    warn = rule.get("warn")
+    for index, value in enumerate(warn if isinstance(warn, list) else [warn] if warn else []):
+        try:
+            duration_seconds(value)
+        except ValueError as exc:
+            problems.append((["warn", index] if isinstance(warn, list) else ["warn"], str(exc)))
+    if "on_expiry" in rule:
+        try:
+            outcome = expiry_outcome(rule["on_expiry"])
+        except ValueError as exc:
+            problems.append((["on_expiry"], str(exc)))
+        else:
+            if outcome["action"] == "approve" and rule.get("risk") != "low":
+                problems.append(
+                    (["on_expiry"], "approve on expiry only where the rule sets risk: low")
+                )
+    ladder = rule.get("ladder")
+    if "expires" in rule and isinstance(ladder, list):
+        try:
+            if any(step["action"] == "expire" for step in steps_parse(ladder)):
+                problems.append((["expires"], "give either expires or an expire step"))
+        except LadderError:
+            pass  # said above
+    if not problems:
+        try:
+            steps_parse([*(ladder if isinstance(ladder, list) else []), *rule_deadline_steps(rule)])
+        except LadderError as exc:
+            problems.append(([keys[0]], exc.message))
     return problems
 
 

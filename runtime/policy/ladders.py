@@ -8,14 +8,22 @@ written as a sentence (AGENT.md, and Django admin's "Ladders" too) or as a mappi
     escalate to operators and admins after 2h, widen to admins
                                         {..., widen_to: admin}
     expire after 24h                    {after: 24h, action: expire}
+    expire after 24h, then escalate     {after: 24h, action: expire, on_expiry: escalate}
+    warn 30m before expiry              {before: 30m, action: warn}
 
-Every parsed step has the same keys: ``after`` (as written), ``seconds``, ``action``
-(remind, escalate, expire), ``roles`` (whom an escalation reaches; empty otherwise) and
-``widen_to`` (the role an escalation lets decide too, or None). ``widen_to`` is carried for
-the approvers' rules (runtime.decisions.approvers): nothing here acts on it.
+Every parsed step has the same keys: ``after`` (as written; "" for a warning), ``seconds``
+(after the opening; for a warning, before the deadline), ``action`` (remind, escalate,
+expire, warn), ``roles`` (whom an escalation reaches; empty otherwise), ``widen_to`` (the
+role an escalation lets decide too, or None), ``before`` (a warning's, as written; "" for
+the others) and ``on_expiry`` (an expire step's outcome, ``expiry_outcome``, or None: deny).
+``widen_to`` is carried for the approvers' rules (runtime.decisions.approvers): nothing here
+acts on it.
 
-The notifications app takes the remind and escalate steps (beat); the expire step is read
-when the interaction opens, so that its expiry is exact from the start (``expiry_seconds``).
+The notifications app takes the remind, escalate and warn steps (beat; a warning counts
+back from the deadline as it stands, so an extended deadline warns again); the expire step
+is read when the interaction opens, so that its expiry is exact from the start
+(``expiry_seconds``), and its outcome with it (``expiry_outcome_of``). A policy rule's
+``expires``, ``warn`` and ``on_expiry`` are these same steps (``rule_deadline_steps``).
 It lives in the core, below runtime.agents.agentfile and notifications, which both parse with it.
 """
 
@@ -24,7 +32,9 @@ import re
 
 logger = logging.getLogger(__name__)
 
-ACTIONS = ("remind", "escalate", "expire")
+ACTIONS = ("remind", "escalate", "expire", "warn")
+# What becomes of an item when its deadline passes (an expire step's ``on_expiry``).
+OUTCOMES = ("deny", "escalate", "approve")
 ROLES = ("admin", "operator", "viewer")
 # Viewers see but never decide: a ladder cannot make them deciders.
 WIDEN_ROLES = ("admin", "operator")
@@ -36,10 +46,12 @@ _ROLE_WORDS = {**{r: r for r in ROLES}, **{f"{r}s": r for r in ROLES}}
 _SENTENCE = re.compile(
     r"^(?:(?P<remind>remind)|(?P<expire>expire)|escalate\s+to\s+(?P<roles>.+?))"
     r"\s+after\s+(?P<after>\S+)"
-    r"(?:\s*,\s*widen\s+to\s+(?P<widen>\S+))?$",
+    r"(?:\s*,\s*widen\s+to\s+(?P<widen>\S+))?"
+    r"(?:\s*,\s*then\s+(?P<outcome>\S+))?$",
     re.IGNORECASE,
 )
-STEP_FIELDS = ("after", "action", "roles", "widen_to")
+_WARNING = re.compile(r"^warn\s+(?P<before>\S+)\s+before\s+expiry$", re.IGNORECASE)
+STEP_FIELDS = ("after", "action", "roles", "widen_to", "before", "on_expiry")
 
 
 class LadderError(ValueError):
@@ -68,14 +80,21 @@ def _role(word: str, *, allowed=ROLES) -> str:
 
 
 def _sentence(text: str) -> dict:
+    warning = _WARNING.match(" ".join(text.split()))
+    if warning:
+        return {"before": warning["before"], "action": "warn"}
     match = _SENTENCE.match(" ".join(text.split()))
     if not match:
         raise LadderError(
             [],
             f"{text!r} is not a step such as 'remind after 15m', "
-            "'escalate to admins after 1h' or 'expire after 24h'",
+            "'escalate to admins after 1h', 'expire after 24h' or 'warn 30m before expiry'",
         )
     step: dict = {"after": match["after"]}
+    if match["outcome"]:
+        if not match["expire"]:
+            raise LadderError([], "only an expire step has an outcome (then deny, ...)")
+        step["on_expiry"] = match["outcome"].lower()
     if match["remind"]:
         step["action"] = "remind"
     elif match["expire"]:
@@ -106,13 +125,25 @@ def step_parse(step) -> dict:
     unknown = set(step) - {*STEP_FIELDS, "seconds"}
     if unknown:
         raise LadderError([], f"unknown fields: {', '.join(sorted(unknown))}")
+    action = step.get("action")
+    if action not in ACTIONS:
+        raise LadderError(["action"], f"must be one of {', '.join(ACTIONS)}")
+    if action == "warn":
+        return _warning_parse(step)
+    if step.get("before"):
+        raise LadderError(["before"], "only a warning counts back from the deadline")
     try:
         seconds = duration_seconds(step.get("after", ""))
     except ValueError as exc:
         raise LadderError(["after"], str(exc)) from None
-    action = step.get("action")
-    if action not in ACTIONS:
-        raise LadderError(["action"], f"must be one of {', '.join(ACTIONS)}")
+    outcome = step.get("on_expiry")
+    if outcome is not None:
+        if action != "expire":
+            raise LadderError(["on_expiry"], "only an expire step has an outcome")
+        try:
+            outcome = expiry_outcome(outcome)
+        except ValueError as exc:
+            raise LadderError(["on_expiry"], str(exc)) from None
     roles = step.get("roles", ["admin"] if action == "escalate" else [])
     if not isinstance(roles, list) or any(r not in ROLES for r in roles):
         raise LadderError(["roles"], f"must be a list of {', '.join(ROLES)}")
@@ -131,7 +162,82 @@ def step_parse(step) -> dict:
         "action": action,
         "roles": list(dict.fromkeys(roles)),
         "widen_to": widen_to,
+        "before": "",
+        "on_expiry": outcome,
     }
+
+
+def _warning_parse(step: dict) -> dict:
+    """A warning: ``before`` the deadline, and nothing else."""
+    extra = [k for k in ("after", "roles", "widen_to", "on_expiry") if step.get(k)]
+    if extra:
+        raise LadderError([extra[0]], "a warning has only before (warn 30m before expiry)")
+    try:
+        seconds = duration_seconds(step.get("before", ""))
+    except ValueError as exc:
+        raise LadderError(["before"], str(exc)) from None
+    return {
+        "after": "",
+        "seconds": seconds,
+        "action": "warn",
+        "roles": [],
+        "widen_to": None,
+        "before": str(step["before"]).strip(),
+        "on_expiry": None,
+    }
+
+
+def expiry_outcome(value) -> dict:
+    """``on_expiry`` as written (``deny``, ``escalate``, ``approve``, or ``{action: escalate,
+    to: [roles], expires: 10m}``) as ``{action, to, expires}``; raise ValueError saying what
+    is wrong. An escalation reaches admins unless it says ``to``, with a new deadline as long
+    as the first unless it says ``expires``."""
+    if isinstance(value, str):
+        value = {"action": value}
+    if not isinstance(value, dict):
+        raise ValueError("must be deny, escalate, approve or {action: escalate, to, expires}")
+    unknown = set(value) - {"action", "to", "expires"}
+    if unknown:
+        raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+    action = str(value.get("action", "")).strip().lower()
+    if action not in OUTCOMES:
+        raise ValueError(f"must be one of {', '.join(OUTCOMES)}")
+    outcome: dict = {"action": action}
+    if action != "escalate" and ("to" in value or "expires" in value):
+        raise ValueError("only escalate has to and expires")
+    if action == "escalate":
+        to = value.get("to", ["admin"])
+        to = [to] if isinstance(to, str) else to
+        try:
+            roles = [_role(str(r), allowed=WIDEN_ROLES) for r in to or ()]
+        except ValueError as exc:
+            raise ValueError(f"to: {exc}") from None
+        if not roles:
+            raise ValueError("to: an escalation reaches at least one role")
+        outcome["to"] = list(dict.fromkeys(roles))
+        if value.get("expires") is not None:
+            try:
+                duration_seconds(value["expires"])
+            except ValueError as exc:
+                raise ValueError(f"expires: {exc}") from None
+            outcome["expires"] = str(value["expires"]).strip()
+    return outcome
+
+
+def rule_deadline_steps(rule: dict) -> list:
+    """A policy rule's ``warn`` and ``expires`` (with ``on_expiry``) as ladder steps, the
+    same as ``warn 30m before expiry`` and ``expire after 2h, then escalate`` in its ladder;
+    [] when it sets neither. ``on_expiry`` alone is kept on the approval as it opens
+    (``expiry_outcome_of``) and applies to whichever deadline it gets."""
+    warn = rule.get("warn")
+    warnings = [] if warn is None else warn if isinstance(warn, list) else [warn]
+    steps: list = [{"before": str(w), "action": "warn"} for w in warnings]
+    if rule.get("expires") is not None:
+        expire: dict = {"after": str(rule["expires"]), "action": "expire"}
+        if rule.get("on_expiry") is not None:
+            expire["on_expiry"] = rule["on_expiry"]
+        steps.append(expire)
+    return steps
 
 
 def steps_parse(steps, *, expire: bool = True) -> list[dict]:
@@ -151,9 +257,11 @@ def steps_parse(steps, *, expire: bool = True) -> list[dict]:
             # A sentence has no fields of its own: its errors are the step's.
             inner = [] if isinstance(step, str) else exc.path
             raise LadderError([index, *inner], exc.message) from None
-    for index, step in enumerate(parsed):
-        if index and step["seconds"] < parsed[index - 1]["seconds"]:
+    timed = [(i, step) for i, step in enumerate(parsed) if step["action"] != "warn"]
+    for (_, before), (index, step) in zip(timed, timed[1:], strict=False):
+        if step["seconds"] < before["seconds"]:
             raise LadderError([index], "steps must come in order of time")
+    for index, step in timed:
         if step["action"] == "expire":
             if not expire:
                 raise LadderError(
@@ -161,7 +269,7 @@ def steps_parse(steps, *, expire: bool = True) -> list[dict]:
                     "expiry is the agent's (its AGENT.md ladder or interactionTtlSeconds), "
                     "not a step here",
                 )
-            if index != len(parsed) - 1:
+            if index != timed[-1][0]:
                 raise LadderError([index + 1], "no step can follow expire")
     return parsed
 
@@ -170,7 +278,11 @@ def steps_stored(parsed: list[dict]) -> list[dict]:
     """Parsed steps as stored (JSON): after, action, roles, and widen_to when there is one
     (the shape Django admin's ladders have always had)."""
     return [
-        {k: v for k, v in step.items() if k != "seconds" and (k != "widen_to" or v)}
+        {
+            k: v
+            for k, v in step.items()
+            if k != "seconds" and (k not in ("widen_to", "before", "on_expiry", "after") or v)
+        }
         for step in parsed
     ]
 
@@ -212,10 +324,15 @@ def ladder_parse(value) -> dict:
 
 
 def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
-    """How long an interaction of this agent (and tool) stays open: the expire step of its
-    most specific ladder that has one (``steps``: the ladder of the policy rule that held
-    the call, runtime.policy.rules; then AGENT.md's for the tool, its server, the agent),
-    else ``interactionTtlSeconds``."""
+    """How long an interaction of this agent (and tool) stays open (``expiry_of``)."""
+    return expiry_of(agent, tool=tool, steps=steps)[0]
+
+
+def expiry_of(agent, *, tool: str = "", steps: list | None = None) -> tuple[int, dict | None]:
+    """(How long an interaction of this agent (and tool) stays open, what then becomes of
+    it: ``expiry_outcome``, None to deny): the expire step of its most specific ladder that
+    has one (``steps``: the ladder of the policy rule that held the call, runtime.policy.rules;
+    then AGENT.md's for the tool, its server, the agent), else ``interactionTtlSeconds``."""
     ladder = getattr(agent, "ladder", None) or {}
     tools = ladder.get("tools") or {}
     candidates: list = [steps] if steps else []
@@ -224,12 +341,13 @@ def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
         if not steps:
             continue
         try:
-            last = steps_parse(steps)[-1]
+            parsed = steps_parse(steps)
         except LadderError:
             # Stored around its checks (load_agents and the admin form parse it): a pause
             # never fails on it; the TTL holds and the log says why.
             logger.warning("agent %s: its ladder cannot be read; expiry from the TTL", agent.pk)
             break
-        if last["action"] == "expire":
-            return last["seconds"]
-    return agent.interaction_ttl_seconds
+        expire = [step for step in parsed if step["action"] == "expire"]
+        if expire:
+            return expire[-1]["seconds"], expire[-1]["on_expiry"]
+    return agent.interaction_ttl_seconds, None

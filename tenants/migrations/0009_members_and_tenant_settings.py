@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0006_tenant_time_zone'),
+        ('tenants', '0008_deadlines_and_away'),
     ]
 
     operations = [

@@ -10,6 +10,7 @@ from a2a.compat.v0_3 import types as v03
 from django.urls import reverse
 
 from a2a_endpoint import dialect03, wire03
+from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
 from runtime.kernel import extensions as ext
 from runtime.kernel.push.push_models import PushConfig, PushSettings
@@ -572,6 +573,41 @@ def test_x_a2a_extensions_activates_like_a2a_extensions(agents, client, header):
         send03(client, DEPLOYER, agents.a.token, message=answer, headers={header: ext.INTERACTIONS})
     )
     assert done["id"] == task["id"] and done["status"]["state"] == "completed"
+
+
+def test_the_0_3_dialect_carries_an_approvals_progress_after_the_first_approval(agents, client):
+    deployer = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
+    deployer.tool_policy = {
+        **deployer.tool_policy,
+        "deploy/deploy_build": {"action": "approve", "required": 2},
+    }
+    deployer.save(update_fields=["tool_policy"])
+    on = {"X-A2A-Extensions": ext.INTERACTIONS}
+    held = task03(
+        send03(client, DEPLOYER, agents.a.token, "deploy build 2026.10.06-1 to staging", headers=on)
+    )
+    opened = held["status"]["message"]["metadata"][ext.INTERACTIONS]["progress"]
+    assert (opened["approvals"], opened["required"]) == (0, 2)
+    flow_answer(
+        tenant=agents.a.tenant,
+        interaction_id=Interaction.objects.get(task__public_id=held["id"]).public_id,
+        answer={"approved": True},
+        by="user:operator@acme.test",
+        via="page",
+    )
+    got = task03(
+        rpc03(client, DEPLOYER, "tasks/get", {"id": held["id"]}, token=agents.a.token, headers=on)
+    )
+    assert got["status"]["state"] == "input-required"
+    progress = got["status"]["message"]["metadata"][ext.INTERACTIONS]["progress"]
+    assert (progress["approvals"], progress["required"]) == (1, 2)
+    assert progress["text"].startswith("1 of 2 approvals; expires ")
+    # The line as text too, for a 0.x client without the extension.
+    plain = task03(rpc03(client, DEPLOYER, "tasks/get", {"id": held["id"]}, token=agents.a.token))
+    assert "metadata" not in plain["status"]["message"]
+    assert (
+        text_of(plain["status"]["message"]) == f"Approve deploy / deploy_build? {progress['text']}"
+    )
 
 
 # --- one task, both dialects ------------------------------------------------------------------

@@ -70,7 +70,9 @@ def test_a_held_call_is_an_approval_interaction_without_its_arguments(
 ):
     effect = Effect.objects.get()
     assert effect.state == Effect.State.HELD
-    assert interaction_of(held_on_the_wire) == {
+    pause = interaction_of(held_on_the_wire)
+    progress = pause.pop("progress")
+    assert pause == {
         "interactionId": effect.public_id,
         "kind": "approval",
         "prompt": "Approve deploy / deploy_build?",
@@ -80,6 +82,14 @@ def test_a_held_call_is_an_approval_interaction_without_its_arguments(
             "reason": "Deployments change what customers run.",
         },
     }
+    # Its progress: one approval of one needed, and the deadline (never who decides).
+    assert (progress["approvals"], progress["required"]) == (0, 1)
+    assert progress["expiresAt"].endswith("Z")
+    assert progress["text"].startswith("waiting for an approval; expires ")
+    # The prompt alone on the message: a single approval's progress is in the metadata.
+    assert held_on_the_wire["status"]["message"]["parts"] == [
+        {"text": "Approve deploy / deploy_build?"}
+    ]
     assert not DemoRecord.objects.exists()
     # Never the call's arguments on the wire: not on the pause, nor on reads of it.
     got = result_of(

@@ -6,12 +6,14 @@ with an explorer at /api/docs/ that loads nothing but this site's static files."
 import re
 import subprocess
 import sys
+from datetime import timedelta
 from http import HTTPStatus
 
 import jsonschema
 import pytest
 from django.contrib.staticfiles import finders
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
@@ -128,6 +130,10 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
     call("get", "/api/v1/interactions", "/api/v1/interactions", **partner)
     detail = call("get", f"/api/v1/interactions/{approval.public_id}", one, **auth)
     call("get", "/api/v1/interactions/eff_nothing", one, **auth)
+    extend = f"/api/v1/interactions/{approval.public_id}/extend"
+    call("post", extend, one + "/extend", {"by": "forever"}, **auth)
+    call("post", extend, one + "/extend", "by", content_type="text/plain", **auth)
+    call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     answer = f"/api/v1/interactions/{approval.public_id}/answer"
     call("post", answer, one + "/answer", "approved", content_type="text/plain", **auth)
     call("post", answer, one + "/answer", {"approved": "yes"}, **auth)
@@ -147,6 +153,7 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
         **auth,
     )
     call("post", answer, one + "/answer", {"approved": False}, **auth)
+    call("post", extend, one + "/extend", {"by": "30m"}, **auth)
     rules = call("get", "/api/v1/rules", "/api/v1/rules", **auth)
     revoke = f"/api/v1/rules/{rules[0]['id']}/revoke"
     call("post", revoke, "/api/v1/rules/{public_id}/revoke", {}, **auth)
@@ -157,6 +164,20 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
     call("post", cancel, "/api/v1/tasks/{public_id}/cancel", {"reason": "not needed"}, **auth)
     call("post", cancel, "/api/v1/tasks/{public_id}/cancel", {"reason": "again"}, **auth)
     call("get", "/api/v1/whoami", "/api/v1/whoami", **auth)
+    member = agents.a.client_for(agents.a.operator)
+    away = "/api/v1/me/away"
+    until = (timezone.now() + timedelta(days=7)).isoformat()
+    for method, body in [
+        ("put", {"until": until, "delegate": "admin@acme.test"}),
+        ("put", {"until": until, "delegate": "nobody@acme.test"}),
+        ("get", None),
+        ("delete", None),
+    ]:
+        send = getattr(member, method)
+        response = send(away, body, content_type="application/json") if body else send(away)
+        found.append((method, away, response.status_code, response.json()))
+    refused = client.get(away, **auth)
+    found.append(("get", away, refused.status_code, refused.json()))
     call("get", "/api/v1/whoami", "/api/v1/whoami", **partner)
     with model_stub(settings, monkeypatch) as stub:
         planner(agents.a.tenant)
@@ -192,6 +213,8 @@ def test_the_real_answers_of_every_operation_fit_the_schema(responses):
         ("get", "/api/v1/interactions", 403),
         ("post", "/api/v1/interactions/{public_id}/answer", 415),
         ("post", "/api/v1/interactions/{public_id}/answer", 409),
+        ("post", "/api/v1/interactions/{public_id}/extend", 400),
+        ("post", "/api/v1/interactions/{public_id}/extend", 409),
         ("post", "/api/v1/rules/{public_id}/revoke", 409),
         ("post", "/api/v1/tasks/{public_id}/cancel", 400),
         ("post", "/api/v1/tasks/{public_id}/cancel", 409),

@@ -235,4 +235,5 @@ def test_a_beat_reads_in_a_fixed_number_of_queries_however_many_items_wait(
     few = queries_of_a_quiet_beat()
     for build in range(3, 9):
         hold(agents.a, capture, text=f"deploy build q-{build} to staging")
-    assert queries_of_a_quiet_beat() == few <= 6
+    # (One of them finds the tenants whose open approvals carry their policy rule's ladder.)
+    assert queries_of_a_quiet_beat() == few <= 7

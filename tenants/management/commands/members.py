@@ -1,23 +1,29 @@
-"""`python manage.py members add|invite|resend|revoke|role|deactivate|reactivate|remove|list`: a tenant's people from a shell.
+"""`python manage.py members add|invite|resend|revoke|role|deactivate|reactivate|remove|away|
+back|list`: a tenant's people from a shell.
 
 The same services as Django admin's "Members" (tenants.services): ``invite`` is ``add`` plus
 the invitation e-mail (who invited, the tenant, the role, a link that sets a password and
 expires), so that nobody's password passes through a shell; ``remove`` ends the person's
-sessions and keeps their audit history.
+sessions and keeps their audit history; ``away`` sets a member out of office (until, from,
+a delegate: tenants.services.away_set), as the member may over REST, and ``back`` ends it.
 """
 
+from datetime import UTC
 from urllib.parse import urlsplit
 
 from django.core.exceptions import DisallowedHost
 from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from config.site import site_url
 from tenants.management.commands.tokens import shell_actor, tenant_named
 from tenants.models import Membership, User
 from tenants.services import (
     MemberError,
+    away_clear,
+    away_set,
     email_normalised,
     invitation_revoke,
     invitation_send,
@@ -46,7 +52,7 @@ def site_base_url(base_url: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Add, invite, re-role, remove or list a tenant's members."
+    help = "Add, invite, re-role, remove, set away or list a tenant's members."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -92,6 +98,17 @@ class Command(BaseCommand):
             cmd = sub.add_parser(name, help=text)
             cmd.add_argument("email")
             cmd.add_argument("--tenant", required=True)
+        away = sub.add_parser(
+            "away", help="Set a member out of office: told of nothing; a delegate told instead."
+        )
+        away.add_argument("email")
+        away.add_argument("--tenant", required=True)
+        away.add_argument("--until", required=True, help="Until when (ISO 8601, with a zone).")
+        away.add_argument("--since", default="", help="From when (ISO 8601; default: now).")
+        away.add_argument("--delegate", default="", help="The e-mail of a member who may decide.")
+        back = sub.add_parser("back", help="End a member's out of office.")
+        back.add_argument("email")
+        back.add_argument("--tenant", required=True)
         listing = sub.add_parser("list", help="List a tenant's members.")
         listing.add_argument("--tenant", required=True)
 
@@ -183,6 +200,11 @@ class Command(BaseCommand):
                 )
                 said = "is now" if changed else "was already"
                 self.stdout.write(f"{email} {said} {action}d.")
+            elif action == "away":
+                self.handle_away(tenant, membership, options)
+            elif action == "back":
+                away_clear(membership=membership, actor=shell_actor())
+                self.stdout.write(f"{email} is back in {tenant.slug}.")
             elif action == "remove":
                 done = membership_remove(membership=membership, actor=shell_actor())
                 tokens = done["tokens_revoked"]
@@ -193,6 +215,28 @@ class Command(BaseCommand):
                 )
         except MemberError as exc:
             raise CommandError(str(exc)) from None
+
+    def handle_away(self, tenant, membership: Membership, options) -> None:
+        def when(text: str, name: str):
+            at = parse_datetime(text) if text else None
+            if text and (at is None or at.tzinfo is None):
+                raise CommandError(f"--{name}: {text!r} is not a time such as 2026-10-13T09:00Z.")
+            return at
+
+        delegate = self.member(tenant, options["delegate"]) if options["delegate"] else None
+        until = when(options["until"], "until")
+        away_set(
+            membership=membership,
+            until=until,
+            starts=when(options["since"], "since"),
+            delegate=delegate,
+            actor=shell_actor(),
+        )
+        self.stdout.write(
+            f"{membership.user.email} is away in {tenant.slug} until "
+            f"{until.astimezone(UTC):%Y-%m-%d %H:%M}Z"
+            + (f"; {delegate.user.email} is told instead." if delegate else ".")
+        )
 
     def member(self, tenant, email: str) -> Membership:
         membership = (

@@ -96,6 +96,8 @@ def test_every_parsed_step_carries_the_role_an_escalation_widens_to():
         "action": "escalate",
         "roles": ["operator", "admin"],
         "widen_to": "admin",
+        "before": "",
+        "on_expiry": None,
     }
     assert mapping["widen_to"] is None and mapping["seconds"] == 7200
     assert steps_parse(["remind after 30s"])[0] == {
@@ -104,6 +106,8 @@ def test_every_parsed_step_carries_the_role_an_escalation_widens_to():
         "action": "remind",
         "roles": [],
         "widen_to": None,
+        "before": "",
+        "on_expiry": None,
     }
 
 
@@ -126,7 +130,7 @@ def test_the_schema_describes_the_ladder():
         ("    - escalate to admins after 1h\n", "    - remind after 1h, widen to admins\n", 14, "ladder.steps.1", "only an escalation widens"),
         ("    - escalate to admins after 1h\n", "    - escalate to admins after 1h, widen to viewers\n", 14, "ladder.steps.1", "widen to: 'viewers' is not a role (admins, operators)"),
         ("      - {after: 10m, action: remind}\n", "      - {after: 10m, action: page}\n", 22, "ladder.tools.github.0.action", "must be one of remind, escalate, expire"),
-        ("      - {after: 10m, action: remind}\n", "      - {after: 10m, action: remind, who: me}\n", 22, "ladder.tools.github.0.who", "is not a field here (after, action, roles, widen_to)"),
+        ("      - {after: 10m, action: remind}\n", "      - {after: 10m, action: remind, who: me}\n", 22, "ladder.tools.github.0.who", "is not a field here (after, before, on_expiry, action, roles, widen_to)"),
         ("      - {after: 10m, action: remind}\n", "      - {after: 10m, action: escalate, roles: [root]}\n", 22, "ladder.tools.github.0.roles.0", "must be one of admin, operator, viewer"),
         ("    github:\n", "    gitlab:\n", 22, "ladder.tools.gitlab", "this agent has no tool server 'gitlab'"),
         ("    deploy/deploy_build:\n", "    deploy/rollback:\n", 18, "ladder.tools.deploy/rollback", "this agent has no tool 'deploy/rollback'"),

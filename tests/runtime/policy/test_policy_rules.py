@@ -396,8 +396,8 @@ def test_a_plain_entry_with_when_or_a_ladder_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "entry",
     [
-        "    {action: approve, expires: 2m, bogus: 1}\n",
-        "    - {action: approve, expires: 2m, bogus: 1}\n",
+        "    {action: approve, expiry: 2m, bogus: 1}\n",
+        "    - {action: approve, expiry: 2m, bogus: 1}\n",
     ],
 )
 def test_an_unknown_key_is_refused_in_a_single_rule_as_in_a_list(tmp_path, entry):
@@ -406,7 +406,7 @@ def test_an_unknown_key_is_refused_in_a_single_rule_as_in_a_list(tmp_path, entry
     with pytest.raises(AgentFileError) as error:
         parse_agent_file(agent_file(tmp_path, entry))
     listed = entry.lstrip().startswith("-")
-    assert error.value.field == "policy.deploy/deploy_build" + (".0" if listed else "") + ".expires"
+    assert error.value.field == "policy.deploy/deploy_build" + (".0" if listed else "") + ".expiry"
     assert error.value.message.startswith("is not a field here (action, deciders, approvers")
     # The fields named are those of that form: conditions and a ladder only in a list's rules.
     assert ("when" in error.value.message) is listed

@@ -68,6 +68,10 @@ class LiveStack:
             # The database is flushed between tests and the stack outlives them: the receipt
             # signing key is read for each receipt, never one a flush took away.
             "RECEIPT_KEY_CACHE_SECONDS": "0",
+            # Slack's Web API on loopback (a closed port) unless a test gives its stand-in: a
+            # worker that finds a Slack app of another test in the shared database (its
+            # Socket Mode connections look every few seconds) never looks up slack.com.
+            "SLACK_API_URL": "http://127.0.0.1:9/api/",
             **(extra_env or {}),
         }
         self._worker_logs = 0

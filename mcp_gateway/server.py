@@ -55,6 +55,8 @@ CALLER = "countersign.gateway_caller"
 POLL_SECONDS = 2.0
 # How long a client session reuses its tool table before reading the gateway again.
 TOOLS_SECONDS = 5.0
+# The tools of one tools/list page unless the gateway says (AGENT.md gateway.toolsPageSize).
+TOOLS_PAGE_SIZE = 100
 RECEIPT_META = "countersign/receipt"
 APPROVAL_META = "countersign/approval"
 STILL_WAITING = "Still waiting for approval; call again to continue (the same call joins it)."
@@ -86,6 +88,7 @@ async def session_lifespan(_server):
 def make_server():
     from mcp import types
     from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.shared.exceptions import McpError
 
     class GatewayServer(Server):
         def create_initialization_options(self, notification_options=None, experimental=None):
@@ -120,9 +123,23 @@ def make_server():
 
     async def list_tools(req: types.ListToolsRequest):
         _ctx, caller, session = context()
-        tools = await tool_table(caller, session, fresh=True)
+        cursor = req.params.cursor if req.params is not None else None
+        size = int((caller.gateway.model or {}).get("toolsPageSize") or TOOLS_PAGE_SIZE)
+        try:
+            start = _tools_cursor_read(cursor)
+        except ValueError:
+            raise McpError(
+                types.ErrorData(code=types.INVALID_PARAMS, message="unknown cursor")
+            ) from None
+        # The first page reads the table afresh; the next ones page through the same table.
+        tools = await tool_table(caller, session, fresh=start == 0)
+        rows = list(tools.values())
+        page = rows[start : start + size]
+        following = str(start + size) if start + size < len(rows) else None
         return types.ServerResult(
-            types.ListToolsResult(tools=[types.Tool(**tool.listed()) for tool in tools.values()])
+            types.ListToolsResult(
+                tools=[types.Tool(**tool.listed()) for tool in page], nextCursor=following
+            )
         )
 
     async def call_tool(req: types.CallToolRequest):
@@ -355,6 +372,15 @@ def _cursor_join(index: int, cursor: str | None, count: int) -> str | None:
     if cursor:
         return f"{index}:{cursor}"
     return f"{index + 1}:" if index + 1 < count else None
+
+
+def _tools_cursor_read(cursor: str | None) -> int:
+    """Where a tools/list page starts: its cursor is the previous page's nextCursor."""
+    if not cursor:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 9:
+        raise ValueError(cursor)
+    return int(cursor)
 
 
 def passthrough_register(server, context) -> None:

@@ -69,7 +69,7 @@ AGENT_SCHEMA: dict[str, Any] = {
         },
         "gateway": {
             "type": ["object", "null"],
-            "x-message": "must be a mapping (maxWaitSeconds, sampling)",
+            "x-message": "must be a mapping (maxWaitSeconds, sampling, toolsPageSize)",
             "additionalProperties": False,
             "properties": {
                 "maxWaitSeconds": {
@@ -79,11 +79,18 @@ AGENT_SCHEMA: dict[str, Any] = {
                     "x-message": "must be a whole number of seconds, 1 to 86400",
                 },
                 "sampling": {"type": "boolean", "x-message": "must be true or false"},
+                "toolsPageSize": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 1000,
+                    "x-message": "must be a whole number, 1 to 1000",
+                },
             },
             "description": "Makes it an MCP gateway (/mcp/<tenant>/<slug>/) with no model: "
             "MCP clients call its tools under its policy. maxWaitSeconds: how long a held call's "
             "request waits before it answers that the approval is still open; sampling: true "
-            "lets upstream servers' sampling requests reach the client.",
+            "lets upstream servers' sampling requests reach the client; toolsPageSize: the tools "
+            "of one tools/list page (100), the next page named by its nextCursor.",
         },
         "gate": {
             "type": "boolean",

@@ -111,3 +111,36 @@ def test_resources_prompts_and_completions_pass_through(explorer, demo):
     assert {"everything__simple-prompt", "everything__completable-prompt"} <= names
     assert prompt.messages[0].content.text == "This is a simple prompt without arguments."
     assert completed.completion.values == ["Engineering"]
+
+
+PAGED = EXPLORER.replace("gateway: {}", "gateway: {toolsPageSize: 4}").replace(
+    "name: explorer", "name: paged"
+)
+
+
+def test_tools_list_pages_by_cursor(stack, demo, everything, tmp_path):
+    tenant = Tenant.objects.get(slug="demo")
+    mcp_tool_server(tenant, everything.url, "everything", discover=True)
+    make_gateway(tmp_path, tenant, PAGED)
+    url = f"{stack.url}/mcp/demo/paged/"
+
+    async def work(session):
+        pages, cursor = [], None
+        while True:
+            page = await session.list_tools(cursor=cursor)
+            pages.append([tool.name for tool in page.tools])
+            cursor = page.nextCursor
+            if cursor is None:
+                break
+        try:
+            await session.list_tools(cursor="not-a-cursor")
+        except Exception as exc:  # McpError: INVALID_PARAMS
+            refused = str(exc)
+        return pages, refused
+
+    pages, refused = InThread(lambda: mcp_session(url, demo["token"], work)).join()
+    names = [name for page in pages for name in page]
+    assert len(pages) >= 3 and all(len(page) == 4 for page in pages[:-1])
+    assert len(names) == len(set(names)) and "everything__get-sum" in names
+    assert "everything__trigger-long-running-operation" not in names
+    assert "unknown cursor" in refused

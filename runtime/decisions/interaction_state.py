@@ -397,16 +397,18 @@ def interactions_expire(*, now=None) -> int:
 
 
 @transaction.atomic(durable=True)
-def interaction_expire(*, pk: int, now=None) -> bool:
+def interaction_expire(*, pk: int, now=None, due: bool = True) -> bool:
     """Expire one interaction if it is still open and past its deadline (the beat's, and a
     tool server's question whose wait ran out: runtime.turn.elicitation): an approval is
     denied as 'expired', or meets its outcome (runtime.decisions.deadlines: escalated once,
-    or approved); False when it was closed already, or its deadline moved since."""
+    or approved); False when it was closed already, or its deadline moved since. ``due``
+    False: the caller's own deadline ran out (a question's wait), expired whatever the row's
+    deadline says."""
     interaction = Interaction.objects.select_related("task").get(pk=pk)
     task = Task.objects.select_for_update().get(pk=interaction.task_id)
     interaction.refresh_from_db()
     now = now or timezone.now()
-    if interaction.state != Interaction.State.OPEN or interaction.expires_at > now:
+    if interaction.state != Interaction.State.OPEN or (due and interaction.expires_at > now):
         return False
     outcome = expiry_outcome_now(interaction, tenant_allows=task.tenant.expiry_may_approve)
     if outcome == "escalate":

@@ -158,7 +158,7 @@ def elicitation_wait(*, task_pk: int, worker_id: str, interaction_pk: int, deadl
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                interaction_expire(pk=interaction_pk)  # unless an answer won the race
+                interaction_expire(pk=interaction_pk, due=False)  # unless an answer won the race
                 db_give_back()
                 return
             # The task is INPUT_REQUIRED (or WORKING, answered a moment ago): either way still

@@ -66,14 +66,15 @@ def test_the_table_has_a_column_per_policy_key_of_the_agentfile_schema(shipper, 
     client = tenant_admin_client(agents.a)
     html = page_of(client, shipper)
     entry = AGENT_SCHEMA["properties"]["policy"]["additionalProperties"]["else"]["else"]
-    # A column per key (the title and redact ones too); the key a column cannot show
-    # (stages) comes after them. (``when`` and ``ladder`` pass the schema to be refused
+    # A column per key (the title and redact ones too); the keys a column cannot show
+    # (stages, and a rule's deadline: expires, warn, on_expiry) come after them, kept as
+    # they are by the row's hidden extra field. (``when`` and ``ladder`` pass the schema to be refused
     # with their own words: runtime.policy.checks.)
     schema_keys = entry["x-fields"]
     assert [k for k in entry["properties"] if k not in schema_keys] == ["when", "ladder"]
     assert schema_keys[: len(POLICY_KEYS)] == [key.name for key in POLICY_KEYS]
     assert {"title", "redact"} <= {key.name for key in POLICY_KEYS}
-    assert schema_keys[len(POLICY_KEYS) :] == ["stages"]
+    assert schema_keys[len(POLICY_KEYS) :] == ["stages", "expires", "warn", "on_expiry"]
     start = html.index('class="policy-table"')
     header = html[start : html.index("</thead>", start)]
     for key in POLICY_KEYS:

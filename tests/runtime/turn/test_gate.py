@@ -104,7 +104,7 @@ def test_expired_payment_is_rejected_with_a_receipt_the_expiry_signed(agents):
     side = agents.a
     task = run(ask(side))
     interaction = Interaction.objects.get(task=task, state=Interaction.State.OPEN)
-    assert interaction_expire(pk=interaction.pk)
+    assert interaction_expire(pk=interaction.pk, due=False)
     task = run(task)
     assert task.state == TaskState.REJECTED
     receipt = receipt_of(task)

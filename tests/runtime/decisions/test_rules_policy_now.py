@@ -138,6 +138,8 @@ def test_an_admins_rule_still_applies_when_the_rule_is_tightened_to_admins(agent
     rule = rule_from_approval(side, role="admin")
     tighten(agent, {"action": "approve", "approvers": ["admin"]})
     allowed_by(side, rule)
+    rule.refresh_from_db()
+    assert (rule.uses, rule.inapplicable_reason) == (1, "")
 
 
 def test_a_rule_made_under_one_rule_of_an_entry_never_matches_calls_another_holds(
@@ -153,8 +155,11 @@ def test_a_rule_made_under_one_rule_of_an_entry_never_matches_calls_another_hold
         ]
     )
     rule = rule_from_approval(side, "staging")
-    held_for_people(side, "production")
+    held = held_for_people(side, "production")
+    assert held.state == "open" and held.kind == Interaction.Kind.APPROVAL
     allowed_by(side, rule, "staging")
+    rule.refresh_from_db()
+    assert rule.uses == 1  # the staging call only
 
 
 def test_a_rule_whose_policy_rule_is_gone_says_so(agents, env_deployer):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .receipts import Receipt
+    from .receipt_claims import Receipt
 
 
 class CountersignError(Exception):

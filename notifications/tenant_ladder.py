@@ -54,9 +54,9 @@ def tenant_ladder_parse(text: str) -> tuple[list[dict], dict]:
             raise TenantLadderError(f"{exc.message[0].upper()}{exc.message[1:]}.") from None
         index = exc.path[0]
         said = sentences[index] if isinstance(index, int) and index < len(sentences) else ""
-        raise TenantLadderError(
-            f"Step {index + 1} ({said!r}): {exc.message}." if said else f"{exc.message}."
-        ) from None
+        # The parser names the sentence it could not read; else the step is named here.
+        named = f" ({said!r})" if said and repr(said) not in exc.message else ""
+        raise TenantLadderError(f"Step {index + 1}{named}: {exc.message}.") from None
     expire = [step for step in parsed if step["action"] == "expire"]
     return [step for step in parsed if step["action"] != "expire"], (expire[0] if expire else {})
 

@@ -122,9 +122,7 @@ class TenantApp(models.Model):
         ordering = ["tenant__slug", "app__name"]
         verbose_name = "OAuth app of the tenant"
         verbose_name_plural = "OAuth apps of the tenant"
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "app"], name="tenant_app_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["tenant", "app"], name="tenant_app_unique")]
 
     def __str__(self) -> str:
         return f"{self.app} for {self.tenant.slug}"

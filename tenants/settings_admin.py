@@ -56,7 +56,7 @@ class TenantForm(forms.ModelForm):
         label="Default expiry and reminders",
         required=False,
         max_length=2000,
-        widget=forms.Textarea(attrs={"rows": 2, "cols": 80, "spellcheck": "false"}),
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "spellcheck": "false"}),
         help_text="Steps separated by semicolons, e.g. \u201cremind after 1h; escalate to "
         "admins after 4h; warn 30m before expiry; expire after 24h, then deny\u201d. The "
         "expire step is the default expiry of every agent that sets none of its own (a policy "

@@ -133,7 +133,7 @@ class TenantAppForm(forms.ModelForm):
         labels = {"client_id": "Client id"}
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         if not self.instance.secret_set and not data.get("client_secret"):
             self.add_error("client_secret", "Give the client secret the provider issued.")
         if bool(data.get("authorize_url")) != bool(data.get("token_url")):

@@ -125,9 +125,9 @@ def oauth_client_for(*, tenant, app: App) -> OAuthClient | None:
                 tenant.slug,
             )
             return None
-    if not app.oauth2_ready:
+    social_app = app.social_app if app.oauth2_ready else None
+    if social_app is None:
         return None
-    social_app = app.social_app
     return OAuthClient(
         name=social_app.name or app.name,
         client_id=social_app.client_id,

@@ -70,7 +70,8 @@ class CatalogEntry:
         """Whose sign-in the connect button names."""
         if self.tenant_app is not None and self.tenant_app.secret_set:
             return self.app.name
-        return self.app.social_app.name if self.app.social_app_id else self.app.name
+        social_app = self.app.social_app if self.app.social_app_id else None
+        return social_app.name if social_app is not None else self.app.name
 
 
 def catalog_for_tenant(*, tenant: Tenant) -> list[CatalogEntry]:

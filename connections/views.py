@@ -203,7 +203,7 @@ def oauth_callback(request):
         .first()
     )
     client = oauth_client_for(tenant=membership.tenant, app=app) if app is not None else None
-    if client is None:
+    if app is None or client is None:
         raise Http404("No such app.")
     if client.client_id != flow.get("client_id"):
         # The tenant's OAuth app changed mid-flow: the code is for the client that was.

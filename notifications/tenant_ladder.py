@@ -69,13 +69,14 @@ def tenant_ladder_set(*, tenant: Tenant, text: str, actor: str) -> bool:
         locked = Tenant.objects.select_for_update().get(pk=tenant.pk)
         before = tenant_ladder_text(locked)
         row = Ladder.objects.filter(tenant=locked, agent__isnull=True, tool="").first()
-        if steps and row is None:
-            Ladder.objects.create(tenant=locked, agent=None, tool="", steps=steps)
-        elif steps and row.steps != steps:
+        if row is None:
+            if steps:
+                Ladder.objects.create(tenant=locked, agent=None, tool="", steps=steps)
+        elif not steps:
+            row.delete()
+        elif row.steps != steps:
             row.steps = steps
             row.save(update_fields=["steps"])
-        elif not steps and row is not None:
-            row.delete()
         if locked.default_expiry != expire:
             locked.default_expiry = expire
             locked.save(update_fields=["default_expiry"])

@@ -106,7 +106,7 @@ class TenantForm(forms.ModelForm):
         return text
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or {}
         text = data.get("default_ladder")
         if text and "expiry_may_approve" in self.fields:
             _, expire = tenant_ladder_parse(text)

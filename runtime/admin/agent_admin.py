@@ -1,6 +1,7 @@
 """Django admin's agent page: an agent's card fields, its model and tools, and its tool policy
 and ladders as a table (policy_table), each checked as AGENT.md's are."""
 
+import json
 from datetime import timedelta
 
 import yaml
@@ -14,6 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from runtime.admin.policy_preview import policy_fields, policy_preview, preview_tools
 from runtime.admin.policy_table import PolicyTableField, tool_keys
 from runtime.agents.agent_models import Agent, PolicyVersion
 from runtime.agents.agent_selectors import discovered_tools
@@ -40,6 +42,8 @@ from runtime.policy.checks import policy_tools_problems
 from runtime.tools.schema_refs import schema_problem
 from tenants.admin_scope import TenantScopedAdmin
 
+# The most characters of sample arguments a preview reads.
+PREVIEW_MAX_CHARS = 20_000
 # The newest versions of a policy its page lists (the audit log keeps every change).
 HISTORY_SHOWN = 20
 
@@ -81,7 +85,14 @@ class AgentForm(forms.ModelForm):
             "policy": agent.tool_policy or {},
             "ladder": agent.ladder or {},
         }
-        self.fields["policy"].widget.offered = tool_keys(agent.tools)
+        widget = self.fields["policy"].widget
+        widget.offered = tool_keys(agent.tools)
+        discovered = discovered_tools(tenant=agent.tenant) if agent.tenant_id else {}
+        keys = [*widget.offered, *(agent.tool_policy or {})]
+        widget.fields = policy_fields(keys, agent.tools, discovered)
+        if agent.pk is not None:
+            widget.preview_url = reverse("admin:runtime_agent_policy_preview", args=[agent.pk])
+            widget.preview_tools = preview_tools(keys, discovered)
 
     def clean_skills(self):
         skills = self.cleaned_data["skills"]
@@ -164,6 +175,7 @@ class AgentForm(forms.ModelForm):
             if problem:
                 self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
             elif wrong:
+                self.fields["policy"].locate(wrong)
                 self.add_error(
                     "policy", [f"{'.'.join(map(str, path))}: {text}" for path, text in wrong]
                 )
@@ -261,6 +273,11 @@ class AgentAdmin(TenantScopedAdmin):
                 "<int:object_id>/replay/",
                 self.admin_site.admin_view(self.replay_view),
                 name="runtime_agent_replay",
+            ),
+            path(
+                "<path:object_id>/policy-preview/",
+                self.admin_site.admin_view(self.policy_preview_view),
+                name="runtime_agent_policy_preview",
             ),
             path(
                 "<path:object_id>/policy-restore/<int:version_id>/",
@@ -414,6 +431,60 @@ class AgentAdmin(TenantScopedAdmin):
             )
         return format_html(
             '<ol class="policy-history">{}</ol>', format_html_join("", "{}", ((r,) for r in rows))
+        )
+
+    def policy_preview_view(self, request, object_id):
+        """Which rule of the draft policy on the page would hold a sample call, and who would
+        be asked (runtime.admin.policy_preview): read only, nothing saved or audited."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent = self.get_object(request, object_id)  # another tenant's: 404, as missing
+        if agent is None:
+            raise Http404("No such agent.")
+        if not self.has_change_permission(request, agent):
+            raise PermissionDenied
+        field = AgentForm(instance=agent).fields["policy"]
+        problems: list[str] = []
+        try:
+            document = field.clean(field.widget.value_from_datadict(request.POST, None, "policy"))
+        except forms.ValidationError as exc:
+            problems += [f"The draft policy: {m}" for m in exc.messages]
+        tool = request.POST.get("preview-tool", "").strip()
+        server, _, name = tool.partition("/")
+        if not (server and name) or len(tool) > 201:
+            problems.append("Choose a tool (server/tool) to preview.")
+        arguments = None
+        text = request.POST.get("preview-arguments", "").strip() or "{}"
+        try:
+            arguments = json.loads(text) if len(text) <= PREVIEW_MAX_CHARS else None
+        except ValueError as exc:
+            problems.append(f"Sample arguments: not JSON ({exc}).")
+        else:
+            if not isinstance(arguments, dict):
+                problems.append(
+                    "Sample arguments: a JSON object such as "
+                    f'{{"environment": "production"}}, at most {PREVIEW_MAX_CHARS} characters.'
+                )
+        preview = None
+        if not problems:
+            preview = policy_preview(agent=agent, document=document, tool=tool, arguments=arguments)
+        context = {"preview": preview, "problems": problems, "agent": agent}
+        if request.headers.get("X-Requested-With") != "fetch":
+            # Without script the button posts the whole form here: a page of its own.
+            context |= {
+                **self.admin_site.each_context(request),
+                "title": f"Preview a call: {agent.slug}",
+                "opts": self.model._meta,
+                "change_url": reverse("admin:runtime_agent_change", args=[agent.pk]),
+            }
+            template = "runtime/admin/policy_preview_page.html"
+        else:
+            template = "runtime/admin/policy_preview.html"
+        return TemplateResponse(
+            request,
+            template,
+            context,
+            status=200 if preview is not None else 400,
         )
 
     def policy_restore_view(self, request, object_id, version_id):

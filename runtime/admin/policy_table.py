@@ -135,6 +135,8 @@ class PolicyTableWidget(forms.Widget):
                 "extra": data.get(f"{prefix}extra", ""),
                 "orig": data.get(f"{prefix}orig", ""),
                 "rules": rules_read(data, prefix),
+                # "0": the row showed no cells of its own (its entry was rules).
+                "cells": data.get(f"{prefix}cells", ""),
             }
             for key in POLICY_KEYS:
                 row[key.name] = data.get(f"{prefix}{key.name}", "")
@@ -427,7 +429,7 @@ class PolicyTableField(forms.Field):
                 continue
             self._places[key] = (index, None)
             entry = {}
-            for policy_key in POLICY_KEYS[1:]:
+            for policy_key in POLICY_KEYS[1:] if row.get("cells") != "0" else ():
                 cell = cell_value(policy_key, row[policy_key.name])
                 if cell is not UNSET and cell != policy_key.default:
                     entry[policy_key.name] = cell
@@ -471,7 +473,11 @@ class PolicyTableField(forms.Field):
             if rule is not None:
                 rules.append(rule)
                 places.append((number, conditions))
-        return rules, places
+        # A rule without conditions is the default: tried last, after every rule with
+        # conditions (a rule added below it is meant before it; in the middle it would make
+        # the rules after it unreachable, which AGENT.md refuses).
+        order = sorted(range(len(rules)), key=lambda i: "when" not in rules[i])
+        return [rules[i] for i in order], [places[i] for i in order]
 
     def _ladder_place(self, path: list) -> str:
         if len(path) >= 2 and path[0] == "tools" and path[1] in self._places:

@@ -457,8 +457,8 @@ def agent_keys_page() -> str:
             f"| {cell(key.help)} |"
         )
     lines += [
-        f"| `stages` | (a rule's stage rows; JSON view) | list | none | 1 to {MAX_STAGES} stages, decided "
-        "in order, "
+        "| `stages` | (a rule's stage rows; JSON view) | list | none | "
+        f"1 to {MAX_STAGES} stages, decided in order, "
         "each `{title, approvers, required}`; instead of `approvers`, `required` and "
         "`deciders`. |",
         f"| `when` | (a rule's condition rows) | list | none | 1 to {MAX_CONDITIONS} conditions "

@@ -87,26 +87,85 @@
       .catch(function () { result.textContent = "The preview did not answer; try again."; });
   }
 
+  // An agent's skills and tools (runtime/admin/agent_fields.py): "Add a skill" copies the
+  // spare row.
+  function addRow(button) {
+    var box = button.closest(".agent-rows");
+    var total = box.querySelector(".agent-rows-total");
+    var rows = box.querySelectorAll("li.agent-row");
+    var last = rows[rows.length - 1];
+    var prefix = last.getAttribute("data-prefix");
+    var n = parseInt(total.value, 10);
+    var fresh = prefix.replace(/-\d+-$/, "-" + n + "-");
+    var copy = last.cloneNode(true);
+    copy.setAttribute("data-prefix", fresh);
+    copy.classList.remove("policy-removed");
+    rename(copy, prefix, fresh);
+    relabel(copy, / \d+$/, " " + (n + 1));
+    copy.querySelectorAll(".errorlist").forEach(function (e) { e.remove(); });
+    reset(copy);
+    copy.querySelectorAll("input[type=hidden]").forEach(function (e) { e.value = ""; });
+    last.parentNode.appendChild(copy);
+    total.value = String(n + 1);
+  }
+
+  // The model's fields: only the chosen provider's are shown.
+  function showProvider(select) {
+    var box = select.closest(".agent-model");
+    box.querySelectorAll("[data-providers]").forEach(function (el) {
+      el.hidden = el.getAttribute("data-providers").split(" ").indexOf(select.value) < 0;
+    });
+  }
+
+  // A YAML text's line numbers, beside it.
+  function number(area) {
+    var gutter = area.parentNode.querySelector(".yaml-gutter");
+    if (!gutter) return;
+    var lines = area.value.split("\n").length;
+    var text = "";
+    for (var i = 1; i <= lines; i++) text += i + "\n";
+    gutter.textContent = text;
+    gutter.scrollTop = area.scrollTop;
+  }
+
+  document.addEventListener("input", function (event) {
+    if (event.target instanceof Element && event.target.matches(".yaml-editor textarea")) {
+      number(event.target);
+    }
+  });
+  document.addEventListener("scroll", function (event) {
+    if (event.target instanceof Element && event.target.matches(".yaml-editor textarea")) {
+      number(event.target);
+    }
+  }, true);
+
   document.addEventListener("click", function (event) {
     var target = event.target;
     if (!(target instanceof Element)) return;
     if (target.matches(".policy-add-condition")) addCondition(target);
+    else if (target.matches(".agent-add-row")) addRow(target);
     else if (target.matches(".policy-add-rule")) addRule(target);
     else if (target.matches(".policy-preview-button")) preview(target, event);
   });
 
   document.addEventListener("change", function (event) {
     var target = event.target;
+    if (target instanceof Element && target.matches(".agent-model-provider")) {
+      showProvider(target);
+    }
     if (target instanceof Element && /-delete$/.test(target.name || "")) {
       var rule = target.closest(".policy-rule");
-      if (rule) rule.classList.toggle("policy-removed", target.checked);
+      var item = rule || target.closest(".agent-row");
+      if (item) item.classList.toggle("policy-removed", target.checked);
     }
   });
 
   function ready() {
-    document.querySelectorAll(".policy-add-rule, .policy-add-condition").forEach(function (b) {
-      b.hidden = false;
-    });
+    document
+      .querySelectorAll(".policy-add-rule, .policy-add-condition, .agent-add-row")
+      .forEach(function (b) { b.hidden = false; });
+    document.querySelectorAll(".agent-model-provider").forEach(showProvider);
+    document.querySelectorAll(".yaml-editor textarea").forEach(number);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);
   else ready();

@@ -3,6 +3,7 @@ and ladders as a table (policy_table), each checked as AGENT.md's are."""
 
 import json
 from datetime import timedelta
+from typing import cast
 
 import yaml
 from django import forms
@@ -124,7 +125,7 @@ class AgentForm(forms.ModelForm):
         skills = self.cleaned_data["skills"]
         if not isinstance(skills, list):
             raise forms.ValidationError("A list of {id, name, description, tags, examples}.")
-        field, wrong = self.fields["skills"], []
+        field, wrong = cast(RowsField, self.fields["skills"]), []
         for index, skill in enumerate(skills):
             for key in ("id", "name", "description"):
                 if not (isinstance(skill, dict) and skill.get(key)):
@@ -138,7 +139,7 @@ class AgentForm(forms.ModelForm):
         tools = self.cleaned_data["tools"]
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise forms.ValidationError("A list of {server, tool, schema, ...}.")
-        field = self.fields["tools"]
+        field = cast(RowsField, self.fields["tools"])
         # As AGENT.md's tools: a server each, a schema a JSON Schema that refers to nothing
         # outside it.
         for i, tool in enumerate(tools):
@@ -156,7 +157,7 @@ class AgentForm(forms.ModelForm):
     def clean_model(self):
         model = self.cleaned_data["model"]
         provider = model.get("provider") if isinstance(model, dict) else None
-        field = self.fields["model"]
+        field = cast(ModelField, self.fields["model"])
         if provider not in PROVIDERS:
             field.note("provider", f"must be one of {', '.join(sorted(PROVIDERS))}")
             raise forms.ValidationError(
@@ -221,7 +222,7 @@ class AgentForm(forms.ModelForm):
             if problem:
                 self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
             elif wrong:
-                self.fields["policy"].locate(wrong)
+                cast(PolicyTableField, self.fields["policy"]).locate(wrong)
                 self.add_error(
                     "policy", [f"{'.'.join(map(str, path))}: {text}" for path, text in wrong]
                 )

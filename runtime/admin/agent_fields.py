@@ -364,12 +364,12 @@ class ModelWidget(forms.Widget):
         posted = {"posted": True, "provider": data.get(f"{name}-provider", "")}
         for key in MODEL_KEYS:
             posted[key.key] = data.get(f"{name}-{key.key}", "")
-        for key in LIMIT_KEYS:
-            posted[f"limits.{key}"] = data.get(f"{name}-limits.{key}", "")
-        for key in MEMORY_KEYS:
-            posted[f"memory.{key}"] = data.get(f"{name}-memory.{key}", "")
-        for key in ("script", "orig", "extra"):
-            posted[key] = data.get(f"{name}-{key}", "")
+        for limit in LIMIT_KEYS:
+            posted[f"limits.{limit}"] = data.get(f"{name}-limits.{limit}", "")
+        for memory in MEMORY_KEYS:
+            posted[f"memory.{memory}"] = data.get(f"{name}-memory.{memory}", "")
+        for other in ("script", "orig", "extra"):
+            posted[other] = data.get(f"{name}-{other}", "")
         return posted
 
     def value_omitted_from_data(self, data, files, name):
@@ -438,9 +438,9 @@ class ModelWidget(forms.Widget):
         for group, keys in (("limits", LIMIT_KEYS), ("memory", MEMORY_KEYS)):
             values = model.get(group)
             values = values if isinstance(values, dict) else {}
-            for key in keys:
-                value = values.get(key)
-                raw[f"{group}.{key}"] = "" if value is None else str(value)
+            for inner in keys:
+                value = values.get(inner)
+                raw[f"{group}.{inner}"] = "" if value is None else str(value)
             others = {k: v for k, v in values.items() if k not in keys}
             if others or (group in model and not isinstance(model[group], dict)):
                 extra[group] = model[group]

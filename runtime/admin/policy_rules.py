@@ -300,7 +300,7 @@ def _on_expiry(raw: dict):
     return outcome
 
 
-def rule_from_raw(raw: dict, kinds: dict[str, str]) -> tuple[object, list[int], str]:
+def rule_from_raw(raw: dict, kinds: dict[str, str]) -> tuple[dict | None, list[int], str]:
     """A rule read from its rows: (the rule, or None for rows left empty or removed; the
     index of each of its conditions among the condition rows; a problem of the rows, or "").
     A rule whose rows say what ``orig`` said is ``orig`` itself."""

@@ -273,7 +273,7 @@ class PolicyTableWidget(forms.Widget):
             }
             fields = self.fields.get(key, {})
             if conditional:
-                rules = [rule_raw(r, fields) for r in entry if isinstance(r, dict)]
+                rules = [rule_raw(r, fields) for r in entry or [] if isinstance(r, dict)]
             else:
                 rules = []
             rules += [blank_rule() for _ in range(SPARE_RULES)]
@@ -461,10 +461,11 @@ class PolicyTableField(forms.Field):
             return None, errors
         return {"policy": policy, "ladder": ladder}, []
 
-    def _rules(self, key: str, prefix: str, row: dict, fail) -> tuple[list, list]:
+    def _rules(self, key: str, prefix: str, row: dict, fail) -> tuple[list[dict], list]:
         """The row's rules with conditions, read from their blocks: (rules, and for each the
         number of its block and its conditions' rows)."""
-        rules, places = [], []
+        rules: list[dict] = []
+        places: list = []
         fields = self.widget.fields.get(key, {})
         for number, raw in enumerate(row["rules"]):
             rule, conditions, problem = rule_from_raw(raw, fields)

@@ -36,8 +36,12 @@ def cell_value(key: PolicyKey, raw):
         return next((v for v in key.schema["enum"] if str(v) == raw), raw)
     if kind == "list":
         return [word for word in re.split(r"[,\s]+", raw) if word]
-    if key.schema.get("type") == "integer" and re.fullmatch(r"-?\d{1,9}", raw):
-        return int(raw)
+    types = key.schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "integer" in types and re.fullmatch(r"-?\d{1,9}", raw):
+        return int(raw)  # a number as written (timeout: 30, required: 2), not its text
+    if "number" in types and re.fullmatch(r"-?\d{1,9}\.\d{1,9}", raw):
+        return float(raw)
     return raw
 
 

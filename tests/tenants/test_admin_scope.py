@@ -216,6 +216,16 @@ def test_a_tool_servers_refresh_of_another_tenant_is_a_404(scoped_world):
     assert response.status_code == HTTPStatus.NOT_FOUND
 
 
+def test_a_policy_preview_of_another_tenants_agent_is_a_404(scoped_world):
+    client = tenant_admin_client(scoped_world.a)
+    theirs = Agent.objects.get(tenant=scoped_world.b.tenant, slug="shipper")
+    response = client.post(
+        f"/admin/runtime/agent/{theirs.pk}/policy-preview/",
+        {"preview-tool": "deploy/deploy_build", "preview-arguments": "{}"},
+    )
+    assert response.status_code == HTTPStatus.NOT_FOUND
+
+
 def test_staff_of_another_tenant_with_every_model_permission_see_nothing_of_this_one(
     scoped_world,
 ):

@@ -1,12 +1,12 @@
 """A tenant's notification channels as its admins set them (the settings page, Django admin,
 ``manage.py channels``): checked, saved with their secrets encrypted, rotated, deleted. What
 each kind needs (an e-mail's recipients, a URL, the Slack app) is its medium's to check and
-store (notifications.transports)."""
+store (notifications.transports); a channel keeps only its own medium's fields."""
 
 from django.db import transaction
 
 from notifications.models import Channel
-from notifications.transports import ChannelError, ChannelFields, transport_for
+from notifications.transports import ChannelError, ChannelFields, fields_of, transport_for
 
 __all__ = ["ChannelError", "channel_check", "channel_delete", "channel_save"]
 
@@ -24,15 +24,16 @@ def channel_check(
 ) -> None:
     """Raise ChannelError saying why these settings cannot be saved (no network I/O)."""
     if kind not in Channel.Kind.values:
-        raise ChannelError("unknown channel kind")
+        raise ChannelError("unknown channel kind", field="kind")
     if channel is not None and channel.kind != kind:
-        raise ChannelError("a channel's kind cannot change; make a new channel")
+        raise ChannelError("a channel's kind cannot change; make a new channel", field="kind")
     others = Channel.objects.filter(tenant=tenant, name=name)
     if channel is not None:
         others = others.exclude(pk=channel.pk)
     if others.exists():
-        raise ChannelError("another channel has this name")
+        raise ChannelError("another channel has this name", field="name")
     given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    given = fields_of(kind, given)
     transport_for(kind).check(tenant=tenant, channel=channel, given=given)
 
 
@@ -65,12 +66,14 @@ def channel_save(
         slack_channel=slack_channel,
     )
     channel = channel or Channel(tenant=tenant, kind=kind)
-    given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    given = fields_of(
+        kind, ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    )
     new_secret = transport_for(kind).store(channel=channel, given=given)
     channel.name = name
     channel.enabled = enabled
-    channel.email_roles = list(email_roles)
-    channel.email_addresses = list(email_addresses)
+    channel.email_roles = given.email_roles
+    channel.email_addresses = given.email_addresses
     channel.kinds = list(kinds)
     channel.agents = list(agents)
     channel.tools = list(tools)

@@ -32,7 +32,8 @@ def agent_choices(agents, *, by_tenant: bool) -> list:
     for agent in agents:
         what = "MCP gateways" if agent.is_gateway else "Agents"
         group = f"{agent.tenant.slug}: {what}" if by_tenant else what
-        groups.setdefault(group, []).append((agent.slug, f"{agent.name} ({agent.slug})"))
+        label = agent.slug if agent.name == agent.slug else f"{agent.name} ({agent.slug})"
+        groups.setdefault(group, []).append((agent.slug, label))
     return [(group, choices) for group, choices in sorted(groups.items())]
 
 

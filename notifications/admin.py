@@ -11,11 +11,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
-from notifications.channel_settings import ChannelError, channel_check, channel_save
+from notifications.channel_settings import (
+    ChannelError,
+    channel_check,
+    channel_save,
+    channel_test_send,
+)
 from notifications.forms import FILTER_FIELDS, MEDIUM_FIELDS, ChannelForm
 from notifications.ladders import steps_clean, steps_stored
 from notifications.models import Attempt, Channel, Delivery, Ladder, Preference
-from notifications.services import channel_test_send
 from notifications.transports import TRANSPORTS, transport_for
 from tenants.admin_scope import TenantScopedAdmin, TenantScopedInline
 

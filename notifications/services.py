@@ -186,43 +186,6 @@ def channel_test(*, channel: Channel) -> Delivery:
     return delivery
 
 
-def channel_test_send(*, channel: Channel, actor: str, via: str = "admin") -> str:
-    """Send a test notification through the channel now and return the medium's error, or ""
-    when it was taken. Django admin's "Send a test" waits for the answer, so the admin reads
-    it at once: one attempt, bounded by NOTIFY_TIMEOUT_SECONDS, never retried later (a test
-    that failed is given up). Audited as ``channel.tested`` with the outcome."""
-    delivery = Delivery.objects.create(
-        tenant_id=channel.tenant_id,
-        channel=channel,
-        event=Delivery.Event.TEST,
-        webhook_id=f"msg_{uuid.uuid4().hex}",
-    )
-    delivery_send(delivery_pk=delivery.pk)
-    delivery.refresh_from_db(fields=["state", "attempts", "last_error"])
-    if delivery.state == Delivery.State.PENDING and delivery.attempts:
-        Delivery.objects.filter(pk=delivery.pk).update(state=Delivery.State.FAILED)
-    if delivery.state == Delivery.State.DELIVERED:
-        error = ""
-    elif delivery.attempts:
-        error = delivery.last_error or "not sent"
-    else:  # the worker's sweep claimed it first: it sends it
-        error = "not sent yet: the worker is sending it (see Notification deliveries)"
-    audit_record(
-        tenant_id=channel.tenant_id,
-        actor=actor,
-        action="channel.tested",
-        via=via,
-        detail={
-            "channel": channel.public_id,
-            "name": channel.name,
-            "kind": channel.kind,
-            "sent": not error,
-            "error": error,
-        },
-    )
-    return error
-
-
 # --- delivering ------------------------------------------------------------------------------
 
 

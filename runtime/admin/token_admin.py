@@ -1,13 +1,17 @@
 """API tokens in Django admin: made here (the plaintext shown once, with a copy button, and
-only its hash kept), revoked here. A token that calls some agents only chooses them from a
+only its hash kept), changed and revoked here, each audited (``token.created``,
+``token.changed``, ``token.revoked``). A token that calls some agents only chooses them from a
 list of the tenant's own agents and MCP gateways (the core's module: tenants, below the
 agents, cannot read them)."""
+
+from datetime import datetime
 
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
 from runtime.agents.agent_models import Agent
+from runtime.kernel.audit import audit_record
 from tenants.admin_scope import TenantScopedAdmin, admin_scope, scoped_choices
 from tenants.models import ApiToken
 from tenants.tokens import api_token_revoke, token_issue
@@ -23,6 +27,27 @@ TOKEN_CREATE_FIELDS = (
     "may_step_up",
     "expires_at",
 )
+
+
+# What a token's audit rows say of it (its secret never).
+AUDITED = ("kind", "subject", "name", "all_agents", "agent_slugs", "may_step_up", "expires_at")
+
+
+def token_value(source, name: str):
+    value = source.get(name) if isinstance(source, dict) else getattr(source, name)
+    if name == "agent_slugs":
+        return sorted(value or [])
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def token_audited(request, token: ApiToken, action: str, detail: dict) -> None:
+    audit_record(
+        tenant_id=token.tenant_id,
+        actor=request.user.subject,
+        action=action,
+        via="admin",
+        detail={"token": f"cs_{token.prefix}_…", **detail},
+    )
 
 
 def agent_choices(agents, *, by_tenant: bool) -> list:
@@ -167,6 +192,17 @@ class ApiTokenAdmin(TenantScopedAdmin):
             obj.created_by = request.user
             request._countersign_plaintext = token_issue(obj)
         obj.save()
+        # Audited with what it may do, never its secret (the prefix names it).
+        if not change:
+            detail = {name: token_value(obj, name) for name in AUDITED}
+            token_audited(request, obj, "token.created", detail)
+        elif form.changed_data:
+            changed = {
+                name: [token_value(form.initial, name), token_value(obj, name)]
+                for name in AUDITED
+                if name in form.changed_data
+            }
+            token_audited(request, obj, "token.changed", {"changed": changed})
 
     def response_add(self, request, obj, post_url_continue=None):
         plaintext = getattr(request, "_countersign_plaintext", None)
@@ -185,5 +221,9 @@ class ApiTokenAdmin(TenantScopedAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
-        revoked = sum(api_token_revoke(token=token, by=request.user.subject) for token in queryset)
+        revoked = 0
+        for token in queryset:
+            if api_token_revoke(token=token, by=request.user.subject):
+                revoked += 1
+                token_audited(request, token, "token.revoked", {})
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from runtime.agents.agent_models import Agent
+from runtime.kernel.task_models import AuditEvent
 from tenants.models import ApiToken, User
 from tenants.tokens import authenticate_bearer
 from tests.admin_pages import read_form, tenant_admin_client
@@ -140,3 +141,38 @@ def test_the_new_token_is_shown_once_with_a_copy_button(agents):
     )
     for url in ("/admin/tenants/apitoken/", f"/admin/tenants/apitoken/{token.pk}/change/"):
         assert plaintext.split("_", 2)[2] not in client.get(url).content.decode()
+
+
+def test_made_changed_and_revoked_in_admin_each_audited_never_with_the_secret(agents):
+    client = tenant_admin_client(agents.a)
+    response = client.post(
+        ADD,
+        {"kind": "partner", "subject": "partner:audited", "name": "a", "agent_slugs": ["coder"]},
+    )
+    plaintext = re.search(
+        r'id="plaintext" type="text" readonly value="([^"]+)"', response.content.decode()
+    ).group(1)
+    token = ApiToken.objects.get(subject="partner:audited")
+    client.post(
+        f"/admin/tenants/apitoken/{token.pk}/change/",
+        {"name": "a", "agent_slugs": ["coder", "deployer"]},
+    )
+    client.post(
+        "/admin/tenants/apitoken/",
+        {"action": "revoke", "_selected_action": [token.pk], "index": 0},
+    )
+    rows = list(
+        AuditEvent.objects.filter(tenant=agents.a.tenant, action__startswith="token.").order_by(
+            "id"
+        )
+    )
+    assert [(r.action, r.actor, r.via) for r in rows] == [
+        ("token.created", agents.a.admin.subject, "admin"),
+        ("token.changed", agents.a.admin.subject, "admin"),
+        ("token.revoked", agents.a.admin.subject, "admin"),
+    ]
+    assert rows[0].detail["token"] == f"cs_{token.prefix}_…"
+    assert rows[0].detail["agent_slugs"] == ["coder"] and rows[0].detail["kind"] == "partner"
+    assert rows[1].detail["changed"] == {"agent_slugs": [["coder"], ["coder", "deployer"]]}
+    secret = plaintext.split("_", 2)[2]
+    assert not any(secret in str(r.detail) or token.token_hash in str(r.detail) for r in rows)

@@ -9,6 +9,10 @@ from notifications.ladders import ROLES
 from notifications.models import Channel
 from runtime.decisions.decision_models import Interaction
 
+# The fields of a channel that belong to one medium (notifications.transports, ``fields``),
+# and the filters every channel has.
+MEDIUM_FIELDS = ("email_roles", "email_addresses", "slack_channel", "url")
+FILTER_FIELDS = ("kinds", "agents", "tools", "omit_arguments")
 _TOOL = re.compile(r"^[A-Za-z0-9_.-]{1,100}(/[A-Za-z0-9_.-]{1,100})?$")
 
 

@@ -169,6 +169,7 @@ class Delivery(models.Model):
             )
         ]
         ordering = ["-created_at", "-id"]
+        verbose_name_plural = "deliveries"
 
     def __str__(self) -> str:
         return f"{self.event} via {self.channel_id} ({self.state})"

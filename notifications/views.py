@@ -114,7 +114,7 @@ def _save(request, form: ChannelForm, channel: Channel | None):
             omit_arguments=data["omit_arguments"],
         )
     except ChannelError as exc:
-        form.add_error(None, str(exc))
+        form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         return _channel_page(request, form, channel, status=400)
     if secret:
         # Shown once, on this response only: never in a redirect, a message or a log.

@@ -1,20 +1,15 @@
-import json
-
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
-from django.core.validators import validate_slug
-from django.template.response import TemplateResponse
 
 from tenants.admin_scope import TenantScopedAdmin
 
 # Registers "Members" and the tenants with their settings (modules of their own: this one
 # would be too long with them).
 from tenants.members_admin import MembershipAdmin  # noqa: F401
-from tenants.models import ApiToken, ApproverGroup, Membership, User
+from tenants.models import ApproverGroup, Membership, User
 from tenants.settings_admin import TenantAdmin  # noqa: F401
-from tenants.tokens import api_token_revoke, token_issue
 
 
 class UserMembershipInline(admin.TabularInline):
@@ -96,149 +91,4 @@ class ApproverGroupAdmin(TenantScopedAdmin):
     filter_horizontal = ["members"]
 
 
-class EscapedJSONField(forms.JSONField):
-    """Shown back with non-ASCII escaped: a lone surrogate typed as "\\ud800" cannot be
-    encoded into the page, which was a 500 when the form came back with an error."""
-
-    def prepare_value(self, value):
-        if isinstance(value, forms.fields.InvalidJSONInput):
-            return value
-        return json.dumps(value, cls=self.encoder)
-
-
-# What an admin sets when making a token (the form and the add page show the same fields).
-TOKEN_CREATE_FIELDS = (
-    "tenant",
-    "kind",
-    "subject",
-    "name",
-    "all_agents",
-    "agent_slugs",
-    "may_step_up",
-    "expires_at",
-)
-
-
-class ApiTokenForm(forms.ModelForm):
-    agent_slugs = EscapedJSONField(
-        required=False,
-        initial=list,
-        help_text='When "all agents" is off: a JSON list of agent slugs, e.g. ["support", "deployer"].',
-    )
-
-    class Meta:
-        model = ApiToken
-        fields = list(TOKEN_CREATE_FIELDS)
-
-    def clean_agent_slugs(self):
-        value = self.cleaned_data.get("agent_slugs") or []
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise forms.ValidationError("Give a JSON list of agent slugs.")
-        # Checked as slugs (as long as Agent.slug at most) before the write: a NUL or a lone
-        # surrogate in JSON text is a DataError in PostgreSQL's jsonb, else a 500.
-        for slug in value:
-            try:
-                validate_slug(slug)
-            except forms.ValidationError:
-                raise forms.ValidationError(f"{slug!r} is not an agent slug.") from None
-            if len(slug) > 63:
-                raise forms.ValidationError("An agent slug is at most 63 characters.")
-        return value
-
-    def clean(self):
-        super().clean()
-        data = self.cleaned_data
-        if not data.get("all_agents") and not data.get("agent_slugs"):
-            self.add_error("agent_slugs", "Name at least one agent, or allow all agents.")
-        if data.get("may_step_up") and data.get("kind") != ApiToken.Kind.OPERATOR:
-            self.add_error("may_step_up", "Only operator tokens decide, so only they step up.")
-        return data
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(TenantScopedAdmin):
-    """A tenant's tokens: made here (the plaintext shown once), revoked here; a tenant's
-    admin revokes rather than deletes, so that "who revoked it, when" stays."""
-
-    form = ApiTokenForm
-    tenant_admin_may = ("view", "add", "change")
-    list_display = [
-        "name",
-        "kind",
-        "subject",
-        "tenant",
-        "masked",
-        "may_step_up",
-        "scope",
-        "expires_at",
-        "revoked_at",
-        "revoked_by",
-        "last_used_at",
-    ]
-    list_filter = ["tenant", "kind", ("revoked_at", admin.EmptyFieldListFilter)]
-    search_fields = ["name", "subject", "prefix"]
-    list_select_related = ["tenant"]
-    readonly_fields = [
-        "masked",
-        "created_by",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-        "revoked_by",
-    ]
-    actions = ["revoke"]
-
-    @admin.display(description="token")
-    def masked(self, obj: ApiToken) -> str:
-        # The prefix identifies the token in logs and support tickets; the secret is never kept.
-        return f"cs_{obj.prefix}_…" if obj.prefix else "—"
-
-    @admin.display(description="may call")
-    def scope(self, obj: ApiToken) -> str:
-        return "all agents" if obj.all_agents else ", ".join(obj.agent_slugs or []) or "no agent"
-
-    def get_fields(self, request, obj=None):
-        if obj is None:
-            return list(TOKEN_CREATE_FIELDS)
-        return [
-            "masked",
-            *TOKEN_CREATE_FIELDS,
-            "revoked_at",
-            "revoked_by",
-            "last_used_at",
-            "created_by",
-            "created_at",
-        ]
-
-    def get_readonly_fields(self, request, obj=None):
-        if obj is None:
-            return []
-        # A token's tenant and subject are its identity; mint a new token to change them.
-        # The step-up right is given when the token is made, never added later.
-        return [*self.readonly_fields, "tenant", "kind", "subject", "may_step_up"]
-
-    def save_model(self, request, obj, form, change):
-        if not change:
-            obj.created_by = request.user
-            request._countersign_plaintext = token_issue(obj)
-        obj.save()
-
-    def response_add(self, request, obj, post_url_continue=None):
-        plaintext = getattr(request, "_countersign_plaintext", None)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Token created",
-            "token": obj,
-            "plaintext": plaintext,
-            "opts": self.model._meta,
-        }
-        # Rendered straight from the POST: the plaintext is in no session, log or URL, and no
-        # later page can show it again.
-        response = TemplateResponse(request, "tenants/admin/token_created.html", context)
-        response["Cache-Control"] = "no-store"
-        return response
-
-    @admin.action(description="Revoke the selected tokens")
-    def revoke(self, request, queryset):
-        revoked = sum(api_token_revoke(token=token, by=request.user.subject) for token in queryset)
-        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+# API tokens are in runtime.admin.token_admin: their form chooses from the tenant's agents.

@@ -123,13 +123,15 @@ def send_email(delivery: Delivery, content: dict) -> dict:
 
 class EmailTransport(Transport):
     command_name = "email"
+    fields = ("email_roles", "email_addresses")
+    fields_title = "E-mail: who gets it"
 
     def send(self, delivery: Delivery, content: dict, now: datetime) -> dict:
         return send_email(delivery, content)
 
     def check(self, *, tenant, channel: Channel | None, given: ChannelFields) -> None:
         if not given.email_roles and not given.email_addresses:
-            raise ChannelError("an e-mail channel needs roles or addresses")
+            raise ChannelError("an e-mail channel needs roles or addresses", field="email_roles")
 
     def where(self, channel: Channel) -> str:
         return ", ".join(channel.email_roles + channel.email_addresses)

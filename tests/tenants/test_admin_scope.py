@@ -15,6 +15,7 @@ from django.contrib.auth.models import Permission
 from django.forms.models import model_to_dict
 from django.test import Client
 
+from notifications.models import Channel, Delivery
 from runtime.agents.agent_models import Agent, ToolServer
 from tenants.admin_scope import tenant_filter, tenant_path
 from tenants.models import ApiToken, Membership, Tenant, User
@@ -224,6 +225,14 @@ def test_a_policy_preview_of_another_tenants_agent_is_a_404(scoped_world):
         {"preview-tool": "deploy/deploy_build", "preview-arguments": "{}"},
     )
     assert response.status_code == HTTPStatus.NOT_FOUND
+
+
+def test_a_channels_send_test_of_another_tenant_is_a_404_and_sends_nothing(scoped_world):
+    client = tenant_admin_client(scoped_world.a)
+    theirs = Channel.objects.get(tenant=scoped_world.b.tenant)
+    response = client.post(f"/admin/notifications/channel/{theirs.pk}/send-test/")
+    assert response.status_code == HTTPStatus.NOT_FOUND
+    assert not Delivery.objects.filter(channel=theirs, event="test").exists()
 
 
 def test_staff_of_another_tenant_with_every_model_permission_see_nothing_of_this_one(

@@ -58,6 +58,19 @@ class HeldCallSerializer(HeldCallSummarySerializer):
     state = serializers.CharField(help_text="The effect's state: held, approved, sent, ...")
 
 
+class ModelSummarySerializer(serializers.Serializer):
+    """A model's summary of a held call (the tenant's AI summaries), never the arguments."""
+
+    text = serializers.CharField(help_text="The summary, written by a model: check it.")
+    model = serializers.CharField(help_text="Which model wrote it.")
+    flagged = serializers.BooleanField(
+        help_text="The deterministic check found values in it that the arguments do not hold."
+    )
+    problems = serializers.ListField(
+        child=serializers.CharField(), help_text="Those values, as the summary names them."
+    )
+
+
 class InteractionSerializer(serializers.Serializer):
     id = serializers.CharField(source="public_id")
     kind = serializers.ChoiceField(choices=Interaction.Kind.choices)
@@ -104,6 +117,12 @@ class InteractionSerializer(serializers.Serializer):
         help_text="The approval group of the calls of one model reply it belongs to (decide "
         "it at /api/v1/groups/<groupId>), or null.",
     )
+    summary = ModelSummarySerializer(
+        required=False,
+        help_text="For an approval whose tenant has AI summaries on, once a model wrote one: "
+        "its summary of the held call, labelled as a model's and checked against the "
+        "arguments. Absent otherwise.",
+    )
 
     def get_choices(self, obj) -> list[str]:
         return [str(c) for c in (obj.request or {}).get("choices") or []]
@@ -136,7 +155,13 @@ class InteractionSerializer(serializers.Serializer):
             "answeredAt": wire_time(instance.answered_at),
             "heldCall": held_call_view(instance),
             "groupId": instance.group_id or None,
+            **self.model_summary(instance),
         }
+
+    def model_summary(self, instance) -> dict:
+        # The view reads the page's summaries in one query (approvals.api): none per row.
+        found = (self.context.get("summaries") or {}).get(instance.pk)
+        return {"summary": found.wire()} if found is not None else {}
 
     @extend_schema_field(HeldCallSummarySerializer(allow_null=True))
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling

@@ -108,6 +108,7 @@ class TenantAdmin(TenantScopedAdmin):
             "name",
             "time_zone",
             "invitation_domains",
+            "ai_summaries",
             "reminders",
             "active",
             "deactivated_at",

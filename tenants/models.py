@@ -148,6 +148,13 @@ class Tenant(models.Model):
         help_text="A policy rule with risk: low and on_expiry: approve may approve its calls "
         "when nobody decided in time. Off: such calls are denied at expiry, as every other.",
     )
+    ai_summaries = models.BooleanField(
+        "AI summaries of held calls",
+        default=False,
+        help_text="A model writes a short summary of each held call (its arguments without "
+        "redacted fields, and the conversation before it), shown labelled beside the "
+        "arguments and checked against them. Off: nothing is sent to a model for it.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -551,7 +551,7 @@ def invitation_accept(*, membership: Membership, password: str) -> User:
 # --- tenants --------------------------------------------------------------------------------
 
 
-TENANT_SETTINGS = ("name", "time_zone", "invitation_domains")
+TENANT_SETTINGS = ("name", "time_zone", "invitation_domains", "ai_summaries")
 
 
 def tenant_settings_set(*, tenant: Tenant, actor: str, **values) -> list[str]:

@@ -82,7 +82,8 @@ def held_call_summarise(*, interaction_pk: int) -> CallSummary | None:
     call = (interaction.request or {}).get("call")
     if not isinstance(call, dict):
         return None
-    arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    found = call.get("arguments")
+    arguments: dict = found if isinstance(found, dict) else {}
     fields = call_terms(call).get("redact", [])
     agent = interaction.task.agent
     ask = summary_ask(call=call, arguments=arguments, fields=fields, task=interaction.task)

@@ -6,6 +6,7 @@ from datetime import datetime
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 
 from approvals.forms import (
     ANSWER_MAX,
@@ -71,6 +72,21 @@ class ModelSummarySerializer(serializers.Serializer):
     )
 
 
+@extend_schema_field(ModelSummarySerializer)
+class ModelSummaryField(serializers.Field):
+    """An approval's model summary, read from the summaries the view passed in the context
+    (one query a page); absent from the body when there is none."""
+
+    def get_attribute(self, instance):
+        found = (self.context.get("summaries") or {}).get(instance.pk)
+        if found is None:
+            raise SkipField
+        return found
+
+    def to_representation(self, value) -> dict:
+        return value.wire()
+
+
 class InteractionSerializer(serializers.Serializer):
     id = serializers.CharField(source="public_id")
     kind = serializers.ChoiceField(choices=Interaction.Kind.choices)
@@ -117,7 +133,7 @@ class InteractionSerializer(serializers.Serializer):
         help_text="The approval group of the calls of one model reply it belongs to (decide "
         "it at /api/v1/groups/<groupId>), or null.",
     )
-    summary = ModelSummarySerializer(
+    summary = ModelSummaryField(
         required=False,
         help_text="For an approval whose tenant has AI summaries on, once a model wrote one: "
         "its summary of the held call, labelled as a model's and checked against the "

@@ -28,6 +28,7 @@ from approvals.presenting import pretty, visible_messages
 from approvals.stepup import step_up_redirect, stepped_up
 from notifications.selectors import deliveries_for_interaction, ladder_steps_for
 from runtime.decisions.approvers import Decider
+from runtime.decisions.call_summaries import call_summary_of
 from runtime.decisions.decision_models import Effect
 from runtime.decisions.decision_selectors import approval_of_effect, effect_resolutions
 from runtime.decisions.effects import effect_resolve
@@ -183,6 +184,8 @@ def _decision_page(
         "back_url": inbox_url(query),
         "summary": call["summary"] if call else "",
         "impact": call["impact"] if call else "",
+        # A model's summary of the held call, where the tenant has them (shown labelled).
+        "model_summary": call_summary_of(interaction, tenant=tenant) if held else None,
         "interaction": interaction,
         "task": interaction.task,
         "facts": facts,

@@ -180,6 +180,13 @@ class Tenant(models.Model):
     # removed (runtime.kernel.audit_prune), 0 and "" while none was. Written by the pruner only.
     audit_pruned_seq = models.BigIntegerField(default=0, editable=False)
     audit_pruned_hash = models.CharField(max_length=64, blank=True, editable=False)
+    ai_summaries = models.BooleanField(
+        "AI summaries of held calls",
+        default=False,
+        help_text="A model writes a short summary of each held call (its arguments without "
+        "redacted fields, and the conversation before it), shown labelled beside the "
+        "arguments and checked against them. Off: nothing is sent to a model for it.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

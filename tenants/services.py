@@ -557,6 +557,7 @@ TENANT_SETTINGS = (
     "invitation_domains",
     "expiry_may_approve",
     "audit_retention_days",
+    "ai_summaries",
 )
 
 

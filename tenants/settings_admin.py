@@ -35,6 +35,7 @@ SETTINGS_FIELDS = [
     "default_ladder",
     "expiry_may_approve",
     "audit_retention_days",
+    "ai_summaries",
 ]
 
 
@@ -72,6 +73,7 @@ class TenantForm(forms.ModelForm):
             "invitation_domains",
             "expiry_may_approve",
             "audit_retention_days",
+            "ai_summaries",
         ]
         labels = {
             "name": "Display name",

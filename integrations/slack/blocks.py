@@ -20,7 +20,7 @@ from integrations.slack.mrkdwn import (
     slack_fields,
     slack_when,
 )
-from notifications.content import headline, person
+from notifications.content import headline, model_summary_lines, person
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts, decision_facts
@@ -161,6 +161,7 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
     arguments = slack_arguments_block(content)
     if arguments:
         blocks.append(arguments)
+    blocks.extend(_model_summary_blocks(content))
     state = _state_text(interaction)
     if state:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(state)}})
@@ -180,6 +181,21 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
         )
     text = f"{title}: {_state_text(interaction) or 'waits for a decision'}"
     return {"text": slack_cut(text), "blocks": blocks}
+
+
+def _model_summary_blocks(content: dict) -> list[dict]:
+    """A model's summary, after the arguments (never in their place), labelled; a plain
+    warning under it when the check flagged it."""
+    line, warning = model_summary_lines(content)
+    if not line:
+        return []
+    blocks: list[dict] = [
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_cut(slack_escape(line))}]}
+    ]
+    if warning:
+        text = slack_cut(f":warning: *{slack_escape(warning)}*")
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+    return blocks
 
 
 # --- modals ---------------------------------------------------------------------------------

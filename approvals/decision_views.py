@@ -221,7 +221,7 @@ def decision_page(
         "progress": facts.progress,
         # Who may decide an open item may give it more time (approvals.deadline_views).
         "extend_form": (extend_form or ExtendForm(interaction=interaction))
-        if facts.is_open and facts.may_decide
+        if facts.is_open and facts.may_decide and not elicitation
         else None,
         "approvals_so_far": interaction.approvals or [],
         "decide_refusal": facts.refusal,

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from notifications.models import Channel
 from notifications.transports import ChannelError, ChannelFields, transport_for
+from tenants.models import Membership
 
 __all__ = ["ChannelError", "channel_check", "channel_delete", "channel_save"]
 
@@ -52,8 +53,10 @@ def channel_save(
     agents=(),
     tools=(),
     omit_arguments: bool = False,
+    member_email: str = "",
 ) -> tuple[Channel, str]:
-    """Create or change a channel; returns it and a new signing secret ("" if none was made)."""
+    """Create or change a channel; returns it and a new signing secret ("" if none was made).
+    ``member_email``: whose own channel it is (a member of the tenant; "": the team's)."""
     channel_check(
         tenant=tenant,
         channel=channel,
@@ -64,7 +67,13 @@ def channel_save(
         url=url,
         slack_channel=slack_channel,
     )
+    member = None
+    if member_email:
+        member = Membership.objects.filter(tenant=tenant, user__email__iexact=member_email).first()
+        if member is None:
+            raise ChannelError(f"no member of this tenant has the e-mail address {member_email}")
     channel = channel or Channel(tenant=tenant, kind=kind)
+    channel.member = member
     given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
     new_secret = transport_for(kind).store(channel=channel, given=given)
     channel.name = name

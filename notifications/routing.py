@@ -104,6 +104,8 @@ def uncovered_escalate(interaction: Interaction, *, now: datetime, fan_out) -> b
     if interaction.kind != Interaction.Kind.APPROVAL:
         return False
     everyone = tenant_members(interaction.tenant_id)
+    if not any(m.away_at(now) for m in everyone.values()):
+        return False  # nobody away: the policy is not read at all
     deciders = _deciders(interaction, everyone)
     if not deciders or any(not m.away_at(now) for m in deciders):
         return False

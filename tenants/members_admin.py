@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from tenants.admin_scope import TenantScopedAdmin, admin_scope
 from tenants.models import ApproverGroup, Membership, User
+from tenants.profile_views import DelegateField, delegates_for
 from tenants.services import (
     InvitationStatus,
     MemberError,
@@ -144,7 +145,7 @@ class MemberChangeForm(forms.ModelForm):
         required=False,
         help_text="Empty: not away. Meanwhile they are told of nothing; their delegate is.",
     )
-    away_delegate = forms.ModelChoiceField(
+    away_delegate = DelegateField(
         label="Delegate",
         queryset=Membership.objects.none(),
         required=False,
@@ -167,17 +168,9 @@ class MemberChangeForm(forms.ModelForm):
             self.fields["away_end"].initial = self.instance.away_until
             self.fields["away_delegate"].initial = self.instance.delegate_id
             delegate = self.fields["away_delegate"]
-            assert isinstance(delegate, forms.ModelChoiceField)
+            assert isinstance(delegate, DelegateField)
             # The member's own tenant's people who may decide, never the member.
-            delegate.queryset = (
-                Membership.objects.filter(
-                    tenant_id=self.instance.tenant_id,
-                    role__in=(Membership.Role.ADMIN, Membership.Role.OPERATOR),
-                )
-                .exclude(pk=self.instance.pk)
-                .select_related("user")
-            )
-            delegate.label_from_instance = lambda m: m.user.email
+            delegate.queryset = delegates_for(self.instance)
 
     def clean(self):
         super().clean()

@@ -17,6 +17,28 @@ from tenants.services import MemberError, away_clear, away_set
 LOCAL = "%Y-%m-%dT%H:%M"
 
 
+class DelegateField(forms.ModelChoiceField):
+    """A select of members who may stand in, each named by e-mail and role."""
+
+    def label_from_instance(self, obj) -> str:
+        return f"{obj.user.email} ({obj.get_role_display()})"
+
+
+def delegates_for(membership: Membership):
+    """Who may be ``membership``'s delegate: their tenant's active operators and admins,
+    never themselves."""
+    return (
+        Membership.objects.filter(
+            tenant_id=membership.tenant_id,
+            role__in=(Membership.Role.ADMIN, Membership.Role.OPERATOR),
+            user__is_active=True,
+        )
+        .exclude(pk=membership.pk)
+        .select_related("user")
+        .order_by("user__email")
+    )
+
+
 class AwayForm(forms.Form):
     away_from = forms.DateTimeField(
         label="Away from",
@@ -30,7 +52,7 @@ class AwayForm(forms.Form):
         input_formats=[LOCAL],
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format=LOCAL),
     )
-    delegate = forms.ModelChoiceField(
+    delegate = DelegateField(
         label="Delegate (optional)",
         queryset=Membership.objects.none(),
         required=False,
@@ -42,19 +64,8 @@ class AwayForm(forms.Form):
     def __init__(self, *args, membership: Membership, **kwargs):
         super().__init__(*args, **kwargs)
         field = self.fields["delegate"]
-        assert isinstance(field, forms.ModelChoiceField)
-        # Only the members of the same tenant who may decide, never the member themselves.
-        field.queryset = (
-            Membership.objects.filter(
-                tenant_id=membership.tenant_id,
-                role__in=(Membership.Role.ADMIN, Membership.Role.OPERATOR),
-                user__is_active=True,
-            )
-            .exclude(pk=membership.pk)
-            .select_related("user")
-            .order_by("user__email")
-        )
-        field.label_from_instance = lambda m: f"{m.user.email} ({m.get_role_display()})"
+        assert isinstance(field, DelegateField)
+        field.queryset = delegates_for(membership)
 
 
 def _away_form(membership: Membership, data=None) -> AwayForm:

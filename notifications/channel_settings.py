@@ -12,6 +12,7 @@ from notifications.models import Channel, Delivery
 from notifications.services import delivery_send
 from notifications.transports import ChannelError, ChannelFields, fields_of, transport_for
 from runtime.kernel.audit import audit_record
+from tenants.models import Membership
 
 __all__ = [
     "ChannelError",
@@ -64,8 +65,10 @@ def channel_save(
     agents=(),
     tools=(),
     omit_arguments: bool = False,
+    member_email: str = "",
 ) -> tuple[Channel, str]:
-    """Create or change a channel; returns it and a new signing secret ("" if none was made)."""
+    """Create or change a channel; returns it and a new signing secret ("" if none was made).
+    ``member_email``: whose own channel it is (a member of the tenant; "": the team's)."""
     channel_check(
         tenant=tenant,
         channel=channel,
@@ -76,7 +79,13 @@ def channel_save(
         url=url,
         slack_channel=slack_channel,
     )
+    member = None
+    if member_email:
+        member = Membership.objects.filter(tenant=tenant, user__email__iexact=member_email).first()
+        if member is None:
+            raise ChannelError(f"no member of this tenant has the e-mail address {member_email}")
     channel = channel or Channel(tenant=tenant, kind=kind)
+    channel.member = member
     given = fields_of(
         kind, ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
     )

@@ -165,7 +165,17 @@ def choice_leaks(label, html, model, other) -> list[str]:
         if field.related_model is Tenant and field.name in reader.options:
             if field.name not in reader.disabled:
                 problems.append(f"{label}.{field.name}: the tenant field is editable")
+    # Selects of a form's own fields that offer rows of a model (not the model's fields).
+    for name, related in FORM_CHOICES.get(label, {}).items():
+        offered = set(reader.options.get(name, []))
+        theirs = {str(o.pk) for o in rows_of(related, other)}
+        if offered & theirs:
+            problems.append(f"{label}.{name}: offers the other tenant's {offered & theirs}")
     return problems
+
+
+# A member's page in Django admin offers a delegate for their out of office (issue 43).
+FORM_CHOICES = {"tenants.Membership": {"away_delegate": Membership}}
 
 
 def test_autocomplete_offers_only_the_tenants_rows(scoped_world):

@@ -4,15 +4,18 @@ change audited, a "check" that tries it at the provider and says what went wrong
 the connect flow then uses the tenant's client, which wins over the platform's default,
 end to end against a real provider on 127.0.0.1. Another tenant's app is out of reach."""
 
+from datetime import timedelta
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from connections.crypto import secret_decrypt
 from connections.models import Connection, TenantApp
+from connections.oauth import connection_access_token
 from connections.selectors import connection_secret_for
 from connections.tenant_apps import tenant_app_save
 from runtime.kernel.task_models import AuditEvent
@@ -260,3 +263,15 @@ def test_another_tenants_oauth_app_is_out_of_reach(world, stub_app, stub_provide
     # B's own client is still B's, and B's flow uses it.
     asked = connect(world.b.client_for(world.b.operator), stub_provider)
     assert asked["client_id"] == "globex-client"
+
+
+def test_an_expired_token_is_renewed_with_the_tenants_own_client(world, stub_app, stub_provider):
+    own_app(world, stub_provider, stub_app)
+    connect(world.a.client_for(world.a.operator), stub_provider)
+    Connection.objects.filter(tenant=world.a.tenant).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    token = connection_access_token(tenant=world.a.tenant, app=stub_app)
+    assert token == stub_provider.issued_tokens[-1] and len(stub_provider.issued_tokens) == 2
+    renewal = stub_provider.token_requests[-1]
+    assert renewal["grant_type"] == "refresh_token" and renewal["client_id"] == "acme-client"

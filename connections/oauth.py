@@ -43,14 +43,16 @@ class OAuthEndpoints:
     basic_auth: bool = False
 
 
-def _client() -> httpx.Client:
-    # Through the outbound guard like every request, but with private addresses allowed:
-    # these endpoints come from an installer (a SocialApp that staff set in Django admin, or
-    # discovery at the server_url they gave), never from a partner or a tenant member, and an
-    # identity provider inside the company network (or the tests' provider on 127.0.0.1) is
-    # a real setup. PUSH_ALLOW_PRIVATE_HOSTS guards URLs partners choose and stays off in
-    # production. The guard still refuses cloud metadata and link-local addresses.
-    return guarded_client(timeout=HTTP_TIMEOUT, max_connections=1, allow_private=True)
+def _client(client: "OAuthClient") -> httpx.Client:
+    # Through the outbound guard like every request. Endpoints an installer gave (a SocialApp
+    # that staff set in Django admin, or discovery at the server_url they gave) may be
+    # private: an identity provider inside the company network (or the tests' provider on
+    # 127.0.0.1) is a real setup. Endpoints a tenant's admin gave for the tenant's own OAuth
+    # app are held to PUSH_ALLOW_PRIVATE_HOSTS, as every URL a tenant or partner chooses
+    # (off in production): a tenant must not reach the platform's internal network through
+    # a token request. The guard always refuses cloud metadata and link-local addresses.
+    allow_private = None if client.own_endpoints else True
+    return guarded_client(timeout=HTTP_TIMEOUT, max_connections=1, allow_private=allow_private)
 
 
 def _http_url(url: object) -> str | None:
@@ -75,6 +77,8 @@ class OAuthClient:
     provider: str = ""
     # The tenant's own app (TenantApp), not the platform's default.
     tenant_own: bool = False
+    # The endpoints are the tenant admin's (its own server_url or URLs), not an installer's.
+    own_endpoints: bool = False
 
 
 def _platform_config(app: App) -> dict:
@@ -93,7 +97,10 @@ def tenant_app_client(tenant_app: TenantApp) -> OAuthClient:
         "authorize_url": tenant_app.authorize_url,
         "access_token_url": tenant_app.token_url,
     }
-    if tenant_app.server_url or (tenant_app.authorize_url and tenant_app.token_url):
+    own_endpoints = bool(
+        tenant_app.server_url or (tenant_app.authorize_url and tenant_app.token_url)
+    )
+    if own_endpoints:
         # Its own provider: none of the platform's endpoints mix in.
         config = {k: v for k, v in config.items() if k not in own}
         config |= {k: v for k, v in own.items() if v}
@@ -105,8 +112,9 @@ def tenant_app_client(tenant_app: TenantApp) -> OAuthClient:
         secret=secret_decrypt(tenant_app.client_secret_encrypted),
         scopes=tenant_app.scopes or app.scopes,
         config=config,
-        provider=social_app.provider if social_app is not None and not own["server_url"] else "",
+        provider=social_app.provider if social_app is not None and not own_endpoints else "",
         tenant_own=True,
+        own_endpoints=own_endpoints,
     )
 
 
@@ -155,7 +163,7 @@ def oauth_endpoints(*, client: OAuthClient) -> OAuthEndpoints:
         if "/.well-known/" not in server_url:
             server_url = server_url.rstrip("/") + "/.well-known/openid-configuration"
         try:
-            with _client() as http:
+            with _client(client) as http:
                 response = http.get(server_url)
             response.raise_for_status()
             discovered = response.json()
@@ -266,7 +274,7 @@ def _token_post(*, client: OAuthClient, endpoints: OAuthEndpoints, data: dict) -
     else:
         data = {**data, "client_id": client.client_id, "client_secret": client.secret}
     # Accept JSON: GitHub, for one, answers form-encoded unless asked.
-    with _client() as http:
+    with _client(client) as http:
         return http.post(
             endpoints.token_url, data=data, headers={"Accept": "application/json"}, **auth
         )

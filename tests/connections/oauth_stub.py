@@ -81,6 +81,10 @@ class StubProvider:
                 known = client_id in stub.clients
                 if not known or stub.clients[client_id] != form.get("client_secret"):
                     return self._json(401, {"error": "invalid_client"})
+                if form.get("grant_type") == "refresh_token":
+                    if stub.refresh_tokens.pop(form.get("refresh_token", ""), None) != client_id:
+                        return self._json(400, {"error": "invalid_grant"})
+                    return self._json(200, stub.tokens_for(client_id, ""))
                 if form.get("grant_type") == "client_credentials":
                     if not stub.client_credentials:
                         return self._json(400, {"error": "unauthorized_client"})
@@ -100,24 +104,28 @@ class StubProvider:
                     or challenge != asked["code_challenge"]
                 ):
                     return self._json(400, {"error": "invalid_grant"})
-                access_token = f"stub-access-{secrets.token_urlsafe(12)}"
-                stub.issued_tokens.append(access_token)
-                return self._json(
-                    200,
-                    {
-                        "access_token": access_token,
-                        "refresh_token": f"stub-refresh-{secrets.token_urlsafe(12)}",
-                        "token_type": "Bearer",
-                        "expires_in": stub.expires_in,
-                        "scope": asked.get("scope", ""),
-                    },
-                )
+                return self._json(200, stub.tokens_for(client_id, asked.get("scope", "")))
 
+        # Refresh tokens issued (token -> the client it was issued to), each usable once.
+        self.refresh_tokens: dict[str, str] = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
+
+    def tokens_for(self, client_id: str, scope: str) -> dict:
+        access_token = f"stub-access-{secrets.token_urlsafe(12)}"
+        refresh_token = f"stub-refresh-{secrets.token_urlsafe(12)}"
+        self.issued_tokens.append(access_token)
+        self.refresh_tokens[refresh_token] = client_id
+        return {
+            "access_token": access_token,
+            "refresh_token": refresh_token,
+            "token_type": "Bearer",
+            "expires_in": self.expires_in,
+            "scope": scope,
+        }
 
     def __enter__(self):
         self.thread.start()

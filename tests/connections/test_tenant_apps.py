@@ -4,15 +4,18 @@ change audited, a "check" that tries it at the provider and says what went wrong
 the connect flow then uses the tenant's client, which wins over the platform's default,
 end to end against a real provider on 127.0.0.1. Another tenant's app is out of reach."""
 
+from datetime import timedelta
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from connections.crypto import secret_decrypt
 from connections.models import Connection, TenantApp
+from connections.oauth import connection_access_token
 from connections.selectors import connection_secret_for
 from connections.tenant_apps import tenant_app_save
 from runtime.kernel.task_models import AuditEvent
@@ -192,8 +195,10 @@ def test_the_connect_flow_uses_the_tenants_own_app_over_the_platforms(
 
 
 def test_a_tenant_brings_its_own_provider_where_the_platform_set_no_client(
-    world, stub_app, stub_provider
+    world, stub_app, stub_provider, settings
 ):
+    # A deployment whose tenants' URLs may be private (the provider below is on loopback).
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = True
     stub_app.social_app.client_id = stub_app.social_app.secret = ""
     stub_app.social_app.save()
     page = world.a.client_for(world.a.operator).get(reverse("connections:index"))
@@ -260,3 +265,31 @@ def test_another_tenants_oauth_app_is_out_of_reach(world, stub_app, stub_provide
     # B's own client is still B's, and B's flow uses it.
     asked = connect(world.b.client_for(world.b.operator), stub_provider)
     assert asked["client_id"] == "globex-client"
+
+
+def test_an_expired_token_is_renewed_with_the_tenants_own_client(world, stub_app, stub_provider):
+    own_app(world, stub_provider, stub_app)
+    connect(world.a.client_for(world.a.operator), stub_provider)
+    Connection.objects.filter(tenant=world.a.tenant).update(
+        expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    token = connection_access_token(tenant=world.a.tenant, app=stub_app)
+    assert token == stub_provider.issued_tokens[-1] and len(stub_provider.issued_tokens) == 2
+    renewal = stub_provider.token_requests[-1]
+    assert renewal["grant_type"] == "refresh_token" and renewal["client_id"] == "acme-client"
+
+
+def test_a_tenants_own_endpoints_on_a_private_address_are_refused(world, stub_app, settings):
+    # The platform's endpoints may be private (an installer chose them); a tenant admin's are
+    # held to PUSH_ALLOW_PRIVATE_HOSTS, off here as in production: no request leaves.
+    settings.PUSH_ALLOW_PRIVATE_HOSTS = False
+    with StubProvider() as internal:
+        row = own_app(world, internal, stub_app, server_url=internal.base_url)
+        html = run_check(tenant_admin_client(world.a), row)
+        assert (
+            "Stub Drive: failed. The provider&#x27;s discovery document could not be read" in html
+        )
+        assert "refused" in html
+        response = world.a.client_for(world.a.operator).post(START, follow=True)
+        assert "Cannot connect Stub Drive" in response.content.decode()
+        assert internal.token_requests == [] and not internal.codes

@@ -64,3 +64,21 @@ def test_another_tenants_default_is_not_this_ones(agents, make_agent):
     tenant_ladder_set(tenant=agents.b.tenant, text="expire after 2h", actor="t")
     deployer(make_agent)
     assert held(agents.a)[0] == 24 * 3600
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "remind after 1h",
+        "escalate to operators and admins after 2h, widen to admins",
+        "warn 30m before expiry",
+        "expire after 24h",
+        "expire after 24h, then escalate",
+        "expire after 1d, then approve",
+    ],
+)
+def test_a_stored_step_reads_back_as_the_sentence_it_was(sentence):
+    from runtime.policy.ladders import step_sentence, steps_parse, steps_stored
+
+    (stored,) = steps_stored(steps_parse([sentence]))
+    assert step_sentence(stored) == sentence

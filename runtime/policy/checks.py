@@ -203,9 +203,7 @@ def policy_tools_problems(
     return problems
 
 
-def tool_input_schema(
-    server: str, name: str, tools: list, discovered: dict | None
-) -> dict | None:
+def tool_input_schema(server: str, name: str, tools: list, discovered: dict | None) -> dict | None:
     """The schema of ``server/name`` that a call of it is checked against: the one AGENT.md
     declares (``{server, tool, schema}``, or ``{server, schema}`` for all its tools), else
     the discovered tool's ``inputSchema`` when the agent offers the tool."""

@@ -224,15 +224,15 @@ class RowsField(forms.Field):
 
 
 SKILL_COLUMNS = (
-    Column("id", "id", placeholder="deploy"),
-    Column("name", "name", placeholder="Deploy a build"),
-    Column("description", "description", placeholder="Deploys a build to an environment."),
-    Column("tags", "tags", "list", placeholder="deploy, release"),
+    Column("id", "id", placeholder="e.g. deploy"),
+    Column("name", "name", placeholder="e.g. Deploy a build"),
+    Column("description", "description", placeholder="what it does"),
+    Column("tags", "tags", "list", placeholder="e.g. deploy, release"),
     Column("examples", "examples", "lines", help="one example a line"),
 )
 TOOL_COLUMNS = (
-    Column("server", "server", placeholder="deploy"),
-    Column("tool", "tool", placeholder="deploy_build (none: every tool of the server)"),
+    Column("server", "server", placeholder="e.g. deploy"),
+    Column("tool", "tool", placeholder="none: every tool of the server"),
     Column("description", "description"),
     Column("reason", "reason", help="why it needs a person, shown with a held call"),
     Column("risk", "risk", "select", options=("normal", "high")),

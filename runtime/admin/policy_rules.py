@@ -233,6 +233,7 @@ def rules_read(data, prefix: str) -> list[dict]:
         raw: dict = {
             "orig": data.get(f"{p}orig", ""),
             "delete": bool(data.get(f"{p}delete")),
+            "position": data.get(f"{p}position", ""),
             "posted": True,
         }
         for key in POLICY_KEYS:
@@ -402,6 +403,7 @@ def rule_context(
     ]
     return {
         "prefix": prefix,
+        "position": raw.get("position", ""),
         "orig": raw["orig"],
         "delete": raw["delete"],
         "cells": cells(prefix, values, subject=subject, posted=posted, errors=errors),
@@ -422,3 +424,11 @@ def rule_context(
         },
         "free_fields": not fields,
     }
+
+
+def position_of(raw: dict, number: int) -> float:
+    """Where a rule's "order" field puts it (its place on the page when left empty)."""
+    try:
+        return float(raw.get("position") or number + 1)
+    except ValueError:
+        return number + 1

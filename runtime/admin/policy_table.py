@@ -24,6 +24,7 @@ from runtime.admin.policy_rules import (
     blank_rule,
     canonical,
     condition_ops,
+    position_of,
     rule_context,
     rule_from_raw,
     rule_problem_name,
@@ -272,10 +273,11 @@ class PolicyTableWidget(forms.Widget):
                 "orig": json.dumps(entry, sort_keys=True) if entry is not None else "",
             }
             fields = self.fields.get(key, {})
+            rules = []
             if conditional:
                 rules = [rule_raw(r, fields) for r in entry or [] if isinstance(r, dict)]
-            else:
-                rules = []
+            for number, raw in enumerate(rules):
+                raw["position"] = str(number + 1)
             rules += [blank_rule() for _ in range(SPARE_RULES)]
             rows.append(self._row(name, len(rows), shown, rules, posted=False))
         return rows
@@ -466,6 +468,7 @@ class PolicyTableField(forms.Field):
         number of its block and its conditions' rows)."""
         rules: list[dict] = []
         places: list = []
+        positions: list[float] = []
         fields = self.widget.fields.get(key, {})
         for number, raw in enumerate(row["rules"]):
             rule, conditions, problem = rule_from_raw(raw, fields)
@@ -474,10 +477,12 @@ class PolicyTableField(forms.Field):
             if rule is not None:
                 rules.append(rule)
                 places.append((number, conditions))
-        # A rule without conditions is the default: tried last, after every rule with
-        # conditions (a rule added below it is meant before it; in the middle it would make
-        # the rules after it unreachable, which AGENT.md refuses).
-        order = sorted(range(len(rules)), key=lambda i: "when" not in rules[i])
+                positions.append(position_of(raw, number))
+        # In the order their "order" fields say (the page's, unless changed). A rule without
+        # conditions is the default: tried last, after every rule with conditions (a rule
+        # added below it is meant before it; in the middle it would make the rules after it
+        # unreachable, which AGENT.md refuses).
+        order = sorted(range(len(rules)), key=lambda i: ("when" not in rules[i], positions[i]))
         return [rules[i] for i in order], [places[i] for i in order]
 
     def _ladder_place(self, path: list) -> str:

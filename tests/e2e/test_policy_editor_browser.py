@@ -42,6 +42,11 @@ def test_a_tenant_admin_edits_a_conditional_rule_previews_saves_and_restores(
         page.locator("#admin-scope").get_by_text("Demo Co").wait_for()
 
         page.goto(f"{base}/admin/runtime/agent/{agent.pk}/change/")
+        # The model's fields: a scripted model shows its script, with line numbers, and not
+        # the fields of other providers.
+        assert page.locator("#model-provider").input_value() == "scripted"
+        assert page.locator("#model-model").is_hidden()
+        assert page.locator(".yaml-gutter").inner_text().split()[:3] == ["1", "2", "3"]
         value = page.get_by_label(f"value of condition 1 of rule 1 for {TOOL}", exact=True)
         assert value.input_value() == "production"
         value.fill("prod")

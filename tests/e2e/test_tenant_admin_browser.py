@@ -49,8 +49,8 @@ def test_the_demo_admin_denies_a_tool_in_the_policy_table_and_sees_no_other_tena
     assert response.status == 404
 
     deployer = Agent.objects.get(tenant__slug="demo", slug="deployer")
-    # The demo's entry is conditional (production needs two people): its row lists its rules,
-    # edited in the JSON view. Made a plain approve, the row has its decision to change.
+    # The demo's entry is conditional (production needs two people): its rules are edited as
+    # rows below its row. Made a plain approve, the row has its decision to change.
     page.goto(f"{base}/admin/runtime/agent/{deployer.pk}/change/")
     page.get_by_text("Conditional: 2 rules, tried in order").wait_for()
     Agent.objects.filter(pk=deployer.pk).update(

@@ -389,3 +389,28 @@ def test_the_json_view_still_edits_a_conditional_entry(agents):
     agent.refresh_from_db()
     assert agent.tool_policy["deploy/deploy_build"][0]["required"] == 4
     assert form_data(change_page(client, agent))["policy-0-r0-required"] == "4"
+
+
+@pytest.mark.django_db
+def test_a_rules_order_field_moves_it_and_the_default_stays_last(agents):
+    agent = deployer(agents)
+    client = tenant_admin_client(agents.a)
+    data = form_data(change_page(client, agent))
+    assert (data["policy-0-r0-position"], data["policy-0-r1-position"]) == ("1", "2")
+    data.update(
+        {
+            "policy-0-r2-c0-field": "build",
+            "policy-0-r2-c0-op": "prefix",
+            "policy-0-r2-c0-value": "hotfix-",
+            "policy-0-r2-action": "deny",
+            "policy-0-r2-position": "0",
+            "policy-0-r1-position": "9",  # the default: last whatever its order says
+        }
+    )
+    assert client.post(f"/admin/runtime/agent/{agent.pk}/change/", data).status_code == 302
+    before = agent.tool_policy["deploy/deploy_build"]
+    agent.refresh_from_db()
+    assert agent.tool_policy["deploy/deploy_build"] == [
+        {"when": [{"field": "build", "op": "prefix", "value": "hotfix-"}], "action": "deny"},
+        *before,
+    ]

@@ -117,9 +117,11 @@ async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
 # --- GetTask's read without a thread (PostgreSQL) --------------------------------------------
 #
 # The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
-# thread, no ORM compilation. It reads the same row as runtime.kernel.task_selectors.task_for_caller, and
-# builds the same Task (Model.from_db; the turn runtime's columns deferred). SQLite, and tests
-# whose rows are in their own transaction (Bridge), use task_for_caller itself.
+# thread, no ORM compilation. GetTask's (task_read, below) reads the same row as
+# runtime.kernel.task_selectors.task_for_caller in ListTasks' shape (StoredTask); a blocking
+# send's last read (_task_by_pk) builds a Task (Model.from_db; the turn runtime's columns
+# deferred). SQLite, and tests whose rows are in their own transaction (Bridge), use
+# task_for_caller itself.
 
 # Every column but the turn runtime's own (never on the wire, and the largest): those stay
 # deferred on the Task these reads make.
@@ -128,14 +130,6 @@ _TASK_COLUMNS = [f.column for f in _TASK_FIELDS]
 _TASK_ATTNAMES = [f.attname for f in _TASK_FIELDS]
 _TASK_TABLE = f'"{Task._meta.db_table}"'
 _TASK_COLUMN_LIST = ", ".join(f'"{c}"' for c in _TASK_COLUMNS)
-_TASK_SELECT = (
-    f"SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} "
-    'WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s AND NOT "direct"'
-)
-_TASK_OF_SUBJECT = _TASK_SELECT + ' AND "subject" = %s LIMIT 1'
-# As task_for_caller's filter for callers without credentials (subject__startswith).
-_TASK_OF_ANONYMOUS = _TASK_SELECT + ' AND ("subject" = %s OR "subject" LIKE %s) LIMIT 1'
-
 _TASK_STATE = f'SELECT "state" FROM {_TASK_TABLE} WHERE "id" = %s'
 _TASK_BY_PK = f'SELECT {_TASK_COLUMN_LIST} FROM {_TASK_TABLE} WHERE "id" = %s'
 
@@ -251,22 +245,6 @@ async def _task_by_pk(pk: int) -> Task:
     return Task.from_db("default", _TASK_ATTNAMES, row)
 
 
-async def task_read(*, tenant, agent, subject: str, task_id: str) -> Task:
-    """task_for_caller (runtime.kernel.task_selectors) on the async pool: the caller's task or TaskNotFound."""
-    params: tuple[str, ...]
-    if subject == ANONYMOUS:
-        query, params = _TASK_OF_ANONYMOUS, (ANONYMOUS, f"{ANONYMOUS}:%")
-    else:
-        query, params = _TASK_OF_SUBJECT, (subject,)
-    pool = await _pool()
-    async with pool.connection() as conn:
-        cursor = await conn.execute(query, (tenant.pk, agent.pk, task_id, *params), prepare=True)
-        row = await cursor.fetchone()
-    if row is None:
-        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
-    return Task.from_db("default", _TASK_ATTNAMES, row)
-
-
 # --- ListTasks' read (PostgreSQL) -------------------------------------------------------------
 #
 # A page is up to a hundred tasks, and most of each task's bytes are JSON that the wire shows
@@ -319,6 +297,34 @@ _STORED_COLUMN_LIST = ", ".join(
         '\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\')'
     ]
 )
+
+
+_STORED_SELECT = (
+    f"SELECT {_STORED_COLUMN_LIST} FROM {_TASK_TABLE} "
+    'WHERE "tenant_id" = %s AND "agent_id" = %s AND "public_id" = %s AND NOT "direct"'
+)
+_STORED_OF_SUBJECT = _STORED_SELECT + ' AND "subject" = %s LIMIT 1'
+# As task_for_caller's filter for callers without credentials (subject__startswith).
+_STORED_OF_ANONYMOUS = _STORED_SELECT + ' AND ("subject" = %s OR "subject" LIKE %s) LIMIT 1'
+
+
+async def task_read(*, tenant, agent, subject: str, task_id: str) -> StoredTask:
+    """task_for_caller (runtime.kernel.task_selectors) on the async pool, as GetTask shows it:
+    the caller's task as a StoredTask (wire.stored_task_wire puts its JSON on the wire as
+    stored), or TaskNotFound. Reading a Task instead (every column, each JSON one parsed,
+    a model instance made, then written out again) was a third of GetTask's own CPU."""
+    params: tuple[str, ...]
+    if subject == ANONYMOUS:
+        query, params = _STORED_OF_ANONYMOUS, (ANONYMOUS, f"{ANONYMOUS}:%")
+    else:
+        query, params = _STORED_OF_SUBJECT, (subject,)
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(query, (tenant.pk, agent.pk, task_id, *params), prepare=True)
+        row = await cursor.fetchone()
+    if row is None:
+        raise TaskNotFound(f"Task {task_id} was not found.", taskId=task_id)
+    return StoredTask(row)
 
 
 async def tasks_page_read(

@@ -58,6 +58,11 @@ class Caller:
         base_url = self._base_url() if callable(self._base_url) else self._base_url
         return files.files_base(base_url, self.agent.tenant.slug, self.agent.slug)
 
+    def files_base_lazy(self) -> str:
+        """files_base, for the wire's writers (a2a_endpoint.wire.task_wire): called only when
+        an answer has a file to link, so that most answers never work out the caller's host."""
+        return self.files_base
+
     @property
     def limit_key(self) -> tuple:
         """Whose share of a per-caller limit this caller takes: its subject, or for callers

@@ -47,7 +47,9 @@ HEADER_VALUE_RE = re.compile(r"[\x20-\x7e\t]*")
 
 def _task_out(caller: Caller, task: Task, **options) -> dict:
     """The task on the wire as this caller sees it (its extensions, its download links)."""
-    return wire.task_wire(task, activated=caller.activated, files_base=caller.files_base, **options)
+    return wire.task_wire(
+        task, activated=caller.activated, files_base=caller.files_base_lazy, **options
+    )
 
 
 def _require_id(request) -> str:
@@ -203,9 +205,16 @@ async def get_task(caller: Caller, params: dict):
     _require_id(request)
     history_length = _history_length(request)
     if async_reads():
-        task = await task_read(**caller.scope, task_id=request.id)
-    else:
-        task = await db(task_for_caller, **caller.scope, task_id=request.id)
+        stored = await task_read(**caller.scope, task_id=request.id)
+        # The 0.3 dialect rewrites the task's JSON (a2a_endpoint.dialect03): it gets it parsed.
+        task_out = wire.stored_task_wire if caller.dialect == "1.0" else wire.task_wire
+        return task_out(
+            stored,
+            activated=caller.activated,
+            files_base=caller.files_base_lazy,
+            history_length=history_length,
+        )
+    task = await db(task_for_caller, **caller.scope, task_id=request.id)
     return _task_out(caller, task, history_length=history_length)
 
 
@@ -293,7 +302,7 @@ async def list_tasks(caller: Caller, params: dict):
             task_out(
                 t,
                 activated=caller.activated,
-                files_base=caller.files_base,
+                files_base=caller.files_base_lazy,
                 history_length=history_length,
                 include_artifacts=include_artifacts,
             )

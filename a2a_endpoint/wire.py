@@ -7,7 +7,7 @@ parts) are taken from the request as sent, so that 42 stays 42 and does not beco
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from a2a import types as a2a
@@ -21,6 +21,9 @@ from connections.outbound import OutboundRefused
 from runtime.kernel.files import file_ref, url_part_check
 from runtime.kernel.shapes import now_iso
 from runtime.kernel.task_models import Task
+
+if TYPE_CHECKING:
+    from a2a_endpoint.asyncdb import StoredTask
 
 MAX_HISTORY = 10_000
 
@@ -108,7 +111,7 @@ def _with_extensions(obj: dict, ext_data: dict, activated: frozenset) -> dict:
     }
 
 
-def status_wire(task: Task, activated: frozenset) -> dict:
+def status_wire(task: "Task | StoredTask", activated: frozenset) -> dict:
     status: dict[str, Any] = {"state": task.state, "timestamp": now_iso(task.status_timestamp)}
     if task.status_message:
         status["message"] = _with_extensions(task.status_message, task.status_ext, activated)
@@ -123,7 +126,12 @@ def _parts_out(artifact: dict, link: Callable[[str], str]) -> dict:
     return {**artifact, "parts": parts}
 
 
-def artifact_wire(artifact: dict, task: Task, activated: frozenset, files_base: str = "") -> dict:
+def artifact_wire(
+    artifact: dict,
+    task: "Task | StoredTask",
+    activated: frozenset,
+    files_base: str | Callable[[], str] = "",
+) -> dict:
     return _with_extensions(
         _parts_out(artifact, linker(task, files_base)),
         task.artifact_ext.get(artifact["artifactId"], {}),
@@ -132,14 +140,15 @@ def artifact_wire(artifact: dict, task: Task, activated: frozenset, files_base: 
 
 
 def task_wire(
-    task: Task,
+    task: "Task | StoredTask",
     *,
     activated: frozenset = frozenset(),
     history_length: int | None = None,
     include_artifacts: bool = True,
-    files_base: str = "",
+    files_base: str | Callable[[], str] = "",
 ) -> dict:
-    """``files_base`` (a2a_endpoint.files.files_base) starts the artifacts' download links."""
+    """``files_base`` (a2a_endpoint.files.files_base, or a function that gives it when the
+    first link is made) starts the artifacts' download links."""
     out: dict[str, Any] = {
         "id": task.public_id,
         "contextId": task.wire_context_id,
@@ -183,7 +192,7 @@ def stored_task_wire(
     activated: frozenset = frozenset(),
     history_length: int | None = None,
     include_artifacts: bool = True,
-    files_base: str = "",
+    files_base: str | Callable[[], str] = "",
 ) -> dict:
     """task_wire of a StoredTask (a2a_endpoint.asyncdb.tasks_page_read), the same JSON: where
     the wire shows a JSON column unchanged, it goes out as stored (an orjson.Fragment), neither

@@ -7,7 +7,10 @@
 # for SECS seconds. Prints req/s and the web process's CPU per call (from /proc/<pid>/stat),
 # which drifts much less with a shared machine's load than req/s. PROFILE=1 records the web
 # process with py-spy (pip install py-spy) into OUTDIR/web.txt (collapsed stacks). PARAMS is
-# ListTasks' params object's members (default none). Run from the project's root:
+# ListTasks' params object's members (default none). METHOD=GetTask sends GetTask (JSON-RPC)
+# for one of the caller's tasks at random instead, METHOD=RestGetTask the same as
+# `GET {agent}/tasks/{id}` (the HTTP+JSON binding). PYSPY names py-spy (default .venv/bin/py-spy).
+# Run from the project's root:
 #
 #   bench/cpu_per_list.sh OUTDIR [seconds] [concurrency]
 #
@@ -40,7 +43,7 @@ env "${envs[@]}" .venv/bin/python manage.py migrate --noinput >/dev/null || exit
 token=$(env "${envs[@]}" .venv/bin/python manage.py seed_demo --json | python3 -c "import json,sys; print(json.load(sys.stdin)['token'])")
 
 env "${envs[@]}" .venv/bin/uvicorn config.asgi:application --port "$PORT" --no-access-log \
-  --lifespan off >"$OUT/web.log" 2>&1 &
+  --lifespan "${LIFESPAN:-on}" >"$OUT/web.log" 2>&1 &
 web=$!
 trap 'kill $web 2>/dev/null; wait $web 2>/dev/null' EXIT
 for _ in $(seq 1 150); do curl -s -o /dev/null "http://127.0.0.1:$PORT/healthz" && break; sleep 0.2; done
@@ -68,6 +71,8 @@ PY
   trap 'kill $web 2>/dev/null; wait $web 2>/dev/null' EXIT
 fi
 
+METHOD=${METHOD:-ListTasks}
+if [ "$METHOD" = ListTasks ]; then
 cat > "$OUT/list.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -75,6 +80,25 @@ wrk.headers["Authorization"] = "Bearer $token"
 wrk.headers["A2A-Version"] = "1.0"
 wrk.body = '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{${PARAMS:-}}}'
 LUA
+else
+ids=$(psql -h 127.0.0.1 -U postgres -d "$DB" -Atc "SELECT public_id FROM runtime_task t JOIN runtime_agent a
+  ON a.id = t.agent_id WHERE a.slug = 'support' AND t.subject = 'partner:demo-client'" | sed 's/.*/"&"/' | paste -sd,)
+cat > "$OUT/list.lua" <<LUA
+local ids = {$ids}
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $token"
+wrk.headers["A2A-Version"] = "1.0"
+request = function()
+  local id = ids[math.random(#ids)]
+  if "$METHOD" == "RestGetTask" then
+    return wrk.format("GET", "/a2a/demo/support/tasks/" .. id)
+  end
+  return wrk.format("POST", nil, nil,
+    '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"' .. id .. '"}}')
+end
+LUA
+fi
+PYSPY=${PYSPY:-.venv/bin/py-spy}
 curl -s -X POST -H "Content-Type: application/json" -H "Authorization: Bearer $token" \
   -H "A2A-Version: 1.0" --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ListTasks\",\"params\":{${PARAMS:-}}}" \
   "$url" >"$OUT/page.json"
@@ -83,21 +107,21 @@ wrk -t1 -c"$C" -d3s --timeout 30s -s "$OUT/list.lua" "$url" >"$OUT/warmup.txt"
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 w0=$(cpu $web)
 if [ "${PROFILE:-}" = 1 ]; then
-  .venv/bin/py-spy record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
+  "$PYSPY" record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
   spy=$!
 fi
 wrk -t1 -c"$C" -d"${SECS}s" --timeout 30s --latency -s "$OUT/list.lua" "$url" >"$OUT/list.txt"
 w1=$(cpu $web)
 [ "${PROFILE:-}" = 1 ] && wait $spy
 n=$(awk '/requests in/ {print $1}' "$OUT/list.txt")
-python3 - "$n" "$w0" "$w1" "$(getconf CLK_TCK)" "$SECS" "$OUT/list.txt" "$OUT/page.json" <<'PY'
-import json, re, sys
+METHOD=$METHOD python3 - "$n" "$w0" "$w1" "$(getconf CLK_TCK)" "$SECS" "$OUT/list.txt" "$OUT/page.json" <<'PY'
+import json, os, re, sys
 n, w0, w1, tck, secs = (float(x) for x in sys.argv[1:6])
 text = open(sys.argv[6]).read()
 page = json.load(open(sys.argv[7]))["result"]
 p99 = re.search(r"99%\s+(\S+)", text)
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-print(f"ListTasks ({len(page['tasks'])} of {page['totalSize']} tasks): {n:.0f} calls in {secs:.0f}s "
+print(f"{os.environ.get('METHOD', 'ListTasks')} ({len(page['tasks'])} of {page['totalSize']} tasks): {n:.0f} calls in {secs:.0f}s "
       f"= {n / secs:.0f} req/s, p99 {p99.group(1) if p99 else '?'}, non-2xx {non2xx.group(1) if non2xx else 0}")
 print(f"CPU per call: web {(w1 - w0) / tck / n * 1000:.2f} ms ({(w1 - w0) / tck / secs * 100:.0f}% of a core)")
 PY

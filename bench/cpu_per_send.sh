@@ -29,7 +29,7 @@ env "${envs[@]}" .venv/bin/python manage.py migrate --noinput >/dev/null || exit
 token=$(env "${envs[@]}" .venv/bin/python manage.py seed_demo --json | python3 -c "import json,sys; print(json.load(sys.stdin)['token'])")
 
 env "${envs[@]}" .venv/bin/uvicorn config.asgi:application --port "$PORT" --no-access-log \
-  --lifespan off >"$OUT/web.log" 2>&1 &
+  --lifespan "${LIFESPAN:-on}" >"$OUT/web.log" 2>&1 &
 web=$!
 env "${envs[@]}" .venv/bin/celery -A config --quiet worker --loglevel WARNING \
   --without-gossip --without-mingle --without-heartbeat >"$OUT/worker.log" 2>&1 &
@@ -57,9 +57,9 @@ cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # The worker's CPU includes its threads; Celery's threads pool runs in the one process.
 w0=$(cpu $web); k0=$(cpu $worker)
 if [ "${PROFILE:-}" = 1 ]; then
-  .venv/bin/py-spy record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
+  "${PYSPY:-.venv/bin/py-spy}" record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
   spy=$!
-  .venv/bin/py-spy record -p $worker -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/worker.txt" >/dev/null 2>&1 &
+  "${PYSPY:-.venv/bin/py-spy}" record -p $worker -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/worker.txt" >/dev/null 2>&1 &
   spyw=$!
 fi
 wrk -t1 -c"$C" -d"${SECS}s" --timeout 30s --latency -s "$OUT/send.lua" "$url" >"$OUT/send.txt"

@@ -140,7 +140,7 @@ def profile_start(
     return [
         subprocess.Popen(
             [
-                str(BIN / "py-spy"),
+                os.environ.get("PYSPY") or str(BIN / "py-spy"),
                 "record",
                 "-p",
                 str(pid),

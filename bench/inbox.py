@@ -38,6 +38,10 @@ def main() -> int:
     parser.add_argument("--tenant", default="inbox-bench")
     parser.add_argument("--n", type=int, default=50, help="requests per view")
     parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of each")
+    parser.add_argument("--only", help="only the views whose name starts with this")
+    parser.add_argument(
+        "--profile", metavar="FILE", help="cProfile the measured requests into FILE (pstats)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["DEBUG"] = "false"
@@ -111,6 +115,9 @@ def main() -> int:
         ("inbox ?q=staging&kind=approval", page, "/inbox/", {"q": "staging", "kind": "approval"}),
         ("inbox ?q=deployer (agent)", page, "/inbox/", {"q": "deployer"}),
         ("inbox fragment", page, "/inbox/fragment", {}),
+        # The tenant's tasks and its audit (one task and several audit rows per item).
+        ("tasks", page, "/tasks/", {}),
+        ("audit", page, "/audit/", {}),
         ("REST list", api, "/api/v1/interactions", {}),
         ("REST ?state=open", api, "/api/v1/interactions", {"state": "open"}),
         ("REST ?state=answered", api, "/api/v1/interactions", {"state": "answered"}),
@@ -130,13 +137,24 @@ def main() -> int:
     )
     print(f"{'view':44} {'p50 ms':>8} {'p95 ms':>8} {'cpu p50':>8} {'queries':>8}  rows")
     worst = 0.0
+    if args.only:
+        views = [view for view in views if view[0].startswith(args.only)]
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
     for name, client, url, params in views:
         for _ in range(2):
             client.get(url, params)
         times, cpu = [], []
         for _ in range(args.n):
             started, started_cpu = time.perf_counter(), time.thread_time()
+            if profiler is not None:
+                profiler.enable()
             response = client.get(url, params)
+            if profiler is not None:
+                profiler.disable()
             times.append((time.perf_counter() - started) * 1000)
             cpu.append((time.thread_time() - started_cpu) * 1000)
             assert response.status_code == 200, (name, response.status_code)
@@ -144,8 +162,10 @@ def main() -> int:
             response = client.get(url, params)
         if "/api/" in url:
             rows = len(response.json()["results"])
-        else:
+        elif url.startswith("/inbox/"):
             rows = response.content.decode().count('class="card inbox-item"')
+        else:
+            rows = response.content.decode().count("<tr")
         p50 = statistics.median(times)
         worst = max(worst, p50)
         print(
@@ -161,6 +181,8 @@ def main() -> int:
                         print("   ", query["sql"][:300])
                         for (line,) in cursor.fetchall():
                             print("     ", line)
+    if profiler is not None:
+        profiler.dump_stats(args.profile)
     ApiToken.objects.filter(tenant=tenant, subject="program:inbox-bench").delete()
     print(f"worst p50: {worst:.1f} ms")
     return 0

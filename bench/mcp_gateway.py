@@ -16,6 +16,7 @@ Run by hand, never in the test run (see bench/README.md):
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -78,6 +79,12 @@ async def timed_calls(url: str, token: str | None, n: int) -> list[float]:
         return times
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process ``pid`` has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", type=int, nargs="?", default=500, help="calls per round")
@@ -87,6 +94,12 @@ def main() -> None:
         choices=["sse", "json"],
         default="sse",
         help="how the upstream answers a POST: an SSE stream (the default) or a JSON body",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="record the web process with py-spy (PYSPY, or the venv's) during the gateway's "
+        "calls: collapsed stacks of the thread holding the GIL",
     )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -137,9 +150,20 @@ def main() -> None:
         wait_up(f"http://127.0.0.1:{web_port}/healthz", "the web process")
         gw_url = f"http://127.0.0.1:{web_port}/mcp/{tenant.slug}/gw/"
         direct, gateway = [], []
+        spy = None
+        if args.profile:
+            spy = subprocess.Popen(
+                [os.environ.get("PYSPY") or str(BIN / "py-spy"), "record", "-p", str(web.pid)]
+                + ["-r", "200", "--gil", "--nonblocking", "-f", "raw", "-o", args.profile],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        web_cpu = 0.0
         for r in range(args.rounds):
             direct += asyncio.run(timed_calls(up_url, None, args.n))
+            before = _cpu_seconds(web.pid)
             gateway += asyncio.run(timed_calls(gw_url, token, args.n))
+            web_cpu += _cpu_seconds(web.pid) - before
             print(
                 f"round {r + 1}: direct p50 {statistics.median(direct) * 1000:.2f} ms, "
                 f"gateway p50 {statistics.median(gateway) * 1000:.2f} ms"
@@ -152,6 +176,10 @@ def main() -> None:
             f"ratio (gateway/direct calls/s): {statistics.mean(direct) / statistics.mean(gateway):.2f}"
         )
         print(f"gateway overhead at p50: {(g50 - d50) * 1000:.2f} ms per call")
+        print(f"web process CPU per gateway call: {web_cpu / len(gateway) * 1000:.2f} ms")
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(60)
     finally:
         for process in (web, upstream):
             if process is not None:

@@ -9,7 +9,10 @@ class NotificationsConfig(AppConfig):
     encrypted_fields = {"Channel": ("url_encrypted", "signing_secret_encrypted")}
 
     def ready(self) -> None:
-        from notifications.follow_ups import interaction_changed_received
+        from django.db.models.signals import post_delete, post_save
+
+        from notifications.follow_ups import channels_cache, interaction_changed_received
+        from notifications.models import Channel
         from notifications.services import interaction_opened_received
         from runtime.decisions.decision_models import Interaction
         from runtime.kernel.signals import interaction_changed, interaction_opened
@@ -19,4 +22,9 @@ class NotificationsConfig(AppConfig):
         )
         interaction_changed.connect(
             interaction_changed_received, sender=Interaction, dispatch_uid="notifications-changed"
+        )
+        # Whether a tenant has channels (follow_ups.tenant_has_channels), cached per process.
+        post_save.connect(channels_cache.invalidate, sender=Channel, dispatch_uid="channels-saved")
+        post_delete.connect(
+            channels_cache.invalidate, sender=Channel, dispatch_uid="channels-deleted"
         )

@@ -31,6 +31,7 @@ from notifications.models import Channel, Delivery, FollowUp
 from notifications.services import channel_matches, delivery_schedule
 from runtime.decisions.decision_models import Interaction, Receipt
 from runtime.kernel.task_models import AuditEvent
+from tenants.lookup_cache import MISSING, LookupCache
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +54,39 @@ EVENT_OF_ACTION = {
 EVERY_CHANNEL = (Delivery.Event.EXTENDED, Delivery.Event.ESCALATED)
 
 
+# Tenant id -> whether it has an enabled channel, kept per process for at most
+# LOOKUP_CACHE_SECONDS (tenants.lookup_cache); a channel saved or deleted in this process
+# clears it at once (notifications.apps).
+channels_cache = LookupCache()
+
+
+def tenant_has_channels(tenant_id: int) -> bool:
+    found = channels_cache.get(tenant_id)
+    if found is MISSING:
+        found = channels_cache.load(
+            tenant_id, Channel.objects.filter(tenant_id=tenant_id, enabled=True).exists
+        )
+    return bool(found)
+
+
 def interaction_changed_received(sender, *, interaction, event, audit, **kwargs) -> None:
-    """Ask for the follow-up once the change commits; never fail the decision."""
+    """Ask for the follow-up once the change commits; never fail the decision.
+
+    A tenant without an enabled channel asks for none: only a channel that told of the item
+    hears of a decision, a void, a vote or a cancel, and a disabled one hears nothing, so the
+    follow-up would write its marker and tell no one. It was a worker task of ten statements
+    after every decision, as costly as the resumed turn it ran beside (bench/README.md,
+    2026-12-04). A channel enabled within LOOKUP_CACHE_SECONDS in another process, after it
+    told of the item, is caught by the sweep (follow_ups_missing: items some channel told of,
+    with no marker). An extension or an escalation reaches every channel the item matches,
+    whenever it was made: those always ask."""
     args = (audit.pk, interaction.pk)
+    every_channel = EVENT_OF_ACTION.get(audit.action) in EVERY_CHANNEL
 
     def enqueue() -> None:
         try:
+            if not every_channel and not tenant_has_channels(interaction.tenant_id):
+                return
             task_enqueue("notifications.tasks.follow_up", args)
         except Exception:  # noqa: BLE001 - the sweep asks again for what was not queued
             logger.warning(

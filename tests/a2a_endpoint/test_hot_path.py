@@ -8,12 +8,14 @@ import time
 import urllib.error
 import urllib.request
 
+import orjson
 import pytest
 from django.utils import timezone
 
 from a2a_endpoint import asyncdb, wire
-from a2a_endpoint.asyncdb import pool_close, task_read, tasks_page_read
+from a2a_endpoint.asyncdb import StoredTask, pool_close, task_read, tasks_page_read
 from a2a_endpoint.identity import agent_cache
+from a2a_endpoint.jsonrpc import json_bytes
 from runtime.agents.agent_models import Agent
 from runtime.kernel.errors import TaskNotFound
 from runtime.kernel.task_models import ANONYMOUS, Task
@@ -156,13 +158,15 @@ def test_get_tasks_async_read_is_the_orm_read(agents, client, postgres_only):
     scope = {"tenant": agents.a.tenant, "agent": agent, "subject": agents.a.subject}
     orm = task_for_caller(**scope, task_id=mine["id"])
     got = read_async(**scope, task_id=mine["id"])
-    fields = [f.attname for f in Task._meta.concrete_fields]
-    runtime_only = {"transcript", "runs", "plan"}  # never on the wire: not read
-    assert got.get_deferred_fields() == runtime_only
-    assert [getattr(got, f) for f in fields if f not in runtime_only] == [
-        getattr(orm, f) for f in fields if f not in runtime_only
-    ]
+    # GetTask's row in ListTasks' shape: what the wire shows, its JSON as stored.
+    shown = ("pk", *StoredTask.FIELDS[1:], *StoredTask.JSON_FIELDS)
+    assert [getattr(got, f) for f in shown] == [getattr(orm, f) for f in shown]
     assert wire.task_wire(got) == wire.task_wire(orm) == mine | {"history": orm.history}
+    assert orjson.loads(json_bytes(wire.stored_task_wire(got))) == wire.task_wire(orm)
+    for length in (0, 1):
+        assert orjson.loads(
+            json_bytes(wire.stored_task_wire(got, history_length=length))
+        ) == wire.task_wire(orm, history_length=length)
     # Another caller's task, another agent's, another tenant's: not found, as the ORM says.
     tck = Agent.objects.get(tenant=agents.a.tenant, slug="tck")
     for other in (

@@ -252,3 +252,24 @@ def test_items_no_channel_told_of_are_never_followed_up(
     settings.NOTIFY_FAN_OUT_GRACE_SECONDS = 0
     assert follow_ups_missing(now=timezone.now() + timedelta(seconds=1)) == []
     assert not Delivery.objects.exists()
+
+
+def test_a_tenant_without_a_channel_queues_no_follow_up(
+    agents, notify, receivers, channel, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    quiet = hold(agents.a, capture)
+    with capture(execute=True):
+        decide(quiet, approved=True)
+    # No channel could hear of it: the follow-up (a marker telling no one) is not asked for.
+    assert not FollowUp.objects.exists()
+
+    # A channel made since (in this process: the cached answer is dropped at once) hears of
+    # the next decision.
+    hook = receivers()
+    _, hook.secret = channel(agents.a.tenant, "pager", "webhook", url=hook.url)
+    told = hold(agents.a, capture)
+    with capture(execute=True):
+        decide(told, approved=True)
+    assert FollowUp.objects.get().interaction_id == told.pk
+    assert types(hook) == ["interaction.opened", "interaction.decided"]

@@ -1,0 +1,19 @@
+"""The tasks page's index: a tenant's tasks, latest status change first (issue 45)."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("runtime", "0034_receipt_on_behalf_of"),
+        ("tenants", "0009_members_and_tenant_settings"),
+    ]
+
+    operations = [
+        migrations.AddIndex(
+            model_name="task",
+            index=models.Index(
+                fields=["tenant", "-status_timestamp", "-id"], name="task_tenant_recent"
+            ),
+        ),
+    ]

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runtime", "0034_receipt_on_behalf_of"),
+        ("runtime", "0037_call_summary"),
         ("tenants", "0009_members_and_tenant_settings"),
     ]
 

@@ -346,3 +346,20 @@ def test_another_tenants_summaries_are_never_read(
         reverse("approvals:interaction", args=[held.public_id])
     )
     assert response_b.status_code == 404
+
+
+def test_a_tenant_admin_turns_summaries_on_in_the_tenant_settings_audited(agents):
+    from runtime.kernel.task_models import AuditEvent
+    from tests.admin_pages import form_data, tenant_admin_client
+
+    client = tenant_admin_client(agents.a)
+    url = f"/admin/tenants/tenant/{agents.a.tenant.pk}/change/"
+    page = client.get(url).content.decode()
+    assert "AI summaries of held calls" in page and 'name="ai_summaries"' in page
+    data = form_data(page)
+    data["ai_summaries"] = "on"
+    assert client.post(url, data).status_code == 302
+    assert Tenant.objects.get(pk=agents.a.tenant.pk).ai_summaries
+    event = AuditEvent.objects.get(tenant=agents.a.tenant, action="tenant.settings_changed")
+    assert event.detail["changed"] == {"ai_summaries": [False, True]}
+    assert not Tenant.objects.get(pk=agents.b.tenant.pk).ai_summaries

@@ -19,11 +19,13 @@ from runtime.decisions.call_summaries import (
     summary_ask,
 )
 from runtime.decisions.decision_models import CallSummary, Interaction
+from runtime.kernel.task_models import AuditEvent
 from runtime.llm.summary_ask import SUMMARY_INSTRUCTIONS
 from runtime.tasks import summary_retry_in
 from tenants.models import ApiToken, Tenant
 from tenants.services import tenant_settings_set
 from tenants.tokens import api_token_create
+from tests.admin_pages import form_data, tenant_admin_client
 from tests.core import REPORT_RESULT, decide, run, send
 from tests.llm_stub import LLMStub, call, completion, error, response
 
@@ -349,9 +351,6 @@ def test_another_tenants_summaries_are_never_read(
 
 
 def test_a_tenant_admin_turns_summaries_on_in_the_tenant_settings_audited(agents):
-    from runtime.kernel.task_models import AuditEvent
-    from tests.admin_pages import form_data, tenant_admin_client
-
     client = tenant_admin_client(agents.a)
     url = f"/admin/tenants/tenant/{agents.a.tenant.pk}/change/"
     page = client.get(url).content.decode()

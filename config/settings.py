@@ -541,6 +541,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runtime.tasks.expire_interactions",
         "schedule": float(INTERACTION_EXPIRY_SWEEP_SECONDS),
     },
+    # Audit rows past each tenant's retention (runtime.kernel.audit_prune): retention is
+    # counted in days, so once a day is enough; a tenant without one is never pruned.
+    "prune-audit": {"task": "runtime.tasks.prune_audit", "schedule": 24 * 3600.0},
 }
 
 # Every outbound request (connections.outbound's guarded clients) ends within its caller's

@@ -50,14 +50,17 @@ def channel_url(channel: Channel) -> str:
 class HookTransport(Transport):
     """A medium that posts JSON to the channel's URL."""
 
+    fields = ("url",)
+    fields_title = "Where it posts: the URL"
+
     def check(self, *, tenant, channel: Channel | None, given: ChannelFields) -> None:
         if given.url:
             try:
                 check_url(given.url, ["*"])
             except OutboundRefused as exc:
-                raise ChannelError(f"the URL cannot be used: {exc}") from None
+                raise ChannelError(f"the URL cannot be used: {exc}", field="url") from None
         elif channel is None or not channel.url_encrypted:
-            raise ChannelError("this channel needs a URL")
+            raise ChannelError("this channel needs a URL", field="url")
 
     def store(self, *, channel: Channel, given: ChannelFields) -> str:
         if given.url:

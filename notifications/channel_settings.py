@@ -1,14 +1,26 @@
 """A tenant's notification channels as its admins set them (the settings page, Django admin,
 ``manage.py channels``): checked, saved with their secrets encrypted, rotated, deleted. What
 each kind needs (an e-mail's recipients, a URL, the Slack app) is its medium's to check and
-store (notifications.transports)."""
+store (notifications.transports); a channel keeps only its own medium's fields. A test sent
+from Django admin goes at once, its outcome audited."""
+
+import uuid
 
 from django.db import transaction
 
-from notifications.models import Channel
-from notifications.transports import ChannelError, ChannelFields, transport_for
+from notifications.models import Channel, Delivery
+from notifications.services import delivery_send
+from notifications.transports import ChannelError, ChannelFields, fields_of, transport_for
+from runtime.kernel.audit import audit_record
+from tenants.models import Membership
 
-__all__ = ["ChannelError", "channel_check", "channel_delete", "channel_save"]
+__all__ = [
+    "ChannelError",
+    "channel_check",
+    "channel_delete",
+    "channel_save",
+    "channel_test_send",
+]
 
 
 def channel_check(
@@ -24,15 +36,16 @@ def channel_check(
 ) -> None:
     """Raise ChannelError saying why these settings cannot be saved (no network I/O)."""
     if kind not in Channel.Kind.values:
-        raise ChannelError("unknown channel kind")
+        raise ChannelError("unknown channel kind", field="kind")
     if channel is not None and channel.kind != kind:
-        raise ChannelError("a channel's kind cannot change; make a new channel")
+        raise ChannelError("a channel's kind cannot change; make a new channel", field="kind")
     others = Channel.objects.filter(tenant=tenant, name=name)
     if channel is not None:
         others = others.exclude(pk=channel.pk)
     if others.exists():
-        raise ChannelError("another channel has this name")
+        raise ChannelError("another channel has this name", field="name")
     given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    given = fields_of(kind, given)
     transport_for(kind).check(tenant=tenant, channel=channel, given=given)
 
 
@@ -52,8 +65,10 @@ def channel_save(
     agents=(),
     tools=(),
     omit_arguments: bool = False,
+    member_email: str = "",
 ) -> tuple[Channel, str]:
-    """Create or change a channel; returns it and a new signing secret ("" if none was made)."""
+    """Create or change a channel; returns it and a new signing secret ("" if none was made).
+    ``member_email``: whose own channel it is (a member of the tenant; "": the team's)."""
     channel_check(
         tenant=tenant,
         channel=channel,
@@ -64,13 +79,21 @@ def channel_save(
         url=url,
         slack_channel=slack_channel,
     )
+    member = None
+    if member_email:
+        member = Membership.objects.filter(tenant=tenant, user__email__iexact=member_email).first()
+        if member is None:
+            raise ChannelError(f"no member of this tenant has the e-mail address {member_email}")
     channel = channel or Channel(tenant=tenant, kind=kind)
-    given = ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    channel.member = member
+    given = fields_of(
+        kind, ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
+    )
     new_secret = transport_for(kind).store(channel=channel, given=given)
     channel.name = name
     channel.enabled = enabled
-    channel.email_roles = list(email_roles)
-    channel.email_addresses = list(email_addresses)
+    channel.email_roles = given.email_roles
+    channel.email_addresses = given.email_addresses
     channel.kinds = list(kinds)
     channel.agents = list(agents)
     channel.tools = list(tools)
@@ -91,3 +114,40 @@ def channel_secret_rotate(*, channel: Channel) -> str:
 @transaction.atomic
 def channel_delete(*, channel: Channel) -> None:
     channel.delete()
+
+
+def channel_test_send(*, channel: Channel, actor: str, via: str = "admin") -> str:
+    """Send a test notification through the channel now and return the medium's error, or ""
+    when it was taken. Django admin's "Send a test" waits for the answer, so the admin reads
+    it at once: one attempt, bounded by NOTIFY_TIMEOUT_SECONDS, never retried later (a test
+    that failed is given up). Audited as ``channel.tested`` with the outcome."""
+    delivery = Delivery.objects.create(
+        tenant_id=channel.tenant_id,
+        channel=channel,
+        event=Delivery.Event.TEST,
+        webhook_id=f"msg_{uuid.uuid4().hex}",
+    )
+    delivery_send(delivery_pk=delivery.pk)
+    delivery.refresh_from_db(fields=["state", "attempts", "last_error"])
+    if delivery.state == Delivery.State.PENDING and delivery.attempts:
+        Delivery.objects.filter(pk=delivery.pk).update(state=Delivery.State.FAILED)
+    if delivery.state == Delivery.State.DELIVERED:
+        error = ""
+    elif delivery.attempts:
+        error = delivery.last_error or "not sent"
+    else:  # the worker's sweep claimed it first: it sends it
+        error = "not sent yet: the worker is sending it (see Notification deliveries)"
+    audit_record(
+        tenant_id=channel.tenant_id,
+        actor=actor,
+        action="channel.tested",
+        via=via,
+        detail={
+            "channel": channel.public_id,
+            "name": channel.name,
+            "kind": channel.kind,
+            "sent": not error,
+            "error": error,
+        },
+    )
+    return error

@@ -9,6 +9,10 @@ from notifications.ladders import ROLES
 from notifications.models import Channel
 from runtime.decisions.decision_models import Interaction
 
+# The fields of a channel that belong to one medium (notifications.transports, ``fields``),
+# and the filters every channel has.
+MEDIUM_FIELDS = ("email_roles", "email_addresses", "slack_channel", "url")
+FILTER_FIELDS = ("kinds", "agents", "tools", "omit_arguments")
 _TOOL = re.compile(r"^[A-Za-z0-9_.-]{1,100}(/[A-Za-z0-9_.-]{1,100})?$")
 
 
@@ -45,6 +49,12 @@ class ChannelForm(forms.Form):
     agents = forms.CharField(required=False, max_length=1000, help_text="Agent slugs; empty: all.")
     tools = forms.CharField(
         required=False, max_length=1000, help_text='"server/tool" or "server"; empty: all.'
+    )
+    member = forms.EmailField(
+        required=False,
+        label="A member's own channel",
+        help_text="The e-mail of the member whose own channel this is (their Slack DM, their "
+        "Teams chat); empty: the team's. While they are away their delegate is told instead.",
     )
     omit_arguments = forms.BooleanField(
         required=False,

@@ -37,7 +37,13 @@ class SendFailed(Exception):
 
 
 class ChannelError(ValueError):
-    """A channel's settings cannot be saved; the message says why (never a secret)."""
+    """A channel's settings cannot be saved; the message says why (never a secret), and
+    ``field`` which of its settings it is about ("" for the channel as a whole), so that a
+    form shows it next to that field."""
+
+    def __init__(self, message: str, *, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,11 @@ class Transport:
     # Sub-commands of ``manage.py channels`` of this medium's own: (name, help); each takes
     # ``--tenant`` and prints what ``command_run`` returns.
     command_actions: tuple[tuple[str, str], ...] = ()
+    # The ChannelFields this medium reads (and a channel of its kind keeps): a form shows
+    # these for its kind only, and the others are stored empty.
+    fields: tuple[str, ...] = ()
+    # The heading of those fields on a form.
+    fields_title = ""
 
     def send(self, delivery: Delivery, content: dict, now: datetime) -> dict:
         """Send ``delivery``, saying ``content`` (notifications.content), at the wall clock
@@ -107,6 +118,18 @@ class Transport:
     def command_run(self, action: str, *, tenant) -> str:
         """What the sub-command ``action`` (one of ``command_actions``) prints."""
         raise NotImplementedError(action)
+
+
+def fields_of(kind: str, given: ChannelFields) -> ChannelFields:
+    """``given`` with only the fields of ``kind``'s medium: a channel keeps no other medium's
+    settings (an e-mail channel no URL, a webhook no recipients)."""
+    own = transport_for(kind).fields
+    return ChannelFields(
+        **{
+            name: getattr(given, name) if name in own else getattr(ChannelFields(), name)
+            for name in ("email_roles", "email_addresses", "url", "slack_channel")
+        }
+    )
 
 
 @cache

@@ -112,9 +112,10 @@ def _save(request, form: ChannelForm, channel: Channel | None):
             agents=data["agents"],
             tools=data["tools"],
             omit_arguments=data["omit_arguments"],
+            member_email=data.get("member") or "",
         )
     except ChannelError as exc:
-        form.add_error(None, str(exc))
+        form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         return _channel_page(request, form, channel, status=400)
     if secret:
         # Shown once, on this response only: never in a redirect, a message or a log.
@@ -135,6 +136,7 @@ def _initial(channel: Channel) -> dict:
         "tools": ", ".join(channel.tools),
         "slack_channel": channel.slack_channel,
         "omit_arguments": channel.omit_arguments,
+        "member": channel.member.user.email if channel.member is not None else "",
     }
 
 

@@ -14,6 +14,7 @@ from config.celery import queue
 from config.metrics import CALL_SUMMARIES
 from runtime.decisions.call_summaries import held_call_summarise
 from runtime.decisions.interaction_state import interactions_expire
+from runtime.kernel.audit_prune import audit_prune_due
 from runtime.kernel.push.push_delivery import (
     MAX_COUNTDOWN,
     configs_due,
@@ -48,6 +49,12 @@ def sweep_turns() -> int:
 @shared_task(ignore_result=True)
 def expire_interactions() -> int:
     return interactions_expire()
+
+
+@shared_task(ignore_result=True)
+def prune_audit() -> int:
+    """Remove audit rows past each tenant's retention (runtime.kernel.audit_prune)."""
+    return audit_prune_due()
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True)

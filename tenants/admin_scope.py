@@ -226,7 +226,16 @@ class TenantScopedAdmin(ScopedAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         allowed = self.scope_allows(request, "add")
+        if allowed and self.one_per_tenant():
+            # A tenant's only one (its Slack app, its push settings) exists: no "Add" link
+            # to a form that could only refuse.
+            scope = admin_scope(request)
+            return not self.model._default_manager.filter(tenant=scope.tenant).exists()
         return super().has_add_permission(request) if allowed is None else allowed
+
+    def one_per_tenant(self) -> bool:
+        field = next((f for f in self.model._meta.fields if f.name == "tenant"), None)
+        return field is not None and field.one_to_one
 
     def has_change_permission(self, request, obj=None):
         allowed = self.scope_allows(request, "change", obj)
@@ -389,6 +398,7 @@ ADMIN_SECTIONS: list[tuple[str, str, tuple[str, ...]]] = [
         (
             "tenants.ApiToken",
             "connections.Connection",
+            "connections.TenantApp",
             "socialaccount.SocialApp",
             "socialaccount.SocialAccount",
             "socialaccount.SocialToken",
@@ -479,7 +489,12 @@ class CountersignAdminSite(admin.AdminSite):
     def get_app_list(self, request, app_label=None):
         app_list = super().get_app_list(request, app_label)
         if app_label is not None:
-            return app_list  # an app's own page lists that app's models
+            # An app's own page lists that app's models, by the same plain names.
+            for app in app_list:
+                for entry in app["models"]:
+                    label = f"{app['app_label']}.{entry['object_name']}"
+                    entry["name"] = ADMIN_NAMES.get(label, entry["name"])
+            return app_list
         return admin_sections(app_list, tenant_admin=admin_scope(request).tenant_admin)
 
     def each_context(self, request):

@@ -86,7 +86,8 @@ class LiveStack:
         self.web = subprocess.Popen(
             [
                 str(BIN / "uvicorn"),
-                "config.asgi:application",
+                # The project's, forgetting content type ids per request (tests/live_asgi.py).
+                "tests.live_asgi:application",
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -32,6 +32,8 @@ class SlackAppTransport(Transport):
         ),
     )
     command_actions = (("slack-manifest", "Print the Slack app's manifest (JSON)."),)
+    fields = ("slack_channel",)
+    fields_title = "Slack app: where it posts"
 
     def send(self, delivery: Delivery, content: dict, now: datetime) -> dict:
         try:
@@ -42,12 +44,14 @@ class SlackAppTransport(Transport):
     def check(self, *, tenant, channel: Channel | None, given: ChannelFields) -> None:
         if not SlackApp.objects.filter(tenant=tenant).exists():
             raise ChannelError(
-                "set up the tenant's Slack app first (its bot token and signing secret)"
+                "set up the tenant's Slack app first (its bot token and signing secret)",
+                field="slack_channel",
             )
         if not SLACK_CHANNEL.match(given.slack_channel or ""):
             raise ChannelError(
                 "give the Slack channel's ID (C0123…: the channel's details in Slack show it), "
-                "not its name"
+                "not its name",
+                field="slack_channel",
             )
 
     def store(self, *, channel: Channel, given: ChannelFields) -> str:

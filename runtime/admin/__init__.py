@@ -6,5 +6,6 @@ from runtime.admin import (  # noqa: F401  (each registers its models' admin)
     credential_admin,
     push_admin,
     record_admin,
+    token_admin,
     toolserver_admin,
 )

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tenants", "0009_members_and_tenant_settings"),
+        ("tenants", "0010_tenant_defaults_and_retention"),
     ]
 
     operations = [

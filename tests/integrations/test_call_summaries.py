@@ -13,15 +13,21 @@ from django.urls import reverse
 
 from notifications.channel_settings import channel_save
 from runtime.agents.agentfile import AgentSpec, agent_upsert
-from runtime.decisions.call_summaries import held_call_summarise
+from runtime.decisions.call_summaries import (
+    call_summaries_for,
+    held_call_summarise,
+    summary_ask,
+)
 from runtime.decisions.decision_models import CallSummary, Interaction
+from runtime.kernel.task_models import AuditEvent
 from runtime.llm.summary_ask import SUMMARY_INSTRUCTIONS
 from runtime.tasks import summary_retry_in
 from tenants.models import ApiToken, Tenant
 from tenants.services import tenant_settings_set
 from tenants.tokens import api_token_create
+from tests.admin_pages import form_data, tenant_admin_client
 from tests.core import REPORT_RESULT, decide, run, send
-from tests.llm_stub import LLMStub, call, completion, error
+from tests.llm_stub import LLMStub, call, completion, error, response
 
 pytestmark = pytest.mark.django_db
 
@@ -235,8 +241,6 @@ def test_a_redacted_value_too_short_to_blank_keeps_the_conversation_from_the_mod
         tools=[TOOL],
         tool_policy={"deploy/deploy_build": {"action": "approve", "redact": ["pin"]}},
     )
-    from runtime.decisions.call_summaries import summary_ask
-
     with django_capture_on_commit_callbacks(execute=True):
         task = run(send(agents.a, "pinner", "use pin 42"))
     held = Interaction.objects.get(task=task, state="open")
@@ -297,3 +301,64 @@ def test_a_model_that_is_down_leaves_the_item_as_it_was(
 def test_a_failed_summary_is_asked_again_a_bounded_number_of_times():
     waits = [summary_retry_in(retries) for retries in range(5)]
     assert waits[:3] == [30, 60, 120] and waits[3:] == [None, None]
+
+
+def test_the_responses_api_writes_the_summary_with_its_own_request(
+    agents, llm, hosted, summaries_on, eager, django_capture_on_commit_callbacks
+):
+    hosted.model = {"provider": "openai-responses", "model": "gpt-5-mini"}
+    hosted.save(update_fields=["model"])
+    llm.play(
+        response(
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_r1",
+                "name": "deploy__deploy_build",
+                "arguments": json.dumps(ARGUMENTS),
+            }
+        ),
+        response(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": WRITTEN, "annotations": []}],
+            }
+        ),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        task = run(send(agents.a, "assistant", "deploy b-42 to production"))
+    kept = CallSummary.objects.get(interaction__task=task)
+    assert (kept.text, kept.model, kept.problems) == (WRITTEN, "openai-responses gpt-5-mini", [])
+    asked = llm.requests[-1]
+    assert asked["path"] == "/v1/responses"
+    assert asked["body"]["instructions"] == SUMMARY_INSTRUCTIONS and "tools" not in asked["body"]
+    assert SECRET not in asked["raw"]
+
+
+def test_another_tenants_summaries_are_never_read(
+    agents, llm, hosted, summaries_on, eager, django_capture_on_commit_callbacks
+):
+    held = hold(agents, llm, summary=WRITTEN, capture=django_capture_on_commit_callbacks)
+    assert set(call_summaries_for(tenant=agents.a.tenant, interaction_ids=[held.pk])) == {held.pk}
+    agents.b.tenant.ai_summaries = True
+    agents.b.tenant.save(update_fields=["ai_summaries"])
+    assert call_summaries_for(tenant=agents.b.tenant, interaction_ids=[held.pk]) == {}
+    response_b = agents.b.client_for(agents.b.operator).get(
+        reverse("approvals:interaction", args=[held.public_id])
+    )
+    assert response_b.status_code == 404
+
+
+def test_a_tenant_admin_turns_summaries_on_in_the_tenant_settings_audited(agents):
+    client = tenant_admin_client(agents.a)
+    url = f"/admin/tenants/tenant/{agents.a.tenant.pk}/change/"
+    page = client.get(url).content.decode()
+    assert "AI summaries of held calls" in page and 'name="ai_summaries"' in page
+    data = form_data(page)
+    data["ai_summaries"] = "on"
+    assert client.post(url, data).status_code == 302
+    assert Tenant.objects.get(pk=agents.a.tenant.pk).ai_summaries
+    event = AuditEvent.objects.get(tenant=agents.a.tenant, action="tenant.settings_changed")
+    assert event.detail["changed"] == {"ai_summaries": [False, True]}
+    assert not Tenant.objects.get(pk=agents.b.tenant.pk).ai_summaries

@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from notifications.channel_settings import (
     ChannelError,
     channel_check,
+    channel_delete,
     channel_save,
     channel_test_send,
 )
@@ -141,6 +142,7 @@ class ChannelAdmin(TenantScopedAdmin):
                 agents=data["agents"] or [],
                 tools=data["tools"] or [],
                 omit_arguments=data["omit_arguments"],
+                actor=request.user.subject,
             )
         except ChannelError as exc:
             self.message_user(request, f"Not saved: {exc}", level="error")
@@ -155,6 +157,13 @@ class ChannelAdmin(TenantScopedAdmin):
                 'A signing secret was made. To see one, use "New signing secret" on the '
                 "channel's page under Notifications.",
             )
+
+    def delete_model(self, request, obj):
+        channel_delete(channel=obj, actor=request.user.subject)
+
+    def delete_queryset(self, request, queryset):
+        for channel in queryset:
+            channel_delete(channel=channel, actor=request.user.subject)
 
     def get_urls(self):
         urls = [

@@ -210,3 +210,49 @@ def test_another_tenants_channel_is_never_tested(admin_a, world, notify, receive
     assert receiver.arrived == 0
     assert not Delivery.objects.exists()
     assert not AuditEvent.objects.filter(action="channel.tested").exists()
+
+
+def test_a_channel_made_changed_and_deleted_in_admin_is_audited_never_with_its_url(admin_a, world):
+    admin_a.post(
+        ADD, {"name": "hook", "kind": "slack", "url": "https://hooks.slack.example/T/B/first"}
+    )
+    channel = Channel.objects.get(name="hook")
+    admin_a.post(
+        f"/admin/notifications/channel/{channel.pk}/change/",
+        {"name": "hook two", "url": "https://hooks.slack.example/T/B/second", "kinds": []},
+    )
+    admin_a.post(f"/admin/notifications/channel/{channel.pk}/delete/", {"post": "yes"})
+    assert not Channel.objects.exists()
+    rows = list(
+        AuditEvent.objects.filter(tenant=world.a.tenant, action__startswith="channel.").order_by(
+            "id"
+        )
+    )
+    assert [(r.action, r.actor, r.via) for r in rows] == [
+        ("channel.created", world.a.admin.subject, "admin"),
+        ("channel.changed", world.a.admin.subject, "admin"),
+        ("channel.deleted", world.a.admin.subject, "admin"),
+    ]
+    assert rows[1].detail["changed"] == ["name", "url"]
+    assert not any("first" in str(r.detail) or "second" in str(r.detail) for r in rows)
+
+
+def test_a_channel_made_from_a_shell_is_audited_as_the_shells(world):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    call_command(
+        "channels",
+        "add",
+        "email",
+        "--tenant",
+        world.a.tenant.slug,
+        "--name",
+        "mail",
+        "--roles",
+        "admin",
+        stdout=StringIO(),
+    )
+    row = AuditEvent.objects.get(tenant=world.a.tenant, action="channel.created")
+    assert row.via == "shell" and row.actor.startswith("shell")

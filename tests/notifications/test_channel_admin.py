@@ -256,3 +256,21 @@ def test_a_channel_made_from_a_shell_is_audited_as_the_shells(world):
     )
     row = AuditEvent.objects.get(tenant=world.a.tenant, action="channel.created")
     assert row.via == "shell" and row.actor.startswith("shell")
+
+
+def test_the_action_sends_at_most_three_tests_at_once_and_says_so(
+    admin_a, world, notify, mailoutbox
+):
+    made = [
+        channel_save(
+            tenant=world.a.tenant, name=f"mail {n}", kind="email", email_addresses=["a@acme.test"]
+        )[0]
+        for n in range(4)
+    ]
+    response = admin_a.post(
+        "/admin/notifications/channel/",
+        {"action": "send_test", "_selected_action": [c.pk for c in made]},
+        follow=True,
+    )
+    assert len(mailoutbox) == 3
+    assert "Sent 3 tests; choose fewer channels." in page_messages(response)

@@ -43,6 +43,7 @@ from approvals.api_serializers import (
 from approvals.rule_bodies import RuleSerializer, rule_wire
 from approvals.stepup import stepped_up
 from runtime.decisions.approvers import Decider
+from runtime.decisions.call_summaries import call_summaries_for
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import (
     interaction_for_tenant,
@@ -246,7 +247,12 @@ def interaction_list(request):
     )
     paginator = InteractionKeyset()
     page = paginator.paginate_queryset(rows, request)
-    return paginator.get_paginated_response(InteractionSerializer(page, many=True).data)
+    summaries = call_summaries_for(
+        tenant=request.operator.tenant, interaction_ids=[row.pk for row in page]
+    )
+    return paginator.get_paginated_response(
+        InteractionSerializer(page, many=True, context={"summaries": summaries}).data
+    )
 
 
 @extend_schema(
@@ -265,7 +271,12 @@ def interaction_detail(request, public_id: str):
         decider=request.operator.decider_for(request),
         with_receipts=False,
     )
-    return Response(InteractionFactsSerializer(interaction, context={"facts": facts}).data)
+    summaries = call_summaries_for(tenant=request.operator.tenant, interaction_ids=[interaction.pk])
+    return Response(
+        InteractionFactsSerializer(
+            interaction, context={"facts": facts, "summaries": summaries}
+        ).data
+    )
 
 
 def answer_endpoint(

@@ -7,6 +7,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.api_summary import ModelSummaryField
 from approvals.forms import (
     ANSWER_MAX,
     ARGUMENTS_MAX,
@@ -104,6 +105,12 @@ class InteractionSerializer(serializers.Serializer):
         help_text="The approval group of the calls of one model reply it belongs to (decide "
         "it at /api/v1/groups/<groupId>), or null.",
     )
+    summary = ModelSummaryField(
+        required=False,
+        help_text="For an approval whose tenant has AI summaries on, once a model wrote one: "
+        "its summary of the held call, labelled as a model's and checked against the "
+        "arguments. Absent otherwise.",
+    )
 
     def get_choices(self, obj) -> list[str]:
         return [str(c) for c in (obj.request or {}).get("choices") or []]
@@ -136,7 +143,13 @@ class InteractionSerializer(serializers.Serializer):
             "answeredAt": wire_time(instance.answered_at),
             "heldCall": held_call_view(instance),
             "groupId": instance.group_id or None,
+            **self.model_summary(instance),
         }
+
+    def model_summary(self, instance) -> dict:
+        # The view reads the page's summaries in one query (approvals.api): none per row.
+        found = (self.context.get("summaries") or {}).get(instance.pk)
+        return {"summary": found.wire()} if found is not None else {}
 
     @extend_schema_field(HeldCallSummarySerializer(allow_null=True))
     def get_heldCall(self, obj) -> dict | None:  # noqa: N802 - the wire's spelling

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods
 from approvals.access import effect_for_member, interaction_for_member
 from approvals.decision_form import DecisionPost, decided_text, edit_form, rule_form
 from approvals.elicitation_form import ElicitationForm, elicitation_of
+from approvals.extend_form import ExtendForm
 from approvals.forms import AnswerForm, ApprovalForm, EffectResolveForm
 from approvals.group_views import (
     GROUP_CHOICES,
@@ -28,6 +29,7 @@ from approvals.presenting import pretty, visible_messages
 from approvals.stepup import step_up_redirect, stepped_up
 from notifications.selectors import deliveries_for_interaction, ladder_steps_for
 from runtime.decisions.approvers import Decider
+from runtime.decisions.call_summaries import call_summary_of
 from runtime.decisions.decision_models import Effect
 from runtime.decisions.decision_selectors import approval_of_effect, effect_resolutions
 from runtime.decisions.effects import effect_resolve
@@ -61,7 +63,7 @@ def interaction_detail(request, public_id: str):
     # reads the policy once, in the flow, under the task's lock.
     facts = functools.cache(lambda: decision_facts(interaction=interaction, decider=decider))
     if request.method == "GET":
-        return _decision_page(request, facts())
+        return decision_page(request, facts())
     require_decider(request.membership)
     if request.POST.get("decision") in GROUP_CHOICES:
         return _group_decided(request, facts(), decider)
@@ -74,7 +76,7 @@ def interaction_detail(request, public_id: str):
     if posted.decision is None:
         if posted.problem:
             messages.error(request, posted.problem)
-        return _decision_page(request, facts(), posted=posted, status=400)
+        return decision_page(request, facts(), posted=posted, status=400)
     try:
         decided = decision_take(
             tenant=request.membership.tenant,
@@ -92,14 +94,14 @@ def interaction_detail(request, public_id: str):
         return step_up_redirect(request)
     except AlreadyDecided as exc:
         won = decision_facts(interaction=exc.interaction, decider=decider)
-        return _decision_page(request, won, already=exc.interaction, status=409)
+        return decision_page(request, won, already=exc.interaction, status=409)
     except (DeciderRefused, ChannelRefused, NotAllowed) as exc:
         messages.error(request, exc.message)
-        return _decision_page(request, facts(), status=403)
+        return decision_page(request, facts(), status=403)
     except (InvalidParams, RuleRefused) as exc:
         if not posted.refused(exc):
             messages.error(request, exc.message)
-        return _decision_page(request, facts(), posted=posted, status=400)
+        return decision_page(request, facts(), posted=posted, status=400)
     except TaskNotFound as exc:
         raise Http404("No such interaction.") from exc
     if decided.rule_refused is not None:
@@ -113,7 +115,7 @@ def _group_decided(request, facts: DecisionFacts, decider: Decider):
     interaction = facts.interaction
     if not interaction.group_id:
         messages.error(request, "This call was held on its own: decide it with its own buttons.")
-        return _decision_page(request, facts, status=400)
+        return decision_page(request, facts, status=400)
     try:
         decided = group_decision_post(request.POST, interaction=interaction, decider=decider)
     except StepUpRequired:
@@ -131,15 +133,15 @@ def _group_decided(request, facts: DecisionFacts, decider: Decider):
         )
         # The page as it stands now: the group's calls, the one decided meanwhile included.
         fresh = interaction_for_member(request, interaction.public_id)
-        return _decision_page(
+        return decision_page(
             request, decision_facts(interaction=fresh, decider=decider), status=409
         )
     except (DeciderRefused, ChannelRefused, NotAllowed) as exc:
         messages.error(request, f"Not applied to any call of the group: {exc.message}")
-        return _decision_page(request, facts, status=403)
+        return decision_page(request, facts, status=403)
     except InvalidParams as exc:
         messages.error(request, f"Not applied to any call of the group: {exc.description}")
-        return _decision_page(request, facts, status=400)
+        return decision_page(request, facts, status=400)
     except TaskNotFound as exc:
         raise Http404("No such interaction.") from exc
     done = group_decided_text(decided, approved=request.POST.get("decision") == "approve_group")
@@ -167,8 +169,14 @@ def _moved_on(request, decided, decision):
     return redirect(following["url"])
 
 
-def _decision_page(
-    request, facts: DecisionFacts, *, posted: DecisionPost | None = None, already=None, status=200
+def decision_page(
+    request,
+    facts: DecisionFacts,
+    *,
+    posted: DecisionPost | None = None,
+    already=None,
+    extend_form: ExtendForm | None = None,
+    status=200,
 ):
     interaction, held = facts.interaction, facts.held_call
     tenant = request.membership.tenant
@@ -183,6 +191,8 @@ def _decision_page(
         "back_url": inbox_url(query),
         "summary": call["summary"] if call else "",
         "impact": call["impact"] if call else "",
+        # A model's summary of the held call, where the tenant has them (shown labelled).
+        "model_summary": call_summary_of(interaction, tenant=tenant) if held else None,
         "interaction": interaction,
         "task": interaction.task,
         "facts": facts,
@@ -212,6 +222,10 @@ def _decision_page(
         "approvers_named": facts.approvers_named,
         "widened_to": interaction.widened_to or [],
         "progress": facts.progress,
+        # Who may decide an open item may give it more time (approvals.deadline_views).
+        "extend_form": (extend_form or ExtendForm(interaction=interaction))
+        if facts.is_open and facts.may_decide and not elicitation
+        else None,
         "approvals_so_far": interaction.approvals or [],
         "decide_refusal": facts.refusal,
         "approved_already": facts.approved_already,

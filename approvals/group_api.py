@@ -19,6 +19,7 @@ from approvals.api_serializers import (
     JSONBooleanField,
 )
 from approvals.forms import REASON_MAX
+from runtime.decisions.call_summaries import call_summaries_for
 from runtime.decisions.flow import REST, Decision
 from runtime.decisions.group_flow import GroupFacts, group_decision_take, group_facts
 
@@ -104,16 +105,20 @@ def _not_for_a_group(key: str) -> str:
     )
 
 
-def group_wire(facts: GroupFacts) -> dict:
+def group_wire(facts: GroupFacts, *, tenant) -> dict:
     calls = facts.calls
     task = calls[0].interaction.task
+    summaries = call_summaries_for(tenant=tenant, interaction_ids=[f.interaction.pk for f in calls])
     return {
         "id": facts.group_id,
         "state": "open" if facts.waiting else "decided",
         "taskId": task.public_id,
         "agent": task.agent.slug,
         "interactions": [
-            InteractionFactsSerializer(f.interaction, context={"facts": f}).data for f in calls
+            InteractionFactsSerializer(
+                f.interaction, context={"facts": f, "summaries": summaries}
+            ).data
+            for f in calls
         ],
         "decision": {
             "mayDecide": facts.may_decide,
@@ -146,7 +151,7 @@ def _group_or_404(request, group_id: str) -> GroupFacts:
 @permission_classes([permissions.IsAuthenticated, IsOperator])
 def group_detail(request, public_id: str):
     """The calls of one model reply held together, each with what you may decide of it."""
-    return Response(group_wire(_group_or_404(request, public_id)))
+    return Response(group_wire(_group_or_404(request, public_id), tenant=request.operator.tenant))
 
 
 @answer_endpoint(
@@ -179,4 +184,4 @@ def group_answer_view(request, public_id: str):
         channel=REST,
         shown=dict(shown) if shown is not None else None,
     )
-    return Response(group_wire(_group_or_404(request, public_id)))
+    return Response(group_wire(_group_or_404(request, public_id), tenant=request.operator.tenant))

@@ -25,6 +25,7 @@ from notifications.selectors import ladder_positions
 from runtime.agents.agent_models import Agent
 from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.approvers import approvals_progress
+from runtime.decisions.call_summaries import call_summaries_for, call_summary_short
 from runtime.decisions.inbox import (
     INBOX_KINDS,
     agents_with_open_counts,
@@ -140,12 +141,19 @@ def ladder_text(step) -> str:
 
 
 def with_ladders(rows: list[dict], items, *, tenant) -> list[dict]:
-    positions = ladder_positions(
-        tenant=tenant, interaction_ids=[i.interaction.pk for i in items if i.interaction]
-    )
+    ids = [i.interaction.pk for i in items if i.interaction]
+    positions = ladder_positions(tenant=tenant, interaction_ids=ids)
+    # A model's summary of each held call, short, where the tenant has them (one query).
+    summaries = call_summaries_for(tenant=tenant, interaction_ids=ids)
     for row, item in zip(rows, items, strict=True):
         step = positions.get(item.interaction.pk) if item.interaction else None
         row["ladder"] = ladder_text(step) if step else ""
+        summary = summaries.get(item.interaction.pk) if item.interaction else None
+        row["model_summary"] = (
+            {"text": call_summary_short(summary), "flagged": summary.flagged}
+            if summary is not None and not item.group
+            else None
+        )
     return rows
 
 

@@ -7,6 +7,8 @@ from datetime import datetime
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from runtime.decisions.summaries import message_calls_redacted
+
 
 def message_view(message: dict) -> dict:
     """A ProtoJSON Message as the page shows it: who, its text, its data, its files."""
@@ -27,11 +29,12 @@ def message_view(message: dict) -> dict:
 
 
 def visible_messages(task) -> list[dict]:
-    """What the caller and the agent said on the task: the history, then the status message."""
+    """What the caller and the agent said on the task: the history, then the status message.
+    A call a caller describes to a gate or a gateway shows its redacted fields as ``•••``."""
     shown = list(task.history or [])
     if task.status_message:
         shown.append(task.status_message)
-    return [message_view(m) for m in shown]
+    return [message_view(message_calls_redacted(task.agent, m)) for m in shown]
 
 
 def pretty(value) -> str:

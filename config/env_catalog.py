@@ -117,15 +117,6 @@ GROUPS: tuple[Group, ...] = (
                 "this time (the old key stays published, so their receipts still verify)",
             ),
             Setting(
-                ("EVIDENCE_SIGNING_KEY",),
-                "a long random string from which the Ed25519 key that signs evidence packs "
-                "is derived ([Hand auditors an evidence pack](../how-to/evidence-pack.md)); "
-                "set it apart from `SECRET_KEY` so that rotating that leaves the packs' "
-                "public key as it was",
-                default="`SECRET_KEY`",
-                production={"EVIDENCE_SIGNING_KEY": ""},
-            ),
-            Setting(
                 ("CONNECTIONS_OAUTH_STATE_TTL",),
                 "seconds an operator has to finish an OAuth2 connect at the provider",
             ),

@@ -94,6 +94,13 @@ NOTIFICATIONS = Counter(
     "failed (tried again later) or gave_up (failed for good).",
     ["kind", "outcome"],
 )
+CALL_SUMMARIES = Counter(
+    "countersign_call_summaries",
+    "AI summaries of held calls, by outcome: written, flagged (written; the check found "
+    "values the arguments do not hold), failed (the model did not answer; tried again) or "
+    "gave_up (failed for good; the item stays as it is).",
+    ["outcome"],
+)
 
 # name -> a function returning the families it reads (from the database) at scrape time.
 _collectors: dict[str, Callable[[], Iterable[Metric]]] = {}

@@ -372,10 +372,6 @@ DEMO_OPERATOR_PASSWORD = env_secret("DEMO_OPERATOR_PASSWORD") or DEMO_OPERATOR_P
 CONNECTIONS_ENCRYPTION_KEY = [
     key.strip() for key in env_secret("CONNECTIONS_ENCRYPTION_KEY").split(",") if key.strip()
 ] or [SECRET_KEY, *SECRET_KEY_FALLBACKS]
-# The Ed25519 key that signs evidence packs' manifests (runtime.evidence): any long random
-# string, from which the key is derived (HKDF-SHA256). Defaults to SECRET_KEY; set it on its
-# own so that rotating SECRET_KEY leaves auditors' pinned public key as it was.
-EVIDENCE_SIGNING_KEY = env_secret("EVIDENCE_SIGNING_KEY") or SECRET_KEY
 # How long an operator has to finish an OAuth2 connect at the provider, in seconds.
 CONNECTIONS_OAUTH_STATE_TTL = env_int("CONNECTIONS_OAUTH_STATE_TTL", 600)
 
@@ -545,6 +541,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "runtime.tasks.expire_interactions",
         "schedule": float(INTERACTION_EXPIRY_SWEEP_SECONDS),
     },
+    # Audit rows past each tenant's retention (runtime.kernel.audit_prune): retention is
+    # counted in days, so once a day is enough; a tenant without one is never pruned.
+    "prune-audit": {"task": "runtime.tasks.prune_audit", "schedule": 24 * 3600.0},
 }
 
 # Every outbound request (connections.outbound's guarded clients) ends within its caller's

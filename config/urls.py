@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView
 from a2a_endpoint import views as a2a_views
 from config import health, metrics, outbox_views
 from integrations.slack import settings_views as slack_settings_views
-from tenants import away_api
+from tenants import away_api, member_away_api, profile_views
 from tenants import views as tenant_views
 
 urlpatterns = [
@@ -19,6 +19,9 @@ urlpatterns = [
     # The keys that sign receipts (runtime.decisions.signing): anyone may fetch them.
     path(".well-known/jwks.json", a2a_views.jwks, name="jwks"),
     path("tenant/switch", tenant_views.tenant_switch, name="tenant_switch"),
+    path("me/", profile_views.profile, name="profile"),
+    path("me/away", profile_views.profile_away, name="profile_away"),
+    path("me/back", profile_views.profile_back, name="profile_back"),
     # Development's kept e-mails (config.outbox): 404 unless DEBUG.
     path("dev/outbox/", outbox_views.outbox_list, name="dev_outbox"),
     path("dev/outbox/<str:name>/", outbox_views.outbox_mail, name="dev_outbox_mail"),
@@ -48,6 +51,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/whoami", tenant_views.whoami, name="api_whoami"),
     path("api/v1/me/away", away_api.me_away, name="api_me_away"),
+    path(
+        "api/v1/members/<int:member_id>/away",
+        member_away_api.member_away,
+        name="api_member_away",
+    ),
     # The REST API's OpenAPI schema (YAML; ?format=json for JSON), at the trailing-slash path
     # every page uses and, as before, without it; and an explorer over it.
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),

@@ -47,9 +47,10 @@ def seed_demo_apps() -> list[str]:
             social_app=social_app,
             scopes="openid email https://www.googleapis.com/auth/drive.file",
             description="Files the agents create or open in the tenant's Google Drive. "
-            "Before it can be connected, an admin must fill in the client id and secret of the "
-            f"social application {GOOGLE_DRIVE_SOCIAL_APP!r} (Django admin → Social "
-            "applications) from a Google Cloud OAuth client whose redirect URI is "
-            "<site>/connections/oauth/callback.",
+            "Before it can be connected, a tenant admin sets the tenant's OAuth app (Django "
+            "admin → OAuth apps of the tenant: the client id and secret of a Google Cloud "
+            "OAuth client whose redirect URI is <site>/connections/oauth/callback); platform "
+            f"staff may set a default for every tenant in the social application "
+            f"{GOOGLE_DRIVE_SOCIAL_APP!r}.",
         )
     return ["github", "google-drive"]

@@ -77,6 +77,61 @@ class App(models.Model):
         return bool(social_app is not None and social_app.client_id and social_app.secret)
 
 
+class TenantApp(models.Model):
+    """A tenant's own OAuth2 client for a catalog app: set by the tenant's admin, it wins over
+    the platform's (the App's social application) for that tenant's connections.
+
+    The secret is stored Fernet-encrypted (connections.crypto) and never shown again; the
+    endpoints, when given, override the platform app's (a tenant's own identity provider)."""
+
+    class AuthMethod(models.TextChoices):
+        POST = "client_secret_post", "In the form body (client_secret_post)"
+        BASIC = "client_secret_basic", "HTTP Basic (client_secret_basic)"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    app = models.ForeignKey(
+        App,
+        on_delete=models.CASCADE,
+        related_name="tenant_apps",
+        limit_choices_to={"method": App.Method.OAUTH2},
+        help_text="The catalog app its agents may ask to connect.",
+    )
+    client_id = models.CharField(max_length=300)
+    client_secret_encrypted = models.TextField(blank=True, editable=False)
+    scopes = models.CharField(
+        max_length=500, blank=True, help_text="Space-separated. Empty: the app's own scopes."
+    )
+    server_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="OpenID Connect issuer (its /.well-known/openid-configuration names the "
+        "endpoints). Or give the two endpoints below; empty: the platform app's endpoints.",
+    )
+    authorize_url = models.URLField(max_length=500, blank=True)
+    token_url = models.URLField(max_length=500, blank=True)
+    token_auth_method = models.CharField(
+        max_length=24, choices=AuthMethod.choices, default=AuthMethod.POST
+    )
+    updated_by = models.CharField(max_length=254, blank=True, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+    # What the last "check" found: "" when it passed, else why not (in words).
+    checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    check_problem = models.CharField(max_length=500, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["tenant__slug", "app__name"]
+        verbose_name = "OAuth app of the tenant"
+        verbose_name_plural = "OAuth apps of the tenant"
+        constraints = [models.UniqueConstraint(fields=["tenant", "app"], name="tenant_app_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.app} for {self.tenant.slug}"
+
+    @property
+    def secret_set(self) -> bool:
+        return bool(self.client_secret_encrypted)
+
+
 class Connection(models.Model):
     """A tenant's connection to one catalog app: one row per (tenant, app), reconnected in place.
 

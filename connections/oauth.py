@@ -2,8 +2,11 @@
 
 Our own small flow rather than allauth's "connect" process: allauth connects a provider
 account to the *person* logged in and then fetches their profile, while a connection belongs
-to the *tenant* and only needs the tokens. allauth still keeps the client credentials: each
-OAuth2 App links a SocialApp, configured in Django admin, whose settings name the endpoints.
+to the *tenant* and only needs the tokens.
+
+Whose client credentials a flow uses (``oauth_client_for``): the tenant's own OAuth app
+(TenantApp, set by the tenant's admin, its secret encrypted), else the platform's default
+(the App's allauth SocialApp, set by platform staff, whose settings name the endpoints).
 """
 
 import base64
@@ -11,15 +14,14 @@ import hashlib
 import json
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
-from allauth.socialaccount.models import SocialApp
 
 from connections.crypto import InvalidToken, secret_decrypt
-from connections.models import App, Connection
+from connections.models import App, Connection, TenantApp
 from connections.outbound import OutboundRefused, guarded_client
 from connections.services import MAX_EXPIRES_IN, connection_tokens_refreshed
 
@@ -58,10 +60,88 @@ def _http_url(url: object) -> str | None:
     return url if parts.scheme in ("http", "https") and parts.netloc else None
 
 
-def oauth_endpoints(*, social_app: SocialApp) -> OAuthEndpoints:
-    """The provider's endpoints, from the SocialApp's settings, discovery, or allauth's class."""
+@dataclass(frozen=True)
+class OAuthClient:
+    """The client a flow uses for one tenant and app: its credentials, scopes and the
+    settings that name the provider's endpoints (as a SocialApp's settings spell them:
+    authorize_url, access_token_url, server_url, token_auth_method, auth_params)."""
+
+    name: str
+    client_id: str
+    secret: str = field(repr=False)
+    scopes: str
+    config: dict
+    # allauth's provider id, whose adapter may know the endpoints ("" for none).
+    provider: str = ""
+    # The tenant's own app (TenantApp), not the platform's default.
+    tenant_own: bool = False
+
+
+def _platform_config(app: App) -> dict:
+    social_app = app.social_app if app.social_app_id else None
+    config = social_app.settings if social_app is not None else {}
+    return dict(config) if isinstance(config, dict) else {}
+
+
+def tenant_app_client(tenant_app: TenantApp) -> OAuthClient:
+    """A tenant's own app as a client: its endpoints where it gives them, else the platform
+    app's; InvalidToken when its secret cannot be decrypted."""
+    app = tenant_app.app
+    config = _platform_config(app)
+    own = {
+        "server_url": tenant_app.server_url,
+        "authorize_url": tenant_app.authorize_url,
+        "access_token_url": tenant_app.token_url,
+    }
+    if tenant_app.server_url or (tenant_app.authorize_url and tenant_app.token_url):
+        # Its own provider: none of the platform's endpoints mix in.
+        config = {k: v for k, v in config.items() if k not in own}
+        config |= {k: v for k, v in own.items() if v}
+    config["token_auth_method"] = tenant_app.token_auth_method
+    social_app = app.social_app if app.social_app_id else None
+    return OAuthClient(
+        name=app.name,
+        client_id=tenant_app.client_id,
+        secret=secret_decrypt(tenant_app.client_secret_encrypted),
+        scopes=tenant_app.scopes or app.scopes,
+        config=config,
+        provider=social_app.provider if social_app is not None and not own["server_url"] else "",
+        tenant_own=True,
+    )
+
+
+def oauth_client_for(*, tenant, app: App) -> OAuthClient | None:
+    """The client the tenant connects ``app`` with: its own app when its admin set one (it
+    wins), else the platform's default; None when neither is set up."""
+    own = TenantApp.objects.filter(tenant=tenant, app=app).select_related("app__social_app").first()
+    if own is not None and own.client_id and own.client_secret_encrypted:
+        try:
+            return tenant_app_client(own)
+        except InvalidToken:
+            logger.error(
+                "the OAuth app %s of %s cannot be decrypted (was CONNECTIONS_ENCRYPTION_KEY "
+                "changed?)",
+                app.slug,
+                tenant.slug,
+            )
+            return None
+    social_app = app.social_app if app.oauth2_ready else None
+    if social_app is None:
+        return None
+    return OAuthClient(
+        name=social_app.name or app.name,
+        client_id=social_app.client_id,
+        secret=social_app.secret,
+        scopes=app.scopes,
+        config=_platform_config(app),
+        provider=social_app.provider,
+    )
+
+
+def oauth_endpoints(*, client: OAuthClient) -> OAuthEndpoints:
+    """The provider's endpoints, from the client's settings, discovery, or allauth's class."""
     # settings is admin-edited JSON: anything but an object is treated as empty.
-    config = social_app.settings if isinstance(social_app.settings, dict) else {}
+    config = client.config
     basic = config.get("token_auth_method") == "client_secret_basic"
     authorize, token = (
         _http_url(config.get("authorize_url")),
@@ -75,8 +155,8 @@ def oauth_endpoints(*, social_app: SocialApp) -> OAuthEndpoints:
         if "/.well-known/" not in server_url:
             server_url = server_url.rstrip("/") + "/.well-known/openid-configuration"
         try:
-            with _client() as client:
-                response = client.get(server_url)
+            with _client() as http:
+                response = http.get(server_url)
             response.raise_for_status()
             discovered = response.json()
         except (httpx.HTTPError, OutboundRefused, ValueError) as exc:
@@ -90,19 +170,22 @@ def oauth_endpoints(*, social_app: SocialApp) -> OAuthEndpoints:
                 methods = discovered.get("token_endpoint_auth_methods_supported") or []
                 basic = "client_secret_post" not in methods and "client_secret_basic" in methods
             return OAuthEndpoints(authorize_url=authorize, token_url=token, basic_auth=basic)
+        raise OAuthError(
+            "The provider's discovery document names no authorization and token endpoints."
+        )
     # A provider allauth knows (github, google, ...) when its app is installed: its adapter
     # class carries the endpoints as plain attributes.
     from allauth.socialaccount.providers import registry
 
-    provider_class = registry.get_class(social_app.provider)
+    provider_class = registry.get_class(client.provider) if client.provider else None
     adapter_class = getattr(provider_class, "oauth2_adapter_class", None)
     authorize = _http_url(getattr(adapter_class, "authorize_url", None))
     token = _http_url(getattr(adapter_class, "access_token_url", None))
     if authorize and token:
         return OAuthEndpoints(authorize_url=authorize, token_url=token, basic_auth=basic)
     raise OAuthError(
-        "The social application names no endpoints: set authorize_url and access_token_url, "
-        "or server_url, in its settings."
+        f"{client.name} names no endpoints: give the provider's issuer (server_url, for "
+        "discovery), or its authorize and token URLs (authorize_url, access_token_url)."
     )
 
 
@@ -114,22 +197,25 @@ def pkce_pair() -> tuple[str, str]:
 
 
 def oauth_authorize_url(
-    *, app: App, endpoints: OAuthEndpoints, redirect_uri: str, state: str, code_challenge: str
+    *,
+    client: OAuthClient,
+    endpoints: OAuthEndpoints,
+    redirect_uri: str,
+    state: str,
+    code_challenge: str,
 ) -> str:
-    social_app = _social_app(app)
-    config = social_app.settings if isinstance(social_app.settings, dict) else {}
-    extra = config.get("auth_params")
+    extra = client.config.get("auth_params")
     params = {
         **{str(k): str(v) for k, v in (extra if isinstance(extra, dict) else {}).items()},
         "response_type": "code",
-        "client_id": social_app.client_id,
+        "client_id": client.client_id,
         "redirect_uri": redirect_uri,
         "state": state,
         "code_challenge": code_challenge,
         "code_challenge_method": "S256",
     }
-    if app.scopes.strip():
-        params["scope"] = " ".join(app.scopes.split())
+    if client.scopes.strip():
+        params["scope"] = " ".join(client.scopes.split())
     separator = "&" if urlsplit(endpoints.authorize_url).query else "?"
     return f"{endpoints.authorize_url}{separator}{urlencode(params)}"
 
@@ -143,7 +229,12 @@ class OAuthTokens:
 
 
 def oauth_token_exchange(
-    *, app: App, endpoints: OAuthEndpoints, code: str, redirect_uri: str, code_verifier: str
+    *,
+    client: OAuthClient,
+    endpoints: OAuthEndpoints,
+    code: str,
+    redirect_uri: str,
+    code_verifier: str,
 ) -> OAuthTokens:
     """Trade the authorization code for tokens at the provider's token endpoint."""
     data = {
@@ -152,47 +243,49 @@ def oauth_token_exchange(
         "redirect_uri": redirect_uri,
         "code_verifier": code_verifier,
     }
-    return _token_request(app=app, endpoints=endpoints, data=data, what="the authorization code")
+    return _token_request(
+        client=client, endpoints=endpoints, data=data, what="the authorization code"
+    )
 
 
-def oauth_token_refresh(*, app: App, endpoints: OAuthEndpoints, refresh_token: str) -> OAuthTokens:
+def oauth_token_refresh(
+    *, client: OAuthClient, endpoints: OAuthEndpoints, refresh_token: str
+) -> OAuthTokens:
     """The refresh_token grant (RFC 6749 section 6): new tokens for an expired access token."""
     # No scope: the grant then keeps the scopes first granted (RFC 6749 section 6).
     data = {"grant_type": "refresh_token", "refresh_token": refresh_token}
-    return _token_request(app=app, endpoints=endpoints, data=data, what="the refresh token")
+    return _token_request(client=client, endpoints=endpoints, data=data, what="the refresh token")
 
 
-def _social_app(app: App) -> SocialApp:
-    if app.social_app is None:
-        raise OAuthError(f"{app.name} has no OAuth2 social application.")
-    return app.social_app
-
-
-def _token_request(*, app: App, endpoints: OAuthEndpoints, data: dict, what: str) -> OAuthTokens:
-    social_app = _social_app(app)
+def _token_post(*, client: OAuthClient, endpoints: OAuthEndpoints, data: dict) -> httpx.Response:
+    """POST ``data`` to the token endpoint, authenticated as ``client`` (RFC 6749 section
+    2.3.1); httpx.HTTPError or OutboundRefused when it cannot be reached."""
     auth: dict[str, Any] = {}  # the client's own (none) unless the provider wants Basic
     if endpoints.basic_auth:
-        auth["auth"] = (social_app.client_id, social_app.secret)
+        auth["auth"] = (client.client_id, client.secret)
     else:
-        data |= {"client_id": social_app.client_id, "client_secret": social_app.secret}
+        data = {**data, "client_id": client.client_id, "client_secret": client.secret}
+    # Accept JSON: GitHub, for one, answers form-encoded unless asked.
+    with _client() as http:
+        return http.post(
+            endpoints.token_url, data=data, headers={"Accept": "application/json"}, **auth
+        )
+
+
+def _token_request(
+    *, client: OAuthClient, endpoints: OAuthEndpoints, data: dict, what: str
+) -> OAuthTokens:
     try:
-        # Accept JSON: GitHub, for one, answers form-encoded unless asked.
-        with _client() as client:
-            response = client.post(
-                endpoints.token_url,
-                data=data,
-                headers={"Accept": "application/json"},
-                **auth,
-            )
+        response = _token_post(client=client, endpoints=endpoints, data=data)
     except (httpx.HTTPError, OutboundRefused) as exc:
-        raise OAuthError(f"{app.name} could not be reached: {exc}") from exc
+        raise OAuthError(f"{client.name} could not be reached: {exc}") from exc
     body = _token_body(response)
     if response.status_code != 200 or "error" in body:
         reason = body.get("error_description") or body.get("error") or response.status_code
-        raise OAuthError(f"{app.name} refused {what} ({reason}).")
+        raise OAuthError(f"{client.name} refused {what} ({reason}).")
     access_token = body.get("access_token")
     if not isinstance(access_token, str) or not access_token:
-        raise OAuthError(f"{app.name} answered without an access token.")
+        raise OAuthError(f"{client.name} answered without an access token.")
     expires_in = body.get("expires_in")
     try:
         expires_in = int(expires_in) if expires_in is not None and expires_in != "" else None
@@ -207,6 +300,52 @@ def _token_request(*, app: App, endpoints: OAuthEndpoints, data: dict, what: str
         expires_in=min(expires_in, MAX_EXPIRES_IN) if expires_in and expires_in > 0 else None,
         scope=scope if isinstance(scope, str) else "",
     )
+
+
+# What a token endpoint's refusal of the client-credentials grant says of the client:
+# these errors come after the client authenticated (RFC 6749 section 5.2), so its id and
+# secret were good even though the grant is not allowed; any other error says nothing.
+_GRANT_REFUSED = ("unauthorized_client", "unsupported_grant_type", "invalid_scope")
+
+
+@dataclass(frozen=True)
+class ClientCheck:
+    """What a check of an OAuth client found: ``ok`` and what to tell the admin."""
+
+    ok: bool
+    said: str
+
+
+def oauth_client_check(client: OAuthClient) -> ClientCheck:
+    """Check an OAuth client against its provider: its endpoints found (discovery when it
+    names an issuer), then its id and secret sent to the token endpoint with the
+    client-credentials grant (RFC 6749 section 4.4). Never raises: every failure is said in
+    words."""
+    try:
+        endpoints = oauth_endpoints(client=client)
+    except OAuthError as exc:
+        return ClientCheck(False, str(exc))
+    data: dict[str, str] = {"grant_type": "client_credentials"}
+    try:
+        response = _token_post(client=client, endpoints=endpoints, data=data)
+    except (httpx.HTTPError, OutboundRefused) as exc:
+        return ClientCheck(
+            False, f"The token endpoint {endpoints.token_url} could not be reached: {exc}"
+        )
+    body = _token_body(response)
+    error = str(body.get("error") or "")
+    reason = str(body.get("error_description") or error or f"HTTP {response.status_code}")
+    if response.status_code == 200 and body.get("access_token"):
+        return ClientCheck(True, "The provider accepted the client id and secret.")
+    if error in _GRANT_REFUSED:
+        return ClientCheck(
+            True,
+            "The provider knows the client: it answered that this client may not use the "
+            f"client-credentials grant ({reason}), which connecting does not need.",
+        )
+    if error == "invalid_client" or response.status_code == 401:
+        return ClientCheck(False, f"The provider refused the client id or secret ({reason}).")
+    return ClientCheck(False, f"The token endpoint answered with an error ({reason}).")
 
 
 def _token_body(response: httpx.Response) -> dict:
@@ -245,10 +384,13 @@ def connection_access_token(*, tenant, app: App) -> str | None:
             tenant.slug,
         )
         return None
-    endpoints = oauth_endpoints(social_app=connection.app.social_app)
+    client = oauth_client_for(tenant=tenant, app=connection.app)
+    if client is None:
+        raise OAuthError(f"The {app.name} token has expired and {app.name} is not set up.")
+    endpoints = oauth_endpoints(client=client)
     try:
         tokens = oauth_token_refresh(
-            app=connection.app, endpoints=endpoints, refresh_token=refresh_token
+            client=client, endpoints=endpoints, refresh_token=refresh_token
         )
     except OAuthError:
         # Another worker may have refreshed first with the same refresh token (providers that

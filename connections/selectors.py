@@ -4,7 +4,7 @@ import logging
 from dataclasses import dataclass
 
 from connections.crypto import InvalidToken, secret_decrypt
-from connections.models import App, Connection, ConnectionAuditEvent
+from connections.models import App, Connection, ConnectionAuditEvent, TenantApp
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -50,14 +50,33 @@ def connection_secret_for(*, tenant: Tenant, app_slug: str) -> str | None:
 class CatalogEntry:
     app: App
     connection: Connection | None
+    # The tenant's own OAuth app for it (set by its admin), which wins over the platform's.
+    tenant_app: TenantApp | None = None
 
     @property
     def connected(self) -> bool:
         return self.connection is not None and self.connection.is_connected
 
+    @property
+    def oauth2_ready(self) -> bool:
+        """Whether a connect can start: the tenant's own client, or the platform's default."""
+        own = self.tenant_app
+        if own is not None and own.client_id and own.secret_set:
+            return True
+        return self.app.oauth2_ready
+
+    @property
+    def provider_name(self) -> str:
+        """Whose sign-in the connect button names."""
+        if self.tenant_app is not None and self.tenant_app.secret_set:
+            return self.app.name
+        social_app = self.app.social_app if self.app.social_app_id else None
+        return social_app.name if social_app is not None else self.app.name
+
 
 def catalog_for_tenant(*, tenant: Tenant) -> list[CatalogEntry]:
-    """The active catalog apps, each with this tenant's connection (or None)."""
+    """The active catalog apps, each with this tenant's connection and own OAuth app (or
+    None): three queries whatever the catalog's size."""
     apps = list(App.objects.filter(active=True).select_related("social_app"))
     connections = {
         c.app_id: c
@@ -65,7 +84,11 @@ def catalog_for_tenant(*, tenant: Tenant) -> list[CatalogEntry]:
         .select_related("connected_by", "disconnected_by")
         .defer("access_token_encrypted", "refresh_token_encrypted")
     }
-    return [CatalogEntry(app=app, connection=connections.get(app.pk)) for app in apps]
+    own = {t.app_id: t for t in TenantApp.objects.filter(tenant=tenant, app__in=apps)}
+    return [
+        CatalogEntry(app=app, connection=connections.get(app.pk), tenant_app=own.get(app.pk))
+        for app in apps
+    ]
 
 
 def connection_events_for_tenant(*, tenant: Tenant, limit: int = 20) -> list[ConnectionAuditEvent]:

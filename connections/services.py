@@ -12,6 +12,7 @@ from connections.models import App, Connection, ConnectionAuditEvent
 from connections.selectors import connection_secret_for  # noqa: F401  (re-exported for tools)
 from connections.signals import app_connected
 from tenants.models import Tenant, User
+from tenants.signals import tenant_changed
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,25 @@ def token_text_clean(token: str) -> str:
     if any(ch.isspace() or not ch.isprintable() for ch in token):
         raise ConnectError("A token has no spaces, line breaks or control characters.")
     return token
+
+
+def _audited(*, tenant: Tenant, app: App, action: str, actor: str, at, method: str = "") -> None:
+    """A connection's change, recorded twice in its transaction: the row the connections
+    page lists, and the tenant's audit log (``connection.connected``/``.disconnected``, by
+    tenants.signals.tenant_changed), whose rows are hash-chained, so that ``audit verify``
+    and evidence packs cover connections too."""
+    ConnectionAuditEvent.objects.create(
+        tenant=tenant, app=app, action=action, actor=actor, method=method, created_at=at
+    )
+    detail = {"app": app.slug, **({"method": method} if method else {})}
+    tenant_changed.send(
+        sender=Connection,
+        tenant=tenant,
+        actor=actor,
+        action=f"connection.{action}",
+        detail=detail,
+        via="page" if actor.startswith("user:") else "system",
+    )
 
 
 def _connection_locked(*, tenant: Tenant, app: App) -> Connection:
@@ -86,13 +106,13 @@ def _connected(
             "granted_scopes",
         ]
     )
-    ConnectionAuditEvent.objects.create(
+    _audited(
         tenant=connection.tenant,
         app=connection.app,
         action=ConnectionAuditEvent.Action.CONNECTED,
         actor=by.subject,
         method=connection.app.method,
-        created_at=now,
+        at=now,
     )
     tenant, app_slug, subject = connection.tenant, connection.app.slug, by.subject
     # After commit, so that the resumed turns' next tool call finds the connection (the
@@ -198,13 +218,13 @@ def connection_tokens_refreshed(
         current.save(
             update_fields=["access_token_encrypted", "refresh_token_encrypted", "expires_at"]
         )
-        ConnectionAuditEvent.objects.create(
-            tenant_id=current.tenant_id,
-            app_id=current.app_id,
+        _audited(
+            tenant=current.tenant,
+            app=current.app,
             action=ConnectionAuditEvent.Action.CONNECTED,
             actor=TOKEN_REFRESH_ACTOR,
             method=TOKEN_REFRESH_METHOD,
-            created_at=now,
+            at=now,
         )
     return True
 
@@ -228,11 +248,11 @@ def connection_disconnect(*, tenant: Tenant, app: App, by: User) -> bool:
         )
         if claimed != 1:
             return False
-        ConnectionAuditEvent.objects.create(
+        _audited(
             tenant=tenant,
             app=app,
             action=ConnectionAuditEvent.Action.DISCONNECTED,
             actor=by.subject,
-            created_at=now,
+            at=now,
         )
     return True

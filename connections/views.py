@@ -14,6 +14,7 @@ from connections.oauth import (
     OAuthEndpoints,
     OAuthError,
     oauth_authorize_url,
+    oauth_client_for,
     oauth_endpoints,
     oauth_token_exchange,
     pkce_pair,
@@ -56,6 +57,9 @@ def _render_index(request, *, forms: dict | None = None, status: int = 200):
         "entries": entries,
         "events": connection_events_for_tenant(tenant=tenant),
         "can_decide": request.membership.can_decide,
+        # A tenant admin is sent to the tenant's OAuth apps (Django admin) to set one up.
+        "is_tenant_admin": request.membership.role == Membership.Role.ADMIN
+        and request.user.is_staff,
     }
     return render(request, "connections/index.html", context, status=status)
 
@@ -114,13 +118,16 @@ def _redirect_uri(request) -> str:
 def oauth_start(request, slug: str):
     require_decider(request.membership)
     app = _app_or_404(slug, App.Method.OAUTH2)
-    if not app.oauth2_ready:
+    client = oauth_client_for(tenant=request.membership.tenant, app=app)
+    if client is None:
         messages.error(
-            request, f"{app.name} is not set up yet: an admin must fill in its client credentials."
+            request,
+            f"{app.name} is not set up yet: a tenant admin must set its OAuth app "
+            "(client id and secret) under the tenant's OAuth apps in Django admin.",
         )
         return redirect("connections:index")
     try:
-        endpoints = oauth_endpoints(social_app=app.social_app)
+        endpoints = oauth_endpoints(client=client)
     except OAuthError as exc:
         messages.error(request, f"Cannot connect {app.name}: {exc}")
         return redirect("connections:index")
@@ -138,13 +145,15 @@ def oauth_start(request, slug: str):
         "redirect_uri": redirect_uri,
         "token_url": endpoints.token_url,
         "basic_auth": endpoints.basic_auth,
+        # Whose client the code is for: the callback redeems it with the same one.
+        "client_id": client.client_id,
         "started": time.time(),
     }
     newest = sorted(pending.items(), key=lambda item: item[1]["started"])[-OAUTH_PENDING_MAX:]
     request.session[OAUTH_PENDING_KEY] = dict(newest)
     return redirect(
         oauth_authorize_url(
-            app=app,
+            client=client,
             endpoints=endpoints,
             redirect_uri=redirect_uri,
             state=state,
@@ -193,8 +202,14 @@ def oauth_callback(request):
         .select_related("social_app")
         .first()
     )
-    if app is None or not app.oauth2_ready:
+    client = oauth_client_for(tenant=membership.tenant, app=app) if app is not None else None
+    if app is None or client is None:
         raise Http404("No such app.")
+    if client.client_id != flow.get("client_id"):
+        # The tenant's OAuth app changed mid-flow: the code is for the client that was.
+        return _oauth_refused(
+            request, f"The OAuth app of {app.name} changed while connecting. Start again."
+        )
     if request.GET.get("error"):
         # The person declined at the provider, or the provider refused the request.
         messages.error(request, f"{app.name} was not connected ({request.GET['error'][:100]}).")
@@ -209,7 +224,7 @@ def oauth_callback(request):
         # The provider call happens here, outside any transaction: no row is locked while
         # we wait on the network.
         tokens = oauth_token_exchange(
-            app=app,
+            client=client,
             endpoints=endpoints,
             code=code,
             redirect_uri=flow["redirect_uri"],

@@ -12,6 +12,7 @@ from notifications.models import Channel, Delivery
 from notifications.services import delivery_send
 from notifications.transports import ChannelError, ChannelFields, fields_of, transport_for
 from runtime.kernel.audit import audit_record
+from tenants.models import Membership
 
 __all__ = [
     "ChannelError",
@@ -64,11 +65,13 @@ def channel_save(
     agents=(),
     tools=(),
     omit_arguments: bool = False,
+    member_email: str = "",
     actor: str = "",
     via: str = "admin",
 ) -> tuple[Channel, str]:
     """Create or change a channel; returns it and a new signing secret ("" if none was made).
-    With ``actor`` (a person, a shell), audited as ``channel.created`` or ``channel.changed``
+    ``member_email``: whose own channel it is (a member of the tenant; "": the team's). With
+    ``actor`` (a person, a shell), audited as ``channel.created`` or ``channel.changed``
     naming the settings that changed (a URL as "url", never its value)."""
     channel_check(
         tenant=tenant,
@@ -80,8 +83,14 @@ def channel_save(
         url=url,
         slack_channel=slack_channel,
     )
+    member = None
+    if member_email:
+        member = Membership.objects.filter(tenant=tenant, user__email__iexact=member_email).first()
+        if member is None:
+            raise ChannelError(f"no member of this tenant has the e-mail address {member_email}")
     before = {name: getattr(channel, name) for name in AUDITED} if channel else None
     channel = channel or Channel(tenant=tenant, kind=kind)
+    channel.member = member
     given = fields_of(
         kind, ChannelFields(list(email_roles), list(email_addresses), url, slack_channel)
     )
@@ -98,7 +107,9 @@ def channel_save(
     if actor and before is None:
         _audited(channel, actor, via, "channel.created", {})
     elif actor and before is not None:
-        changed = [name for name in AUDITED if getattr(channel, name) != before[name]]
+        changed = [
+            name.removesuffix("_id") for name in AUDITED if getattr(channel, name) != before[name]
+        ]
         if given.url:
             changed.append("url")
         if changed:
@@ -117,6 +128,7 @@ AUDITED = (
     "agents",
     "tools",
     "omit_arguments",
+    "member_id",
 )
 
 

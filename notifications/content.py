@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from config.site import site_url
 from notifications.models import Delivery, LadderStep
+from runtime.decisions.call_summaries import call_summary_shown
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.summaries import held_call_view
 from runtime.policy.needs import approvers_text
@@ -162,6 +163,11 @@ def notification_content(delivery: Delivery) -> dict:
             if view["impact"]:
                 content["impact"] = view["impact"]
             content["arguments"] = view["arguments"]
+            # A model's summary (the tenant's AI summaries), once written: every medium
+            # labels it as a model's, and warns when the check flagged it.
+            written = call_summary_shown(interaction)
+            if written is not None:
+                content["modelSummary"] = written.wire()
     if delivery.follow_up is not None:
         content.update(delivery.follow_up.facts)
         content["title"] = f"[{task.agent.name}] {_follow_up_title(content)}"
@@ -193,6 +199,23 @@ def expires_in(at, now) -> str:
         for part in (f"{hours} h" if hours else "", f"{minutes} min" if minutes else "")
         if part
     )
+
+
+def model_summary_lines(content: dict) -> tuple[str, str]:
+    """A model's summary as a text medium says it: its labelled line, and the plain warning
+    when the check flagged it ("" when it did not; both "" without a summary)."""
+    found = content.get("modelSummary")
+    if not isinstance(found, dict) or not found.get("text"):
+        return "", ""
+    line = f"Summary written by a model ({found.get('model', '')}): {found['text']}"
+    warning = ""
+    if found.get("flagged"):
+        named = ", ".join(str(v) for v in found.get("problems") or [])
+        warning = (
+            f"Warning: this summary may be wrong. It names {named}, which the arguments do "
+            "not hold. Check the arguments."
+        )
+    return line, warning
 
 
 def arguments_text(content: dict) -> str:

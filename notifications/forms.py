@@ -50,6 +50,12 @@ class ChannelForm(forms.Form):
     tools = forms.CharField(
         required=False, max_length=1000, help_text='"server/tool" or "server"; empty: all.'
     )
+    member = forms.EmailField(
+        required=False,
+        label="A member's own channel",
+        help_text="The e-mail of the member whose own channel this is (their Slack DM, their "
+        "Teams chat); empty: the team's. While they are away their delegate is told instead.",
+    )
     omit_arguments = forms.BooleanField(
         required=False,
         label="Omit arguments",

@@ -48,6 +48,18 @@ class Channel(models.Model):
     kinds = models.JSONField(default=list, blank=True)
     agents = models.JSONField(default=list, blank=True, help_text="Agent slugs.")
     tools = models.JSONField(default=list, blank=True, help_text='"server/tool" or "server".')
+    # A member's own channel (their Slack DM, their Teams chat, their own address): while
+    # they are away it is skipped, and their delegate's own channels of the same kind are
+    # told instead (notifications.routing). Empty: a channel of the team.
+    member = models.ForeignKey(
+        Membership,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Whose own channel this is (empty: the team's). While they are away their "
+        "delegate's own channel is told instead.",
+    )
     omit_arguments = models.BooleanField(
         default=False,
         help_text="Keep a held call's arguments (and the summary made of them) out of this "

@@ -43,6 +43,7 @@ from notifications.models import (
     Preference,
 )
 from notifications.observe import attempt_observed
+from notifications.routing import channels_routed, uncovered_escalate
 from notifications.transports import SendFailed, transport_for
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Interaction
@@ -110,6 +111,9 @@ def _fan_out(interaction: Interaction, *, event: str, step: int = 0, roles=()) -
         for c in Channel.objects.filter(tenant_id=interaction.tenant_id, enabled=True)
         if channel_matches(c, interaction)
     ]
+    # A member's own channel while they are away: their delegate's instead (one rule for
+    # every medium: notifications.routing).
+    channels = channels_routed(channels, tenant_id=interaction.tenant_id, now=timezone.now())
     if not channels:
         return []
     Delivery.objects.bulk_create(
@@ -158,6 +162,8 @@ def notifications_fan_out(*, interaction_pk: int, swept: bool = False) -> int:
         return 0
     pks = _fan_out(interaction, event=Delivery.Event.OPENED)
     FanOut.objects.filter(pk=marker.pk).update(deliveries=len(pks))
+    # Nobody who may decide it is here: it goes to the admins (once), the audit says why.
+    uncovered_escalate(interaction, now=timezone.now(), fan_out=_fan_out)
     return len(pks)
 
 

@@ -112,6 +112,7 @@ def _save(request, form: ChannelForm, channel: Channel | None):
             agents=data["agents"],
             tools=data["tools"],
             omit_arguments=data["omit_arguments"],
+            member_email=data.get("member") or "",
             actor=request.user.subject,
             via="page",
         )
@@ -137,6 +138,7 @@ def _initial(channel: Channel) -> dict:
         "tools": ", ".join(channel.tools),
         "slack_channel": channel.slack_channel,
         "omit_arguments": channel.omit_arguments,
+        "member": channel.member.user.email if channel.member is not None else "",
     }
 
 

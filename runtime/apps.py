@@ -18,12 +18,18 @@ class RuntimeConfig(AppConfig):
         from connections.signals import app_connected
         from runtime.agents.agent_models import Agent
         from runtime.agents.policy_history import agent_created_received
+        from runtime.decisions.call_summaries import summary_requested
+        from runtime.decisions.decision_models import Interaction
+        from runtime.kernel.signals import interaction_opened
         from runtime.receivers import app_connected_received, tenant_changed_received
         from tenants.signals import tenant_changed
 
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
         tenant_changed.connect(tenant_changed_received, dispatch_uid="runtime-tenant-changed")
         post_save.connect(agent_created_received, sender=Agent, dispatch_uid="runtime-policy-kept")
+        interaction_opened.connect(
+            summary_requested, sender=Interaction, dispatch_uid="runtime-call-summary"
+        )
         observability_setup()
 
     def signing_key_rotate(self) -> str:

@@ -15,6 +15,7 @@ from runtime.agents.agent_models import (
     new_signing_secret,
 )
 from runtime.decisions.decision_models import (
+    CallSummary,
     Effect,
     Interaction,
     InteractionApproval,
@@ -64,6 +65,7 @@ __all__ = [
     "AnnotationPolicy",
     "AuditChainHead",
     "AuditEvent",
+    "CallSummary",
     "Context",
     "Credential",
     "DemoRecord",

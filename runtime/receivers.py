@@ -10,7 +10,8 @@ def app_connected_received(sender, *, tenant, app: str, by: str, **kwargs) -> No
 
 
 def tenant_changed_received(sender, *, tenant, actor: str, action: str, detail, **kwargs) -> None:
-    """A member invited, re-roled or removed, a tenant deactivated: written to the tenant's
-    audit log in the transaction of the change (tenants.signals)."""
-    via = "shell" if actor.startswith("shell") else "admin"
+    """A member invited, re-roled or removed, a tenant deactivated, an app connected or
+    disconnected: written to the tenant's audit log in the transaction of the change
+    (tenants.signals), ``via`` as the sender says (else admin, or shell)."""
+    via = kwargs.get("via") or ("shell" if actor.startswith("shell") else "admin")
     audit_record(tenant_id=tenant.pk, actor=actor, action=action, via=via, detail=detail)

@@ -444,7 +444,8 @@ def agent_keys_page() -> str:
         "An entry (`policy: {server/tool: ...}`, or `server` for all its tools) is `allow`, "
         "`approve` or `deny`, a mapping of these keys, or a list of rules (each a mapping of "
         "these keys with `when` and `ladder`). Django admin's policy table has a column for "
-        "each, in this order.",
+        "each, in this order, and each rule of a conditional entry a field for each "
+        '(docs/how-to/policy.md, "Editing a policy in Django admin").',
         "",
         "| key | column | value | without it | meaning |",
         "|---|---|---|---|---|",
@@ -456,12 +457,14 @@ def agent_keys_page() -> str:
             f"| {cell(key.help)} |"
         )
     lines += [
-        f"| `stages` | (JSON view) | list | none | 1 to {MAX_STAGES} stages, decided in order, "
+        "| `stages` | (a rule's stage rows; JSON view) | list | none | "
+        f"1 to {MAX_STAGES} stages, decided in order, "
         "each `{title, approvers, required}`; instead of `approvers`, `required` and "
         "`deciders`. |",
-        f"| `when` | (rules only) | list | none | 1 to {MAX_CONDITIONS} conditions "
+        f"| `when` | (a rule's condition rows) | list | none | 1 to {MAX_CONDITIONS} conditions "
         "`{field, op, value}`, all of which must hold for the rule to decide the call. |",
-        "| `ladder` | (rules only) | list | none | the steps of this rule's approvals (below). |",
+        "| `ladder` | (a rule's ladder) | list | none | the steps of this rule's approvals "
+        "(below). |",
         "",
         f"`required` is 1 to {MAX_REQUIRED}.",
         "",

@@ -1,36 +1,15 @@
-import zoneinfo
-
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
-from django.core.exceptions import ValidationError
-from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
 
-from tenants.admin_scope import TenantScopedAdmin, admin_scope
+from tenants.admin_scope import TenantScopedAdmin
 
-# Registers "Members" (a module of its own: this one would be too long with it).
+# Registers "Members" and the tenants with their settings (modules of their own: this one
+# would be too long with them).
 from tenants.members_admin import MembershipAdmin  # noqa: F401
-from tenants.models import (
-    ApproverGroup,
-    Membership,
-    Tenant,
-    User,
-    invitation_domains_parse,
-)
-from tenants.services import (
-    TENANT_SETTINGS,
-    tenant_active_set,
-    tenant_settings_set,
-)
-
-
-class MembershipInline(admin.TabularInline):
-    model = Membership
-    extra = 1
-    autocomplete_fields = ["user"]
-    fields = ["user", "role"]
+from tenants.models import ApproverGroup, Membership, User
+from tenants.settings_admin import TenantAdmin  # noqa: F401
 
 
 class UserMembershipInline(admin.TabularInline):
@@ -38,118 +17,6 @@ class UserMembershipInline(admin.TabularInline):
     fk_name = "user"
     extra = 1
     fields = ["tenant", "role"]
-
-
-def time_zone_choices() -> list[tuple[str, str]]:
-    return [("", "The site's time zone (TIME_ZONE)")] + [
-        (name, name) for name in sorted(zoneinfo.available_timezones())
-    ]
-
-
-class TenantForm(forms.ModelForm):
-    class Meta:
-        model = Tenant
-        fields = ["slug", "name", "time_zone", "invitation_domains"]
-        labels = {"name": "Display name", "invitation_domains": "Invitation domains"}
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        field = self.fields.get("time_zone")
-        if field is not None:
-            field.widget = forms.Select(choices=time_zone_choices())
-
-    def clean_invitation_domains(self):
-        try:
-            return ", ".join(invitation_domains_parse(self.cleaned_data["invitation_domains"]))
-        except ValidationError as exc:
-            raise forms.ValidationError(exc.messages) from None
-
-
-@admin.register(Tenant)
-class TenantAdmin(TenantScopedAdmin):
-    """Platform staff make, rename, deactivate and reactivate tenants; a tenant's admin sets
-    their own tenant's settings here (display name, time zone, who may be invited), and
-    manages its members under "Members"."""
-
-    form = TenantForm
-
-    list_display = ["slug", "name", "active", "deactivated_at", "deactivated_by", "created_at"]
-    list_filter = ["active"]
-    search_fields = ["slug", "name"]
-    prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
-    readonly_fields = ["reminders", "active", "deactivated_at", "deactivated_by", "created_at"]
-    actions = ["deactivate", "reactivate"]
-    tenant_admin_may = ("view", "change")
-
-    @admin.display(description="Reminders and escalation")
-    def reminders(self, obj):
-        # Named by URL, not imported: the ladders are the notifications app's, above this one.
-        try:
-            url = reverse("admin:notifications_ladder_changelist")
-        except NoReverseMatch:
-            return "—"
-        return format_html(
-            "The tenant's reminder ladder (every agent's approvals, unless an agent or tool "
-            'has its own) is the ladder without agent and tool under <a href="{}">Ladders</a>.',
-            url,
-        )
-
-    def get_fields(self, request, obj=None):
-        if obj is None:
-            return ["slug", "name", "time_zone", "invitation_domains"]
-        return [
-            "slug",
-            "name",
-            "time_zone",
-            "invitation_domains",
-            "reminders",
-            "active",
-            "deactivated_at",
-            "deactivated_by",
-            "created_at",
-        ]
-
-    def get_readonly_fields(self, request, obj=None):
-        if obj is not None and not admin_scope(request).platform:
-            # A tenant's slug is in its URLs and tokens' paths: platform staff change it.
-            return ["slug", *self.readonly_fields]
-        return self.readonly_fields
-
-    def save_model(self, request, obj, form, change):
-        if not change:
-            return super().save_model(request, obj, form, change)
-        values = {n: form.cleaned_data[n] for n in TENANT_SETTINGS if n in form.changed_data}
-        others = [n for n in form.changed_data if n not in TENANT_SETTINGS]
-        if others:
-            obj.save(update_fields=others)
-        if values:
-            tenant_settings_set(tenant=obj, actor=request.user.subject, **values)
-
-    def get_prepopulated_fields(self, request, obj=None):
-        return self.prepopulated_fields if obj is None else {}
-
-    @admin.action(
-        description="Deactivate the selected tenants (tokens and agents stop; nothing is deleted)",
-        permissions=["platform"],
-    )
-    def deactivate(self, request, queryset):
-        done = sum(
-            tenant_active_set(tenant=t, active=False, actor=request.user.subject) for t in queryset
-        )
-        self.message_user(
-            request,
-            f"Deactivated {done} tenant(s): their tokens are refused, their agents answer "
-            "that the tenant is deactivated, their members reach none of its pages.",
-            messages.SUCCESS,
-        )
-
-    @admin.action(description="Reactivate the selected tenants", permissions=["platform"])
-    def reactivate(self, request, queryset):
-        done = sum(
-            tenant_active_set(tenant=t, active=True, actor=request.user.subject) for t in queryset
-        )
-        self.message_user(request, f"Reactivated {done} tenant(s).", messages.SUCCESS)
 
 
 class EmailUserCreationForm(AdminUserCreationForm):

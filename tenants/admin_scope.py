@@ -398,6 +398,7 @@ ADMIN_SECTIONS: list[tuple[str, str, tuple[str, ...]]] = [
         (
             "tenants.ApiToken",
             "connections.Connection",
+            "connections.TenantApp",
             "socialaccount.SocialApp",
             "socialaccount.SocialAccount",
             "socialaccount.SocialToken",

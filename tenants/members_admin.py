@@ -14,10 +14,14 @@ from django.urls import reverse
 
 from tenants.admin_scope import TenantScopedAdmin, admin_scope
 from tenants.models import ApproverGroup, Membership, User
+from tenants.profile_views import DelegateField, delegates_for
 from tenants.services import (
     InvitationStatus,
     MemberError,
     active_change_problem,
+    away_clear,
+    away_problem,
+    away_set,
     email_normalised,
     invitation_domain_problem,
     invitation_revoke,
@@ -132,6 +136,21 @@ class MemberChangeForm(forms.ModelForm):
         help_text="Deactivated, they log in nowhere and their sessions end; nothing of theirs "
         "is deleted, and reactivating gives it all back.",
     )
+    # Out of office, set by an admin for the member (tenants.services.away_set, audited).
+    away_start = forms.DateTimeField(
+        label="Away from", required=False, help_text="Empty: from now (when until is set)."
+    )
+    away_end = forms.DateTimeField(
+        label="Away until",
+        required=False,
+        help_text="Empty: not away. Meanwhile they are told of nothing; their delegate is.",
+    )
+    away_delegate = DelegateField(
+        label="Delegate",
+        queryset=Membership.objects.none(),
+        required=False,
+        help_text="A member of the same tenant who may decide; never wider rights.",
+    )
     platform = False
     requested_by = None
 
@@ -145,6 +164,13 @@ class MemberChangeForm(forms.ModelForm):
             self.fields["staff"].initial = self.instance.user.is_staff
             self.fields["active"].initial = self.instance.user.is_active
             self.fields["groups"].initial = list(self.instance.approver_groups.all())
+            self.fields["away_start"].initial = self.instance.away_from
+            self.fields["away_end"].initial = self.instance.away_until
+            self.fields["away_delegate"].initial = self.instance.delegate_id
+            delegate = self.fields["away_delegate"]
+            assert isinstance(delegate, DelegateField)
+            # The member's own tenant's people who may decide, never the member.
+            delegate.queryset = delegates_for(self.instance)
 
     def clean(self):
         super().clean()
@@ -178,7 +204,24 @@ class MemberChangeForm(forms.ModelForm):
             )
             if problem:
                 self.add_error("active", problem)
+        self._away_clean(data)
         return data
+
+    def _away_clean(self, data) -> None:
+        if not {"away_start", "away_end", "away_delegate"} & set(self.changed_data):
+            return
+        if data.get("away_end") is None:
+            if data.get("away_delegate") is not None or data.get("away_start") is not None:
+                self.add_error("away_end", "Say until when they are away (or clear all three).")
+            return
+        problem = away_problem(
+            membership=self.instance,
+            until=data["away_end"],
+            starts=data.get("away_start"),
+            delegate=data.get("away_delegate"),
+        )
+        if problem:
+            self.add_error("away_end" if problem[0] == "until" else "away_delegate", problem[1])
 
 
 class InvitationStatusFilter(admin.SimpleListFilter):
@@ -295,6 +338,9 @@ class MembershipAdmin(TenantScopedAdmin):
             "groups",
             "staff",
             "active",
+            "away_start",
+            "away_end",
+            "away_delegate",
             "invitation",
             "password_set",
             "created_at",
@@ -392,6 +438,17 @@ class MembershipAdmin(TenantScopedAdmin):
                     platform=scope.platform,
                     by=request.user,
                 )
+            if {"away_start", "away_end", "away_delegate"} & set(form.changed_data):
+                if data.get("away_end") is None:
+                    away_clear(membership=obj, actor=actor)
+                else:
+                    away_set(
+                        membership=obj,
+                        until=data["away_end"],
+                        starts=data.get("away_start"),
+                        delegate=data.get("away_delegate"),
+                        actor=actor,
+                    )
         except MemberError as exc:  # a change made meanwhile by another admin
             self.message_user(request, str(exc), messages.ERROR)
 

@@ -116,6 +116,21 @@ def invitation_domains_check(value: str) -> None:
     invitation_domains_parse(value)
 
 
+# The shortest audit retention a tenant may set: six months (180 days), the minimum that
+# the EU AI Act sets for the logs a deployer of a high-risk AI system keeps (Art. 26(6): "for
+# a period appropriate to the intended purpose ..., of at least six months"; providers, Art.
+# 19(1), likewise). Longer duties (sector rules, a contract) are the tenant's to set above it.
+AUDIT_RETENTION_FLOOR_DAYS = 180
+
+
+def audit_retention_check(days) -> None:
+    if days is not None and days < AUDIT_RETENTION_FLOOR_DAYS:
+        raise ValidationError(
+            f"Keep the audit for at least {AUDIT_RETENTION_FLOOR_DAYS} days (six months): the "
+            "legal floor for the logs of high-risk AI systems (EU AI Act, Art. 19 and 26)."
+        )
+
+
 class Tenant(models.Model):
     """An organisation; every other row belongs to exactly one tenant."""
 
@@ -147,6 +162,30 @@ class Tenant(models.Model):
         default=False,
         help_text="A policy rule with risk: low and on_expiry: approve may approve its calls "
         "when nobody decided in time. Off: such calls are denied at expiry, as every other.",
+    )
+    # The expire step of the tenant's default ladder (runtime.policy.ladders, as stored:
+    # ``{"after": "24h", "action": "expire", "on_expiry": ...}``), {} for none: how long an
+    # item of an agent with no expiry of its own stays open, and what then becomes of it
+    # (runtime.policy.ladders.expiry_of says the precedence). The ladder's other steps are the
+    # tenant's ladder under Notifications; the settings page edits both as one sentence.
+    default_expiry = models.JSONField(default=dict, blank=True, editable=False)
+    audit_retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[audit_retention_check],
+        help_text=f"Audit rows older than this many days are pruned (at least "
+        f"{AUDIT_RETENTION_FLOOR_DAYS}, the legal floor). Empty: kept for ever.",
+    )
+    # Where the audit chain now starts: the place and chain hash of the last row the pruner
+    # removed (runtime.kernel.audit_prune), 0 and "" while none was. Written by the pruner only.
+    audit_pruned_seq = models.BigIntegerField(default=0, editable=False)
+    audit_pruned_hash = models.CharField(max_length=64, blank=True, editable=False)
+    ai_summaries = models.BooleanField(
+        "AI summaries of held calls",
+        default=False,
+        help_text="A model writes a short summary of each held call (its arguments without "
+        "redacted fields, and the conversation before it), shown labelled beside the "
+        "arguments and checked against them. Off: nothing is sent to a model for it.",
     )
     created_at = models.DateTimeField(default=timezone.now)
 

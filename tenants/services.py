@@ -551,7 +551,14 @@ def invitation_accept(*, membership: Membership, password: str) -> User:
 # --- tenants --------------------------------------------------------------------------------
 
 
-TENANT_SETTINGS = ("name", "time_zone", "invitation_domains")
+TENANT_SETTINGS = (
+    "name",
+    "time_zone",
+    "invitation_domains",
+    "expiry_may_approve",
+    "audit_retention_days",
+    "ai_summaries",
+)
 
 
 def tenant_settings_set(*, tenant: Tenant, actor: str, **values) -> list[str]:
@@ -609,6 +616,31 @@ def tenant_active_set(*, tenant: Tenant, active: bool, actor: str) -> bool:
 AWAY_MAX_DAYS = 366
 
 
+def away_problem(
+    *, membership: Membership, until, starts=None, delegate: Membership | None = None
+) -> tuple[str, str] | None:
+    """What is wrong with setting ``membership`` away (a form's field, ``until`` or
+    ``delegate``, and why), or None: what away_set refuses, for a form to say beside its
+    field first (Django admin's Members)."""
+    now = timezone.now()
+    starts = starts or now
+    if until <= starts or until <= now:
+        return "until", "until must come after from, and after now."
+    if until - now > timedelta(days=AWAY_MAX_DAYS):
+        return "until", f"Away for at most {AWAY_MAX_DAYS} days."
+    if delegate is not None:
+        if delegate.tenant_id != membership.tenant_id:
+            return "delegate", "The delegate must be a member of the same tenant."
+        if delegate.pk == membership.pk:
+            return "delegate", "A member cannot be their own delegate."
+        if not delegate.can_decide:
+            return (
+                "delegate",
+                "The delegate must be a member who may decide (an operator or admin).",
+            )
+    return None
+
+
 def away_set(
     *,
     membership: Membership,
@@ -624,19 +656,9 @@ def away_set(
     wrong, and changes nothing then."""
     now = timezone.now()
     starts = starts or now
-    if until <= starts or until <= now:
-        raise MemberError("until must come after from, and after now.")
-    if until - now > timedelta(days=AWAY_MAX_DAYS):
-        raise MemberError(f"Away for at most {AWAY_MAX_DAYS} days.")
-    if delegate is not None:
-        if delegate.tenant_id != membership.tenant_id:
-            raise MemberError("The delegate must be a member of the same tenant.")
-        if delegate.pk == membership.pk:
-            raise MemberError("A member cannot be their own delegate.")
-        if not delegate.can_decide:
-            raise MemberError(
-                "The delegate must be a member who may decide (an operator or admin)."
-            )
+    problem = away_problem(membership=membership, until=until, starts=starts, delegate=delegate)
+    if problem:
+        raise MemberError(problem[1])
     Membership.objects.filter(pk=membership.pk).update(
         away_from=starts, away_until=until, delegate=delegate
     )

@@ -6,10 +6,12 @@ import re
 import uuid
 from html.parser import HTMLParser
 
+from allauth.socialaccount.models import SocialApp
 from django.test import Client
 from django.utils import timezone
 
 from connections.models import App, Connection, ConnectionAuditEvent
+from connections.tenant_apps import tenant_app_save
 from integrations.email.links import email_link_mint
 from integrations.models import SlackUser
 from integrations.slack.settings import slack_app_save
@@ -111,8 +113,27 @@ def populate(world, make_agent) -> None:
     app, _ = App.objects.get_or_create(
         slug="tracker", defaults={"name": "Tracker", "method": App.Method.TOKEN}
     )
+    social_app = SocialApp.objects.create(
+        provider="openid_connect", provider_id="files", name="Files ID", client_id="", secret=""
+    )
+    oauth_app, _ = App.objects.get_or_create(
+        slug="files",
+        defaults={"name": "Files", "method": App.Method.OAUTH2, "social_app": social_app},
+    )
     for side in (world.a, world.b):
         slug = side.tenant.slug
+        tenant_app_save(
+            tenant=side.tenant,
+            app=oauth_app,
+            actor=side.admin.subject,
+            secret=f"secret-{slug}",
+            client_id=f"client-{slug}",
+            scopes="",
+            server_url=f"https://id.{slug}.test",
+            authorize_url="",
+            token_url="",
+            token_auth_method="client_secret_post",
+        )
         make_agent(
             "shipper",
             [

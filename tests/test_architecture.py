@@ -42,6 +42,10 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "connections.views",
             "connections.urls",
             "connections.forms",
+            # Django admin's pages of the tenant: its settings page edits the tenant's
+            # default ladder (notifications') with the ladder parser (the core's).
+            "tenants.admin",
+            "tenants.settings_admin",
         ),
     ),
     (3, ("runtime",)),

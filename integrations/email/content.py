@@ -6,7 +6,14 @@ from datetime import datetime
 
 from django.template.loader import render_to_string
 
-from notifications.content import FOLLOW_UPS, SUBJECT_MAX, arguments_text, headline, one_line
+from notifications.content import (
+    FOLLOW_UPS,
+    SUBJECT_MAX,
+    arguments_text,
+    headline,
+    model_summary_lines,
+    one_line,
+)
 
 
 def email_subject(content: dict) -> str:
@@ -30,6 +37,8 @@ def email_bodies(content: dict, links: dict | None = None) -> tuple[str, str]:
         "title": content["title"],
         "headline": headline(content) if "kind" in content else content.get("prompt", ""),
         "arguments": arguments_text(content),
+        # A model's summary, labelled, and the check's plain warning (notifications.content).
+        "model_summary": model_summary_lines(content),
         "links": links or {},
         "follow_up": content.get("event") in FOLLOW_UPS,
         "expires": when_text(content.get("expiresAt", "")),

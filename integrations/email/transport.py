@@ -17,6 +17,7 @@ from integrations.email.links import email_link_mint
 from notifications.content import FOLLOW_UPS, OPENINGS
 from notifications.digests import digest_hold
 from notifications.models import Channel, Delivery
+from notifications.routing import people_told
 from notifications.transports import ChannelError, ChannelFields, SendFailed, Transport
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
@@ -45,17 +46,12 @@ def _opening_recipients(delivery: Delivery, content: dict) -> dict[str, Membersh
         for address in channel.email_addresses
         if not (members.get(address.lower()) and members[address.lower()].away_at(now))
     }
-    reached = [m for m in members.values() if m.role in roles]
     # Out of office: an away member is told nothing; their delegate (a member who may
-    # decide) is told instead, as if the role reached them too (tenants.services.away_set).
+    # decide) is told instead, as if the role reached them too (the rule of every medium:
+    # notifications.routing).
     by_pk = {m.pk: m for m in members.values()}
-    for membership in list(reached):
-        delegate = by_pk.get(membership.delegate_id) if membership.away_at(now) else None
-        if delegate is not None and delegate not in reached and not delegate.away_at(now):
-            reached.append(delegate)
+    reached = people_told([m for m in members.values() if m.role in roles], everyone=by_pk, now=now)
     for membership in reached:
-        if membership.away_at(now):
-            continue
         preference = getattr(membership, "notification_preference", None)
         if delivery.event == Delivery.Event.TEST or preference is None:
             now_to[membership.user.email] = membership

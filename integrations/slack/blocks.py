@@ -20,21 +20,23 @@ from integrations.slack.mrkdwn import (
     slack_fields,
     slack_when,
 )
-from notifications.content import headline, person
+from notifications.content import headline, model_summary_lines, person
 from runtime.decisions.approvers import Decider
+from runtime.decisions.deadlines import extend_choices
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.facts import DecisionFacts, decision_facts
 from runtime.decisions.receipts import decision_word
 from runtime.decisions.standing_rules import DURATION_LABELS, DURATIONS
 from runtime.policy.conditions import schema_fields
 
-APPROVE, DENY, SIMILAR, ANSWER, CHOICE, OPEN = (
+APPROVE, DENY, SIMILAR, ANSWER, CHOICE, OPEN, EXTEND = (
     "cs_approve",
     "cs_deny",
     "cs_similar",
     "cs_answer",
     "cs_choice",
     "cs_open",
+    "cs_extend",
 )
 # A question's choices are buttons up to this many; more (or a custom answer) open a modal.
 CHOICE_BUTTONS = 5
@@ -161,6 +163,7 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
     arguments = slack_arguments_block(content)
     if arguments:
         blocks.append(arguments)
+    blocks.extend(_model_summary_blocks(content))
     state = _state_text(interaction)
     if state:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": slack_cut(state)}})
@@ -172,6 +175,11 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
             elements = _question_actions(interaction)
         else:
             elements = []
+        extend = (
+            _extend_menu(interaction) if interaction.kind == Interaction.Kind.APPROVAL else None
+        )
+        if extend is not None:
+            elements.append(extend)
         elements.append(_button("Open in Countersign", OPEN, url=url))
         blocks.append({"type": "actions", "block_id": "decide", "elements": elements})
     else:
@@ -180,6 +188,43 @@ def item_message(*, interaction: Interaction, content: dict) -> dict:
         )
     text = f"{title}: {_state_text(interaction) or 'waits for a decision'}"
     return {"text": slack_cut(text), "blocks": blocks}
+
+
+def _model_summary_blocks(content: dict) -> list[dict]:
+    """A model's summary, after the arguments (never in their place), labelled; a plain
+    warning under it when the check flagged it."""
+    line, warning = model_summary_lines(content)
+    if not line:
+        return []
+    blocks: list[dict] = [
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_cut(slack_escape(line))}]}
+    ]
+    if warning:
+        text = slack_cut(f":warning: *{slack_escape(warning)}*")
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+    return blocks
+
+
+def _extend_menu(interaction: Interaction) -> dict | None:
+    """A menu that extends the open item's deadline by one of the durations still within its
+    bound (runtime.decisions.deadlines.extend_choices); None when none is left. Whoever picks
+    one must be someone who may decide it (the service checks:
+    integrations.slack.decide.slack_extend_take)."""
+    choices = extend_choices(interaction)
+    if not choices:
+        return None
+    return {
+        "type": "static_select",
+        "action_id": EXTEND,
+        "placeholder": {"type": "plain_text", "text": "Extend by…"},
+        "options": [
+            {
+                "text": {"type": "plain_text", "text": label},
+                "value": json.dumps({"i": interaction.public_id, "by": by}, separators=(",", ":")),
+            }
+            for by, label in choices
+        ],
+    }
 
 
 # --- modals ---------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from integrations.slack.models import SlackApp, SlackUser
 from integrations.slack.mrkdwn import slack_escape
 from notifications.content import item_url, person
 from runtime.decisions.approvers import Decider
+from runtime.decisions.deadline_moves import interaction_extend
+from runtime.decisions.deadlines import EXTEND_CHOICES
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.flow import SLACK, AllowSimilar, Decision, decision_take
 from runtime.kernel.errors import (
@@ -192,11 +194,46 @@ def slack_tell(*, app: SlackApp, channel_id: str, user_id: str, text: str) -> No
         logger.warning("could not tell Slack user %s in %s", user_id, channel_id, exc_info=True)
 
 
+def slack_extend_take(*, app: SlackApp, user_id: str, interaction_id: str, by: str) -> str:
+    """Extend an item's deadline for the Slack user who picked it in the message's Extend
+    menu, through the same service as the REST route and the page (who may decide it may
+    extend it; bounded; audited; the caller told, and the message updated by the
+    ``extended`` follow-up); what to tell them, escaped. Raises SlackFailed."""
+    membership, why = slack_member(app=app, user_id=user_id)
+    if membership is None:
+        return slack_escape(f"Nothing was extended: {why}")
+    try:
+        extended = interaction_extend(
+            tenant=app.tenant,
+            interaction_id=interaction_id,
+            by=by,
+            decider=Decider.of_member(membership, channel_user=user_id),
+            channel=SLACK,
+        )
+    except AlreadyDecided as exc:
+        return slack_escape(f"Nothing was extended: {already_text(exc.interaction)}")
+    except TaskNotFound:
+        return "Nothing was extended: Countersign has no such item."
+    except (DeciderRefused, InvalidParams) as exc:
+        return slack_escape(f"Nothing was extended: {exc.message}")
+    return slack_escape(
+        f"Extended by {dict(EXTEND_CHOICES).get(by, by)}: it now expires at {extended.expires_at:%Y-%m-%d %H:%M} UTC. "
+        "The caller was told."
+    )
+
+
 def slack_click_take(*, tenant_id: int, click: dict) -> None:
-    """A click (or a modal's submission) the endpoint read: decide, and tell the clicker."""
+    """A click (or a modal's submission) the endpoint read: decide (or extend), and tell the
+    clicker."""
     app = SlackApp.objects.select_related("tenant").filter(tenant_id=tenant_id).first()
     if app is None:
         return  # the app was removed since: nothing decides
+    if click.get("extend"):
+        text = slack_extend_take(
+            app=app, user_id=click["user"], interaction_id=click["interaction"], by=click["extend"]
+        )
+        slack_tell(app=app, channel_id=click["channel"], user_id=click["user"], text=text)
+        return
     text = slack_decision_take(
         app=app,
         user_id=click["user"],

@@ -23,6 +23,7 @@ from integrations.slack.mrkdwn import slack_escape
 from notifications.content import notification_content
 from notifications.models import Delivery
 from runtime.decisions.answers import text_problem
+from runtime.decisions.deadlines import EXTEND_CHOICES
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.decision_selectors import held_call_of
 from runtime.kernel.errors import ItemChanged
@@ -149,6 +150,14 @@ def _block_actions(app: SlackApp, payload: dict) -> None:
             _reply(
                 app, channel_id, user_id, "Nothing was decided: the question has no such choice."
             )
+    elif action_id == blocks.EXTEND:
+        # A pick of the Extend menu: its option names the item and the duration.
+        picked = payload_parse(_dict(action.get("selected_option")).get("value"))
+        by = picked.get("by")
+        if _id(picked.get("i")) and by in dict(EXTEND_CHOICES):
+            _queue(app, {**click, "interaction": _id(picked.get("i")), "extend": by})
+        else:
+            _reply(app, channel_id, user_id, "Nothing was extended: pick one of the durations.")
     elif action_id in (blocks.DENY, blocks.ANSWER, blocks.SIMILAR):
         _modal_open(app, payload, action_id, click, value.get("h"), ts, opening)
     # Link buttons (Open in Countersign, step-up, edit) reach here too: nothing to do.

@@ -1,7 +1,9 @@
 """Django admin's agent page: an agent's card fields, its model and tools, and its tool policy
 and ladders as a table (policy_table), each checked as AGENT.md's are."""
 
+import json
 from datetime import timedelta
+from typing import cast
 
 import yaml
 from django import forms
@@ -14,8 +16,16 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from runtime.admin.agent_fields import (
+    SKILL_COLUMNS,
+    TOOL_COLUMNS,
+    ModelField,
+    RowsField,
+    script_line,
+)
+from runtime.admin.policy_preview import policy_fields, policy_preview, preview_tools
 from runtime.admin.policy_table import PolicyTableField, tool_keys
-from runtime.agents.agent_models import Agent, PolicyVersion
+from runtime.agents.agent_models import GATE_PROVIDER, Agent, Credential, PolicyVersion
 from runtime.agents.agent_selectors import discovered_tools
 from runtime.agents.agentfile import ladder_tools_problem
 from runtime.agents.limits import limits_error
@@ -40,6 +50,8 @@ from runtime.policy.checks import policy_tools_problems
 from runtime.tools.schema_refs import schema_problem
 from tenants.admin_scope import TenantScopedAdmin
 
+# The most characters of sample arguments a preview reads.
+PREVIEW_MAX_CHARS = 20_000
 # The newest versions of a policy its page lists (the audit log keeps every change).
 HISTORY_SHOWN = 20
 
@@ -49,6 +61,23 @@ class AgentForm(forms.ModelForm):
         label="Tool policy and ladders",
         help_text="A row per tool: what happens to its calls, who decides, and the ladder of "
         "its approvals. Checked as AGENT.md's policy and ladder are.",
+    )
+
+    skills = RowsField(
+        SKILL_COLUMNS,
+        "skill",
+        label="Skills",
+        help_text="What a caller may ask of it (its card's skills).",
+    )
+    model = ModelField(
+        label="Model",
+        help_text="Who decides its next step. A scripted model's script is YAML, as in AGENT.md.",
+    )
+    tools = RowsField(
+        TOOL_COLUMNS,
+        "tool",
+        label="Tools",
+        help_text="The tools it may call: a server and tool (a server alone: all its tools).",
     )
 
     class Meta:
@@ -68,11 +97,6 @@ class AgentForm(forms.ModelForm):
             "public",
             "interaction_ttl_seconds",
         ]
-        widgets = {
-            "skills": forms.Textarea(attrs={"rows": 8, "cols": 100}),
-            "model": forms.Textarea(attrs={"rows": 16, "cols": 100}),
-            "tools": forms.Textarea(attrs={"rows": 10, "cols": 100}),
-        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,58 +105,92 @@ class AgentForm(forms.ModelForm):
             "policy": agent.tool_policy or {},
             "ladder": agent.ladder or {},
         }
-        self.fields["policy"].widget.offered = tool_keys(agent.tools)
+        self.fields["model"].widget.providers = sorted(PROVIDERS)
+        if agent.tenant_id:
+            self.fields["model"].widget.credentials = list(
+                Credential.objects.filter(tenant_id=agent.tenant_id)
+                .order_by("name")
+                .values_list("name", flat=True)
+            )
+        widget = self.fields["policy"].widget
+        widget.offered = tool_keys(agent.tools)
+        discovered = discovered_tools(tenant=agent.tenant) if agent.tenant_id else {}
+        keys = [*widget.offered, *(agent.tool_policy or {})]
+        widget.fields = policy_fields(keys, agent.tools, discovered)
+        if agent.pk is not None:
+            widget.preview_url = reverse("admin:runtime_agent_policy_preview", args=[agent.pk])
+            widget.preview_tools = preview_tools(keys, discovered)
 
     def clean_skills(self):
         skills = self.cleaned_data["skills"]
-        if not isinstance(skills, list) or not all(
-            isinstance(s, dict) and s.get("id") and s.get("name") and s.get("description")
-            for s in skills
-        ):
+        if not isinstance(skills, list):
             raise forms.ValidationError("A list of {id, name, description, tags, examples}.")
+        field, wrong = cast(RowsField, self.fields["skills"]), []
+        for index, skill in enumerate(skills):
+            for key in ("id", "name", "description"):
+                if not (isinstance(skill, dict) and skill.get(key)):
+                    field.note(index, key, "is required")
+                    wrong.append(f"skill {index + 1}: {key} is required")
+        if wrong:
+            raise forms.ValidationError(wrong)
         return skills
 
     def clean_tools(self):
         tools = self.cleaned_data["tools"]
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise forms.ValidationError("A list of {server, tool, schema, ...}.")
-        # As AGENT.md's tools: a schema is a JSON Schema that refers to nothing outside it.
+        field = cast(RowsField, self.fields["tools"])
+        # As AGENT.md's tools: a server each, a schema a JSON Schema that refers to nothing
+        # outside it.
         for i, tool in enumerate(tools):
+            if not isinstance(tool.get("server"), str) or not tool["server"]:
+                field.note(i, "server", "is required")
+                raise forms.ValidationError(f"tool {i + 1}: server is required")
             if "schema" in tool:
                 problem = schema_problem(tool["schema"])
                 if problem is not None:
                     where = ".".join(map(str, [i, "schema", *problem[0]]))
+                    field.note(i, "schema", f"{'.'.join(map(str, problem[0]))}: {problem[1]}")
                     raise forms.ValidationError(f"{where}: {problem[1]}")
         return tools
 
     def clean_model(self):
         model = self.cleaned_data["model"]
         provider = model.get("provider") if isinstance(model, dict) else None
+        field = cast(ModelField, self.fields["model"])
         if provider not in PROVIDERS:
+            field.note("provider", f"must be one of {', '.join(sorted(PROVIDERS))}")
             raise forms.ValidationError(
                 f'An object {{"provider": ..., ...}} with a provider of {sorted(PROVIDERS)}.'
             )
         # loop.limits, kept with the model (runtime.agents.limits).
         wrong = limits_error(model.get("limits", {}))
         if wrong:
+            field.note("limits", ".".join([*wrong[0], wrong[1]]))
             raise forms.ValidationError(f"limits: {'.'.join([*wrong[0], wrong[1]])}")
         # AGENT.md's memory, kept with the model too (runtime.agents.memory_budget).
         wrong = memory_error(model.get("memory", {}))
         if wrong:
+            field.note("memory", ".".join([*wrong[0], wrong[1]]))
             raise forms.ValidationError(f"memory: {'.'.join([*wrong[0], wrong[1]])}")
         mapping = {k: v for k, v in model.items() if k not in ("limits", "memory")}
         try:
-            if provider == "scripted":
+            # As AGENT.md's load: a gateway's keys are its schema's; a gate has a script.
+            if provider in ("scripted", GATE_PROVIDER):
                 validate_script(model.get("script", []))
             elif provider == "http":
                 http_model_validate(mapping)
-            else:
+            elif provider != "gateway":
                 openai_model_validate(mapping)
         except ScriptError as exc:
+            line = script_line(getattr(field, "script_text", ""), exc.path)
+            field.note("script", f"line {line}: {exc}" if line else str(exc))
             raise forms.ValidationError(f"script: {exc}") from None
         except ModelConfigError as exc:
+            field.note(exc.field, exc.message)
             raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
         except ModelSpecError as exc:
+            field.note(exc.path[0] if exc.path else "", exc.message)
             raise forms.ValidationError(f"model: {exc}") from None
         return model
 
@@ -164,6 +222,7 @@ class AgentForm(forms.ModelForm):
             if problem:
                 self.add_error("policy", f"ladder.tools.{problem[0]}: {problem[1]}")
             elif wrong:
+                cast(PolicyTableField, self.fields["policy"]).locate(wrong)
                 self.add_error(
                     "policy", [f"{'.'.join(map(str, path))}: {text}" for path, text in wrong]
                 )
@@ -261,6 +320,11 @@ class AgentAdmin(TenantScopedAdmin):
                 "<int:object_id>/replay/",
                 self.admin_site.admin_view(self.replay_view),
                 name="runtime_agent_replay",
+            ),
+            path(
+                "<path:object_id>/policy-preview/",
+                self.admin_site.admin_view(self.policy_preview_view),
+                name="runtime_agent_policy_preview",
             ),
             path(
                 "<path:object_id>/policy-restore/<int:version_id>/",
@@ -414,6 +478,60 @@ class AgentAdmin(TenantScopedAdmin):
             )
         return format_html(
             '<ol class="policy-history">{}</ol>', format_html_join("", "{}", ((r,) for r in rows))
+        )
+
+    def policy_preview_view(self, request, object_id):
+        """Which rule of the draft policy on the page would hold a sample call, and who would
+        be asked (runtime.admin.policy_preview): read only, nothing saved or audited."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent = self.get_object(request, object_id)  # another tenant's: 404, as missing
+        if agent is None:
+            raise Http404("No such agent.")
+        if not self.has_change_permission(request, agent):
+            raise PermissionDenied
+        field = AgentForm(instance=agent).fields["policy"]
+        problems: list[str] = []
+        try:
+            document = field.clean(field.widget.value_from_datadict(request.POST, None, "policy"))
+        except forms.ValidationError as exc:
+            problems += [f"The draft policy: {m}" for m in exc.messages]
+        tool = request.POST.get("preview-tool", "").strip()
+        server, _, name = tool.partition("/")
+        if not (server and name) or len(tool) > 201:
+            problems.append("Choose a tool (server/tool) to preview.")
+        arguments = None
+        text = request.POST.get("preview-arguments", "").strip() or "{}"
+        try:
+            arguments = json.loads(text) if len(text) <= PREVIEW_MAX_CHARS else None
+        except ValueError as exc:
+            problems.append(f"Sample arguments: not JSON ({exc}).")
+        else:
+            if not isinstance(arguments, dict):
+                problems.append(
+                    "Sample arguments: a JSON object such as "
+                    f'{{"environment": "production"}}, at most {PREVIEW_MAX_CHARS} characters.'
+                )
+        preview = None
+        if not problems:
+            preview = policy_preview(agent=agent, document=document, tool=tool, arguments=arguments)
+        context = {"preview": preview, "problems": problems, "agent": agent}
+        if request.headers.get("X-Requested-With") != "fetch":
+            # Without script the button posts the whole form here: a page of its own.
+            context |= {
+                **self.admin_site.each_context(request),
+                "title": f"Preview a call: {agent.slug}",
+                "opts": self.model._meta,
+                "change_url": reverse("admin:runtime_agent_change", args=[agent.pk]),
+            }
+            template = "runtime/admin/policy_preview_page.html"
+        else:
+            template = "runtime/admin/policy_preview.html"
+        return TemplateResponse(
+            request,
+            template,
+            context,
+            status=200 if preview is not None else 400,
         )
 
     def policy_restore_view(self, request, object_id, version_id):

@@ -13,19 +13,30 @@ file cannot disagree about what a valid policy is. The JSON view edits the same 
 
 import json
 import re
-from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 
-from runtime.agents.agent_schema import POLICY_KEYS, PolicyKey, policy_problems
+from runtime.admin.policy_cells import UNSET, cell_shown, cell_value, cells
+from runtime.admin.policy_rules import (
+    KEYS,
+    SPARE_RULES,
+    blank_rule,
+    canonical,
+    condition_ops,
+    rule_context,
+    rule_from_raw,
+    rule_problem_name,
+    rule_raw,
+    rules_read,
+)
+from runtime.agents.agent_schema import POLICY_KEYS, policy_problems
 from runtime.policy.conditions import conditions_text
 from runtime.policy.ladders import LadderError, ladder_parse
 
 LADDER_COLUMN = "ladder"
 NEW_ROWS = 2
 _KEY_RE = re.compile(r"^[^/\s]{1,100}(/[^/\s]{1,100})?$")
-_UNSET = object()
 
 
 def step_sentence(step: dict) -> str:
@@ -46,49 +57,6 @@ def steps_text(steps) -> str:
     return "; ".join(step_sentence(s) for s in steps or [] if isinstance(s, dict))
 
 
-def widget_kind(key: PolicyKey) -> str:
-    schema = key.schema
-    if "enum" in schema:
-        return "select"
-    if schema.get("type") == "boolean":
-        return "checkbox"
-    if schema.get("type") == "array":
-        return "list"
-    return "text"
-
-
-def _cell_value(key: PolicyKey, raw):
-    """A posted cell as the value the policy stores (_UNSET: the key is left out)."""
-    kind = widget_kind(key)
-    if kind == "checkbox":
-        return raw in ("on", "true", "1", True)
-    raw = (raw or "").strip()
-    if not raw:
-        return _UNSET
-    if kind == "select":
-        return next((v for v in key.schema["enum"] if str(v) == raw), raw)
-    if kind == "list":
-        return [word for word in re.split(r"[,\s]+", raw) if word]
-    if key.schema.get("type") == "integer" and re.fullmatch(r"-?\d{1,9}", raw):
-        return int(raw)
-    return raw
-
-
-def _cell_shown(key: PolicyKey, entry):
-    """The cell's value for a policy entry (a string or a mapping), as the widget shows it."""
-    if isinstance(entry, str):
-        entry = {"action": entry}
-    value = (entry or {}).get(key.name, key.default) if entry is not None else key.default
-    kind = widget_kind(key)
-    if kind == "checkbox":
-        return value is True
-    if kind == "list":
-        return ", ".join(map(str, value)) if isinstance(value, list) else ""
-    if key.name == "action" and entry is None:
-        return ""  # no entry: the tool waits for a person, as if approve
-    return "" if value is None else str(value)
-
-
 def tool_keys(tools) -> list[str]:
     """The policy keys of an agent's tools: server/tool, or server for {server: NAME}."""
     keys = []
@@ -98,15 +66,6 @@ def tool_keys(tools) -> list[str]:
             if key not in keys:
                 keys.append(key)
     return keys
-
-
-def _rules_posted(text: str) -> list | None:
-    """A conditional entry's rules as the row carried them (None: the row has none)."""
-    try:
-        rules = json.loads(text) if text else None
-    except ValueError:
-        return None
-    return rules if isinstance(rules, list) else None
 
 
 def rules_shown(rules: list) -> list[str]:
@@ -142,11 +101,25 @@ def document_json(document: dict) -> str:
 class PolicyTableWidget(forms.Widget):
     template_name = "runtime/admin/policy_table.html"
 
+    class Media:
+        css = {"all": ["policy-editor.css"]}
+        js = ["policy-editor.js"]
+
     def __init__(self, attrs=None):
         super().__init__(attrs)
         self.offered: list[str] = []  # the agent's tools (AgentForm sets them)
+        # The fields a condition may name, by policy key: {path: kind} of the tool's input
+        # schema, declared or discovered (AgentForm sets them).
+        self.fields: dict[str, dict[str, str]] = {}
+        # Where the preview posts the draft (AgentForm sets it for a saved agent).
+        self.preview_url = ""
+        self.preview_tools: list[str] = []
+        # The problems found, by the form field they are next to (PolicyTableField.clean).
+        self.problems: dict[str, list[str]] = {}
+        self.name = "policy"
 
     def value_from_datadict(self, data, files, name):
+        self.name = name
         if f"{name}-total" not in data and f"{name}-json" not in data:
             return None
         try:
@@ -160,7 +133,10 @@ class PolicyTableWidget(forms.Widget):
                 "tool": data.get(f"{prefix}tool", ""),
                 "known": data.get(f"{prefix}known", "") == "1",
                 "extra": data.get(f"{prefix}extra", ""),
-                "rules": data.get(f"{prefix}rules", ""),
+                "orig": data.get(f"{prefix}orig", ""),
+                "rules": rules_read(data, prefix),
+                # "0": the row showed no cells of its own (its entry was rules).
+                "cells": data.get(f"{prefix}cells", ""),
             }
             for key in POLICY_KEYS:
                 row[key.name] = data.get(f"{prefix}{key.name}", "")
@@ -180,14 +156,7 @@ class PolicyTableWidget(forms.Widget):
         context = super().get_context(name, value, attrs)
         if isinstance(value, dict) and "rows" in value:  # posted back with an error
             rows = [
-                {
-                    "tool": row["tool"],
-                    "known": row["known"],
-                    "extra": row["extra"],
-                    "rules": row["rules"],
-                    "rules_shown": rules_shown(_rules_posted(row["rules"]) or []),
-                    "cells": self._cells(name, index, row, posted=True),
-                }
+                self._row(name, index, row, row["rules"], posted=True)
                 for index, row in enumerate(value["rows"])
             ]
             steps, json_text, json_initial = value["steps"], value["json"], value["json_initial"]
@@ -211,12 +180,72 @@ class PolicyTableWidget(forms.Widget):
             "rows": rows,
             "total": len(rows),
             "key_count": len(POLICY_KEYS),
-            "conditional": any(row["rules"] for row in rows),
+            "width": len(POLICY_KEYS) + 2,
+            "conditional": any(row["conditional"] for row in rows),
+            "ops": condition_ops(),
             "steps": steps,
             "json": json_text,
             "json_initial": json_initial,
+            "errors": self.problems.get("", []),
+            "preview_url": self.preview_url,
+            "preview_tools": self.preview_tools,
         }
         return context
+
+    def _row(self, name: str, index: int, shown: dict, rules: list[dict], posted: bool) -> dict:
+        """One tool's row: its cells, and its rules' blocks (spare ones for a new rule)."""
+        prefix = f"{name}-{index}-"
+        fields = self.fields.get(shown["tool"], {})
+        blocks = [
+            rule_context(
+                f"{prefix}r{number}-",
+                raw,
+                fields,
+                self.problems,
+                f"rule {number + 1} for {shown['tool'] or 'the new tool'}",
+            )
+            for number, raw in enumerate(rules)
+        ]
+        count = sum(
+            1
+            for r in rules
+            if not r.get("delete") and (r.get("orig") or (r.get("action") or "").strip())
+        )
+        conditional = count > 0
+        return {
+            "tool": shown["tool"],
+            "known": shown["known"],
+            "extra": shown["extra"],
+            "orig": shown.get("orig", ""),
+            "prefix": prefix,
+            "conditional": conditional,
+            "rule_count": count,
+            "rules": blocks,
+            "rules_total": len(blocks),
+            "rules_shown": [],
+            "fields": list(fields),
+            "errors": self.problems.get(f"{prefix}tool", []),
+            "cells": cells(
+                prefix,
+                shown,
+                subject=shown["tool"] or "the new tool",
+                posted=posted,
+                errors=self.problems,
+            )
+            + [self._ladder_cell(prefix, shown)],
+        }
+
+    def _ladder_cell(self, prefix: str, shown: dict) -> dict:
+        name = f"{prefix}{LADDER_COLUMN}"
+        return {
+            "name": name,
+            "key": LADDER_COLUMN,
+            "label": LADDER_COLUMN,
+            "aria": f"ladder for {shown['tool'] or 'the new tool'}",
+            "kind": "text",
+            "value": shown.get(LADDER_COLUMN, ""),
+            "errors": self.problems.get(name, []),
+        }
 
     def _rows(self, name: str, document: dict) -> list[dict]:
         policy = document.get("policy") or {}
@@ -234,57 +263,22 @@ class PolicyTableWidget(forms.Widget):
                 else {}
             )
             conditional = isinstance(entry, list)
-            shown = {k.name: _cell_shown(k, None if conditional else entry) for k in POLICY_KEYS}
+            shown = {k.name: cell_shown(k, None if conditional else entry) for k in POLICY_KEYS}
             shown[LADDER_COLUMN] = steps_text(ladders.get(key)) if key else ""
-            index = len(rows)
-            rows.append(
-                {
-                    "tool": key,
-                    "known": bool(key),
-                    "extra": json.dumps(extra) if extra else "",
-                    "rules": json.dumps(entry, sort_keys=True) if conditional else "",
-                    "rules_shown": rules_shown(entry) if isinstance(entry, list) else [],
-                    "cells": self._cells(name, index, shown),
-                }
-            )
+            shown |= {
+                "tool": key,
+                "known": bool(key),
+                "extra": json.dumps(extra) if extra else "",
+                "orig": json.dumps(entry, sort_keys=True) if entry is not None else "",
+            }
+            fields = self.fields.get(key, {})
+            if conditional:
+                rules = [rule_raw(r, fields) for r in entry or [] if isinstance(r, dict)]
+            else:
+                rules = []
+            rules += [blank_rule() for _ in range(SPARE_RULES)]
+            rows.append(self._row(name, len(rows), shown, rules, posted=False))
         return rows
-
-    def _cells(self, name: str, index: int, values: dict, posted: bool = False) -> list[dict]:
-        cells = []
-        for key in POLICY_KEYS:
-            kind = widget_kind(key)
-            value = values.get(key.name, "")
-            if kind == "checkbox" and posted:
-                value = value in ("on", "true", "1", True)
-            cell: dict[str, Any] = {
-                "name": f"{name}-{index}-{key.name}",
-                "key": key.name,
-                "label": key.label,
-                "kind": kind,
-            }
-            cell["value"] = value
-            if kind == "select":
-                options = [{"value": str(v), "label": str(v)} for v in key.schema["enum"]]
-                if key.name == "action":
-                    options.insert(0, {"value": "", "label": "(none: approve)"})
-                else:
-                    for option in options:
-                        if option["value"] == str(key.default):
-                            option["label"] += " (default)"
-                cell["options"] = options
-                if value == "" and key.name != "action":
-                    cell["value"] = str(key.default)
-            cells.append(cell)
-        cells.append(
-            {
-                "name": f"{name}-{index}-{LADDER_COLUMN}",
-                "key": LADDER_COLUMN,
-                "label": LADDER_COLUMN,
-                "kind": "text",
-                "value": values.get(LADDER_COLUMN, ""),
-            }
-        )
-        return cells
 
 
 class PolicyTableField(forms.Field):
@@ -307,6 +301,8 @@ class PolicyTableField(forms.Field):
             return True
 
     def clean(self, value):
+        self.widget.problems = {}
+        self._places: dict[str, tuple[int, list | None]] = {}
         if value is None:
             raise ValidationError("The policy table was not sent; reload the page.")
         if isinstance(value, dict) and "rows" not in value:
@@ -319,6 +315,8 @@ class PolicyTableField(forms.Field):
         table, errors = self._from_table(value)
         json_changed = self._json_changed(value["json"], value["json_initial"])
         if json_changed:
+            self._places = {}  # the JSON's problems are the JSON's, not the rows'
+            self.widget.problems = {}
             if table is not None and table != self._checked_quietly(initial):
                 raise ValidationError(
                     "You changed both the table and the JSON: keep the changes of one (reload "
@@ -331,11 +329,39 @@ class PolicyTableField(forms.Field):
             document = table
         return self._checked(document)
 
+    def locate(self, problems: list[tuple[list, str]]) -> None:
+        """Show each problem (a path inside the policy, as AGENT.md's are named) next to the
+        field and row it names: the file's line becomes the page's field."""
+        for path, message in problems:
+            self._note(self._place_of(path), message)
+
+    def _note(self, name: str, message: str) -> None:
+        self.widget.problems.setdefault(name, []).append(message)
+
+    def _place_of(self, path: list) -> str:
+        places = getattr(self, "_places", {})
+        if not path or path[0] not in places:
+            return ""
+        index, rules = places[path[0]]
+        prefix = f"{self.widget.name}-{index}-"
+        rest = list(path[1:])
+        if rules is not None:
+            if rest and isinstance(rest[0], int) and rest[0] < len(rules):
+                number, conditions = rules[rest[0]]
+                return rule_problem_name(f"{prefix}r{number}-", rest[1:], conditions)
+            return f"{prefix}tool"
+        if rest and rest[0] in KEYS:
+            return f"{prefix}{rest[0]}"
+        return f"{prefix}tool"
+
     def _checked_quietly(self, document: dict):
+        saved = self.widget.problems, getattr(self, "_places", {})
         try:
             return self._checked(document)
         except ValidationError:
             return document
+        finally:
+            self.widget.problems, self._places = saved
 
     @staticmethod
     def _initial_document(text: str):
@@ -367,35 +393,49 @@ class PolicyTableField(forms.Field):
         errors: list[str] = []
         policy: dict = {}
         ladders: dict = {}
-        for row in value["rows"]:
+        name = self.widget.name
+        for index, row in enumerate(value["rows"]):
+            prefix = f"{name}-{index}-"
             key = (row["tool"] or "").strip()
-            action = _cell_value(POLICY_KEYS[0], row["action"])
+            action = cell_value(POLICY_KEYS[0], row["action"])
             ladder_text = (row[LADDER_COLUMN] or "").strip()
+
+            def fail(message: str, where: str = "tool", prefix=prefix) -> None:
+                errors.append(message)
+                self._note(f"{prefix}{where}", message.partition(": ")[2] or message)
+
             if not key:
-                if action is not _UNSET or ladder_text:
-                    errors.append("A new row needs a tool: server/tool, or server for all.")
+                if action is not UNSET or ladder_text:
+                    fail("A new row needs a tool: server/tool, or server for all.")
                 continue
             if not _KEY_RE.match(key):
-                errors.append(f"{key!r}: a tool is server/tool, or server for all its tools.")
+                fail(f"{key!r}: a tool is server/tool, or server for all its tools.")
                 continue
             if key in policy or key in ladders:
-                errors.append(f"{key}: this tool has two rows; keep one.")
+                fail(f"{key}: this tool has two rows; keep one.")
                 continue
-            rules = _rules_posted(row["rules"])
-            if rules is not None:
-                # A conditional entry is edited in the JSON view: kept as it was.
+            rules, places = self._rules(key, prefix, row, fail)
+            if ladder_text:
+                ladders[key] = [step.strip() for step in ladder_text.split(";") if step.strip()]
+            if rules:
+                self._places[key] = (index, places)
+                if action is not UNSET:
+                    fail(
+                        f"{key}: give the tool either a decision in its row or rules with "
+                        "conditions (set its decision to none to use the rules).",
+                        "action",
+                    )
                 policy[key] = rules
-                if ladder_text:
-                    ladders[key] = [s.strip() for s in ladder_text.split(";") if s.strip()]
                 continue
+            self._places[key] = (index, None)
             entry = {}
-            for policy_key in POLICY_KEYS[1:]:
-                cell = _cell_value(policy_key, row[policy_key.name])
-                if cell is not _UNSET and cell != policy_key.default:
+            for policy_key in POLICY_KEYS[1:] if row.get("cells") != "0" else ():
+                cell = cell_value(policy_key, row[policy_key.name])
+                if cell is not UNSET and cell != policy_key.default:
                     entry[policy_key.name] = cell
-            if action is _UNSET:
+            if action is UNSET:
                 if entry:
-                    errors.append(f"{key}: choose a decision for its other settings to apply.")
+                    fail(f"{key}: choose a decision for its other settings to apply.", "action")
             else:
                 # Keys the table has no column for (written in the JSON) are kept as they were.
                 try:
@@ -404,9 +444,8 @@ class PolicyTableField(forms.Field):
                     extra = {}
                 if isinstance(extra, dict):
                     entry.update({k: v for k, v in extra.items() if k not in entry})
-                policy[key] = {"action": action, **entry} if entry else action
-            if ladder_text:
-                ladders[key] = [step.strip() for step in ladder_text.split(";") if step.strip()]
+                written = {"action": action, **entry} if entry else action
+                policy[key] = _as_written(written, row.get("orig", ""))
         ladder: dict = {}
         steps = [s.strip() for s in (value["steps"] or "").split(";") if s.strip()]
         if steps:
@@ -417,14 +456,42 @@ class PolicyTableField(forms.Field):
             ladder = ladder_parse(ladder) if ladder else {}
         except LadderError as exc:
             errors.append(f"ladder: {exc}")
+            self._note(self._ladder_place(exc.path), exc.message)
         if errors:
             return None, errors
         return {"policy": policy, "ladder": ladder}, []
+
+    def _rules(self, key: str, prefix: str, row: dict, fail) -> tuple[list[dict], list]:
+        """The row's rules with conditions, read from their blocks: (rules, and for each the
+        number of its block and its conditions' rows)."""
+        rules: list[dict] = []
+        places: list = []
+        fields = self.widget.fields.get(key, {})
+        for number, raw in enumerate(row["rules"]):
+            rule, conditions, problem = rule_from_raw(raw, fields)
+            if problem:
+                fail(f"{key}, rule {number + 1}: {problem}", f"r{number}-action")
+            if rule is not None:
+                rules.append(rule)
+                places.append((number, conditions))
+        # A rule without conditions is the default: tried last, after every rule with
+        # conditions (a rule added below it is meant before it; in the middle it would make
+        # the rules after it unreachable, which AGENT.md refuses).
+        order = sorted(range(len(rules)), key=lambda i: "when" not in rules[i])
+        return [rules[i] for i in order], [places[i] for i in order]
+
+    def _ladder_place(self, path: list) -> str:
+        if len(path) >= 2 and path[0] == "tools" and path[1] in self._places:
+            return f"{self.widget.name}-{self._places[path[1]][0]}-{LADDER_COLUMN}"
+        if path and path[0] == "steps":
+            return "steps"
+        return ""
 
     def _checked(self, document: dict) -> dict:
         policy = document.get("policy") or {}
         problems = policy_problems(policy)
         if problems:
+            self.locate(problems)
             raise ValidationError(
                 [f"{'.'.join(map(str, path)) or 'policy'}: {message}" for path, message in problems]
             )
@@ -433,3 +500,19 @@ class PolicyTableField(forms.Field):
         except LadderError as exc:
             raise ValidationError(f"ladder: {exc}") from None
         return {"policy": policy, "ladder": ladder}
+
+
+def _as_written(entry, orig: str):
+    """A row's entry as it was written when it says the same (no new policy version for a
+    page saved as it was shown)."""
+    try:
+        before = json.loads(orig) if orig else None
+    except ValueError:
+        return entry
+    if (
+        before is not None
+        and not isinstance(before, list)
+        and canonical(before) == canonical(entry)
+    ):
+        return before
+    return entry

@@ -170,3 +170,73 @@ def question_answer_validate(interaction: Interaction, value: Any) -> Any:
                 "answer", f"must be one of {choices}", interactionId=interaction.public_id
             )
     return value
+
+
+# One answer for a group (interactions/v1): a data part of the caller's message that answers
+# every open call of the task at once, {"answers": {interaction id: answer}} or
+# {"all": answer}, each answer shaped as one interaction's ({"approved": true|false}).
+GROUP_KEYS = ("answers", "all")
+
+
+def group_answer_part(message: dict) -> tuple[int, dict] | None:
+    """The data part (its index, its object) that answers a group at once, or None: an
+    object whose one key is ``answers`` or ``all``."""
+    for index, part in enumerate(message.get("parts") or ()):
+        data = part.get("data") if isinstance(part, dict) else None
+        if isinstance(data, dict) and len(data) == 1 and next(iter(data)) in GROUP_KEYS:
+            return index, data
+    return None
+
+
+def group_answers_read(waiting: list[Interaction], message: dict) -> dict[str, dict] | None:
+    """{interaction id: answer} for every interaction the task waits on (``waiting``, the
+    calls of its group) as the caller's one message answers them, or None when the message
+    is no group answer (runtime.turn.intake then reads it as one interaction's answer).
+
+    Only approvals are answered so (a question's data part is its answer). Raises
+    InvalidParams for any entry that is wrong (an id that names no open call, a call left
+    out, an answer not {approved: true|false}): the message then decides nothing."""
+    found = group_answer_part(message)
+    if found is None or not waiting:
+        return None
+    if any(i.kind != Interaction.Kind.APPROVAL for i in waiting):
+        return None
+    index, data = found
+    field = f"message.parts[{index}].data"
+    ids = [i.public_id for i in waiting]
+    if "all" in data:
+        return {public_id: _group_entry(data["all"], f"{field}.all") for public_id in ids}
+    answers = data["answers"]
+    if not isinstance(answers, dict) or not answers:
+        raise InvalidParams(
+            f"{field}.answers", "must be an object {interaction id: {approved: true|false}}"
+        )
+    for public_id in answers:
+        if public_id not in ids:
+            raise InvalidParams(
+                f"{field}.answers",
+                f"{public_id!r} does not name an open interaction of this task "
+                f"(it waits on {', '.join(ids)}); nothing was decided",
+            )
+    left = [public_id for public_id in ids if public_id not in answers]
+    if left:
+        raise InvalidParams(
+            f"{field}.answers",
+            f"answers every open interaction of the task or none: {', '.join(left)} "
+            f"{'has' if len(left) == 1 else 'have'} no answer (or answer them all with "
+            '{"all": {...}}); nothing was decided',
+        )
+    return {
+        public_id: _group_entry(answers[public_id], f"{field}.answers[{public_id!r}]")
+        for public_id in ids
+    }
+
+
+def _group_entry(entry: Any, field: str) -> dict:
+    """One call's answer in a group answer: {"approved": true|false}, as one interaction's."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("approved"), bool):
+        raise InvalidParams(f"{field}.approved", "must be true or false")
+    unknown = sorted(set(entry) - {"approved"})
+    if unknown:
+        raise InvalidParams(field, f"takes approved only, not {', '.join(unknown)}")
+    return {"approved": entry["approved"]}

@@ -85,3 +85,21 @@ def expiry_outcome_now(interaction: Interaction, *, tenant_allows: bool) -> str:
     if action == "approve" and request.get("lowRisk") and tenant_allows:
         return "approve"
     return "deny"
+
+
+# What the page and Slack offer to extend an item by (each within what is left of
+# INTERACTION_EXTEND_MAX_SECONDS): the REST API takes any duration.
+EXTEND_CHOICES = (("30m", "30 minutes"), ("1h", "1 hour"), ("4h", "4 hours"))
+
+
+def extension_left(interaction: Interaction) -> int:
+    """How many seconds operators may still add to the interaction's deadline."""
+    added = int(deadline_of(interaction).get("extended") or 0)
+    return max(settings.INTERACTION_EXTEND_MAX_SECONDS - added, 0)
+
+
+def extend_choices(interaction: Interaction) -> list[tuple[str, str]]:
+    """EXTEND_CHOICES that still fit the interaction's bound (none: extended as far as it
+    may be)."""
+    left = extension_left(interaction)
+    return [(by, label) for by, label in EXTEND_CHOICES if duration_seconds(by) <= left]

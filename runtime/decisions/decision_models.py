@@ -391,6 +391,40 @@ class StandingRule(models.Model):
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
+class CallSummary(models.Model):
+    """A model's short summary of a held call (runtime.decisions.call_summaries), written
+    after the call is held, by a worker, when the tenant has AI summaries on. Never the
+    arguments: every surface shows it labelled as written by a model, beside them, and
+    flagged when the deterministic check (runtime.decisions.summary_check) found values in
+    it that the arguments do not hold (``problems``)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    interaction = models.OneToOneField(
+        Interaction, on_delete=models.CASCADE, related_name="model_summary"
+    )
+    text = models.TextField()
+    # Which model wrote it, as its provider names it ("openai gpt-4o-mini", "scripted").
+    model = models.CharField(max_length=200)
+    problems = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"summary of {self.interaction_id} by {self.model}"
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.problems)
+
+    def wire(self) -> dict:
+        """As the REST interaction carries it."""
+        return {
+            "text": self.text,
+            "model": self.model,
+            "flagged": self.flagged,
+            "problems": list(self.problems or []),
+        }
+
+
 class SigningKey(models.Model):
     """An Ed25519 key that signs receipts (runtime.decisions.signing). One is active at a
     time; a rotated key (``rotate_secrets --signing-key``) stops signing and stays published

@@ -80,29 +80,66 @@ def group_decision_take(
                     effect.task = task
                 held_call_known(call, effect)
             waiting = _shown_check(calls, shown)
-            # The calls' closes leave the task's status to the end: one status says what the
-            # decision came to (interaction_close resumes the turn on the last call's).
-            task.group_deciding = True
-            try:
-                for call in waiting:
-                    decision_take_locked(
-                        task=task,
-                        interaction=call,
-                        decider=decider,
-                        decision=Decision(
-                            approved=decision.approved,
-                            reason=decision.reason,
-                            shown_hash=(shown or {}).get(call.public_id),
-                        ),
-                        channel=channel,
+            group_decisions_take_locked(
+                task=task,
+                group_id=group_id,
+                calls=calls,
+                decisions={
+                    call.public_id: Decision(
+                        approved=decision.approved,
+                        reason=decision.reason,
+                        shown_hash=(shown or {}).get(call.public_id),
                     )
-            finally:
-                task.group_deciding = False
-            if any(c.state == Interaction.State.OPEN for c in calls):
-                # Some calls closed or recorded an approval, others wait for another
-                # person's approval (a quorum): the task says what it waits for now.
-                group_pause_set(task, group_id=group_id, members=calls, also=("transcript",))
+                    for call in waiting
+                },
+                decider=decider,
+                channel=channel,
+            )
     return GroupDecided(group_id=group_id, calls=calls, decided=tuple(c.public_id for c in waiting))
+
+
+def group_decisions_take_locked(
+    *,
+    task,
+    group_id: str,
+    calls: list[Interaction],
+    decisions: dict[str, Decision],
+    decider: Decider,
+    channel: str,
+    message: dict | None = None,
+) -> None:
+    """Take each of ``decisions`` ({interaction id: its decision}) on the group's open
+    ``calls`` (read under the task's row lock, in the caller's transaction), one after the
+    other through the one decision flow: the first refusal raises, and the caller's
+    transaction then changes nothing. The operators' "approve all" (group_decision_take) and
+    a caller's one answer for a group (runtime.turn.intake: interactions/v1 ``answers`` or
+    ``all``) both decide here. ``message``: the caller's message that carried the answers,
+    kept once in the task's history."""
+    # The calls' closes leave the task's status to the end: one status says what the
+    # decision came to (interaction_close resumes the turn on the last call's).
+    task.group_deciding = True
+    try:
+        for call in calls:
+            if call.public_id in decisions:
+                decision_take_locked(
+                    task=task,
+                    interaction=call,
+                    decider=decider,
+                    decision=decisions[call.public_id],
+                    channel=channel,
+                )
+    finally:
+        task.group_deciding = False
+    if any(c.state == Interaction.State.OPEN for c in calls):
+        # Some calls closed or recorded an approval, others wait for another person's
+        # approval (a quorum): the task says what it waits for now.
+        group_pause_set(
+            task,
+            group_id=group_id,
+            members=calls,
+            also=("transcript",),
+            **({"history_append": message} if message is not None else {}),
+        )
 
 
 def _group_decision_fit(decision: Decision) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from runtime.decisions.decision_models import Interaction
 from runtime.policy.lookup import Policy, policy_for
+from runtime.policy.rules import policy_rule_for
 from runtime.policy.template_filters import apply_filter
 from runtime.policy.title_syntax import (
     CONTEXT_NAMES,
@@ -285,3 +286,45 @@ def _clean(text: str) -> str:
 
 def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def message_calls_redacted(agent, message: dict) -> dict:
+    """A caller's message to an approval gate or an MCP gateway as operators' pages show it:
+    each data part that describes a call (a gate's ``{"tool", "arguments"}``, a gateway's
+    ``{"mcpCall": {"server", "tool", "arguments"}}``) with the fields its rule redacts as
+    ``•••``, as on every surface but the decision page. Any other message is returned as it
+    is; so is one of an agent with no such calls."""
+    if not (agent.is_gate or agent.is_gateway):
+        return message
+    parts = message.get("parts") or []
+    shown = [_part_redacted(agent, part) for part in parts]
+    if all(new is old for new, old in zip(shown, parts, strict=True)):
+        return message
+    return {**message, "parts": shown}
+
+
+def _part_redacted(agent, part: dict) -> dict:
+    data = part.get("data") if isinstance(part, dict) else None
+    if not isinstance(data, dict):
+        return part
+    if isinstance(data.get("mcpCall"), dict):
+        inner = data["mcpCall"]
+        server, tool = str(inner.get("server") or ""), str(inner.get("tool") or "")
+        call = _call_redacted(agent, server, tool, inner)
+        return part if call is inner else {**part, "data": {**data, "mcpCall": call}}
+    name = data.get("tool")
+    if isinstance(name, str) and "/" in name:
+        server, tool = name.split("/", 1)
+        call = _call_redacted(agent, server, tool, data)
+        return part if call is data else {**part, "data": call}
+    return part
+
+
+def _call_redacted(agent, server: str, tool: str, call: dict) -> dict:
+    arguments = call.get("arguments")
+    if not isinstance(arguments, dict):
+        return call
+    fields = call_terms(policy_rule_for(agent, server, tool, arguments).rule).get("redact")
+    if not fields:
+        return call
+    return {**call, "arguments": redacted(arguments, fields)}

@@ -1,33 +1,33 @@
-"""The key that signs evidence packs' manifests: Ed25519, derived (HKDF-SHA256) from
-``EVIDENCE_SIGNING_KEY`` (by default SECRET_KEY), so that it needs no key file and stays the
-same across restarts and processes. Auditors pin its public key (``key_id``)."""
+"""How an evidence pack's manifest is signed: a compact JWS (RFC 7515) of ``manifest.json``,
+EdDSA with the install's receipt signing key (runtime.decisions.signing, the key that
+signs receipts now), its ``kid`` in the JWS header and in the manifest (``keyId``). The pack
+carries the public keys as a JWKS (``receipt-keys.json``, the same as
+/.well-known/jwks.json), so that the pack verifies offline; an auditor pins the key by
+checking it against the JWKS the server publishes (``evidence verify --key``). A rotation
+(``rotate_secrets --signing-key``) signs later packs with the new key; the old one stays
+published, so packs it signed still verify."""
 
-import base64
-import hashlib
+import jwt
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from django.conf import settings
+from runtime.decisions.signing import ALGORITHM, LoadedKey, jwks, signing_key
 
-_INFO = b"countersign evidence pack signing key v1"
+# The JWS header's ``typ``: what the signed bytes are.
+MANIFEST_TYPE = "countersign-evidence-manifest"
 
 
-def signing_key() -> Ed25519PrivateKey:
-    seed = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
-        settings.EVIDENCE_SIGNING_KEY.encode()
+def manifest_key() -> LoadedKey:
+    """The key that signs manifests now (made when there is none yet)."""
+    return signing_key()
+
+
+def manifest_sign(manifest: bytes, key: LoadedKey) -> str:
+    """The compact JWS of ``manifest`` (its bytes as they are in the pack) under ``key``."""
+    return jwt.api_jws.encode(
+        manifest, key.private, algorithm=ALGORITHM, headers={"kid": key.kid, "typ": MANIFEST_TYPE}
     )
-    return Ed25519PrivateKey.from_private_bytes(seed)
 
 
-def public_key_text(key: Ed25519PrivateKey) -> str:
-    """The raw public key, base64: what a manifest names and an auditor pins."""
-    raw = key.public_key().public_bytes(
-        encoding=serialization.Encoding.Raw, format=serialization.PublicFormat.Raw
-    )
-    return base64.b64encode(raw).decode()
-
-
-def key_id(public_key: str) -> str:
-    """A public key's fingerprint: the first 16 hex digits of the SHA-256 of its raw bytes."""
-    return hashlib.sha256(base64.b64decode(public_key)).hexdigest()[:16]
+def signing_keys() -> dict:
+    """The public keys a pack carries (``receipt-keys.json``): every key that signed or signs
+    receipts and manifests, as a JWKS."""
+    return jwks()

@@ -11,13 +11,13 @@ It holds:
   was in force at some moment of the period, with when it was;
 - ``members.jsonl``: who decided in the period, with their role and approver groups now;
 - ``README.md``: what each file is, in plain words, and what duty it is evidence for;
+- ``receipt-keys.json``: the public keys that sign receipts and manifests, as a JWKS;
 - ``manifest.json``: the SHA-256 of every file (and of each receipt), where the audit piece
-  starts and ends, the signing key; ``manifest.sig``: its Ed25519 signature, base64.
+  starts and ends, the ``keyId`` of the key that signs it; ``manifest.jws``: its signature,
+  a compact JWS (EdDSA) whose payload is manifest.json (runtime.evidence.manifest_signing).
 """
 
-import base64
 import hashlib
-import importlib
 import json
 import zipfile
 from dataclasses import dataclass
@@ -29,13 +29,14 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import PolicyVersion
 from runtime.decisions.decision_models import Receipt
-from runtime.evidence.manifest_signing import key_id, public_key_text, signing_key
+from runtime.evidence.manifest_signing import manifest_key, manifest_sign, signing_keys
 from runtime.evidence.readme import readme_text
 from runtime.kernel.audit_chain import audit_row_record, links_made
 from runtime.kernel.task_models import AuditEvent
 from tenants.models import Membership
 
-FORMAT = "countersign-evidence/1"
+# 2: the manifest signed with the receipt signing key (manifest.jws); 1 had manifest.sig.
+FORMAT = "countersign-evidence/2"
 
 
 @dataclass(frozen=True)
@@ -70,18 +71,6 @@ def receipt_evidence(receipt: Receipt) -> dict:
         for field in Receipt._meta.concrete_fields
         if field.name not in ("id", "tenant")
     }
-
-
-def receipt_keys() -> dict | None:
-    """The keys that sign receipts, as a JWKS, where this build signs receipts (a module
-    runtime.decisions.signing with ``jwks()``); None where receipts are not signed. The pack
-    keeps them as ``receipt-keys.json`` for the verifier to check each receipt's ``jws``."""
-    try:
-        signing = importlib.import_module("runtime.decisions.signing")
-    except ImportError:
-        return None
-    jwks = getattr(signing, "jwks", None)
-    return jwks() if callable(jwks) else None
 
 
 def _audit_records(tenant, since: datetime, until: datetime) -> tuple[list[dict], dict]:
@@ -175,8 +164,8 @@ def evidence_pack_write(*, tenant, since: datetime, until: datetime, out: IO[byt
     audit, chain = _audit_records(tenant, since, until)
     policies = _policies(tenant, since, until)
     members = _members(tenant, receipts, audit)
-    key = signing_key()
-    public = public_key_text(key)
+    # The key first (made when none is yet), so that the JWKS below holds it.
+    key = manifest_key()
     files: dict[str, bytes] = {
         "README.md": readme_text(tenant=tenant.slug, since=since, until=until).encode(),
         "receipts.jsonl": b"".join(canonical(r) + b"\n" for r in receipts),
@@ -185,9 +174,7 @@ def evidence_pack_write(*, tenant, since: datetime, until: datetime, out: IO[byt
     }
     for path, document in policies:
         files[path] = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False).encode()
-    keys = receipt_keys()
-    if keys is not None:
-        files["receipt-keys.json"] = json.dumps(keys, indent=2, sort_keys=True).encode()
+    files["receipt-keys.json"] = json.dumps(signing_keys(), indent=2, sort_keys=True).encode()
     manifest = {
         "format": FORMAT,
         "tenant": tenant.slug,
@@ -197,16 +184,15 @@ def evidence_pack_write(*, tenant, since: datetime, until: datetime, out: IO[byt
         "files": {path: hashlib.sha256(body).hexdigest() for path, body in sorted(files.items())},
         "receipts": {r["public_id"]: record_hash(r) for r in receipts},
         "auditChain": chain,
-        "publicKey": public,
-        "keyId": key_id(public),
+        "keyId": key.kid,
     }
     manifest_bytes = json.dumps(manifest, indent=2, sort_keys=True).encode()
-    signature = base64.b64encode(key.sign(manifest_bytes))
+    signature = manifest_sign(manifest_bytes, key)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path, body in sorted(files.items()):
             archive.writestr(path, body)
         archive.writestr("manifest.json", manifest_bytes)
-        archive.writestr("manifest.sig", signature + b"\n")
+        archive.writestr("manifest.jws", signature + "\n")
     return PackWritten(
         receipts=len(receipts),
         audit_rows=len(audit),

@@ -17,17 +17,20 @@ decided, under which policy, and a log that shows nothing was removed or changed
 | `audit.jsonl` | Every audit row of the period: each decision and change (policy changes, members, rules, expiries), in the order written. Each row carries the SHA-256 of its own fields and of the row before it (a hash chain): a row removed or edited breaks the chain. |
 | `policies/<agent>/*.json` | Every version of each agent's tool policy that was in force at some moment of the period, with when it came into force and when it was replaced. |
 | `members.jsonl` | Who decided: each person's role and approver groups (as they are when the pack was made), and programs, rules and the system by kind. |
-| `manifest.json` | The SHA-256 of every file and of every receipt, where the audit piece starts and ends in the tenant's chain, and the public key that signed it. |
-| `manifest.sig` | The Ed25519 signature of `manifest.json` (base64). |
+| `receipt-keys.json` | The public keys that sign receipts and this manifest (a JWKS, as the operator's server publishes at `/.well-known/jwks.json`). |
+| `manifest.json` | The SHA-256 of every file and of every receipt, where the audit piece starts and ends in the tenant's chain, and the id (`keyId`) of the key that signed it. |
+| `manifest.jws` | The signature of `manifest.json`: a compact JWS (EdDSA, Ed25519) whose payload is the manifest and whose header names the key (`kid`). |
 
 ## How to check it
 
-Run `python manage.py evidence verify PACK.zip --key KEY` (KEY: the public key the operator
-gave you, so that a pack signed by anyone else fails). It checks the manifest's signature,
+Run `python manage.py evidence verify PACK.zip --key jwks.json` (the operator's published
+JWKS, `/.well-known/jwks.json`, saved; or the signing key's `x` from it), so that a pack
+signed by anyone else fails. It checks the manifest's signature,
 the hash of every file and receipt, the receipts' own signatures where present, that the
 audit rows form an unbroken chain from where the manifest says it starts to where it ends,
 and that each policy file is the version it names; it names the first thing that does not
-hold. Without the server: each hash is SHA-256 over the file's bytes; a receipt's is over its
+hold. Without the server: any JOSE library checks `manifest.jws` against
+`receipt-keys.json`; each hash is SHA-256 over the file's bytes; a receipt's is over its
 line; the audit chain's formula is in the project's `runtime/kernel/audit_hash.py`.
 
 ## What duty each part is evidence for

@@ -1,7 +1,8 @@
-"""Check an evidence pack offline (runtime.evidence.pack writes it): the manifest's Ed25519
-signature (against the key the auditor pins, when given), the SHA-256 of every file and
-receipt, receipts' own signatures where they carry one, the audit chain's continuity, and
-that each policy file is the version it names. The first thing that does not hold is named.
+"""Check an evidence pack offline (runtime.evidence.pack writes it): the manifest's signature
+(a compact JWS, EdDSA, by a key of the pack's JWKS, ``receipt-keys.json``; against the key
+the auditor pins, when given), the SHA-256 of every file and receipt, receipts' own
+signatures where they carry one, the audit chain's continuity, and that each policy file is
+the version it names. The first thing that does not hold is named.
 
 Nothing here reads Django or a database: the Python standard library, ``cryptography`` and
 runtime.kernel.audit_hash (itself plain Python) are all it needs.
@@ -18,7 +19,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from runtime.kernel.audit_hash import GENESIS, chain_check
 
-SIGNED = ("manifest.json", "manifest.sig")
+SIGNED = ("manifest.json", "manifest.jws")
+# A pack of the first format: its manifest signed by a key derived from a setting.
+OLD_SIGNATURE = "manifest.sig"
 
 
 @dataclass(frozen=True)
@@ -78,15 +81,71 @@ def receipt_signature_problem(record: dict, keys: dict[str, Ed25519PublicKey]) -
     return None
 
 
+def _jwks_keys(jwks) -> dict[str, str]:
+    """A JWKS's Ed25519 keys: kid -> x (base64url), the others left out."""
+    keys = {}
+    for jwk in (jwks or {}).get("keys", []) if isinstance(jwks, dict) else []:
+        if isinstance(jwk, dict) and jwk.get("kty") == "OKP" and jwk.get("crv") == "Ed25519":
+            keys[str(jwk.get("kid", ""))] = str(jwk.get("x", ""))
+    return keys
+
+
 def _receipt_keys(files: dict[str, bytes]) -> dict[str, Ed25519PublicKey]:
     body = files.get("receipt-keys.json")
     if body is None:
         return {}
-    keys = {}
-    for jwk in json.loads(body).get("keys", []):
-        if jwk.get("kty") == "OKP" and jwk.get("crv") == "Ed25519":
-            keys[str(jwk.get("kid", ""))] = Ed25519PublicKey.from_public_bytes(_b64url(jwk["x"]))
-    return keys
+    try:
+        found = _jwks_keys(json.loads(body))
+        return {kid: Ed25519PublicKey.from_public_bytes(_b64url(x)) for kid, x in found.items()}
+    except ValueError:
+        return {}
+
+
+def pinned_keys(key: str) -> set[str]:
+    """The public keys (``x``, base64url) an auditor pins with ``--key``: one ``x`` as the
+    server's JWKS lists it, or the path of a JWKS file (the server's
+    /.well-known/jwks.json, saved)."""
+    text = key.strip()
+    if text.startswith("{") or text.endswith(".json"):
+        try:
+            body = text if text.startswith("{") else open(text, encoding="utf-8").read()
+            return set(_jwks_keys(json.loads(body)).values())
+        except (OSError, ValueError):
+            return set()
+    return {text.rstrip("=")}
+
+
+def manifest_signature_problem(
+    token: bytes, manifest_bytes: bytes, manifest: dict, keys: dict, *, pinned: str | None
+) -> str | None:
+    """What is wrong with ``manifest.jws`` (see the module), or None."""
+    parts = token.decode("ascii", "replace").strip().split(".")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        header = json.loads(_b64url(parts[0]))
+        payload = _b64url(parts[1])
+        signature = _b64url(parts[2])
+    except ValueError:
+        return "manifest.jws is not a compact JWS"
+    kid = str(header.get("kid", "")) if isinstance(header, dict) else ""
+    if header.get("alg") != "EdDSA" or kid not in keys:
+        return (
+            f"the manifest's signing key {kid or '(none)'} is not in the pack (receipt-keys.json)"
+        )
+    if kid != manifest.get("keyId"):
+        return "manifest.jws names another key than manifest.json's keyId"
+    if pinned is not None:
+        public_x = base64.urlsafe_b64encode(keys[kid].public_bytes_raw()).rstrip(b"=").decode()
+        if public_x not in pinned_keys(pinned):
+            return "the manifest is signed by another key than the one given"
+    try:
+        keys[kid].verify(signature, f"{parts[0]}.{parts[1]}".encode())
+    except InvalidSignature:
+        return "manifest.jws does not verify: manifest.json was changed or re-signed"
+    if payload != manifest_bytes:
+        return "manifest.jws is the signature of another manifest than manifest.json"
+    return None
 
 
 def _receipts_problem(body: bytes, expected: dict) -> str:
@@ -113,29 +172,32 @@ def _audit_problem(records: list[dict], chain: dict) -> str:
 
 
 def pack_verify(path, *, key: str | None = None) -> PackCheck:
-    """Check the pack at ``path`` (see the module); ``key``: the signing public key (base64)
-    the auditor was given, which the manifest's must be."""
+    """Check the pack at ``path`` (see the module); ``key``: the keys the auditor pins
+    (``pinned_keys``), one of which must be the manifest's."""
     try:
         with zipfile.ZipFile(path) as archive:
             files = {name: archive.read(name) for name in archive.namelist()}
     except (OSError, zipfile.BadZipFile) as exc:
         return PackCheck(f"the pack cannot be read as a zip archive: {exc}")
+    if "manifest.json" in files and OLD_SIGNATURE in files and "manifest.jws" not in files:
+        return PackCheck(
+            "an old-format manifest (manifest.sig, before manifests were signed with the "
+            "receipt signing key): this verifier checks packs of the current format; export "
+            "the period again"
+        )
     if not all(name in files for name in SIGNED):
-        return PackCheck("the pack has no manifest.json and manifest.sig")
+        return PackCheck("the pack has no manifest.json and manifest.jws")
     manifest_bytes = files["manifest.json"]
     try:
         manifest = json.loads(manifest_bytes)
-        public = Ed25519PublicKey.from_public_bytes(base64.b64decode(manifest["publicKey"]))
-        signature = base64.b64decode(files["manifest.sig"].strip())
-    except (ValueError, KeyError, TypeError):
-        return PackCheck("manifest.json or manifest.sig cannot be read")
-    if key is not None and key.strip() != manifest["publicKey"]:
-        return PackCheck("the manifest is signed by another key than the one given")
-    try:
-        public.verify(signature, manifest_bytes)
-    except InvalidSignature:
-        return PackCheck("manifest.sig does not verify: manifest.json was changed or re-signed")
-    listed: dict = manifest.get("files") or {}
+        listed: dict = manifest.get("files") or {}
+    except (ValueError, AttributeError):
+        return PackCheck("manifest.json cannot be read")
+    problem = manifest_signature_problem(
+        files["manifest.jws"], manifest_bytes, manifest, _receipt_keys(files), pinned=key
+    )
+    if problem:
+        return PackCheck(problem)
     for name in sorted(set(files) - set(SIGNED)):
         if name not in listed:
             return PackCheck(f"{name} is in the pack but not in the manifest (added)")

@@ -162,6 +162,12 @@ class ModelError(Exception):
     never carries a credential."""
 
 
+class SummaryUnavailable(Exception):
+    """The model writes no summaries of held calls (runtime.llm.summary_writing: its
+    provider has no ``summarise``, or a scripted model no ``summary`` template): nothing is
+    asked, nothing retried."""
+
+
 def action_dump(action: Action) -> dict:
     """An action as JSON, to keep queued in the transcript (``action_load`` reads it back)."""
     return {"type": type(action).__name__, **dataclasses.asdict(action)}

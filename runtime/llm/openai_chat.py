@@ -70,6 +70,12 @@ from runtime.llm.openai_spec import (
     request_parameters,
 )
 from runtime.llm.openai_stream import StreamBroken, chat_stream_read, stream_reply
+from runtime.llm.summary_ask import (
+    SUMMARY_INSTRUCTIONS,
+    SUMMARY_TOKENS,
+    SummaryAsk,
+    summary_prompt,
+)
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = {408, 409, 429}
@@ -200,6 +206,33 @@ class OpenAIChatModel:
             request[field] = self.spec["max_output_tokens"]
         request.update(request_parameters(self.spec, self.parameters))
         return request
+
+    # --- a summary of a held call (runtime.llm.summary_writing) ---
+
+    def summarise(self, ask: SummaryAsk, credential: Callable[..., str]) -> str:
+        """The model's summary of a held call: one request of the instructions and the
+        ask's message alone (no tools, nothing else of the turn), with the agent's model,
+        endpoint and credential, retried as a turn's requests are."""
+        view = TurnView(text="", message_id="", credential=credential)
+        return self.summary_text(self.complete(view, self.summary_request(ask)))
+
+    def summary_request(self, ask: SummaryAsk) -> dict[str, Any]:
+        field = self.spec.get("max_tokens_field") or MAX_TOKENS_FIELDS[0]
+        return {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+                {"role": "user", "content": summary_prompt(ask)},
+            ],
+            field: SUMMARY_TOKENS,
+        }
+
+    def summary_text(self, reply: Any) -> str:
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ModelError("the summary's reply is not a chat completion")
+        message = choices[0].get("message")
+        return content_text(message.get("content")) if isinstance(message, dict) else ""
 
     # --- the call ---
 

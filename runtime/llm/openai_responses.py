@@ -20,12 +20,13 @@ the provider keeping a response (``store: false`` may be set).
 import json
 from typing import Any
 
-from runtime.llm.actions import LiveWriter, ModelTurn, TurnView
+from runtime.llm.actions import LiveWriter, ModelError, ModelTurn, TurnView
 from runtime.llm.openai_chat import OpenAIChatModel
 from runtime.llm.openai_conversation import ToolNames, conversation, tool_definitions
 from runtime.llm.openai_reply import NOT_JSON, bad_reply, content_text, reply_turn, usage_of
 from runtime.llm.openai_spec import RESPONSES_PARAMETERS, request_parameters
 from runtime.llm.openai_stream import responses_stream_read
+from runtime.llm.summary_ask import SUMMARY_INSTRUCTIONS, SUMMARY_TOKENS, SummaryAsk, summary_prompt
 
 
 def input_items(messages: list[dict]) -> tuple[str, list[dict]]:
@@ -94,6 +95,24 @@ class OpenAIResponsesModel(OpenAIChatModel):
             request["text"] = {"verbosity": passed.pop("verbosity")}
         request.update(passed)
         return request
+
+    def summary_request(self, ask: SummaryAsk) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "instructions": SUMMARY_INSTRUCTIONS,
+            "input": [{"role": "user", "content": summary_prompt(ask)}],
+            "max_output_tokens": SUMMARY_TOKENS,
+        }
+
+    def summary_text(self, reply: Any) -> str:
+        output = reply.get("output") if isinstance(reply, dict) else None
+        if not isinstance(output, list):
+            raise ModelError("the summary's reply is not a response")
+        return "".join(
+            content_text(item.get("content"))
+            for item in output
+            if isinstance(item, dict) and item.get("type") == "message"
+        )
 
     def turn_from(self, view: TurnView, names: ToolNames, reply: Any) -> ModelTurn:
         """A response (as parsed JSON): its output's text, refusal and function calls."""

@@ -13,7 +13,7 @@ from runtime.llm.scripted import ScriptedModel
 
 # provider name -> a factory taking the agent's ``model`` mapping.
 PROVIDERS: dict[str, Callable[[dict], ModelProvider]] = {
-    "scripted": lambda model: ScriptedModel(model.get("script", [])),
+    "scripted": lambda model: ScriptedModel(model.get("script", []), summary=model.get("summary")),
     # An MCP gateway (AGENT.md ``gateway``): no model, one MCP client's held call per turn.
     "gateway": GatewayModel,
     "http": HttpAgent,

@@ -36,6 +36,7 @@ from runtime.llm.actions import (
     Fail,
     Reply,
     SetPlan,
+    SummaryUnavailable,
     TurnView,
     Wait,
 )
@@ -166,11 +167,21 @@ MEMORY_RE = re.compile(r"\{\{\s*(previous|history)\b|\"earlier\":")
 class ScriptedModel:
     in_process = True  # no network: its steps go on in the turn's open transaction
 
-    def __init__(self, script: list[dict]):
+    def __init__(self, script: list[dict], summary: str | None = None):
         self.script = script
+        # ``summary``: a template over the held call (``{{ args.build }}``, ``{{ tool }}``)
+        # that stands for a model's summary of it (runtime.llm.summary_writing).
+        self.summary = summary
         # Only a script that uses the earlier turns has them read (runtime.turn.memory): the
         # others' turns cost what they did.
         self.uses_memory = bool(MEMORY_RE.search(json.dumps(script)))
+
+    def summarise(self, ask, credential=None) -> str:
+        """The ``summary`` template filled from the held call (``ask``: a SummaryAsk)."""
+        if not isinstance(self.summary, str) or not self.summary.strip():
+            raise SummaryUnavailable("the scripted model has no summary template")
+        scope = {"args": ask.arguments, "tool": ask.tool, "server": ask.server}
+        return _text(render(self.summary, scope))
 
     def _rule(self, view: TurnView) -> tuple[dict | None, dict]:
         for rule in self.script:

@@ -191,7 +191,7 @@ def policy_tools_problems(
         if not isinstance(entry, list) or "/" not in key:
             continue
         server, _, name = key.partition("/")
-        fields = schema_fields(_tool_schema(server, name, tools, discovered))
+        fields = schema_fields(tool_input_schema(server, name, tools, discovered))
         if not fields:
             continue
         for index, rule in enumerate(entry):
@@ -203,7 +203,7 @@ def policy_tools_problems(
     return problems
 
 
-def _tool_schema(server: str, name: str, tools: list, discovered: dict | None) -> dict | None:
+def tool_input_schema(server: str, name: str, tools: list, discovered: dict | None) -> dict | None:
     """The schema of ``server/name`` that a call of it is checked against: the one AGENT.md
     declares (``{server, tool, schema}``, or ``{server, schema}`` for all its tools), else
     the discovered tool's ``inputSchema`` when the agent offers the tool."""

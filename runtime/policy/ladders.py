@@ -323,6 +323,11 @@ def ladder_parse(value) -> dict:
     return ladder
 
 
+# The expiry of an item when nothing else sets one: an agent's interactionTtlSeconds unless
+# it gives its own (AGENT.md and the Agent row default to it).
+BUILT_IN_EXPIRY_SECONDS = 24 * 3600
+
+
 def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
     """How long an interaction of this agent (and tool) stays open (``expiry_of``)."""
     return expiry_of(agent, tool=tool, steps=steps)[0]
@@ -330,9 +335,18 @@ def expiry_seconds(agent, *, tool: str = "", steps: list | None = None) -> int:
 
 def expiry_of(agent, *, tool: str = "", steps: list | None = None) -> tuple[int, dict | None]:
     """(How long an interaction of this agent (and tool) stays open, what then becomes of
-    it: ``expiry_outcome``, None to deny): the expire step of its most specific ladder that
-    has one (``steps``: the ladder of the policy rule that held the call, runtime.policy.rules;
-    then AGENT.md's for the tool, its server, the agent), else ``interactionTtlSeconds``."""
+    it: ``expiry_outcome``, None to deny). The first that sets one wins:
+
+    1. the policy rule that held the call (``steps``: its ``expires``, or its ladder's expire
+       step; runtime.policy.rules);
+    2. the agent: the expire step of its AGENT.md ladder for the tool, its server, the agent,
+       else its ``interactionTtlSeconds`` when that is not the built-in 24 hours;
+    3. the tenant's default (``Tenant.default_expiry``, the expire step of the ladder its
+       admin sets on the tenant's settings);
+    4. the built-in 24 hours (BUILT_IN_EXPIRY_SECONDS), denied at expiry.
+
+    An agent that must keep exactly 24 hours under a tenant default that differs says so in
+    its ladder (``expire after 24h``): a TTL of 24 hours reads as "not set"."""
     ladder = getattr(agent, "ladder", None) or {}
     tools = ladder.get("tools") or {}
     candidates: list = [steps] if steps else []
@@ -346,8 +360,51 @@ def expiry_of(agent, *, tool: str = "", steps: list | None = None) -> tuple[int,
             # Stored around its checks (load_agents and the admin form parse it): a pause
             # never fails on it; the TTL holds and the log says why.
             logger.warning("agent %s: its ladder cannot be read; expiry from the TTL", agent.pk)
-            break
+            return agent.interaction_ttl_seconds, None
         expire = [step for step in parsed if step["action"] == "expire"]
         if expire:
             return expire[-1]["seconds"], expire[-1]["on_expiry"]
+    if agent.interaction_ttl_seconds != BUILT_IN_EXPIRY_SECONDS:
+        return agent.interaction_ttl_seconds, None
+    tenant_step = getattr(getattr(agent, "tenant", None), "default_expiry", None)
+    if tenant_step:
+        try:
+            step = step_parse(tenant_step)
+        except LadderError:
+            logger.warning("tenant of agent %s: its default expiry cannot be read", agent.pk)
+        else:
+            if step["action"] == "expire":
+                return step["seconds"], step["on_expiry"]
     return agent.interaction_ttl_seconds, None
+
+
+def step_sentence(step: dict) -> str:
+    """A stored step (steps_stored) as the sentence that parses back to it: "escalate to
+    operators and admins after 1h, widen to admins", "warn 30m before expiry", "expire after
+    24h, then escalate". An outcome a sentence cannot say (an escalation's own ``to`` or
+    ``expires``) is left out: such steps are written as mappings (AGENT.md)."""
+    action = step.get("action")
+    if action == "warn":
+        return f"warn {step.get('before', '')} before expiry"
+    after = step.get("after", "")
+    if action == "remind":
+        return f"remind after {after}"
+    if action == "expire":
+        text = f"expire after {after}"
+        outcome = step.get("on_expiry")
+        if isinstance(outcome, dict) and outcome.get("action"):
+            text += f", then {outcome['action']}"
+        elif isinstance(outcome, str) and outcome:
+            text += f", then {outcome}"
+        return text
+    roles = " and ".join(f"{role}s" for role in step.get("roles") or ["admin"])
+    text = f"escalate to {roles} after {after}"
+    if step.get("widen_to"):
+        text += f", widen to {step['widen_to']}s"
+    return text
+
+
+def sentence_steps(text: str) -> list[str]:
+    """A ladder written as one line, its steps separated by semicolons ("remind after 1h;
+    expire after 24h, then deny"), as the list of its step sentences."""
+    return [part.strip() for part in re.split(r"[;\n]+", text or "") if part.strip()]

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from django.db import IntegrityError, connection, transaction
 
 from runtime.agents.agent_models import Agent
-from runtime.decisions.answers import answer_from_message, message_content
+from runtime.decisions.answers import answer_from_message, group_answers_read, message_content
 from runtime.decisions.approvers import Decider
 from runtime.decisions.decision_models import Interaction
 from runtime.decisions.flow import INBAND, Decision, decision_take_locked
+from runtime.decisions.group_flow import group_decisions_take_locked
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import AlreadyDecided, InvalidParams, UnsupportedOperation
 from runtime.kernel.files import url_parts
@@ -336,13 +337,19 @@ def _message_to_task(
             "Send a new message without taskId to start a new task in the same context.",
             taskId=task.public_id,
         )
-    interaction = _interaction_answered(task, message)
+    waiting = list(
+        task.interactions.filter(state=Interaction.State.OPEN).order_by("group_position")
+    )
+    interaction = _interaction_answered(waiting, message)
     if interaction is None:
         raise UnsupportedOperation(
             f"Task {task.public_id} is not waiting for input; it is {task.get_state_display()}.",
             taskId=task.public_id,
         )
-    answer = answer_from_message(interaction, message)
+    # One answer for a group (interactions/v1 ``answers`` or ``all``): every open call at
+    # once, or (an entry wrong, a call left out) none.
+    answers = group_answers_read(waiting, message) if not _named_interaction(message) else None
+    answer = answer_from_message(interaction, message) if answers is None else {}
     stored = {
         **message,
         "contextId": task.wire_context_id,
@@ -353,25 +360,38 @@ def _message_to_task(
         # Before the decision resumes the turn: its run reads it when it claims the task.
         task.live = live
         Task.objects.filter(pk=task.pk).update(live=live)
+    # The task's own subject: an anonymous caller's "anonymous" names no one.
+    decider = Decider.of_caller(task.subject)
+    if answers is not None:
+        # Decided as the operators' "approve all" is: each call through the one flow, in
+        # this transaction, under the lock taken above; the first refusal undoes them all.
+        group_decisions_take_locked(
+            task=task,
+            group_id=interaction.group_id,
+            calls=waiting,
+            decisions={
+                public_id: _in_band_decision(value, stored) for public_id, value in answers.items()
+            },
+            decider=decider,
+            channel=INBAND,
+            message=stored,
+        )
+        return SendResult(task=task)
     # The caller decides through the one decision flow, under the lock taken above.
     decision_take_locked(
         task=task,
         interaction=interaction,
-        # The task's own subject: an anonymous caller's "anonymous" names no one.
-        decider=Decider.of_caller(task.subject),
+        decider=decider,
         decision=_in_band_decision(answer, stored),
         channel=INBAND,
     )
     return SendResult(task=task)
 
 
-def _interaction_answered(task: Task, message: dict) -> Interaction | None:
+def _interaction_answered(waiting: list[Interaction], message: dict) -> Interaction | None:
     """The open interaction the caller's message answers: the one it names among those the
-    task waits on (the calls of an approval group are open together, and each is answered
-    on its own), else the first of them; None when the task waits on nothing."""
-    waiting = list(
-        task.interactions.filter(state=Interaction.State.OPEN).order_by("group_position")
-    )
+    task waits on (``waiting``: the calls of an approval group are open together, and each is
+    answered on its own), else the first of them; None when the task waits on nothing."""
     named = _named_interaction(message)
     return next((i for i in waiting if i.public_id == named), waiting[0] if waiting else None)
 

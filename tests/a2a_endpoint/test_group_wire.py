@@ -131,3 +131,112 @@ def test_a_group_for_the_operators_is_not_answered_in_band(agents, client, llm):
     response = answer(client, agents.a.token, task, first.public_id, True)
     assert_error(response, -32004, "OPERATOR_DECISION_REQUIRED")
     assert set(Interaction.objects.values_list("state", flat=True)) == {"open"}
+
+
+# --- one answer for the whole group (issue 43, item 4) ------------------------------------
+
+
+def group_answer(client, token, task, data: dict, headers=EXTENSIONS):
+    message = answer_message(task, parts=[{"data": data}], extensions=[ext.INTERACTIONS])
+    return send(client, token, message, headers=headers)
+
+
+def test_one_message_answers_every_call_of_the_group_and_the_turn_goes_on_once(
+    agents, client, paused, llm
+):
+    first, second = Interaction.objects.order_by("group_position")
+    answers = {first.public_id: {"approved": True}, second.public_id: {"approved": False}}
+    done = task_of(group_answer(client, agents.a.token, paused, {"answers": answers}))
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert status_text(done) == "Staging deployed, production not."
+    assert len(llm.requests) == 2  # one resume for both calls
+    calls = list(Interaction.objects.order_by("group_position"))
+    assert [(c.state, c.answered_via, c.answered_by) for c in calls] == [
+        ("answered", "inband", "partner:acme-client"),
+        ("answered", "inband", "partner:acme-client"),
+    ]
+    assert [c.answer["approved"] for c in calls] == [True, False]
+    assert list(DemoRecord.objects.values_list("effect_id", flat=True)) == [first.public_id]
+    # The message is kept once in the task's history, as any answer is.
+    history = get(client, agents.a.token, done)["history"]
+    assert sum(1 for m in history if m["parts"] == [{"data": {"answers": answers}}]) == 1
+
+
+def test_all_answers_every_call_alike(agents, client, paused, llm):
+    done = task_of(group_answer(client, agents.a.token, paused, {"all": {"approved": True}}))
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert DemoRecord.objects.count() == 2
+    assert {i.answer["approved"] for i in Interaction.objects.all()} == {True}
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"answers": {"eff_not_in_the_group": {"approved": True}}}, "does not name an open"),
+        ({"answers": {}}, "must be an object"),
+        ({"all": {"approved": "yes"}}, "must be true or false"),
+        ({"all": {"approved": True, "reason": "ok"}}, "takes approved only"),
+    ],
+)
+def test_a_wrong_entry_refuses_the_whole_answer_and_changes_nothing(
+    agents, client, paused, llm, data, words
+):
+    first, _ = Interaction.objects.order_by("group_position")
+    if "answers" in data and data["answers"]:
+        # A right entry beside the wrong one is not taken either.
+        data = {"answers": {first.public_id: {"approved": True}, **data["answers"]}}
+    error = assert_error(group_answer(client, agents.a.token, paused, data), -32602)
+    assert words in error["message"], error
+    assert set(Interaction.objects.values_list("state", flat=True)) == {"open"}
+    assert not DemoRecord.objects.exists() and len(llm.requests) == 1
+    assert get(client, agents.a.token, paused)["status"]["state"] == "TASK_STATE_AUTH_REQUIRED"
+
+
+def test_a_call_left_out_refuses_the_answer(agents, client, paused, llm):
+    first, second = Interaction.objects.order_by("group_position")
+    data = {"answers": {first.public_id: {"approved": True}}}
+    error = assert_error(group_answer(client, agents.a.token, paused, data), -32602)
+    assert second.public_id in error["message"] and "nothing was decided" in error["message"]
+    assert set(Interaction.objects.values_list("state", flat=True)) == {"open"}
+
+
+def test_a_caller_not_allowed_to_decide_answers_no_call_of_the_group(agents, client, llm):
+    planner(agents.a.tenant)  # deciders: operators, the default
+    two_deploys(llm)
+    task = task_of(send(client, agents.a.token, user_message("deploy b-1 everywhere")))
+    response = group_answer(client, agents.a.token, task, {"all": {"approved": True}})
+    assert_error(response, -32004, "OPERATOR_DECISION_REQUIRED")
+    assert set(Interaction.objects.values_list("state", flat=True)) == {"open"}
+
+
+def test_the_0_3_dialect_answers_a_group_in_one_message(agents, client, paused, llm):
+    first, second = Interaction.objects.order_by("group_position")
+    message = {
+        "kind": "message",
+        "messageId": "m-group-03",
+        "role": "user",
+        "taskId": paused["id"],
+        "contextId": paused["contextId"],
+        "parts": [
+            {
+                "kind": "data",
+                "data": {
+                    "answers": {
+                        first.public_id: {"approved": False},
+                        second.public_id: {"approved": True},
+                    }
+                },
+            }
+        ],
+    }
+    response = rpc(
+        client,
+        PLANNER,
+        "message/send",
+        {"message": message},
+        token=agents.a.token,
+        headers={"A2A-Version": None, **EXTENSIONS},
+    )
+    done = result_of(response)
+    assert done["kind"] == "task" and done["status"]["state"] == "completed", done["status"]
+    assert list(DemoRecord.objects.values_list("effect_id", flat=True)) == [second.public_id]

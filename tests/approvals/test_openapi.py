@@ -17,6 +17,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.validation import validate_schema
 
+from tenants.models import Membership
 from tests.approvals.test_api import bearer
 from tests.groups import held_group, model_stub, planner
 from tests.live import ROOT
@@ -178,6 +179,22 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
         found.append((method, away, response.status_code, response.json()))
     refused = client.get(away, **auth)
     found.append(("get", away, refused.status_code, refused.json()))
+    # An admin sets another member's (issue 43): /api/v1/members/<id>/away.
+    admin = agents.a.client_for(agents.a.admin)
+    target = Membership.objects.get(tenant=agents.a.tenant, user=agents.a.operator)
+    theirs = "/api/v1/members/{member_id}/away"
+    for who, method, pk, body in [
+        (admin, "put", target.pk, {"until": until, "delegate": "admin@acme.test"}),
+        (admin, "put", target.pk, {"until": "soon"}),
+        (admin, "get", target.pk, None),
+        (admin, "delete", target.pk, None),
+        (member, "get", target.pk, None),
+        (admin, "get", 99999999, None),
+    ]:
+        send = getattr(who, method)
+        path = f"/api/v1/members/{pk}/away"
+        response = send(path, body, content_type="application/json") if body else send(path)
+        found.append((method, theirs, response.status_code, response.json()))
     call("get", "/api/v1/whoami", "/api/v1/whoami", **partner)
     with model_stub(settings, monkeypatch) as stub:
         planner(agents.a.tenant)

@@ -21,6 +21,11 @@ class StubProvider:
         self.issued_tokens: list[str] = []
         self.refuse_tokens = False
         self.expires_in: object = 3600
+        # The clients it knows (id -> secret): the platform's, and any a test adds (a
+        # tenant's own OAuth app).
+        self.clients: dict[str, str] = {self.client_id: self.client_secret}
+        # Whether the client-credentials grant is allowed (the "check" of an OAuth app).
+        self.client_credentials = True
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -50,7 +55,7 @@ class StubProvider:
                 if url.path == "/authorize":
                     query = {k: v[0] for k, v in parse_qs(url.query).items()}
                     if (
-                        query.get("client_id") != stub.client_id
+                        query.get("client_id") not in stub.clients
                         or query.get("response_type") != "code"
                         or query.get("code_challenge_method") != "S256"
                     ):
@@ -72,6 +77,14 @@ class StubProvider:
                     return self._json(404, {"error": "not_found"})
                 if stub.refuse_tokens:
                     return self._json(400, {"error": "invalid_grant"})
+                client_id = form.get("client_id", "")
+                known = client_id in stub.clients
+                if not known or stub.clients[client_id] != form.get("client_secret"):
+                    return self._json(401, {"error": "invalid_client"})
+                if form.get("grant_type") == "client_credentials":
+                    if not stub.client_credentials:
+                        return self._json(400, {"error": "unauthorized_client"})
+                    return self._json(200, {"access_token": "cc", "token_type": "Bearer"})
                 asked = stub.codes.pop(form.get("code", ""), None)
                 verifier = form.get("code_verifier", "")
                 challenge = (
@@ -82,8 +95,7 @@ class StubProvider:
                 if (
                     asked is None
                     or form.get("grant_type") != "authorization_code"
-                    or form.get("client_id") != stub.client_id
-                    or form.get("client_secret") != stub.client_secret
+                    or form.get("client_id") != asked["client_id"]
                     or form.get("redirect_uri") != asked["redirect_uri"]
                     or challenge != asked["code_challenge"]
                 ):

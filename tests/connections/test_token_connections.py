@@ -87,6 +87,38 @@ def test_disconnecting_is_audited_and_forgets_the_secret(world, github):
     assert ConnectionAuditEvent.objects.filter(action="disconnected").count() == 1
 
 
+def test_connecting_and_disconnecting_are_in_the_tenants_chained_audit_log(world, github):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from runtime.kernel.audit_chain import links_made
+    from runtime.kernel.task_models import AuditEvent
+
+    connection_connect_token(tenant=world.a.tenant, app=github, token=TOKEN, by=world.a.operator)
+    world.a.client_for(world.a.admin).post(disconnect_url())
+    links_made()
+    rows = list(
+        AuditEvent.objects.filter(tenant=world.a.tenant, action__startswith="connection.")
+        .order_by("chain_seq")
+        .values_list("action", "actor", "via", "detail", "chain_seq")
+    )
+    assert [row[:4] for row in rows] == [
+        (
+            "connection.connected",
+            "user:operator@acme.test",
+            "page",
+            {"app": "github", "method": "token"},
+        ),
+        ("connection.disconnected", "user:admin@acme.test", "page", {"app": "github"}),
+    ]
+    assert all(row[4] is not None for row in rows)  # linked into the chain
+    out = StringIO()
+    call_command("audit", "verify", "--tenant", world.a.tenant.slug, stdout=out)
+    assert "The audit chain of acme holds" in out.getvalue()
+    assert not AuditEvent.objects.filter(tenant=world.b.tenant, action__startswith="connection.")
+
+
 def test_viewer_sees_but_cannot_connect_or_disconnect(world, github, runtime_hook):
     connection_connect_token(tenant=world.a.tenant, app=github, token=TOKEN, by=world.a.operator)
     before = raw_rows()

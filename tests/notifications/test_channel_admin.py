@@ -274,3 +274,33 @@ def test_the_action_sends_at_most_three_tests_at_once_and_says_so(
     )
     assert len(mailoutbox) == 3
     assert "Sent 3 tests; choose fewer channels." in page_messages(response)
+
+
+def test_a_members_own_channel_keeps_its_member_when_changed_in_admin(admin_a, world):
+    channel, _ = channel_save(
+        tenant=world.a.tenant,
+        name="mine",
+        kind="email",
+        email_roles=["admin"],
+        member_email=world.a.operator.email,
+    )
+    page = admin_a.get(f"/admin/notifications/channel/{channel.pk}/change/").content.decode()
+    assert f'value="{world.a.operator.email}"' in page
+    response = admin_a.post(
+        f"/admin/notifications/channel/{channel.pk}/change/",
+        {"name": "mine, renamed", "email_roles": ["admin"], "member": world.a.operator.email},
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    channel.refresh_from_db()
+    assert channel.name == "mine, renamed" and channel.member.user == world.a.operator
+    # Another tenant's member is refused next to the field.
+    response = admin_a.post(
+        f"/admin/notifications/channel/{channel.pk}/change/",
+        {"name": "mine", "email_roles": ["admin"], "member": world.b.operator.email},
+    )
+    assert response.status_code == HTTPStatus.OK
+    assert field_errors(response.content.decode(), "member") == [
+        f"No member of {world.a.tenant.slug} has this e-mail address."
+    ]
+    channel.refresh_from_db()
+    assert channel.name == "mine, renamed"

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from runtime.agents.agent_models import Agent, PolicyVersion
 from runtime.agents.policy_history import policy_set
-from runtime.decisions.decision_models import Receipt
+from runtime.decisions.decision_models import Receipt, SigningKey
 from runtime.decisions.receipts import policy_version
+from runtime.decisions.signing import jwks
 from runtime.evidence.verify import pack_verify, receipt_signature_problem
 from tests.core import Maker, decide
 
@@ -106,7 +107,35 @@ def test_an_exported_pack_holds_the_period_and_verifies(agents, pack):
     for name, digest in manifest["files"].items():
         assert hashlib.sha256(files[name]).hexdigest() == digest
     assert "The pack verifies: 3 receipts" in verify(pack)
-    assert "verifies" in verify(pack, "--key", manifest["publicKey"])
+    # Signed with the receipt signing key: its kid in the manifest and the JWS, its public
+    # key in the pack's JWKS, the same as the server publishes.
+    header = json.loads(b64url_decode(files["manifest.jws"].decode().split(".")[0]))
+    assert header["kid"] == manifest["keyId"] == SigningKey.objects.get(active=True).kid
+    assert header["alg"] == "EdDSA"
+    assert json.loads(files["receipt-keys.json"]) == jwks()
+    assert "verifies" in verify(pack, "--key", signing_x())
+    published = pack.with_name("jwks.json")
+    published.write_text(json.dumps(jwks()))
+    assert "verifies" in verify(pack, "--key", str(published))
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def signing_x() -> str:
+    """The active receipt signing key's public key, as the server's JWKS lists it."""
+    return SigningKey.objects.get(active=True).public_x
+
+
+def jws_of(body: bytes, key: Ed25519PrivateKey, kid: str) -> bytes:
+    header = b64url(json.dumps({"alg": "EdDSA", "kid": kid}).encode())
+    payload = b64url(body)
+    return f"{header}.{payload}.{b64url(key.sign(f'{header}.{payload}'.encode()))}".encode()
 
 
 def test_a_removed_audit_row_is_named(pack):
@@ -143,36 +172,70 @@ def test_a_changed_policy_file_is_named(pack):
 def test_a_manifest_changed_or_signed_by_another_key_fails(pack):
     files = files_of(pack)
     manifest = json.loads(files["manifest.json"])
-    pinned = manifest["publicKey"]
+    kid = manifest["keyId"]
     # The files' hashes brought in line with a removed row, the signature left as it was.
     lines = files["audit.jsonl"].splitlines(keepends=True)
     audit = b"".join(lines[:1] + lines[2:])
     manifest["files"]["audit.jsonl"] = hashlib.sha256(audit).hexdigest()
     body = json.dumps(manifest, indent=2, sort_keys=True).encode()
     problem = failure(rewrite(pack, {"audit.jsonl": audit, "manifest.json": body}))
-    assert "manifest.sig does not verify" in problem
-    # Re-signed with a key of one's own: it verifies only for who does not pin the key...
+    assert "manifest.jws is the signature of another manifest than manifest.json" in problem
+    # Re-signed by another key under the server's kid: the pack's JWKS does not hold it.
     forger = Ed25519PrivateKey.generate()
-    raw = forger.public_key().public_bytes_raw()
-    manifest["publicKey"] = base64.b64encode(raw).decode()
+    changed = {
+        "audit.jsonl": audit,
+        "manifest.json": body,
+        "manifest.jws": jws_of(body, forger, kid),
+    }
+    assert "manifest.jws does not verify" in failure(rewrite(pack, changed))
+    # ...and with the pack's JWKS swapped for one of the forger's own, it verifies only for
+    # who does not pin the server's key...
+    keys = {
+        "keys": [
+            {
+                "kty": "OKP",
+                "crv": "Ed25519",
+                "kid": kid,
+                "x": b64url(forger.public_key().public_bytes_raw()),
+            }
+        ]
+    }
+    jwks_body = json.dumps(keys).encode()
+    manifest["files"]["receipt-keys.json"] = hashlib.sha256(jwks_body).hexdigest()
     body = json.dumps(manifest, indent=2, sort_keys=True).encode()
     forged = rewrite(
         pack,
         {
             "audit.jsonl": audit,
+            "receipt-keys.json": jwks_body,
             "manifest.json": body,
-            "manifest.sig": base64.b64encode(forger.sign(body)),
+            "manifest.jws": jws_of(body, forger, kid),
         },
     )
-    assert "signed by another key" in failure(forged, "--key", pinned)
-    # ...and even then the chain says a row is missing between the ends it signed.
-    assert "audit.jsonl: row" in pack_verify(forged).problem
+    assert "signed by another key than the one given" in failure(forged, "--key", signing_x())
+    # ...and even then the receipts, signed by the server's key, do not verify under it.
+    assert "its signature does not verify" in pack_verify(forged).problem
+    # A kid the pack's JWKS does not name.
+    other = json.loads(files["manifest.json"])
+    other["keyId"] = "rk_nobody"
+    body = json.dumps(other, indent=2, sort_keys=True).encode()
+    problem = failure(
+        rewrite(pack, {"manifest.json": body, "manifest.jws": jws_of(body, forger, "rk_nobody")})
+    )
+    assert "the manifest's signing key rk_nobody is not in the pack (receipt-keys.json)" in problem
+
+
+def test_a_pack_of_the_old_format_says_so(pack):
+    files = files_of(pack)
+    old = rewrite(pack, {"manifest.jws": None, "manifest.sig": b"c2lnbmF0dXJl\n"})
+    assert "an old-format manifest (manifest.sig" in failure(old)
+    assert files["manifest.jws"].count(b".") == 2
 
 
 def test_a_file_added_or_removed_fails(pack):
     assert "not in the manifest (added)" in failure(rewrite(pack, {"extra.txt": b"x"}))
     assert "(removed)" in failure(rewrite(pack, {"members.jsonl": None}))
-    assert "no manifest" in failure(rewrite(pack, {"manifest.sig": None}))
+    assert "no manifest" in failure(rewrite(pack, {"manifest.jws": None}))
 
 
 def test_a_receipts_signature_is_checked_where_it_has_one():

@@ -165,7 +165,17 @@ def choice_leaks(label, html, model, other) -> list[str]:
         if field.related_model is Tenant and field.name in reader.options:
             if field.name not in reader.disabled:
                 problems.append(f"{label}.{field.name}: the tenant field is editable")
+    # Selects of a form's own fields that offer rows of a model (not the model's fields).
+    for name, related in FORM_CHOICES.get(label, {}).items():
+        offered = set(reader.options.get(name, []))
+        theirs = {str(o.pk) for o in rows_of(related, other)}
+        if offered & theirs:
+            problems.append(f"{label}.{name}: offers the other tenant's {offered & theirs}")
     return problems
+
+
+# A member's page in Django admin offers a delegate for their out of office (issue 43).
+FORM_CHOICES = {"tenants.Membership": {"away_delegate": Membership}}
 
 
 def test_autocomplete_offers_only_the_tenants_rows(scoped_world):
@@ -214,6 +224,16 @@ def test_a_tool_servers_refresh_of_another_tenant_is_a_404(scoped_world):
     client = tenant_admin_client(scoped_world.a)
     theirs = ToolServer.objects.get(tenant=scoped_world.b.tenant)
     response = client.post(f"/admin/runtime/toolserver/{theirs.pk}/refresh/")
+    assert response.status_code == HTTPStatus.NOT_FOUND
+
+
+def test_a_policy_preview_of_another_tenants_agent_is_a_404(scoped_world):
+    client = tenant_admin_client(scoped_world.a)
+    theirs = Agent.objects.get(tenant=scoped_world.b.tenant, slug="shipper")
+    response = client.post(
+        f"/admin/runtime/agent/{theirs.pk}/policy-preview/",
+        {"preview-tool": "deploy/deploy_build", "preview-arguments": "{}"},
+    )
     assert response.status_code == HTTPStatus.NOT_FOUND
 
 

@@ -47,7 +47,12 @@ class Command(BaseCommand):
         export.add_argument("--out", default="", help="The file (default: a name in the cwd).")
         verify = sub.add_parser("verify", help="Check a pack offline.")
         verify.add_argument("pack", help="The pack's file.")
-        verify.add_argument("--key", default=None, help="The signing public key you were given.")
+        verify.add_argument(
+            "--key",
+            default=None,
+            help="The signing key to pin: the server's JWKS (/.well-known/jwks.json) saved as "
+            "a file, or one key's x from it.",
+        )
 
     def handle(self, *args, **options):
         if options["action"] == "verify":

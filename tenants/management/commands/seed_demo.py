@@ -64,7 +64,9 @@ class Command(BaseCommand):
             )
         with transaction.atomic():
             demo, _ = Tenant.objects.update_or_create(
-                slug="demo", defaults={"name": "Demo Co", "active": True}
+                # AI summaries on: the demo's scripted models write theirs from a template.
+                slug="demo",
+                defaults={"name": "Demo Co", "active": True, "ai_summaries": True},
             )
             other, _ = Tenant.objects.update_or_create(
                 slug="other", defaults={"name": "Other Inc", "active": True}

@@ -1,10 +1,12 @@
 import json
+import re
 from http import HTTPStatus
 
 import pytest
 
 from runtime.agents.agent_models import Agent
 from tests.admin_pages import form_data
+from tests.runtime.admin.agent_forms import model_fields, rows_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -26,10 +28,14 @@ def test_a_broken_script_is_a_form_error_and_changes_nothing(demo, staff):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
     data = form_data(page.content.decode())
-    data["model"] = '{"provider": "scripted", "script": [{"steps": [{"nonsense": 1}]}]}'
+    data["model-script"] = "- steps:\n    - reply: hi\n- steps:\n    - nonsense: 1\n"
     response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
     assert response.status_code == HTTPStatus.OK
     assert b"script" in response.content and b"errorlist" in response.content
+    # Next to the script, with the line of the YAML it names.
+    html = response.content.decode()
+    after = html[html.index('name="model-script"') :]
+    assert re.search(r'class="errorlist policy-errors"><li>line 4: 1\.steps\.0', after)
     agent.refresh_from_db()
     assert agent.model["script"][0]["steps"][0] != {"nonsense": 1}
 
@@ -70,7 +76,7 @@ def test_an_openai_model_is_checked_in_admin(demo, staff, model, error):
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
     data = form_data(page.content.decode())
-    data["model"] = model
+    data = model_fields(data, json.loads(model))
     response = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)
     agent.refresh_from_db()
     if error is None:
@@ -105,7 +111,7 @@ def test_a_default_skill_not_among_skills_with_a_number_for_an_id_is_refused_wit
     agent = Agent.objects.get(tenant__slug="demo", slug="support")
     page = staff.get(f"/admin/runtime/agent/{agent.pk}/change/")
     data = form_data(page.content.decode())
-    data["skills"] = json.dumps([{"id": 7, "name": "Seven", "description": "A numbered skill."}])
+    data = rows_fields(data, "skills", [{"id": "7", "name": "Seven", "description": "A numbered."}])
     data["default_skill"] = "nope"
 
     refused = staff.post(f"/admin/runtime/agent/{agent.pk}/change/", data)

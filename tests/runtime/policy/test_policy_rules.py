@@ -504,9 +504,10 @@ def test_the_admin_table_shows_a_conditional_entry_and_keeps_it(agents, make_age
     client = tenant_admin_client(agents.a)
     html = client.get(f"/admin/runtime/agent/{agent.pk}/change/").content.decode()
     assert "Conditional: 2 rules, tried in order" in html
-    assert "when environment = production: approve (Deploy to production)" in html
-    assert "edit them in the JSON view" in html
-    # No decision cell for it: the table cannot show the rules, the JSON view edits them.
+    # Its rules are rows: each condition's field, operator and value, each rule's keys.
+    assert 'aria-label="value of condition 1 of rule 1 for deploy/deploy_build"' in html
+    assert 'aria-label="decision for rule 2 for deploy/deploy_build"' in html
+    # No decision cell of its own: its rules decide.
     assert 'aria-label="decision for deploy/deploy_build"' not in html
     data = form_data(html)
     data["policy-steps"] = "remind after 15m"  # another change, made in the table

@@ -139,6 +139,31 @@ def test_an_allowed_call_completes_at_once_with_the_policy_as_its_decider(agents
     verified(receipt["jws"])
 
 
+def test_the_task_page_shows_the_callers_call_with_its_redacted_fields_hidden(agents):
+    """The caller's own data part is on the task's history; the operators' task page shows
+    the fields the rule redacts as on every surface but the decision page."""
+    from django.urls import reverse
+
+    from runtime.agents.agent_models import Agent
+
+    side = agents.a
+    gate = Agent.objects.get(tenant=side.tenant, name="gate")
+    policy = dict(gate.tool_policy)
+    policy["payments/refund"] = {**policy["payments/refund"], "redact": ["payment"]}
+    gate.tool_policy = policy
+    gate.save()
+    task = run(ask(side, "payments/refund", {"payment": "pay_SECRET42"}))
+    assert task.state == TaskState.AUTH_REQUIRED
+    assert task.history[0]["parts"][-1]["data"]["arguments"] == {"payment": "pay_SECRET42"}
+    html = (
+        side.client_for(side.operator)
+        .get(reverse("approvals:task", args=[task.public_id]))
+        .content.decode()
+    )
+    assert "pay_SECRET42" not in html
+    assert "&quot;payment&quot;: &quot;•••&quot;" in html or '"payment": "•••"' in html
+
+
 def test_a_payment_of_1000_or_more_needs_two_people(agents):
     side = agents.a
     task = run(ask(side, arguments={**PAYMENT, "amount": 1500}))
@@ -291,3 +316,33 @@ def test_the_jwks_is_public_and_cacheable(agents, client):
     }
     assert "d" not in key  # never the private half
     assert client.post("/.well-known/jwks.json").status_code == 405
+
+
+def test_a_gateways_held_call_in_a_message_shows_its_redacted_fields_hidden(agents):
+    from runtime.agents.agent_models import Agent
+    from runtime.decisions.summaries import message_calls_redacted
+
+    side = agents.a
+    gateway = Agent.objects.get(tenant=side.tenant, name="gateway")
+    policy = dict(gateway.tool_policy)
+    policy["deploy/deploy_build"] = [
+        {**rule, "redact": ["build"]} for rule in policy["deploy/deploy_build"]
+    ]
+    gateway.tool_policy = policy
+    gateway.save()
+    call = {
+        "server": "deploy",
+        "tool": "deploy_build",
+        "arguments": {"build": "b-7", "environment": "staging"},
+    }
+    message = {"role": "ROLE_USER", "parts": [{"text": "go"}, {"data": {"mcpCall": call}}]}
+    shown = message_calls_redacted(gateway, message)
+    assert shown["parts"][0] == {"text": "go"}
+    assert shown["parts"][1]["data"]["mcpCall"]["arguments"] == {
+        "build": "•••",
+        "environment": "staging",
+    }
+    assert message["parts"][1]["data"]["mcpCall"]["arguments"]["build"] == "b-7"
+    # A hosted agent's messages are as they were (its model's text is not a call).
+    coder = Agent.objects.get(tenant=side.tenant, name="coder")
+    assert message_calls_redacted(coder, message) is message

@@ -34,7 +34,7 @@ TENANT_ADMIN_INDEX = {
         "Push settings",
         "Push subscriptions",
     ],
-    "Tokens and connections": ["API tokens", "Connections"],
+    "Tokens and connections": ["API tokens", "Connections", "OAuth apps of the tenant"],
     "Records": [
         "Audit log",
         "Tasks",

@@ -66,9 +66,13 @@ def channel_save(
     tools=(),
     omit_arguments: bool = False,
     member_email: str = "",
+    actor: str = "",
+    via: str = "admin",
 ) -> tuple[Channel, str]:
     """Create or change a channel; returns it and a new signing secret ("" if none was made).
-    ``member_email``: whose own channel it is (a member of the tenant; "": the team's)."""
+    ``member_email``: whose own channel it is (a member of the tenant; "": the team's). With
+    ``actor`` (a person, a shell), audited as ``channel.created`` or ``channel.changed``
+    naming the settings that changed (a URL as "url", never its value)."""
     channel_check(
         tenant=tenant,
         channel=channel,
@@ -84,6 +88,7 @@ def channel_save(
         member = Membership.objects.filter(tenant=tenant, user__email__iexact=member_email).first()
         if member is None:
             raise ChannelError(f"no member of this tenant has the e-mail address {member_email}")
+    before = {name: getattr(channel, name) for name in AUDITED} if channel else None
     channel = channel or Channel(tenant=tenant, kind=kind)
     channel.member = member
     given = fields_of(
@@ -99,20 +104,59 @@ def channel_save(
     channel.tools = list(tools)
     channel.omit_arguments = omit_arguments
     channel.save()
+    if actor and before is None:
+        _audited(channel, actor, via, "channel.created", {})
+    elif actor and before is not None:
+        changed = [
+            name.removesuffix("_id") for name in AUDITED if getattr(channel, name) != before[name]
+        ]
+        if given.url:
+            changed.append("url")
+        if changed:
+            _audited(channel, actor, via, "channel.changed", {"changed": changed})
     return channel, new_secret
 
 
+# The settings of a channel its audit rows name when they change (its secrets never).
+AUDITED = (
+    "name",
+    "enabled",
+    "email_roles",
+    "email_addresses",
+    "slack_channel",
+    "kinds",
+    "agents",
+    "tools",
+    "omit_arguments",
+    "member_id",
+)
+
+
+def _audited(channel: Channel, actor: str, via: str, action: str, detail: dict) -> None:
+    audit_record(
+        tenant_id=channel.tenant_id,
+        actor=actor,
+        action=action,
+        via=via,
+        detail={"channel": channel.public_id, "name": channel.name, "kind": channel.kind, **detail},
+    )
+
+
 @transaction.atomic
-def channel_secret_rotate(*, channel: Channel) -> str:
+def channel_secret_rotate(*, channel: Channel, actor: str = "", via: str = "page") -> str:
     """A new signing secret for a channel whose medium signs its requests (a webhook);
     returned once, stored encrypted."""
     secret = transport_for(channel.kind).secret_set(channel=channel)
     channel.save(update_fields=["signing_secret_encrypted", "updated_at"])
+    if actor:
+        _audited(channel, actor, via, "channel.secret_rotated", {})
     return secret
 
 
 @transaction.atomic
-def channel_delete(*, channel: Channel) -> None:
+def channel_delete(*, channel: Channel, actor: str = "", via: str = "admin") -> None:
+    if actor:
+        _audited(channel, actor, via, "channel.deleted", {})
     channel.delete()
 
 

@@ -113,6 +113,8 @@ def _save(request, form: ChannelForm, channel: Channel | None):
             tools=data["tools"],
             omit_arguments=data["omit_arguments"],
             member_email=data.get("member") or "",
+            actor=request.user.subject,
+            via="page",
         )
     except ChannelError as exc:
         form.add_error(exc.field if exc.field in form.fields else None, str(exc))
@@ -170,7 +172,7 @@ def channel_edit(request, public_id: str):
 def channel_remove(request, public_id: str):
     require_admin(request.membership)
     channel = _channel_or_404(request, public_id)
-    channel_delete(channel=channel)
+    channel_delete(channel=channel, actor=request.user.subject, via="page")
     messages.success(request, f"Deleted the channel {channel.name}.")
     return redirect("notifications:settings")
 
@@ -191,7 +193,7 @@ def channel_rotate(request, public_id: str):
     require_admin(request.membership)
     channel = _channel_or_404(request, public_id)
     try:
-        secret = channel_secret_rotate(channel=channel)
+        secret = channel_secret_rotate(channel=channel, actor=request.user.subject)
     except ChannelError as exc:
         messages.error(request, str(exc))
         return redirect("notifications:channel_edit", public_id=channel.public_id)

@@ -210,3 +210,97 @@ def test_another_tenants_channel_is_never_tested(admin_a, world, notify, receive
     assert receiver.arrived == 0
     assert not Delivery.objects.exists()
     assert not AuditEvent.objects.filter(action="channel.tested").exists()
+
+
+def test_a_channel_made_changed_and_deleted_in_admin_is_audited_never_with_its_url(admin_a, world):
+    admin_a.post(
+        ADD, {"name": "hook", "kind": "slack", "url": "https://hooks.slack.example/T/B/first"}
+    )
+    channel = Channel.objects.get(name="hook")
+    admin_a.post(
+        f"/admin/notifications/channel/{channel.pk}/change/",
+        {"name": "hook two", "url": "https://hooks.slack.example/T/B/second", "kinds": []},
+    )
+    admin_a.post(f"/admin/notifications/channel/{channel.pk}/delete/", {"post": "yes"})
+    assert not Channel.objects.exists()
+    rows = list(
+        AuditEvent.objects.filter(tenant=world.a.tenant, action__startswith="channel.").order_by(
+            "id"
+        )
+    )
+    assert [(r.action, r.actor, r.via) for r in rows] == [
+        ("channel.created", world.a.admin.subject, "admin"),
+        ("channel.changed", world.a.admin.subject, "admin"),
+        ("channel.deleted", world.a.admin.subject, "admin"),
+    ]
+    assert rows[1].detail["changed"] == ["name", "url"]
+    assert not any("first" in str(r.detail) or "second" in str(r.detail) for r in rows)
+
+
+def test_a_channel_made_from_a_shell_is_audited_as_the_shells(world):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    call_command(
+        "channels",
+        "add",
+        "email",
+        "--tenant",
+        world.a.tenant.slug,
+        "--name",
+        "mail",
+        "--roles",
+        "admin",
+        stdout=StringIO(),
+    )
+    row = AuditEvent.objects.get(tenant=world.a.tenant, action="channel.created")
+    assert row.via == "shell" and row.actor.startswith("shell")
+
+
+def test_the_action_sends_at_most_three_tests_at_once_and_says_so(
+    admin_a, world, notify, mailoutbox
+):
+    made = [
+        channel_save(
+            tenant=world.a.tenant, name=f"mail {n}", kind="email", email_addresses=["a@acme.test"]
+        )[0]
+        for n in range(4)
+    ]
+    response = admin_a.post(
+        "/admin/notifications/channel/",
+        {"action": "send_test", "_selected_action": [c.pk for c in made]},
+        follow=True,
+    )
+    assert len(mailoutbox) == 3
+    assert "Sent 3 tests; choose fewer channels." in page_messages(response)
+
+
+def test_a_members_own_channel_keeps_its_member_when_changed_in_admin(admin_a, world):
+    channel, _ = channel_save(
+        tenant=world.a.tenant,
+        name="mine",
+        kind="email",
+        email_roles=["admin"],
+        member_email=world.a.operator.email,
+    )
+    page = admin_a.get(f"/admin/notifications/channel/{channel.pk}/change/").content.decode()
+    assert f'value="{world.a.operator.email}"' in page
+    response = admin_a.post(
+        f"/admin/notifications/channel/{channel.pk}/change/",
+        {"name": "mine, renamed", "email_roles": ["admin"], "member": world.a.operator.email},
+    )
+    assert response.status_code == HTTPStatus.FOUND
+    channel.refresh_from_db()
+    assert channel.name == "mine, renamed" and channel.member.user == world.a.operator
+    # Another tenant's member is refused next to the field.
+    response = admin_a.post(
+        f"/admin/notifications/channel/{channel.pk}/change/",
+        {"name": "mine", "email_roles": ["admin"], "member": world.b.operator.email},
+    )
+    assert response.status_code == HTTPStatus.OK
+    assert field_errors(response.content.decode(), "member") == [
+        f"No member of {world.a.tenant.slug} has this e-mail address."
+    ]
+    channel.refresh_from_db()
+    assert channel.name == "mine, renamed"

@@ -18,7 +18,7 @@ from notifications.forms import ChannelForm
 from notifications.models import Channel
 from notifications.services import channel_test
 from notifications.transports import TRANSPORTS, transport_for, transports
-from tenants.management.commands.tokens import tenant_named
+from tenants.management.commands.tokens import shell_actor, tenant_named
 
 # The command's names for the kinds (``slack`` is the interactive Slack app).
 KINDS: dict[str, str] = {transport_for(kind).command_name: kind for kind in TRANSPORTS}
@@ -157,6 +157,8 @@ class Command(BaseCommand):
                 agents=data["agents"],
                 tools=data["tools"],
                 omit_arguments=data["omit_arguments"],
+                actor=shell_actor(),
+                via="shell",
             )
         except ChannelError as exc:
             raise CommandError(f"Channel not saved: {exc}") from None
@@ -198,7 +200,7 @@ class Command(BaseCommand):
 
     def handle_remove(self, *, tenant, channel, **_):
         found = self._channel(tenant_named(tenant), channel)
-        channel_delete(channel=found)
+        channel_delete(channel=found, actor=shell_actor(), via="shell")
         self.stdout.write(f"Removed channel {found.name}.")
 
     def handle_test(self, *, tenant, channel, **_):

@@ -8,6 +8,7 @@ import pytest
 
 from runtime.admin.agent_admin import AgentForm
 from runtime.agents.agentfile import AgentFileError, parse_agent_file
+from tests.runtime.admin.agent_forms import model_fields, rows_fields
 
 FILE = """---
 name: guarded
@@ -60,22 +61,21 @@ def test_bad_approvers_are_named_with_line_and_field(tmp_path, policy, field, me
 @pytest.mark.django_db
 def test_admin_form_refuses_the_same(world):
     def form(policy):
-        return AgentForm(
-            data={
-                "tenant": world.a.tenant.pk,
-                "slug": "x",
-                "name": "x",
-                "description": "x",
-                "version": "1",
-                "skills": "[]",
-                "model": '{"provider": "scripted", "script": []}',
-                "tools": "[]",
-                # The policy table's JSON view (runtime.admin.policy_table).
-                "policy-json": json.dumps({"policy": json.loads(policy)}),
-                "policy-json-initial": json.dumps({"policy": {}, "ladder": {}}),
-                "interaction_ttl_seconds": 60,
-            }
-        )
+        data = {
+            "tenant": world.a.tenant.pk,
+            "slug": "x",
+            "name": "x",
+            "description": "x",
+            "version": "1",
+            # The policy table's JSON view (runtime.admin.policy_table).
+            "policy-json": json.dumps({"policy": json.loads(policy)}),
+            "policy-json-initial": json.dumps({"policy": {}, "ladder": {}}),
+            "interaction_ttl_seconds": 60,
+        }
+        # The model, skills and tools as the page's fields say them (runtime.admin.agent_fields).
+        data = model_fields(data, {"provider": "scripted", "script": []})
+        data = rows_fields(rows_fields(data, "skills", []), "tools", [])
+        return AgentForm(data=data)
 
     bad = form('{"deploy": {"action": "approve", "approvers": ["caller"], "required": 2}}')
     assert not bad.is_valid()

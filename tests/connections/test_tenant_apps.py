@@ -166,6 +166,15 @@ def test_check_says_in_words_whether_the_provider_takes_the_client(world, stub_a
     html = run_check(client, TenantApp.objects.get(pk=row.pk))
     assert "failed. The provider&#x27;s discovery document could not be read" in html
 
+    # Every check is in the audit log (the row keeps only the last): who, the outcome, why.
+    checks = AuditEvent.objects.filter(action="oauth_app.checked").order_by("pk")
+    assert [(e.tenant_id, e.actor, e.detail["app"], e.detail["outcome"]) for e in checks] == [
+        (world.a.tenant.pk, world.a.admin.subject, "stub-drive", outcome)
+        for outcome in ("passed", "passed", "failed", "failed")
+    ]
+    assert "refused the client id or secret" in checks[2].detail["said"]
+    assert not any(SECRET in str(e.detail) for e in checks)
+
 
 def connect(client, stub_provider) -> dict:
     response = client.post(START)

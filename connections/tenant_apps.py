@@ -97,10 +97,11 @@ def tenant_app_check(*, tenant_app: TenantApp, actor: str = "") -> ClientCheck:
     else:
         secret = client.secret
         check = oauth_client_check(client)
+    if secret and secret in check.said:
+        # A provider that echoes what it was sent: its words are kept (on the row, in the log,
+        # on the admin's page), the secret is not.
+        check = ClientCheck(check.ok, check.said.replace(secret, "[secret]"))
     said = check.said[:500]
-    if secret and secret in said:
-        # A provider that echoes what it was sent: its words are kept, the secret is not.
-        said = said.replace(secret, "[secret]")
     with transaction.atomic():
         TenantApp.objects.filter(pk=tenant_app.pk).update(
             checked_at=timezone.now(), check_problem="" if check.ok else said

@@ -179,6 +179,7 @@ def test_re_adding_a_members_own_channel_keeps_its_member_unless_told(world):
     channels("add", "email", "--tenant", "acme", "--name", "mine", "--roles", "operator")
     channel = Channel.objects.get()
     assert (channel.email_roles, channel.member.user) == (["operator"], world.a.operator)
+    assert f"[own: {email}]" in channels("list", "--tenant", "acme")[0]
     # Another tenant's member is refused and changes nothing; "" makes it the team's again.
     with pytest.raises(CommandError, match="no member of this tenant"):
         channels(

@@ -189,7 +189,9 @@ class Command(BaseCommand):
             overview = transport.command_overview(tenant=owner)
             if overview:
                 self.stdout.write(overview)
-        channels = Channel.objects.filter(tenant=owner).order_by("name")
+        channels = (
+            Channel.objects.filter(tenant=owner).select_related("member__user").order_by("name")
+        )
         if not channels:
             self.stdout.write("No channels.")
         for channel in channels:
@@ -207,6 +209,7 @@ class Command(BaseCommand):
                 f"{channel.public_id}  {channel.name:<20} {NAMES[channel.kind]:<13} {where}"
                 + (f"  [{'; '.join(filters)}]" if filters else "")
                 + ("  [arguments omitted]" if channel.omit_arguments else "")
+                + (f"  [own: {channel.member.user.email}]" if channel.member else "")
                 + ("" if channel.enabled else "  (off)")
             )
 

@@ -196,7 +196,7 @@ class TenantAppAdmin(TenantScopedAdmin):
     @admin.action(description="Check the selected OAuth apps at their providers")
     def check_at_provider(self, request, queryset):
         for tenant_app in queryset.select_related("tenant", "app__social_app"):
-            result = tenant_app_check(tenant_app=tenant_app)
+            result = tenant_app_check(tenant_app=tenant_app, actor=request.user.subject)
             self.message_user(
                 request,
                 f"{tenant_app.app.name}: {'passed' if result.ok else 'failed'}. {result.said}",

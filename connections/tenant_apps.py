@@ -2,7 +2,8 @@
 a catalog app, which wins over the platform's default for the tenant's connections
 (connections.oauth.oauth_client_for). The secret is stored encrypted and never shown again;
 every change is audited (``oauth_app.set``, ``oauth_app.removed``: which fields changed,
-never the secret), and a check tries the client at its provider with no row locked."""
+never the secret), and a check tries the client at its provider with no row locked, audited
+as ``oauth_app.checked`` with its outcome in words."""
 
 from django.db import transaction
 from django.utils import timezone
@@ -81,9 +82,12 @@ def tenant_app_remove(*, tenant_app: TenantApp, actor: str) -> None:
         )
 
 
-def tenant_app_check(*, tenant_app: TenantApp) -> ClientCheck:
+def tenant_app_check(*, tenant_app: TenantApp, actor: str = "") -> ClientCheck:
     """Try the tenant's OAuth app at its provider (connections.oauth.oauth_client_check) and
-    keep what was found on the row. The provider is called with no row locked."""
+    keep what was found on the row. The provider is called with no row locked. With ``actor``
+    (a person), audited as ``oauth_app.checked``: the outcome and what the provider said, so
+    the log keeps every check where the row keeps only the last (never the secret)."""
+    secret = ""
     try:
         client = tenant_app_client(tenant_app)
     except InvalidToken:
@@ -91,8 +95,24 @@ def tenant_app_check(*, tenant_app: TenantApp) -> ClientCheck:
             False, "Its secret cannot be decrypted (the encryption key changed): set it again."
         )
     else:
+        secret = client.secret
         check = oauth_client_check(client)
-    TenantApp.objects.filter(pk=tenant_app.pk).update(
-        checked_at=timezone.now(), check_problem="" if check.ok else check.said[:500]
-    )
+    if secret and secret in check.said:
+        # A provider that echoes what it was sent: its words are kept (on the row, in the log,
+        # on the admin's page), the secret is not.
+        check = ClientCheck(check.ok, check.said.replace(secret, "[secret]"))
+    said = check.said[:500]
+    with transaction.atomic():
+        TenantApp.objects.filter(pk=tenant_app.pk).update(
+            checked_at=timezone.now(), check_problem="" if check.ok else said
+        )
+        if actor:
+            _audit(
+                tenant=tenant_app.tenant,
+                actor=actor,
+                action="oauth_app.checked",
+                app=tenant_app.app.slug,
+                outcome="passed" if check.ok else "failed",
+                said=said,
+            )
     return check

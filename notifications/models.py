@@ -301,6 +301,10 @@ class Preference(models.Model):
     )
     last_digest_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name = "notification preference"
+        verbose_name_plural = "notification preferences"
+
     def __str__(self) -> str:
         return f"preferences of {self.membership}"
 

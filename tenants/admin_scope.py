@@ -419,17 +419,13 @@ ADMIN_SECTIONS: list[tuple[str, str, tuple[str, ...]]] = [
         ),
     ),
 ]
-# Plain names on the index where a model's own reads like a table's ("deliverys").
+# Plain names on the index where a model's own reads like a table's ("deliverys") or names a
+# section of its own; a model's verbose_name (its add and change pages' titles) is the rest.
 ADMIN_NAMES = {
     "tenants.Tenant": "Tenants",
-    "tenants.ApiToken": "API tokens",
     "tenants.User": "Accounts",
     "runtime.AuditEvent": "Audit log",
-    "runtime.PushConfig": "Push subscriptions",
     "notifications.Delivery": "Notification deliveries",
-    "notifications.Preference": "Notification preferences",
-    "integrations.SlackUser": "Slack users",
-    "integrations.EmailLink": "E-mail decision links",
     "connections.App": "App catalog",
     "connections.ConnectionAuditEvent": "Connection audit log",
 }

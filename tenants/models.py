@@ -393,6 +393,9 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Admin's titles and breadcrumbs ("Add API token"), not the class name's "api token".
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.subject})"

@@ -28,6 +28,8 @@ class EmailLink(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "interaction"], name="email_link_by_item")]
+        verbose_name = "e-mail decision link"
+        verbose_name_plural = "e-mail decision links"
 
     def __str__(self) -> str:
         return f"link for {self.email} ({'used' if self.used_at else 'unused'})"

@@ -48,6 +48,8 @@ class SlackUser(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "slack_user_id"], name="slack_user_once")
         ]
+        verbose_name = "Slack user"
+        verbose_name_plural = "Slack users"
 
     def __str__(self) -> str:
         return f"{self.slack_user_id} ({self.email or 'no confirmed e-mail'})"

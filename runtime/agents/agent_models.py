@@ -66,7 +66,15 @@ class Agent(models.Model):
         default=False,
         help_text="Anonymous callers allowed (each task they start gets its own subject).",
     )
-    interaction_ttl_seconds = models.PositiveIntegerField(default=24 * 3600)
+    # AGENT.md's ``interactionTtlSeconds``; None (a file without it, an agent made without
+    # one): not set, so the tenant's default expiry applies, else 24 hours (ladders.expiry_of).
+    interaction_ttl_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Seconds an approval or question stays open, unless a ladder's expire step "
+        "says. Empty: the tenant's default expiry, else 24 hours.",
+    )
     # AGENT.md's ``ladder`` (runtime.policy.ladders.ladder_parse): reminders, escalation and expiry.
     ladder = models.JSONField(
         default=dict,

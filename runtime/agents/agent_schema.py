@@ -158,8 +158,8 @@ AGENT_SCHEMA: dict[str, Any] = {
             "exclusiveMinimum": 0,
             "x-message": "must be a positive number of seconds",
             "description": "How long an approval or question stays open (unless a ladder's "
-            "expire step says). Without it (or at 86400, the built-in value) the tenant's "
-            "default expiry applies, else 24 hours.",
+            "expire step says). Without it the tenant's default expiry applies, else 24 hours; "
+            "86400 keeps exactly 24 hours whatever the tenant's default.",
         },
     },
 }

@@ -66,7 +66,8 @@ class AgentSpec:
     tool_policy: dict = field(default_factory=dict)
     connections_enabled: bool = False
     public: bool = False
-    interaction_ttl_seconds: int = 24 * 3600
+    # None: the file gives none (the tenant's default expiry applies, else 24 hours).
+    interaction_ttl_seconds: int | None = None
     ladder: dict = field(default_factory=dict)
     source_path: str = ""
 
@@ -325,7 +326,7 @@ def parse_agent_file(path: Path | str, *, discovered: dict[str, list] | None = N
     if memory:
         model = {**model, "memory": memory}  # kept with the model, as loop.limits
     public = data.get("public", False)
-    ttl = data.get("interactionTtlSeconds", 24 * 3600)
+    ttl = data.get("interactionTtlSeconds")
     ladder = _ladder(data, tools, fail)
 
     return AgentSpec(

@@ -323,8 +323,8 @@ def ladder_parse(value) -> dict:
     return ladder
 
 
-# The expiry of an item when nothing else sets one: an agent's interactionTtlSeconds unless
-# it gives its own (AGENT.md and the Agent row default to it).
+# The expiry of an item when nothing else sets one (no rule, no ladder, no agent TTL, no
+# tenant default).
 BUILT_IN_EXPIRY_SECONDS = 24 * 3600
 
 
@@ -340,13 +340,10 @@ def expiry_of(agent, *, tool: str = "", steps: list | None = None) -> tuple[int,
     1. the policy rule that held the call (``steps``: its ``expires``, or its ladder's expire
        step; runtime.policy.rules);
     2. the agent: the expire step of its AGENT.md ladder for the tool, its server, the agent,
-       else its ``interactionTtlSeconds`` when that is not the built-in 24 hours;
+       else its ``interactionTtlSeconds`` when it has one (None: not set, whatever made it);
     3. the tenant's default (``Tenant.default_expiry``, the expire step of the ladder its
        admin sets on the tenant's settings);
-    4. the built-in 24 hours (BUILT_IN_EXPIRY_SECONDS), denied at expiry.
-
-    An agent that must keep exactly 24 hours under a tenant default that differs says so in
-    its ladder (``expire after 24h``): a TTL of 24 hours reads as "not set"."""
+    4. the built-in 24 hours (BUILT_IN_EXPIRY_SECONDS), denied at expiry."""
     ladder = getattr(agent, "ladder", None) or {}
     tools = ladder.get("tools") or {}
     candidates: list = [steps] if steps else []
@@ -358,14 +355,15 @@ def expiry_of(agent, *, tool: str = "", steps: list | None = None) -> tuple[int,
             parsed = steps_parse(steps)
         except LadderError:
             # Stored around its checks (load_agents and the admin form parse it): a pause
-            # never fails on it; the TTL holds and the log says why.
+            # never fails on it; the TTL (else the tenant's default) holds, the log says why.
             logger.warning("agent %s: its ladder cannot be read; expiry from the TTL", agent.pk)
-            return agent.interaction_ttl_seconds, None
+            break
         expire = [step for step in parsed if step["action"] == "expire"]
         if expire:
             return expire[-1]["seconds"], expire[-1]["on_expiry"]
-    if agent.interaction_ttl_seconds != BUILT_IN_EXPIRY_SECONDS:
-        return agent.interaction_ttl_seconds, None
+    ttl = getattr(agent, "interaction_ttl_seconds", None)
+    if ttl is not None:
+        return ttl, None
     tenant_step = getattr(getattr(agent, "tenant", None), "default_expiry", None)
     if tenant_step:
         try:
@@ -375,7 +373,7 @@ def expiry_of(agent, *, tool: str = "", steps: list | None = None) -> tuple[int,
         else:
             if step["action"] == "expire":
                 return step["seconds"], step["on_expiry"]
-    return agent.interaction_ttl_seconds, None
+    return BUILT_IN_EXPIRY_SECONDS, None
 
 
 def step_sentence(step: dict) -> str:

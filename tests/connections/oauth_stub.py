@@ -26,6 +26,8 @@ class StubProvider:
         self.clients: dict[str, str] = {self.client_id: self.client_secret}
         # Whether the client-credentials grant is allowed (the "check" of an OAuth app).
         self.client_credentials = True
+        # A careless provider: its refusal of a client repeats the secret it was sent.
+        self.echo_secret = False
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -80,7 +82,10 @@ class StubProvider:
                 client_id = form.get("client_id", "")
                 known = client_id in stub.clients
                 if not known or stub.clients[client_id] != form.get("client_secret"):
-                    return self._json(401, {"error": "invalid_client"})
+                    refused = {"error": "invalid_client"}
+                    if stub.echo_secret:
+                        refused["error_description"] = f"wrong secret {form.get('client_secret')}"
+                    return self._json(401, refused)
                 if form.get("grant_type") == "refresh_token":
                     if stub.refresh_tokens.pop(form.get("refresh_token", ""), None) != client_id:
                         return self._json(400, {"error": "invalid_grant"})

@@ -166,6 +166,31 @@ def test_check_says_in_words_whether_the_provider_takes_the_client(world, stub_a
     html = run_check(client, TenantApp.objects.get(pk=row.pk))
     assert "failed. The provider&#x27;s discovery document could not be read" in html
 
+    # Every check is in the audit log (the row keeps only the last): who, the outcome, why.
+    checks = AuditEvent.objects.filter(action="oauth_app.checked").order_by("pk")
+    assert [(e.tenant_id, e.actor, e.detail["app"], e.detail["outcome"]) for e in checks] == [
+        (world.a.tenant.pk, world.a.admin.subject, "stub-drive", outcome)
+        for outcome in ("passed", "passed", "failed", "failed")
+    ]
+    assert "refused the client id or secret" in checks[2].detail["said"]
+    assert not any(SECRET in str(e.detail) for e in checks)
+
+
+def test_a_provider_that_echoes_the_secret_never_gets_it_kept_or_shown(
+    world, stub_app, stub_provider
+):
+    row = own_app(world, stub_provider, stub_app)
+    stub_provider.clients[row.client_id] = "rotated-at-the-provider"
+    stub_provider.echo_secret = True
+    html = run_check(tenant_admin_client(world.a), row)
+    assert "failed. The provider refused the client id or secret (wrong secret [secret])" in html
+    assert SECRET not in html
+    row.refresh_from_db()
+    assert "[secret]" in row.check_problem and SECRET not in row.check_problem
+    (check,) = AuditEvent.objects.filter(action="oauth_app.checked")
+    assert check.detail["outcome"] == "failed" and "[secret]" in check.detail["said"]
+    assert SECRET not in str(check.detail)
+
 
 def connect(client, stub_provider) -> dict:
     response = client.post(START)

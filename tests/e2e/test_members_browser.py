@@ -14,9 +14,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 SIZES = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
-# Both sizes in one test: the live server caches content type ids, which the database flush
-# between transactional tests renumbers (the admin's log entry of the next save would point
-# at a stale one).
+# Both sizes in one test, one after the other, for one demo set-up. (Two tests would do as
+# well: the live server forgets the content type ids a flush renumbers, tests/live_asgi.py.)
 def test_a_tenant_admin_invites_a_member_from_the_add_form_and_the_invitation_is_sent(
     live_stack, demo, browser, artifacts
 ):

@@ -164,3 +164,38 @@ def test_a_kind_never_changes_under_a_name(world):
         channels(
             "add", "webhook", "--tenant", "acme", "--name", "ops", "--url", "https://h.example/"
         )
+
+
+def test_re_adding_a_members_own_channel_keeps_its_member_unless_told(world):
+    """A shell that re-adds a channel changes only what it names: a member's own channel stays
+    theirs (the settings page and admin keep it too) until ``--member`` says otherwise."""
+    email = world.a.operator.email
+    channels("add", "email", "--tenant", "acme", "--name", "mine", "--roles", "admin")
+    out, _ = channels(
+        "add", "email", "--tenant", "acme", "--name", "mine", "--roles", "admin", "--member", email
+    )
+    assert out.startswith("Changed channel mine")
+    assert Channel.objects.get().member.user == world.a.operator
+    channels("add", "email", "--tenant", "acme", "--name", "mine", "--roles", "operator")
+    channel = Channel.objects.get()
+    assert (channel.email_roles, channel.member.user) == (["operator"], world.a.operator)
+    assert f"[own: {email}]" in channels("list", "--tenant", "acme")[0]
+    # Another tenant's member is refused and changes nothing; "" makes it the team's again.
+    with pytest.raises(CommandError, match="no member of this tenant"):
+        channels(
+            "add",
+            "email",
+            "--tenant",
+            "acme",
+            "--name",
+            "mine",
+            "--roles",
+            "admin",
+            "--member",
+            world.b.operator.email,
+        )
+    assert Channel.objects.get().member.user == world.a.operator
+    channels(
+        "add", "email", "--tenant", "acme", "--name", "mine", "--roles", "admin", "--member", ""
+    )
+    assert Channel.objects.get().member is None

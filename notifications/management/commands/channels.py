@@ -68,6 +68,13 @@ class Command(BaseCommand):
             action="store_false",
             help="Send held calls' summary and arguments (the default).",
         )
+        add.add_argument(
+            "--member",
+            default=None,
+            metavar="EMAIL",
+            help="Whose own channel it is (a member's e-mail address; \"\": the team's). "
+            "Left out, a changed channel keeps its member.",
+        )
         add.add_argument("--disabled", action="store_true", help="Add it switched off.")
         listing = sub.add_parser("list", help="List a tenant's channels (never their secrets).")
         listing.add_argument("--tenant", required=True)
@@ -101,7 +108,7 @@ class Command(BaseCommand):
         with transaction.atomic():
             self._add(**options)
 
-    def _add(self, *, kind, tenant, name, omit_arguments, disabled, **options):
+    def _add(self, *, kind, tenant, name, omit_arguments, disabled, member, **options):
         owner = tenant_named(tenant)
         stored = KINDS[kind]
         transport = transport_for(stored)
@@ -118,6 +125,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if omit_arguments is None:
             omit_arguments = existing.omit_arguments if existing else False
+        if member is None:
+            # Not told: a member's own channel stays theirs (re-adding it must not clear it).
+            owned = existing.member if existing else None
+            member = owned.user.email if owned else ""
         form = ChannelForm(
             {
                 "name": name,
@@ -157,6 +168,7 @@ class Command(BaseCommand):
                 agents=data["agents"],
                 tools=data["tools"],
                 omit_arguments=data["omit_arguments"],
+                member_email=member.strip(),
                 actor=shell_actor(),
                 via="shell",
             )
@@ -177,7 +189,9 @@ class Command(BaseCommand):
             overview = transport.command_overview(tenant=owner)
             if overview:
                 self.stdout.write(overview)
-        channels = Channel.objects.filter(tenant=owner).order_by("name")
+        channels = (
+            Channel.objects.filter(tenant=owner).select_related("member__user").order_by("name")
+        )
         if not channels:
             self.stdout.write("No channels.")
         for channel in channels:
@@ -195,6 +209,7 @@ class Command(BaseCommand):
                 f"{channel.public_id}  {channel.name:<20} {NAMES[channel.kind]:<13} {where}"
                 + (f"  [{'; '.join(filters)}]" if filters else "")
                 + ("  [arguments omitted]" if channel.omit_arguments else "")
+                + (f"  [own: {channel.member.user.email}]" if channel.member else "")
                 + ("" if channel.enabled else "  (off)")
             )
 

@@ -146,6 +146,9 @@ class PushConfig(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["task", "public_id"], name="pushconfig_id_per_task")
         ]
+        # A2A's "push notification config", as an admin reads it.
+        verbose_name = "push subscription"
+        verbose_name_plural = "push subscriptions"
 
     def __str__(self) -> str:
         return f"{self.public_id} → {self.url}"

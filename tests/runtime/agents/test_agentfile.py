@@ -449,3 +449,23 @@ def test_a_default_skill_that_is_not_a_skill_is_refused_with_its_line(world, tmp
     with pytest.raises(CommandError, match=rf"^{path}:4: default_skill: 'nope' is not one of"):
         load_agents(path)
     assert not Agent.objects.exists()
+
+
+def test_a_file_without_an_expiry_stores_none_and_reloads_unchanged(world, tmp_path):
+    """No interactionTtlSeconds: the agent has none (the tenant's default applies), and
+    loading the same file again changes nothing; 86400 given is stored as given."""
+    (tmp_path / "helper.md").write_text(GOOD)
+    load_agents(tmp_path)
+    agent = Agent.objects.get(tenant=world.a.tenant, slug="helper")
+    assert agent.interaction_ttl_seconds is None
+    assert "0 created, 0 updated, 1 unchanged" in load_agents(tmp_path)
+    (tmp_path / "helper.md").write_text(
+        GOOD.replace("Helps.", "Helps.\ninteractionTtlSeconds: 86400")
+    )
+    assert "1 updated" in load_agents(tmp_path)
+    agent.refresh_from_db()
+    assert agent.interaction_ttl_seconds == 86400
+    (tmp_path / "helper.md").write_text(GOOD)
+    assert "1 updated" in load_agents(tmp_path)
+    agent.refresh_from_db()
+    assert agent.interaction_ttl_seconds is None

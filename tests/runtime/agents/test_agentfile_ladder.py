@@ -234,7 +234,9 @@ def test_an_expire_step_sets_the_expiry_of_the_items_it_covers(agents):
     deployer.ladder = {}
     deployer.save(update_fields=["ladder"])
     held = Interaction.objects.get(task=start(agents.a, "deployer", "deploy build b-3 to staging"))
-    ttl = timedelta(seconds=deployer.interaction_ttl_seconds)
+    # Its file gives no interactionTtlSeconds (and the tenant no default): 24 hours.
+    assert deployer.interaction_ttl_seconds is None
+    ttl = timedelta(hours=24)
     assert held.expires_at - held.created_at == pytest.approx(ttl, abs=timedelta(seconds=5))
     # The other tenant's deployer, with no ladder, is untouched.
     other = Interaction.objects.get(task=start(agents.b, "deployer", "deploy build b-1 to staging"))
@@ -245,6 +247,6 @@ def test_a_ladder_stored_around_its_checks_never_fails_a_pause(agents):
     deployer = Agent.objects.get(tenant=agents.a.tenant, slug="deployer")
     Agent.objects.filter(pk=deployer.pk).update(ladder={"steps": ["expire whenever"]})
     held = Interaction.objects.get(task=start(agents.a, "deployer", "deploy build b-1 to staging"))
-    ttl = timedelta(seconds=deployer.interaction_ttl_seconds)
+    ttl = timedelta(hours=24)  # no TTL in its file, no tenant default
     assert held.state == "open"
     assert held.expires_at - held.created_at == pytest.approx(ttl, abs=timedelta(seconds=5))

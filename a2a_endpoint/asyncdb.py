@@ -89,21 +89,33 @@ def _read_state(pk: int) -> str | None:
     return state
 
 
+async def _wait_on_pool(task: Task, since: Mark | None) -> None:
+    deadline = time.monotonic() + settings.A2A_WAIT_MS / 1000
+    known = (since, task.state) if since is not None else None
+    # Each db() call has given its connection back already; the reads below take one from the
+    # async pool for one query each.
+    with A2A_WAITERS.track_inprogress():
+        await wait_for_state(task.pk, SETTLED_STATES, deadline, lambda: _state_read(task.pk), known)
+
+
+async def wait_for_settled_stored(task: Task, *, since: Mark | None = None) -> "SettledTask":
+    """wait_for_settled on the async pool (async_reads), the task read at the end as GetTask
+    reads it: a SettledTask, the wire's columns with their JSON as stored (for
+    wire.stored_task_wire)."""
+    await _wait_on_pool(task, since)
+    return await _settled_read(task.pk)
+
+
 async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
     """A blocking send waits for a terminal or interrupted state, or A2A_WAIT_MS.
 
     ``since``: the listener's mark (runtime.kernel.wakeups.announcements_mark) taken before the send
     made or read ``task``; with it the wait need not read the task's state first."""
+    if async_reads():
+        await _wait_on_pool(task, since)
+        return await _task_by_pk(task.pk)
     deadline = time.monotonic() + settings.A2A_WAIT_MS / 1000
     known = (since, task.state) if since is not None else None
-    if async_reads():
-        # Each db() call has given its connection back already; the reads below take one
-        # from the async pool for one query each.
-        with A2A_WAITERS.track_inprogress():
-            await wait_for_state(
-                task.pk, SETTLED_STATES, deadline, lambda: _state_read(task.pk), known
-            )
-        return await _task_by_pk(task.pk)
     await db(release_connection)
 
     async def read_state():
@@ -118,9 +130,9 @@ async def wait_for_settled(task: Task, *, since: Mark | None = None) -> Task:
 #
 # The hot path's one query, on psycopg's async pool and as a prepared statement: no hop to a
 # thread, no ORM compilation. GetTask's (task_read, below) reads the same row as
-# runtime.kernel.task_selectors.task_for_caller in ListTasks' shape (StoredTask); a blocking
-# send's last read (_task_by_pk) builds a Task (Model.from_db; the turn runtime's columns
-# deferred). SQLite, and tests whose rows are in their own transaction (Bridge), use
+# runtime.kernel.task_selectors.task_for_caller in ListTasks' shape (StoredTask), and so does a
+# blocking send's last read (_settled_read, SettledTask); the 0.3 dialect's (_task_by_pk)
+# builds a Task (Model.from_db; the turn runtime's columns deferred). SQLite, and tests whose rows are in their own transaction (Bridge), use
 # task_for_caller itself.
 
 # Every column but the turn runtime's own (never on the wire, and the largest): those stay
@@ -306,6 +318,31 @@ _STORED_SELECT = (
 _STORED_OF_SUBJECT = _STORED_SELECT + ' AND "subject" = %s LIMIT 1'
 # As task_for_caller's filter for callers without credentials (subject__startswith).
 _STORED_OF_ANONYMOUS = _STORED_SELECT + ' AND ("subject" = %s OR "subject" LIKE %s) LIMIT 1'
+
+
+class SettledTask(StoredTask):
+    """A blocking send's task once its wait is over: a StoredTask and what send_message asks
+    of it besides (whether it is a 0.x direct reply's, the turn's reply message)."""
+
+    direct = property(itemgetter(12))
+    reply_message_text = property(itemgetter(13))
+    reply_message = cached_property(lambda self: _parsed(self.reply_message_text))
+
+
+_SETTLED_BY_PK = (
+    f'SELECT {_STORED_COLUMN_LIST}, "direct", "reply_message"::text '
+    f'FROM {_TASK_TABLE} WHERE "id" = %s'
+)
+
+
+async def _settled_read(pk: int) -> SettledTask:
+    pool = await _pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_SETTLED_BY_PK, (pk,), prepare=True)
+        row = await cursor.fetchone()
+    if row is None:
+        raise Task.DoesNotExist(pk)  # as Task.objects.get: the task was deleted meanwhile
+    return SettledTask(row)
 
 
 async def task_read(*, tenant, agent, subject: str, task_id: str) -> StoredTask:

@@ -16,7 +16,14 @@ from a2a import types as a2a
 from django.conf import settings
 
 from a2a_endpoint import errors, wire
-from a2a_endpoint.asyncdb import async_reads, db, task_read, tasks_page_read, wait_for_settled
+from a2a_endpoint.asyncdb import (
+    async_reads,
+    db,
+    task_read,
+    tasks_page_read,
+    wait_for_settled,
+    wait_for_settled_stored,
+)
 from a2a_endpoint.identity import Caller
 from a2a_endpoint.inputs import length_check
 from config.logging import bind
@@ -189,6 +196,21 @@ async def send_message(caller: Caller, params: dict, *, direct: bool = False):
     )
     blocking = not (configuration is not None and configuration.return_immediately)
     if blocking and not queued and task.state not in SETTLED_STATES:
+        if async_reads() and caller.dialect == "1.0" and not task.direct:
+            # Read as GetTask reads it (asyncdb.SettledTask): the wire's columns, the JSON put
+            # on the wire as stored. Building a Task and writing it out again was 5-8% of the
+            # web process's CPU per blocking send.
+            settled = await wait_for_settled_stored(task, since=mark)
+            if settled.state in SETTLED_STATES and (reply := settled.reply_message):
+                return {"message": reply}
+            return {
+                "task": wire.stored_task_wire(
+                    settled,
+                    activated=caller.activated,
+                    files_base=caller.files_base_lazy,
+                    history_length=history_length,
+                )
+            }
         task = await wait_for_settled(task, since=mark)
     if task.direct:
         if (reply := direct_reply(task)) is not None:

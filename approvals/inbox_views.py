@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from approvals.inbox_html import rows_html
 from approvals.presenting import (
     URL_SAFE,
     keyset_cursor_format,
@@ -253,18 +254,15 @@ def _inbox_context(request) -> dict:
         linked.pop("state", None)
         kind_links.append({"kind": k, "count": counts.get(k, 0), "url": f"?{linked.urlencode()}"})
     can_bulk = request.membership.can_decide and filters.state == "open"
+    rows = with_ladders(
+        inbox_rows(page.items, now=now, subject=request.user.subject, query=carried_query(newest)),
+        page.items,
+        tenant=tenant,
+    )
     return {
         "nav": "inbox",
-        "items": with_ladders(
-            inbox_rows(
-                page.items,
-                now=now,
-                subject=request.user.subject,
-                query=carried_query(newest),
-            ),
-            page.items,
-            tenant=tenant,
-        ),
+        "items": rows,
+        "items_html": rows_html(rows, can_bulk=can_bulk),
         "filters": filters,
         "filtered": filters.active,
         "kind": filters.kind,

@@ -187,6 +187,36 @@ def test_get_tasks_async_read_is_the_orm_read(agents, client, postgres_only):
 
 
 @pytest.mark.postgres
+def test_a_blocking_sends_last_read_is_the_orm_read(agents, client, postgres_only):
+    params = {"message": user_message(), "configuration": {"returnImmediately": True}}
+    sent = task_of(rpc(client, SUPPORT, "SendMessage", params, token=agents.a.token))
+    task = Task.objects.get(public_id=sent["id"])
+
+    def settled_read():
+        async def run():
+            try:
+                return await asyncdb._settled_read(task.pk)
+            finally:
+                await pool_close()
+
+        return asyncio.run(run())
+
+    got = settled_read()
+    shown = ("pk", *StoredTask.FIELDS[1:], *StoredTask.JSON_FIELDS, "direct", "reply_message")
+    assert [getattr(got, f) for f in shown] == [getattr(task, f) for f in shown]
+    assert got.reply_message is None
+    assert orjson.loads(json_bytes(wire.stored_task_wire(got))) == wire.task_wire(task)
+    # A turn that answered with a Message (a direct reply): send_message answers with it.
+    reply = {"role": "ROLE_AGENT", "messageId": "m-1", "parts": [{"text": "done ü"}]}
+    Task.objects.filter(pk=task.pk).update(reply_message=reply, direct=True)
+    got = settled_read()
+    assert (got.reply_message, got.direct) == (reply, True)
+    Task.objects.filter(pk=task.pk).delete()
+    with pytest.raises(Task.DoesNotExist):
+        settled_read()
+
+
+@pytest.mark.postgres
 def test_list_tasks_async_read_is_the_orm_read(agents, client, postgres_only):
     params = {"configuration": {"returnImmediately": True}}
     for i in range(5):

@@ -148,7 +148,13 @@ def test_list_tasks_on_the_live_server_is_the_in_process_answer(
             "params": {"message": user_message(text)},  # blocking: the tasks are settled
         }
         request = urllib.request.Request(url, json.dumps(body).encode(), headers)
-        urllib.request.urlopen(request, timeout=30).read()
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answered = json.loads(response.read())["result"]["task"]
+        # The blocking send's answer is read as GetTask reads it (asyncdb.SettledTask).
+        got = {"id": answered["id"]}
+        in_process = rpc(client, demo["agents"]["support"], "GetTask", got, token=demo["token"])
+        assert answered == result_of(in_process)
+        assert answered["status"]["state"] == "TASK_STATE_COMPLETED"
     # A JSON-RPC id beyond 64 bits: the response is written by the standard library, stored
     # text and all.
     listed = {"jsonrpc": "2.0", "id": 2**70, "method": "ListTasks", "params": {}}

@@ -1,4 +1,4 @@
-"""Who is told of an item while people are away (issue 43, item 1): one rule for every
+"""Who is told of an item while people are away: one rule for every
 medium. An away member is told nothing; their delegate (a member who may decide, not away
 themselves) is told in their place; without one, the others are (those the channel reaches
 anyway). E-mail reaches people by role (integrations.email.transport: ``people_told``); a

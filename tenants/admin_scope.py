@@ -30,6 +30,7 @@ from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.http import Http404
+from django.shortcuts import redirect
 
 from tenants.models import Membership, Tenant
 from tenants.selectors import membership_current
@@ -236,6 +237,22 @@ class TenantScopedAdmin(ScopedAdminMixin, admin.ModelAdmin):
     def one_per_tenant(self) -> bool:
         field = next((f for f in self.model._meta.fields if f.name == "tenant"), None)
         return field is not None and field.one_to_one
+
+    def add_view(self, request, form_url="", extra_context=None):
+        # The add page of a tenant's only one that exists (a bookmark, a second tab): its
+        # change page, saying so, rather than a bare 403.
+        scope = admin_scope(request)
+        if self.one_per_tenant() and scope.tenant is not None and self.scope_allows(request, "add"):
+            existing = self.model._default_manager.filter(tenant=scope.tenant).first()
+            if existing is not None:
+                opts = self.model._meta
+                self.message_user(
+                    request,
+                    f"This tenant has its {opts.verbose_name} already: change it here.",
+                    messages.INFO,
+                )
+                return redirect(f"admin:{opts.app_label}_{opts.model_name}_change", existing.pk)
+        return super().add_view(request, form_url, extra_context)
 
     def has_change_permission(self, request, obj=None):
         allowed = self.scope_allows(request, "change", obj)

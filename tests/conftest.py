@@ -10,7 +10,7 @@ import pytest
 from a2a_endpoint import asyncdb
 from runtime.agents.agentfile import AgentSpec, agent_upsert
 from runtime.agents.demo import seed_demo_agents
-from tenants.models import User
+from tenants.models import Tenant, User
 from tests import loopback
 from tests.core import DEPLOY_TOOL, REPORT_RESULT, deploy_step, held_approval
 from tests.world import PASSWORD, World, make_side
@@ -307,4 +307,12 @@ def demo(transactional_db, settings):
     out = StringIO()
     call_command("seed_demo", "--json", stdout=out)
     settings.DEBUG = False
-    return json.loads(out.getvalue())
+    seeded = json.loads(out.getvalue())
+    # The demo tenant has AI summaries on (seed_demo), so each held call of a hosted model
+    # also asks that model for a summary, from a worker, at a moment of its own. Tests that
+    # script a model's replies in order (tests.llm_stub) would lose one to it: off here; the
+    # summaries' own tests turn them on (tests/e2e/test_call_summary_browser.py).
+    tenants = Tenant.objects.filter(slug=seeded["tenant"])
+    assert tenants.get().ai_summaries, "seed_demo turns the demo tenant's AI summaries on"
+    tenants.update(ai_summaries=False)  # no audit row: the tests count theirs
+    return seeded

@@ -1,4 +1,4 @@
-"""The tasks page's index: a tenant's tasks, latest status change first (issue 45)."""
+"""The tasks page's index: a tenant's tasks, latest status change first."""
 
 from django.db import migrations, models
 

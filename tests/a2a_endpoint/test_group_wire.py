@@ -133,7 +133,7 @@ def test_a_group_for_the_operators_is_not_answered_in_band(agents, client, llm):
     assert set(Interaction.objects.values_list("state", flat=True)) == {"open"}
 
 
-# --- one answer for the whole group (issue 43, item 4) ------------------------------------
+# --- one answer for the whole group ---------------------------------------------------------
 
 
 def group_answer(client, token, task, data: dict, headers=EXTENSIONS):

@@ -1,4 +1,4 @@
-"""The item page's Extend button (issue 43, item 2): who may decide an open item gives it
+"""The item page's Extend button: who may decide an open item gives it
 30 minutes, 1 hour or 4 hours more, within INTERACTION_EXTEND_MAX_SECONDS over its life,
 through the same service as the REST route (audited, the channels and the caller told);
 a wrong choice is an error beside the field, and nothing changes."""

@@ -179,7 +179,7 @@ def responses(agents, client, settings, monkeypatch) -> list[tuple[str, str, int
         found.append((method, away, response.status_code, response.json()))
     refused = client.get(away, **auth)
     found.append(("get", away, refused.status_code, refused.json()))
-    # An admin sets another member's (issue 43): /api/v1/members/<id>/away.
+    # An admin sets another member's: /api/v1/members/<id>/away.
     admin = agents.a.client_for(agents.a.admin)
     target = Membership.objects.get(tenant=agents.a.tenant, user=agents.a.operator)
     theirs = "/api/v1/members/{member_id}/away"

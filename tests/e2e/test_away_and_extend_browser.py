@@ -1,4 +1,4 @@
-"""Out of office and Extend in a real browser (issue 43): the operator opens My profile from
+"""Out of office and Extend in a real browser: the operator opens My profile from
 the account menu, sets "away until" with a delegate, sees it said, and comes back; then
 extends a held deploy's deadline by an hour from its page."""
 

@@ -4,6 +4,7 @@ labelled "summary written by a model" after the arguments, the inbox row a short
 
 import pytest
 
+from tenants.models import Tenant
 from tests.e2e.test_operator_flows import Partner, log_in
 from tests.live import wait_until
 
@@ -15,6 +16,8 @@ SAID = "Deploys build 2026.12.09-1 to staging, as the caller asked."
 def test_the_demo_shows_a_labelled_summary_beside_the_arguments(
     live_stack, demo, browser, artifacts
 ):
+    # The demo fixture turns them off for the tests that script a model; seed_demo's "on" back.
+    Tenant.objects.filter(slug=demo["tenant"]).update(ai_summaries=True)
     partner = Partner(live_stack, demo)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     log_in(page, live_stack, demo)

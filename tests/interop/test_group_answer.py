@@ -1,4 +1,4 @@
-"""One answer for a group, from the a2a-sdk client (issue 43, item 4): a hosted model (the
+"""One answer for a group, from the a2a-sdk client: a hosted model (the
 local OpenAI-compatible stub, real HTTP) asks for two deploys in one reply that the caller
 may decide (``deciders: either``); the partner answers both held calls with one message, a
 data part mapping each interaction id to its answer, and the turn goes on once. An answer

@@ -1,4 +1,4 @@
-"""Out of office on every medium (issue 43, item 1): one rule (notifications.routing) for
+"""Out of office on every medium: one rule (notifications.routing) for
 e-mail and for a member's own channel of any medium (their Teams chat here; their Slack DM in
 tests/integrations/slack/test_away_dm.py): while they are away it is left out and their
 delegate's own channel is told instead, or, without a delegate, the others only. When nobody

@@ -174,7 +174,7 @@ def choice_leaks(label, html, model, other) -> list[str]:
     return problems
 
 
-# A member's page in Django admin offers a delegate for their out of office (issue 43).
+# A member's page in Django admin offers a delegate for their out of office.
 FORM_CHOICES = {"tenants.Membership": {"away_delegate": Membership}}
 
 

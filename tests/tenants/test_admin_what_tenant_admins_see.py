@@ -10,6 +10,7 @@ from http import HTTPStatus
 import pytest
 from django.test import Client
 
+from integrations.slack.models import SlackApp
 from tenants.models import User
 from tests.admin_pages import populate, tenant_admin_client
 
@@ -120,7 +121,11 @@ def test_no_add_link_to_a_tenants_only_one_that_exists(scoped_world):
     assert "/admin/integrations/slackapp/" in html
     assert "/admin/integrations/slackapp/add/" not in html
     assert "/admin/runtime/pushsettings/add/" not in html
-    assert client.get("/admin/integrations/slackapp/add/").status_code == HTTPStatus.FORBIDDEN
+    # Its add page (a bookmark) leads to the one there is.
+    mine = SlackApp.objects.get(tenant=scoped_world.a.tenant)
+    again = client.get("/admin/integrations/slackapp/add/")
+    assert again.status_code == HTTPStatus.FOUND
+    assert again["Location"] == f"/admin/integrations/slackapp/{mine.pk}/change/"
     # Platform staff may still add one (for any tenant without one).
     root = User.objects.create_superuser(email="root@countersign.test", password="x")
     staff = Client()

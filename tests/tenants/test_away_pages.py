@@ -1,4 +1,4 @@
-"""Out of office from the pages and for an admin (issue 43, item 1): a member's profile
+"""Out of office from the pages and for an admin: a member's profile
 page ("My profile" in the account menu) sets "away from ... until ..." with a delegate and
 "I'm back" (CSRF, errors beside their fields, audited); a tenant admin sets another member's
 over REST (``/api/v1/members/<id>/away``: signed-in admins of the member's tenant only)."""

@@ -1,4 +1,4 @@
-"""A member's Slack DM while they are away (issue 43, item 1): the tenant's Slack app posts
+"""A member's Slack DM while they are away: the tenant's Slack app posts
 an item to the DMs of the members it is for; an away member's DM is left out and their
 delegate's DM gets the item, with buttons the delegate decides with (their own rights), the
 same rule as e-mail's and every medium's (notifications.routing)."""

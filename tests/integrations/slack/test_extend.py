@@ -1,4 +1,4 @@
-"""Extend an item's deadline from Slack (issue 43, item 2): the held call's message has an
+"""Extend an item's deadline from Slack: the held call's message has an
 Extend menu (30 minutes, 1 hour, 4 hours within INTERACTION_EXTEND_MAX_SECONDS); a pick is a
 signed block_actions request to the interactivity endpoint, taken by the same service as the
 REST route (who may decide it may extend it; audited; the caller told), the message updated

@@ -262,12 +262,15 @@ def test_admin_shows_the_annotations_and_the_tenants_default(agents, fs_server):
     assert event.detail["destructive"] == "deny" and event.tenant_id == agents.a.tenant.pk
     page = client.get(f"/admin/runtime/toolserver/{fs_server.pk}/change/").content.decode()
     assert "<td>destructive</td><td>deny</td>" in page
-    # One row per tenant: a second is a form error, not a 500.
+    # One row per tenant: the add page of a second leads to the first, changing nothing.
     again = client.post(
         "/admin/runtime/annotationpolicy/add/",
         {"read_only": "allow", "additive": "allow", "destructive": "allow", "unknown": "allow"},
     )
-    assert again.status_code == 200 and AnnotationPolicy.objects.count() == 1
+    assert again.status_code == 302
+    assert again["Location"] == f"/admin/runtime/annotationpolicy/{row.pk}/change/"
+    assert AnnotationPolicy.objects.count() == 1
+    assert AnnotationPolicy.objects.get().destructive == "deny"
     # Another tenant's row is a 404 to this tenant's admin.
     theirs = AnnotationPolicy.objects.create(tenant=agents.b.tenant)
     assert client.get(f"/admin/runtime/annotationpolicy/{theirs.pk}/change/").status_code == 404

@@ -6,36 +6,85 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('connections', '0001_initial'),
-        ('tenants', '0001_initial'),
+        ("connections", "0001_initial"),
+        ("tenants", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TenantApp',
+            name="TenantApp",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('client_id', models.CharField(max_length=300)),
-                ('client_secret_encrypted', models.TextField(blank=True, editable=False)),
-                ('scopes', models.CharField(blank=True, help_text="Space-separated. Empty: the app's own scopes.", max_length=500)),
-                ('server_url', models.URLField(blank=True, help_text="OpenID Connect issuer (its /.well-known/openid-configuration names the endpoints). Or give the two endpoints below; empty: the platform app's endpoints.", max_length=500)),
-                ('authorize_url', models.URLField(blank=True, max_length=500)),
-                ('token_url', models.URLField(blank=True, max_length=500)),
-                ('token_auth_method', models.CharField(choices=[('client_secret_post', 'In the form body (client_secret_post)'), ('client_secret_basic', 'HTTP Basic (client_secret_basic)')], default='client_secret_post', max_length=24)),
-                ('updated_by', models.CharField(blank=True, editable=False, max_length=254)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('checked_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('check_problem', models.CharField(blank=True, editable=False, max_length=500)),
-                ('app', models.ForeignKey(help_text='The catalog app its agents may ask to connect.', limit_choices_to={'method': 'oauth2'}, on_delete=django.db.models.deletion.CASCADE, related_name='tenant_apps', to='connections.app')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("client_id", models.CharField(max_length=300)),
+                ("client_secret_encrypted", models.TextField(blank=True, editable=False)),
+                (
+                    "scopes",
+                    models.CharField(
+                        blank=True,
+                        help_text="Space-separated. Empty: the app's own scopes.",
+                        max_length=500,
+                    ),
+                ),
+                (
+                    "server_url",
+                    models.URLField(
+                        blank=True,
+                        help_text="OpenID Connect issuer (its /.well-known/openid-configuration names the endpoints). Or give the two endpoints below; empty: the platform app's endpoints.",
+                        max_length=500,
+                    ),
+                ),
+                ("authorize_url", models.URLField(blank=True, max_length=500)),
+                ("token_url", models.URLField(blank=True, max_length=500)),
+                (
+                    "token_auth_method",
+                    models.CharField(
+                        choices=[
+                            ("client_secret_post", "In the form body (client_secret_post)"),
+                            ("client_secret_basic", "HTTP Basic (client_secret_basic)"),
+                        ],
+                        default="client_secret_post",
+                        max_length=24,
+                    ),
+                ),
+                ("updated_by", models.CharField(blank=True, editable=False, max_length=254)),
+                (
+                    "updated_at",
+                    models.DateTimeField(default=django.utils.timezone.now, editable=False),
+                ),
+                ("checked_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("check_problem", models.CharField(blank=True, editable=False, max_length=500)),
+                (
+                    "app",
+                    models.ForeignKey(
+                        help_text="The catalog app its agents may ask to connect.",
+                        limit_choices_to={"method": "oauth2"},
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tenant_apps",
+                        to="connections.app",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'OAuth app of the tenant',
-                'verbose_name_plural': 'OAuth apps of the tenant',
-                'ordering': ['tenant__slug', 'app__name'],
-                'constraints': [models.UniqueConstraint(fields=('tenant', 'app'), name='tenant_app_unique')],
+                "verbose_name": "OAuth app of the tenant",
+                "verbose_name_plural": "OAuth apps of the tenant",
+                "ordering": ["tenant__slug", "app__name"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant", "app"), name="tenant_app_unique")
+                ],
             },
         ),
     ]

@@ -18,36 +18,55 @@ def first_signing_key(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0029_help_texts_without_module_paths'),
+        ("runtime", "0029_help_texts_without_module_paths"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='receipt',
-            name='jws',
+            model_name="receipt",
+            name="jws",
             field=models.TextField(blank=True),
         ),
         migrations.AlterField(
-            model_name='receipt',
-            name='decision',
-            field=models.CharField(choices=[('approved', 'approved'), ('denied', 'denied'), ('expired', 'expired'), ('void', 'void (the approval no longer matched)'), ('allowed', 'allowed by the policy')], max_length=16),
+            model_name="receipt",
+            name="decision",
+            field=models.CharField(
+                choices=[
+                    ("approved", "approved"),
+                    ("denied", "denied"),
+                    ("expired", "expired"),
+                    ("void", "void (the approval no longer matched)"),
+                    ("allowed", "allowed by the policy"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='SigningKey',
+            name="SigningKey",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kid', models.CharField(max_length=40, unique=True)),
-                ('public_x', models.CharField(max_length=64)),
-                ('private_encrypted', models.TextField()),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('retired_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("kid", models.CharField(max_length=40, unique=True)),
+                ("public_x", models.CharField(max_length=64)),
+                ("private_encrypted", models.TextField()),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("retired_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('active', True)), fields=('active',), name='signing_key_one_active')],
+                "ordering": ["-created_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("active", True)),
+                        fields=("active",),
+                        name="signing_key_one_active",
+                    )
+                ],
             },
         ),
         migrations.RunPython(first_signing_key, migrations.RunPython.noop),

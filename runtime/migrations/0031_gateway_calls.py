@@ -6,32 +6,71 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0030_signed_receipts_and_gates'),
-        ('tenants', '0006_tenant_time_zone'),
+        ("runtime", "0030_signed_receipts_and_gates"),
+        ("tenants", "0006_tenant_time_zone"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='GatewayCall',
+            name="GatewayCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('subject', models.CharField(max_length=200)),
-                ('call_key', models.CharField(max_length=64)),
-                ('server', models.CharField(max_length=100)),
-                ('tool', models.CharField(max_length=100)),
-                ('client_name', models.CharField(blank=True, max_length=200)),
-                ('client_version', models.CharField(blank=True, max_length=100)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('gateway', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='runtime.agent')),
-                ('task', models.ForeignKey(null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='runtime.task')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
-                ('token', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.apitoken')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("subject", models.CharField(max_length=200)),
+                ("call_key", models.CharField(max_length=64)),
+                ("server", models.CharField(max_length=100)),
+                ("tool", models.CharField(max_length=100)),
+                ("client_name", models.CharField(blank=True, max_length=200)),
+                ("client_version", models.CharField(blank=True, max_length=100)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "gateway",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="runtime.agent",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="runtime.task",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
+                (
+                    "token",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.apitoken",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(condition=models.Q(('delivered_at__isnull', True)), fields=('gateway', 'token', 'call_key'), name='gateway_call_one_undelivered')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("delivered_at__isnull", True)),
+                        fields=("gateway", "token", "call_key"),
+                        name="gateway_call_one_undelivered",
+                    )
+                ],
             },
         ),
     ]

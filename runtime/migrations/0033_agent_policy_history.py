@@ -32,36 +32,66 @@ def keep_policies_there_are(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0032_impact_audit_chain'),
-        ('tenants', '0006_tenant_time_zone'),
+        ("runtime", "0032_impact_audit_chain"),
+        ("tenants", "0006_tenant_time_zone"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agent',
-            name='policy_loaded',
+            model_name="agent",
+            name="policy_loaded",
             field=models.CharField(blank=True, editable=False, max_length=64),
         ),
         migrations.CreateModel(
-            name='PolicyVersion',
+            name="PolicyVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tool_policy', models.JSONField(blank=True, default=dict)),
-                ('ladder', models.JSONField(blank=True, default=dict)),
-                ('version', models.CharField(max_length=64)),
-                ('source', models.CharField(choices=[('file', 'loaded from a file'), ('admin', 'edited in admin'), ('restore', 'restored in admin')], max_length=16)),
-                ('source_path', models.CharField(blank=True, max_length=500)),
-                ('source_version', models.CharField(blank=True, max_length=64)),
-                ('set_by', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='policy_versions', to='runtime.agent')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='tenants.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tool_policy", models.JSONField(blank=True, default=dict)),
+                ("ladder", models.JSONField(blank=True, default=dict)),
+                ("version", models.CharField(max_length=64)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("file", "loaded from a file"),
+                            ("admin", "edited in admin"),
+                            ("restore", "restored in admin"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("source_path", models.CharField(blank=True, max_length=500)),
+                ("source_version", models.CharField(blank=True, max_length=64)),
+                ("set_by", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="policy_versions",
+                        to="runtime.agent",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-pk'],
-                'indexes': [models.Index(fields=['agent', '-created_at'], name='policy_version_agent')],
+                "ordering": ["-created_at", "-pk"],
+                "indexes": [
+                    models.Index(fields=["agent", "-created_at"], name="policy_version_agent")
+                ],
             },
         ),
         migrations.RunPython(keep_policies_there_are, migrations.RunPython.noop),

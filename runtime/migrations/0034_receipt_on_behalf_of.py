@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runtime', '0033_agent_policy_history'),
+        ("runtime", "0033_agent_policy_history"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='receipt',
-            name='on_behalf_of',
+            model_name="receipt",
+            name="on_behalf_of",
             field=models.CharField(blank=True, max_length=200),
         ),
     ]

@@ -6,20 +6,24 @@ import tenants.models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0008_deadlines_and_away'),
+        ("tenants", "0008_deadlines_and_away"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='membership',
-            name='invitation_revoked_at',
+            model_name="membership",
+            name="invitation_revoked_at",
             field=models.DateTimeField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='invitation_domains',
-            field=models.CharField(blank=True, help_text="Who may be invited: e-mail domains, separated by commas or spaces (acme.test, acme.example); an address at a subdomain is not at its parent's. Empty: any address.", max_length=1000, validators=[tenants.models.invitation_domains_check]),
+            model_name="tenant",
+            name="invitation_domains",
+            field=models.CharField(
+                blank=True,
+                help_text="Who may be invited: e-mail domains, separated by commas or spaces (acme.test, acme.example); an address at a subdomain is not at its parent's. Empty: any address.",
+                max_length=1000,
+                validators=[tenants.models.invitation_domains_check],
+            ),
         ),
     ]

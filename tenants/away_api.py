@@ -84,34 +84,54 @@ AWAY_EXAMPLES = [
 READ = {200: AWAY_BODY, 403: OpenApiResponse(REFUSED)}
 
 
-@extend_schema(methods=["GET"], operation_id="me_away_read", responses=READ, examples=AWAY_EXAMPLES)
-@extend_schema(
-    methods=["PUT"],
-    operation_id="me_away_set",
-    request=AwaySetSerializer,
-    responses={**READ, 400: REFUSED},
-    examples=[
-        OpenApiExample(
-            "Away for a week",
-            {"until": "2026-10-13T09:00:00Z", "delegate": "admin@demo.test"},
-            request_only=True,
-        ),
-        *AWAY_EXAMPLES,
-        OpenApiExample(
-            "Not a member",
-            {"detail": "The delegate must be a member of the same tenant."},
-            response_only=True,
-            status_codes=["400"],
-        ),
-    ],
-)
-@extend_schema(
-    methods=["DELETE"],
-    operation_id="me_away_clear",
-    request=None,
-    responses=READ,
-    examples=AWAY_EXAMPLES,
-)
+def away_schema(prefix: str, read: dict, examples: list):
+    """The OpenAPI of an out of office's GET, PUT and DELETE (``<prefix>_away_read``,
+    ``_set``, ``_clear``): ``/api/v1/me/away`` and ``/api/v1/members/<id>/away`` take the same
+    body and answer the same shape; ``read`` and ``examples`` say what each refuses."""
+
+    def decorate(view):
+        for schema in (
+            extend_schema(
+                methods=["DELETE"],
+                operation_id=f"{prefix}_away_clear",
+                request=None,
+                responses=read,
+                examples=examples,
+            ),
+            extend_schema(
+                methods=["PUT"],
+                operation_id=f"{prefix}_away_set",
+                request=AwaySetSerializer,
+                responses={**read, 400: REFUSED},
+                examples=[
+                    OpenApiExample(
+                        "Away for a week",
+                        {"until": "2026-10-13T09:00:00Z", "delegate": "admin@demo.test"},
+                        request_only=True,
+                    ),
+                    *examples,
+                    OpenApiExample(
+                        "Not a member",
+                        {"detail": "The delegate must be a member of the same tenant."},
+                        response_only=True,
+                        status_codes=["400"],
+                    ),
+                ],
+            ),
+            extend_schema(
+                methods=["GET"],
+                operation_id=f"{prefix}_away_read",
+                responses=read,
+                examples=examples,
+            ),
+        ):
+            view = schema(view)
+        return view
+
+    return decorate
+
+
+@away_schema("me", READ, AWAY_EXAMPLES)
 @api_view(["GET", "PUT", "DELETE"])
 @parser_classes([JSONParser])
 def me_away(request):

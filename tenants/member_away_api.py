@@ -5,13 +5,13 @@ member who is away without having said so. The same body and service as ``/api/v
 admin of the member's tenant: a token (a program, or a partner) and another role are refused
 (403); another tenant's member is a missing one (404)."""
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
-from tenants.away_api import AWAY, AWAY_BODY, REFUSED, AwaySetSerializer, away_wire
+from tenants.away_api import AWAY, AWAY_BODY, REFUSED, AwaySetSerializer, away_schema, away_wire
 from tenants.models import Membership
 from tenants.services import MemberError, away_clear, away_set
 
@@ -55,34 +55,7 @@ EXAMPLES = [
 READ = {200: AWAY_BODY, 403: OpenApiResponse(REFUSED), 404: OpenApiResponse(REFUSED)}
 
 
-@extend_schema(methods=["GET"], operation_id="member_away_read", responses=READ, examples=EXAMPLES)
-@extend_schema(
-    methods=["PUT"],
-    operation_id="member_away_set",
-    request=AwaySetSerializer,
-    responses={**READ, 400: REFUSED},
-    examples=[
-        OpenApiExample(
-            "Away for a week",
-            {"until": "2026-10-13T09:00:00Z", "delegate": "admin@demo.test"},
-            request_only=True,
-        ),
-        *EXAMPLES,
-        OpenApiExample(
-            "Not a member",
-            {"detail": "The delegate must be a member of the same tenant."},
-            response_only=True,
-            status_codes=["400"],
-        ),
-    ],
-)
-@extend_schema(
-    methods=["DELETE"],
-    operation_id="member_away_clear",
-    request=None,
-    responses=READ,
-    examples=EXAMPLES,
-)
+@away_schema("member", READ, EXAMPLES)
 @api_view(["GET", "PUT", "DELETE"])
 @parser_classes([JSONParser])
 def member_away(request, member_id: int):

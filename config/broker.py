@@ -6,14 +6,78 @@ one sets up redis-py's table of some hundred response callbacks, which cost the 
 a tenth of its CPU per turn (py-spy, bench/cpu_per_send.sh). The client only wraps the
 channel's connection pool and is safe to share between threads, so one is made per pool and
 kept. Selected by the settings (``CELERY_BROKER_TRANSPORT``) for ``redis://`` brokers.
+
+A turn's message (``runtime.tasks.run_turn``) is also kept out of Redis' unacked index, which
+kombu writes as each message arrives and clears as it is acked: two Redis transactions per
+message, 15% of the worker's CPU per blocking send and a round trip before every turn starts.
+That index gives a message back to the queue when its worker dies, after the visibility
+timeout (an hour). A turn does not need it: its lease is in the task's row, and the turn sweep
+(``runtime.tasks.sweep_turns``, every ``TURN_SWEEP_SECONDS``) gives a turn whose worker died,
+or whose message was lost, to another worker within a minute. A turn held by a worker that
+stops warmly goes back to its queue from the worker's memory, as kombu does with the others.
 """
 
 from contextlib import contextmanager
 
-from kombu.transport import redis
+from kombu.transport import redis, virtual
+
+from config.celery import RUN_TURN
+
+
+def is_turn(message) -> bool:
+    return (message.headers or {}).get("task") == RUN_TURN
+
+
+class QoS(redis.QoS):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Delivery tags of the turns this channel holds, unacked (kept in memory only).
+        self._turns: set = set()
+
+    def append(self, message, delivery_tag):
+        if is_turn(message):
+            self._turns.add(delivery_tag)
+            virtual.QoS.append(self, message, delivery_tag)
+            return
+        super().append(message, delivery_tag)
+
+    def ack(self, delivery_tag):
+        if delivery_tag in self._turns:
+            self._turns.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag, requeue=False):
+        if delivery_tag in self._turns:
+            if requeue:
+                self._turn_restore(self._delivered[delivery_tag], leftmost=True)
+            self._turns.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().reject(delivery_tag, requeue=requeue)
+
+    def restore_unacked(self, client=None):
+        # The worker stops: the turns it holds and has not acked go back to their queue.
+        self._flush()
+        for tag in list(self._turns):
+            message = self._delivered.pop(tag, None)
+            if message is not None:
+                self._turn_restore(message)
+        self._turns.clear()
+        super().restore_unacked(client)
+
+    def _turn_restore(self, message, leftmost: bool = False) -> None:
+        delivery = message.delivery_info
+        with self.channel.conn_or_acquire() as client, client.pipeline() as pipe:
+            self.channel._do_restore_message(
+                message._raw, delivery["exchange"], delivery["routing_key"], pipe, leftmost
+            )
+            pipe.execute()
 
 
 class Channel(redis.Channel):
+    QoS = QoS
     _shared_client = None
 
     @contextmanager

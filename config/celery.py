@@ -14,6 +14,9 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 logger = logging.getLogger(__name__)
+
+# The Celery task that runs a turn (runtime.tasks), queued by name.
+RUN_TURN = "runtime.tasks.run_turn"
 _discovery = threading.Lock()
 
 # A worker run as root (a container without USER, `make run` in a root shell) gets Celery's

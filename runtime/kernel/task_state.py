@@ -17,9 +17,9 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
+from config.celery import RUN_TURN, task_enqueue
 from config.celery import app as celery_app
 from config.celery import queue as celery_queue
-from config.celery import task_enqueue
 from config.tracing import context_attached, context_for_later
 from runtime.kernel import extensions as ext
 from runtime.kernel.event_store import task_events_insert
@@ -234,10 +234,6 @@ def _turn_publish(task_pk: int, context=None) -> None:
     parent task's bookkeeping. It was an eighth of the web's CPU per SendMessage."""
     with context_attached(context):
         _turn_message_send(task_pk)
-
-
-# The Celery task that runs a turn (runtime.tasks), queued by name.
-RUN_TURN = "runtime.tasks.run_turn"
 
 
 def _turn_message_send(task_pk: int) -> None:

@@ -25,7 +25,7 @@ envs=(DEBUG=false SECRET_KEY=bench-only-secret-key-0123456789abcdefghijklmnopqrs
   ALLOWED_HOSTS=127.0.0.1,localhost SECURE_SSL_REDIRECT=false SESSION_COOKIE_SECURE=false
   CSRF_COOKIE_SECURE=false DEMO_OPERATOR_PASSWORD=bench-only-password
   DATABASE_URL=postgres://postgres@127.0.0.1:5432/$DB CELERY_BROKER_URL=redis://127.0.0.1:6379/$REDIS
-  CELERY_QUEUE=list-bench-$$ VAR_DIR=$OUT/var)
+  CELERY_QUEUE=list-bench-$$ VAR_DIR=$OUT/var ${EXTRA_ENV:-})
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)"; exit 2; }
 url=http://127.0.0.1:$PORT/a2a/demo/support
 count_tasks() {

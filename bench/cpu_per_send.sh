@@ -57,9 +57,9 @@ cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # The worker's CPU includes its threads; Celery's threads pool runs in the one process.
 w0=$(cpu $web); k0=$(cpu $worker)
 if [ "${PROFILE:-}" = 1 ]; then
-  "${PYSPY:-.venv/bin/py-spy}" record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
+  "${PYSPY:-.venv/bin/py-spy}" record -p $web -d "$SECS" -r ${PYSPY_RATE:-100} --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
   spy=$!
-  "${PYSPY:-.venv/bin/py-spy}" record -p $worker -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/worker.txt" >/dev/null 2>&1 &
+  "${PYSPY:-.venv/bin/py-spy}" record -p $worker -d "$SECS" -r ${PYSPY_RATE:-100} --gil --nonblocking -f raw -o "$OUT/worker.txt" >/dev/null 2>&1 &
   spyw=$!
 fi
 wrk -t1 -c"$C" -d"${SECS}s" --timeout 30s --latency -s "$OUT/send.lua" "$url" >"$OUT/send.txt"

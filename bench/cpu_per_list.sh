@@ -107,7 +107,7 @@ wrk -t1 -c"$C" -d3s --timeout 30s -s "$OUT/list.lua" "$url" >"$OUT/warmup.txt"
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 w0=$(cpu $web)
 if [ "${PROFILE:-}" = 1 ]; then
-  "$PYSPY" record -p $web -d "$SECS" -r 100 --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
+  "$PYSPY" record -p $web -d "$SECS" -r ${PYSPY_RATE:-100} --gil --nonblocking -f raw -o "$OUT/web.txt" >/dev/null 2>&1 &
   spy=$!
 fi
 wrk -t1 -c"$C" -d"${SECS}s" --timeout 30s --latency -s "$OUT/list.lua" "$url" >"$OUT/list.txt"

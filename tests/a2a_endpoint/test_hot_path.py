@@ -187,6 +187,37 @@ def test_get_tasks_async_read_is_the_orm_read(agents, client, postgres_only):
 
 
 @pytest.mark.postgres
+def test_a_burst_of_reads_waits_at_the_gate_not_inside_the_pool(
+    agents, client, postgres_only, settings
+):
+    """More GetTasks at once than the async pool has connections: each is answered, and none
+    waits inside psycopg's pool (a waiter there costs a task of its own); they queue at the
+    gate of the pool's size in front of it."""
+    settings.A2A_DB_ASYNC_POOL_SIZE = 2
+    params = {"message": user_message(), "configuration": {"returnImmediately": True}}
+    sent = task_of(rpc(client, SUPPORT, "SendMessage", params, token=agents.a.token))
+    agent = Agent.objects.get(tenant=agents.a.tenant, slug="support")
+    scope = {"tenant": agents.a.tenant, "agent": agent, "subject": agents.a.subject}
+
+    async def burst(n: int) -> list:
+        return await asyncio.gather(*(task_read(**scope, task_id=sent["id"]) for _ in range(n)))
+
+    async def run():
+        try:
+            await burst(2)  # the pool has grown to its two connections
+            pool = (await asyncdb._reads()).pool
+            pool.pop_stats()
+            got = await burst(30)
+            return got, pool.get_stats().get("requests_queued", 0)
+        finally:
+            await pool_close()
+
+    got, queued_in_pool = asyncio.run(run())
+    assert [t.public_id for t in got] == [sent["id"]] * 30
+    assert queued_in_pool == 0
+
+
+@pytest.mark.postgres
 def test_a_blocking_sends_last_read_is_the_orm_read(agents, client, postgres_only):
     params = {"message": user_message(), "configuration": {"returnImmediately": True}}
     sent = task_of(rpc(client, SUPPORT, "SendMessage", params, token=agents.a.token))

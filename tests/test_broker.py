@@ -1,5 +1,6 @@
 """config.broker: kombu's Redis transport with one client per channel."""
 
+import json
 import os
 
 import pytest
@@ -112,3 +113,72 @@ def test_a_turn_rejected_or_held_at_a_warm_stop_goes_back_to_its_queue():
         assert channel.qos._turns == set()
         assert queue(channel).get(no_ack=True).payload[0] == [7]
         queue(channel).delete()
+
+
+def _normalised(raw: bytes) -> dict:
+    import base64
+
+    payload = json.loads(raw)
+    task_id = payload["headers"]["id"]
+    for key in ("id", "root_id"):
+        assert payload["headers"][key] == task_id
+        payload["headers"][key] = "ID"
+    assert payload["properties"]["correlation_id"] == task_id
+    payload["properties"]["correlation_id"] = "ID"
+    payload["properties"]["delivery_tag"] = "TAG"
+    payload["headers"]["origin"] = payload["headers"]["origin"].split("@")[0][:3]
+    payload["body"] = json.loads(base64.b64decode(payload["body"]))
+    return payload
+
+
+@needs_redis
+def test_a_turn_published_straight_to_redis_is_the_message_celery_would_send(settings, monkeypatch):
+    """runtime.kernel.task_state publishes a turn with one LPUSH (config.broker.turn_publish):
+    the message is Celery's own, field for field but for its ids. With tracing on, Celery
+    publishes it (its signal puts the trace in the headers). A consumer reads both alike."""
+    import redis as redis_client
+    from kombu import Queue
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from config.broker import turn_publish
+    from config.celery import RUN_TURN, app
+    from config.tracing import provider_use
+    from runtime.kernel.task_state import _turn_message_send
+
+    queue = f"broker-test-direct-{os.getpid()}"
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    client = redis_client.Redis.from_url(BROKER)
+    client.delete(queue)
+    celery_sends: list = []
+    send_task_message = app.amqp.send_task_message
+    monkeypatch.setattr(
+        app.amqp,
+        "send_task_message",
+        lambda *a, **kw: celery_sends.append(a[1]) or send_task_message(*a, **kw),
+    )
+    _turn_message_send(42)  # straight to Redis
+    assert celery_sends == []
+    provider = TracerProvider()
+    provider_use(provider)
+    try:
+        assert turn_publish(BROKER, 42, queue, reply_to="r") is False
+        with provider.get_tracer("test").start_as_current_span("send"):
+            _turn_message_send(42)
+    finally:
+        provider_use(None)
+    assert celery_sends == [RUN_TURN]
+    # LPUSH: the first one pushed is at the right end, where the worker pops.
+    celery_raw, direct_raw = client.lrange(queue, 0, -1)
+    through_celery = _normalised(celery_raw)
+    assert through_celery["headers"].pop("traceparent")
+    through_celery["headers"].pop("tracestate", None)
+    assert _normalised(direct_raw) == through_celery
+
+    with Connection(BROKER, transport=Transport) as connection:
+        received = _received(connection, Queue(queue), 2)
+        for message in received:
+            assert message.headers["task"] == RUN_TURN
+            assert message.payload[0] == [42]
+            assert message.delivery_info["routing_key"] == queue
+            message.ack()
+    client.delete(queue)

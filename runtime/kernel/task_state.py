@@ -17,6 +17,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
+from config.broker import turn_publish
 from config.celery import RUN_TURN, task_enqueue
 from config.celery import app as celery_app
 from config.celery import queue as celery_queue
@@ -228,10 +229,11 @@ def _turn_enqueue_pk(task_pk: int) -> None:
 
 
 def _turn_publish(task_pk: int, context=None) -> None:
-    """Publish ``run_turn(task_pk)``: the message ``apply_async`` sends (with its
-    ``before_task_publish`` signal, which carries the trace, and the publish retry policy),
-    without the per-call work a turn does not need: routing options, a result object, the
-    parent task's bookkeeping. It was an eighth of the web's CPU per SendMessage."""
+    """Publish ``run_turn(task_pk)``: the message ``apply_async`` sends, without the per-call
+    work a turn does not need (routing options, a result object, the parent task's
+    bookkeeping): on a Redis broker one LPUSH (config.broker.turn_publish), elsewhere, or
+    with tracing's ``before_task_publish`` to carry the trace, Celery's publish with its
+    retry policy."""
     with context_attached(context):
         _turn_message_send(task_pk)
 
@@ -241,11 +243,14 @@ def _turn_message_send(task_pk: int) -> None:
         # Tests run the turn in-process, as apply_async does in that mode.
         task_enqueue(RUN_TURN, (task_pk,))
         return
+    queue = celery_queue()
+    if turn_publish(celery_app.conf.broker_url, task_pk, queue, reply_to=celery_app.thread_oid):
+        return
     message = celery_app.amqp.create_task_message(
         uuid(), RUN_TURN, (task_pk,), {}, ignore_result=True, reply_to=celery_app.thread_oid
     )
     with celery_app.producer_or_acquire() as producer:
-        celery_app.amqp.send_task_message(producer, RUN_TURN, message, queue=celery_queue())
+        celery_app.amqp.send_task_message(producer, RUN_TURN, message, queue=queue)
 
 
 def context_next_start(task: Task) -> None:

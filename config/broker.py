@@ -37,6 +37,10 @@ def is_turn(message) -> bool:
 
 
 class QoS(redis.QoS):
+    # kombu's type stubs leave out what the Redis transport's channel and the base QoS have.
+    channel: Any
+    _delivered: Any
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Delivery tags of the turns this channel holds, unacked (kept in memory only).
@@ -67,7 +71,7 @@ class QoS(redis.QoS):
 
     def restore_unacked(self, client=None):
         # The worker stops: the turns it holds and has not acked go back to their queue.
-        self._flush()
+        virtual.QoS._flush(self)  # type: ignore[attr-defined]
         for tag in list(self._turns):
             message = self._delivered.pop(tag, None)
             if message is not None:

@@ -13,8 +13,10 @@ class RuntimeConfig(AppConfig):
     }
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_save
 
+        from config.json_params import json_params_fast
         from connections.signals import app_connected
         from runtime.agents.agent_models import Agent
         from runtime.agents.policy_history import agent_created_received
@@ -30,6 +32,7 @@ class RuntimeConfig(AppConfig):
         interaction_opened.connect(
             summary_requested, sender=Interaction, dispatch_uid="runtime-call-summary"
         )
+        connection_created.connect(json_params_fast, dispatch_uid="config-json-params")
         observability_setup()
 
     def signing_key_rotate(self) -> str:

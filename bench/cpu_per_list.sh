@@ -9,7 +9,9 @@
 # process with py-spy (pip install py-spy) into OUTDIR/web.txt (collapsed stacks). PARAMS is
 # ListTasks' params object's members (default none). METHOD=GetTask sends GetTask (JSON-RPC)
 # for one of the caller's tasks at random instead, METHOD=RestGetTask the same as
-# `GET {agent}/tasks/{id}` (the HTTP+JSON binding). PYSPY names py-spy (default .venv/bin/py-spy).
+# `GET {agent}/tasks/{id}` (the HTTP+JSON binding). PYSPY names py-spy (default .venv/bin/py-spy),
+# PYSPY_RATE its samples per second (default 100). EXTRA_ENV adds settings to the server's
+# environment (EXTRA_ENV="A2A_DB_ASYNC_POOL_SIZE=64").
 # Run from the project's root:
 #
 #   bench/cpu_per_list.sh OUTDIR [seconds] [concurrency]

@@ -5,7 +5,8 @@
 # messageId each) at concurrency C for SECS seconds. Prints req/s and the CPU seconds each process
 # spent per call (from /proc/<pid>/stat), which drift much less with a shared machine's load than
 # req/s. PROFILE=1 records the web process with py-spy (pip install py-spy) into OUTDIR/web.svg
-# and its collapsed stacks into OUTDIR/web.txt, the worker's into OUTDIR/worker.txt. Run from the project's root:
+# and its collapsed stacks into OUTDIR/web.txt, the worker's into OUTDIR/worker.txt (PYSPY_RATE
+# samples per second, default 100). Run from the project's root:
 #
 #   bench/cpu_per_send.sh OUTDIR [seconds] [concurrency]
 #

@@ -222,12 +222,24 @@ async def send_message(caller: Caller, params: dict, *, direct: bool = False):
     return {"task": _task_out(caller, task, history_length=history_length)}
 
 
-async def get_task(caller: Caller, params: dict):
+def _get_task_params(params) -> tuple[str, int | None]:
+    """GetTask's id and historyLength. The params nearly every client sends, ``{"id": ...}``
+    and perhaps a historyLength, are read as they are; anything else goes through protobuf's
+    ProtoJSON parser (a twentieth of a GetTask's CPU), which gives the same answer or error."""
+    if type(params) is dict and type(task_id := params.get("id")) is str and task_id:
+        if len(params) == 1:
+            return task_id, None
+        length = params.get("historyLength")
+        if len(params) == 2 and type(length) is int and 0 <= length < 2**31:
+            return task_id, min(length, wire.MAX_HISTORY)
     request = wire.parse(params, a2a.GetTaskRequest)
-    _require_id(request)
-    history_length = _history_length(request)
+    return _require_id(request), _history_length(request)
+
+
+async def get_task(caller: Caller, params: dict):
+    task_id, history_length = _get_task_params(params)
     if async_reads():
-        stored = await task_read(**caller.scope, task_id=request.id)
+        stored = await task_read(**caller.scope, task_id=task_id)
         # The 0.3 dialect rewrites the task's JSON (a2a_endpoint.dialect03): it gets it parsed.
         task_out = wire.stored_task_wire if caller.dialect == "1.0" else wire.task_wire
         return task_out(
@@ -236,7 +248,7 @@ async def get_task(caller: Caller, params: dict):
             files_base=caller.files_base_lazy,
             history_length=history_length,
         )
-    task = await db(task_for_caller, **caller.scope, task_id=request.id)
+    task = await db(task_for_caller, **caller.scope, task_id=task_id)
     return _task_out(caller, task, history_length=history_length)
 
 

@@ -72,6 +72,8 @@ def walk(client, params: dict, rel: str) -> tuple[list[list[str]], dict]:
         following = link(page, rel)
         if following is None:
             return pages, params
+        # A link carries the filter and one cursor, never a page number.
+        assert set(following) - {"state"} == {"before" if rel == "next" else "after"}
         params = following
 
 
@@ -132,7 +134,7 @@ def test_another_tenants_cursor_shows_only_this_tenants_tasks(paged):
     lists this tenant's tasks older than that moment, never theirs."""
     theirs = paged.b.client_for(paged.b.operator).get(reverse("approvals:tasks"))
     cursor = link(theirs.content.decode(), "next")
-    assert cursor is not None
+    assert cursor is not None and set(cursor) == {"before"}
     client = paged.a.client_for(paged.a.operator)
     shown = TASK_ID.findall(client.get(reverse("approvals:tasks"), cursor).content.decode())
     assert shown and set(shown) <= set(newest_first(paged.a.tenant))

@@ -2,7 +2,7 @@
 and the keyset cursors of the inbox, the audit trail and the tasks page."""
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -62,10 +62,11 @@ def span_text(seconds: float) -> str:
     return ""
 
 
-def when_text(moment: datetime) -> tuple[str, str]:
+def when_text(moment: datetime, zone: tzinfo | None = None) -> tuple[str, str]:
     """An aware time as (ISO 8601 to the second, "30 Nov 2026, 11:41:46 CET") in the current
-    time zone (the tenant's, tenants.access.member_required): never microseconds."""
-    local = timezone.localtime(moment).replace(microsecond=0)
+    time zone (the tenant's, tenants.access.member_required): never microseconds. A list
+    passes the ``zone`` it read once (timezone.get_current_timezone()) for all its rows."""
+    local = moment.astimezone(zone or timezone.get_current_timezone()).replace(microsecond=0)
     return local.isoformat(), f"{local.day} {local:%b %Y, %H:%M:%S} {local.tzname() or ''}".strip()
 
 

@@ -475,3 +475,25 @@ def test_the_schema_describes_the_list_as_a_page(agents, client):
     assert set(page["properties"]) == {"next", "previous", "results"}
     params = {p["name"] for p in schema["paths"]["/api/v1/interactions"]["get"]["parameters"]}
     assert {"cursor", "limit"} <= params
+
+
+def test_the_effects_are_not_queried_while_the_counts_say_none_is_uncertain(agents):
+    """The navigation's counts are read first: with no uncertain effect in the tenant (or for
+    the agent filtered on) the page leaves the effects' query out, and runs it once one is."""
+    make = agents.a.extra["make"]
+    approval = make.approval()
+    client = agents.a.client_for(agents.a.operator)
+
+    def effect_reads(params: dict) -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(reverse("approvals:inbox"), params).content.decode()
+        return sum('"runtime_effect"."public_id"' in q["sql"] for q in queries), page
+
+    reads, page = effect_reads({})
+    assert reads == 0 and approval.public_id in page
+    effect = make.uncertain()
+    reads, page = effect_reads({})
+    assert reads == 1 and effect.public_id in page
+    # The agent filtered on has it; the other has none.
+    assert effect_reads({"agent": "deployer"})[0] == 1
+    assert effect_reads({"agent": "code-reviewer"})[0] == 0

@@ -22,7 +22,7 @@ from approvals.presenting import (
     span_text,
     when_text,
 )
-from notifications.selectors import ladder_positions
+from notifications.selectors import ladder_position_columns
 from runtime.agents.agent_models import Agent
 from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.approvers import approvals_progress
@@ -135,21 +135,22 @@ def risk_marks(item) -> dict:
     return {"badges": badges, "tone": tone}
 
 
-def ladder_text(step) -> str:
+def ladder_text(action: str, roles) -> str:
     """Where an item stands on its reminder ladder, in the inbox's words."""
-    if step.action == "escalate":
-        return f"escalated to {', '.join(step.roles) or 'admin'}"
+    if action == "escalate":
+        return f"escalated to {', '.join(roles or ()) or 'admin'}"
     return "reminded"
 
 
 def with_ladders(rows: list[dict], items, *, tenant) -> list[dict]:
+    """The rows of a page read with ``ladder_position_columns`` (inbox_page's ``columns``):
+    where each stands on its ladder, and its model summary."""
     ids = [i.interaction.pk for i in items if i.interaction]
-    positions = ladder_positions(tenant=tenant, interaction_ids=ids)
     # A model's summary of each held call, short, where the tenant has them (one query).
     summaries = call_summaries_for(tenant=tenant, interaction_ids=ids)
     for row, item in zip(rows, items, strict=True):
-        step = positions.get(item.interaction.pk) if item.interaction else None
-        row["ladder"] = ladder_text(step) if step else ""
+        action = getattr(item.interaction, "ladder_action", None)
+        row["ladder"] = ladder_text(action, item.interaction.ladder_roles) if action else ""
         summary = summaries.get(item.interaction.pk) if item.interaction else None
         row["model_summary"] = (
             {"text": call_summary_short(summary), "flagged": summary.flagged}
@@ -240,7 +241,11 @@ def _inbox_context(request) -> dict:
     # the effects' query is left out; one that turns uncertain meanwhile shows at the next poll.
     uncertain = filters.agent.open_counts["uncertain"] if filters.agent else counts["uncertain"]
     page = inbox_page(
-        tenant=tenant, cursor=cursor, any_uncertain=uncertain > 0, **filters.selector_args(now=now)
+        tenant=tenant,
+        cursor=cursor,
+        any_uncertain=uncertain > 0,
+        columns=ladder_position_columns(),
+        **filters.selector_args(now=now),
     )
     query = request.GET.copy()
     for name in list(query):

@@ -130,6 +130,7 @@ def inbox_page(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     any_uncertain: bool = True,
+    columns: dict | None = None,
 ) -> InboxPage:
     """A keyset page of what waits for a person in the tenant, newest first.
 
@@ -139,7 +140,9 @@ def inbox_page(
     ``search`` matches prompt, agent, caller, task id and a held call's arguments (never
     a redacted one: runtime.decisions.search); ``caller`` is a subject. ``any_uncertain``
     False: the caller knows that no effect is uncertain (the navigation's counts,
-    agents_with_open_counts), so their query is not run.
+    agents_with_open_counts), so their query is not run. ``columns``: expressions over
+    each interaction that the caller's rows show beside it, read with the page (the inbox's:
+    where it stands on its reminder ladder, notifications' rows).
     """
     items: list[tuple[tuple, InboxItem]] = []
     if kind != "uncertain":
@@ -156,7 +159,7 @@ def inbox_page(
         interactions = _keyset_after(interactions, cursor, rank=_INBOX_RANK["interaction"])
         rows = (
             interactions.only(*_INBOX_INTERACTION_FIELDS)
-            .annotate(**_INBOX_TASK_COLUMNS)
+            .annotate(**_INBOX_TASK_COLUMNS, **(columns or {}))
             .order_by("-created_at", "-pk")[: page_size + 1]
         )
         rows = list(rows)

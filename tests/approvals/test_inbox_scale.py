@@ -19,10 +19,15 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
-from approvals.api_serializers import InteractionDetailSerializer, InteractionSerializer
+from approvals.api_serializers import (
+    InteractionDetailSerializer,
+    InteractionRowSerializer,
+    InteractionSerializer,
+)
 from approvals.presenting import span_text
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_selectors import interactions_for_tenant
 from runtime.decisions.search import search_text
 from runtime.kernel.task_models import Context, Task, TaskState
 
@@ -465,6 +470,21 @@ def test_rest_rows_are_what_the_declared_fields_say(agents, bulk):
             slow = serializers.Serializer.to_representation(cls(row), row)
             assert dict(fast) == dict(slow), (cls.__name__, row.public_id)
             assert list(fast) == list(slow)
+
+
+def test_rest_list_rows_read_with_their_tasks_columns_say_the_same(
+    agents, bulk, django_assert_num_queries
+):
+    """The list's rows take their task's id, context id and agent from columns of their own
+    query (interactions_for_tenant): the same row as from the interaction and its task."""
+    agents.a.extra["make"].approval()
+    listed = {r.pk: r for r in interactions_for_tenant(tenant=agents.a.tenant)}
+    rows = Interaction.objects.filter(tenant=agents.a.tenant).select_related("task__agent")
+    assert len(rows) == len(listed) > 0
+    for row in rows:
+        with django_assert_num_queries(0):  # nothing more is read for a row
+            written = InteractionRowSerializer(listed[row.pk]).data
+        assert written == InteractionSerializer(row).data
 
 
 def test_the_schema_describes_the_list_as_a_page(agents, client):

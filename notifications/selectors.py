@@ -36,10 +36,11 @@ def ladder_position_columns() -> dict:
     """The last ladder step an interaction reached, as two columns of a query of the
     tenant's interactions (``ladder_action``, ``ladder_roles``; None before the first step):
     the inbox reads them with its page rather than in a query of their own. Each is an
-    index lookup (notify_ladder_step_once: interaction, step) per row."""
-    last = LadderStep.objects.filter(
-        tenant_id=OuterRef("tenant_id"), interaction_id=OuterRef("pk")
-    ).order_by("-step")
+    index lookup (notify_ladder_step_once: interaction, step) per row. The outer query names
+    the tenant; a tenant condition here too let PostgreSQL, on statistics older than the
+    table's rows, join the tenant's index in (a bitmap of every step of the tenant for each
+    row: 11 ms for one column at 20,000 steps, against 0.2 ms)."""
+    last = LadderStep.objects.filter(interaction_id=OuterRef("pk")).order_by("-step")
     return {
         "ladder_action": Subquery(last.values("action")[:1]),
         "ladder_roles": Subquery(last.values("roles")[:1]),

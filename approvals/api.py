@@ -37,7 +37,7 @@ from approvals.api_serializers import (
     InteractionFactsSerializer,
     InteractionFilters,
     InteractionPageSerializer,
-    InteractionSerializer,
+    InteractionRowSerializer,
     answer_decision,
 )
 from approvals.rule_bodies import RuleSerializer, rule_wire
@@ -251,7 +251,7 @@ def interaction_list(request):
         tenant=request.operator.tenant, interaction_ids=[row.pk for row in page]
     )
     return paginator.get_paginated_response(
-        InteractionSerializer(page, many=True, context={"summaries": summaries}).data
+        InteractionRowSerializer(page, many=True, context={"summaries": summaries}).data
     )
 
 

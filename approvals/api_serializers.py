@@ -118,7 +118,7 @@ class InteractionSerializer(serializers.Serializer):
     def to_representation(self, instance) -> dict:
         # The same object the fields above describe (the schema reads them), built directly:
         # a page of 200 rows through DRF's per-field machinery costs more than its query.
-        task = instance.task
+        agent_slug, task_id, context_id = self.task_columns(instance)
         return {
             "id": instance.public_id,
             "kind": instance.kind,
@@ -127,9 +127,9 @@ class InteractionSerializer(serializers.Serializer):
             "detail": instance.detail,
             "choices": self.get_choices(instance),
             "allowCustom": self.get_allowCustom(instance),
-            "agent": task.agent.slug,
-            "taskId": task.public_id,
-            "contextId": task.wire_context_id,
+            "agent": agent_slug,
+            "taskId": task_id,
+            "contextId": context_id,
             "subject": instance.subject,
             "deciders": instance.deciders,
             "approvers": self.get_approvers(instance),
@@ -146,6 +146,11 @@ class InteractionSerializer(serializers.Serializer):
             **self.model_summary(instance),
         }
 
+    def task_columns(self, instance) -> tuple[str, str, str]:
+        """(agent slug, task id, context id) of the interaction's task."""
+        task = instance.task
+        return task.agent.slug, task.public_id, task.wire_context_id
+
     def model_summary(self, instance) -> dict:
         # The view reads the page's summaries in one query (approvals.api): none per row.
         found = (self.context.get("summaries") or {}).get(instance.pk)
@@ -161,6 +166,14 @@ class InteractionSerializer(serializers.Serializer):
     def get_allowCustom(self, obj) -> bool:  # noqa: N802 - the wire's spelling
         request = obj.request or {}
         return bool(request.get("allowCustom")) or not request.get("choices")
+
+
+class InteractionRowSerializer(InteractionSerializer):
+    """A row of the list: InteractionSerializer over interactions read by
+    interactions_for_tenant, whose task's columns came with them (no Task per row)."""
+
+    def task_columns(self, instance) -> tuple[str, str, str]:
+        return instance.agent_slug, instance.task_public_id, instance.task_context_id
 
 
 class PolicyRuleSerializer(serializers.Serializer):

@@ -22,7 +22,7 @@ from approvals.presenting import (
     span_text,
     when_text,
 )
-from notifications.selectors import ladder_positions
+from notifications.selectors import ladder_position_columns
 from runtime.agents.agent_models import Agent
 from runtime.agents.agent_selectors import agents_for_tenant
 from runtime.decisions.approvers import approvals_progress
@@ -47,9 +47,10 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
     interaction_url = reverse("approvals:interaction", args=["-"])[: -len("-/")]
     effect_url = reverse("approvals:effect", args=["-"])[: -len("-/")]
     carried = f"?{query}" if query else ""
+    zone = timezone.get_current_timezone()
     rows = []
     for item in items:
-        created, created_title = when_text(item.created_at)
+        created, created_title = when_text(item.created_at, zone)
         base = effect_url if item.kind == "uncertain" else interaction_url
         interaction = item.interaction
         summary = interaction.summary if interaction else ""
@@ -71,8 +72,8 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
             # Only an approval that still counts is theirs: one a policy edit voided is not.
             "approved_by_me": bool(subject and any(a.get("by") == subject for a in item.standing)),
             "state": item.interaction.state if item.interaction else "open",
-            "task_id": item.task.public_id,
-            "agent_name": item.agent.name,
+            "task_id": item.task_public_id,
+            "agent_name": item.agent_name,
             "subject": item.subject,
             "created": created,
             "created_title": created_title,
@@ -85,7 +86,7 @@ def inbox_rows(items, *, now: datetime, subject: str = "", query: str = "") -> l
         if item.group:
             _group_row(row, item.group, url=f"{interaction_url}{{}}/{carried}")
         if item.expires_at:
-            expires, expires_title = when_text(item.expires_at)
+            expires, expires_title = when_text(item.expires_at, zone)
             row["expires"] = expires
             row["expires_title"] = expires_title
             row["expires_in"] = span_text((item.expires_at - now).total_seconds()) or "a minute"
@@ -134,21 +135,22 @@ def risk_marks(item) -> dict:
     return {"badges": badges, "tone": tone}
 
 
-def ladder_text(step) -> str:
+def ladder_text(action: str, roles) -> str:
     """Where an item stands on its reminder ladder, in the inbox's words."""
-    if step.action == "escalate":
-        return f"escalated to {', '.join(step.roles) or 'admin'}"
+    if action == "escalate":
+        return f"escalated to {', '.join(roles or ()) or 'admin'}"
     return "reminded"
 
 
 def with_ladders(rows: list[dict], items, *, tenant) -> list[dict]:
+    """The rows of a page read with ``ladder_position_columns`` (inbox_page's ``columns``):
+    where each stands on its ladder, and its model summary."""
     ids = [i.interaction.pk for i in items if i.interaction]
-    positions = ladder_positions(tenant=tenant, interaction_ids=ids)
     # A model's summary of each held call, short, where the tenant has them (one query).
     summaries = call_summaries_for(tenant=tenant, interaction_ids=ids)
     for row, item in zip(rows, items, strict=True):
-        step = positions.get(item.interaction.pk) if item.interaction else None
-        row["ladder"] = ladder_text(step) if step else ""
+        action = getattr(item.interaction, "ladder_action", None)
+        row["ladder"] = ladder_text(action, item.interaction.ladder_roles) if action else ""
         summary = summaries.get(item.interaction.pk) if item.interaction else None
         row["model_summary"] = (
             {"text": call_summary_short(summary), "flagged": summary.flagged}
@@ -234,7 +236,17 @@ def _inbox_context(request) -> dict:
     # A cursor that does not parse starts at the newest, like the audit trail's.
     cursor = keyset_cursor_parse(request.GET.get("before", ""))
     now = timezone.now()
-    page = inbox_page(tenant=tenant, cursor=cursor, **filters.selector_args(now=now))
+    counts = inbox_counts(agents=agents)
+    # The counts were read a moment ago: none uncertain (most tenants, most of the time) and
+    # the effects' query is left out; one that turns uncertain meanwhile shows at the next poll.
+    uncertain = filters.agent.open_counts["uncertain"] if filters.agent else counts["uncertain"]
+    page = inbox_page(
+        tenant=tenant,
+        cursor=cursor,
+        any_uncertain=uncertain > 0,
+        columns=ladder_position_columns(),
+        **filters.selector_args(now=now),
+    )
     query = request.GET.copy()
     for name in list(query):
         if name not in INBOX_PARAMS or (name == "before" and cursor is None):
@@ -246,7 +258,6 @@ def _inbox_context(request) -> dict:
         older = newest.copy()
         older["before"] = keyset_cursor_format(page.next_cursor)
         next_url = f"?{older.urlencode()}"
-    counts = inbox_counts(agents=agents)
     kind_links = []
     for k in INBOX_KINDS:
         linked = newest.copy()

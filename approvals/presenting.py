@@ -1,8 +1,8 @@
 """How the operator pages present what they show: a task's messages, JSON, times and spans,
-and the keyset cursors of the inbox and the audit trail."""
+and the keyset cursors of the inbox, the audit trail and the tasks page."""
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -62,10 +62,11 @@ def span_text(seconds: float) -> str:
     return ""
 
 
-def when_text(moment: datetime) -> tuple[str, str]:
+def when_text(moment: datetime, zone: tzinfo | None = None) -> tuple[str, str]:
     """An aware time as (ISO 8601 to the second, "30 Nov 2026, 11:41:46 CET") in the current
-    time zone (the tenant's, tenants.access.member_required): never microseconds."""
-    local = timezone.localtime(moment).replace(microsecond=0)
+    time zone (the tenant's, tenants.access.member_required): never microseconds. A list
+    passes the ``zone`` it read once (timezone.get_current_timezone()) for all its rows."""
+    local = moment.astimezone(zone or timezone.get_current_timezone()).replace(microsecond=0)
     return local.isoformat(), f"{local.day} {local:%b %Y, %H:%M:%S} {local.tzname() or ''}".strip()
 
 
@@ -94,3 +95,23 @@ def keyset_cursor_parse(raw: str) -> tuple[datetime, int, int] | None:
 def keyset_cursor_format(cursor: tuple[datetime, int, int]) -> str:
     ts, rank, pk = cursor
     return f"{ts.isoformat()}~{rank}~{pk}"
+
+
+def task_cursor_parse(raw: str) -> tuple[datetime, int] | None:
+    """The tasks page's keyset cursor, ``<status time>~<id>``; None if it does not read."""
+    try:
+        ts, pk_text = raw.rsplit("~", 1)
+        when = parse_datetime(ts)
+        pk = int(pk_text)
+        # An aware time the database can take: in UTC it must still be a year 1 to 9999.
+        when = when.astimezone(UTC) if when is not None and when.tzinfo else None
+    except (ValueError, OverflowError):
+        return None
+    if when is None or not 0 < pk < 2**63:
+        return None
+    return when, pk
+
+
+def task_cursor_format(cursor: tuple[datetime, int]) -> str:
+    ts, pk = cursor
+    return f"{ts.isoformat()}~{pk}"

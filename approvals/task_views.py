@@ -5,14 +5,20 @@ downloads."""
 import base64
 import binascii
 
-from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_GET
 
 from approvals.access import task_for_member
-from approvals.presenting import message_view, pretty, visible_messages
+from approvals.presenting import (
+    message_view,
+    pretty,
+    task_cursor_format,
+    task_cursor_parse,
+    visible_messages,
+)
+from approvals.task_rows_html import task_rows_html
 from runtime.decisions.decision_selectors import task_effects, task_interactions
 from runtime.decisions.receipts import receipts_for
 from runtime.decisions.summaries import effect_call_view
@@ -20,7 +26,7 @@ from runtime.kernel import extensions as ext
 from runtime.kernel.presence import streams_attached
 from runtime.kernel.push.push_selectors import push_deliveries_for_task
 from runtime.kernel.task_models import TaskState
-from runtime.kernel.task_selectors import task_events, tasks_for_tenant
+from runtime.kernel.task_selectors import task_events, tenant_tasks_page
 from tenants.access import member_required
 
 TASKS_PAGE_SIZE = 50
@@ -29,17 +35,47 @@ TASKS_PAGE_SIZE = 50
 @require_GET
 @member_required
 def tasks(request):
+    """The tenant's tasks, latest status change first, a keyset page at a time: "Older"
+    carries ``?before=`` the last row's place, "Newer" ``?after=`` the first row's (no page
+    numbers: counting the tenant's tasks cost more than reading a page)."""
     state = request.GET.get("state", "")
     if state not in TaskState.values:
         state = ""
-    paginator = Paginator(
-        tasks_for_tenant(tenant=request.membership.tenant, state=state), TASKS_PAGE_SIZE
+    # A cursor that does not read starts at the newest, like the inbox's.
+    before = task_cursor_parse(request.GET.get("before", ""))
+    after = None if before else task_cursor_parse(request.GET.get("after", ""))
+    page = tenant_tasks_page(
+        tenant=request.membership.tenant,
+        state=state,
+        before=before,
+        after=after,
+        page_size=TASKS_PAGE_SIZE,
     )
-    page = paginator.get_page(request.GET.get("page"))
+    filters = QueryDict(mutable=True)
+    if state:
+        filters["state"] = state
+
+    def link(name: str, cursor) -> str | None:
+        if cursor is None:
+            return None
+        linked = filters.copy()
+        linked[name] = task_cursor_format(cursor)
+        return f"?{linked.urlencode()}"
+
     return render(
         request,
         "approvals/tasks.html",
-        {"nav": "tasks", "page": page, "state": state, "states": TaskState.choices},
+        {
+            "nav": "tasks",
+            "rows_html": task_rows_html(page.rows),
+            "has_rows": bool(page.rows),
+            "newer_url": link("after", page.newer),
+            "older_url": link("before", page.older),
+            "paged": before is not None or after is not None,
+            "newest_url": f"?{filters.urlencode()}" if filters else "?",
+            "state": state,
+            "states": TaskState.choices,
+        },
     )
 
 

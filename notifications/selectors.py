@@ -1,5 +1,7 @@
 """Reads of notifications that pages share; every one names the tenant."""
 
+from django.db.models import OuterRef, Subquery
+
 from notifications.models import Channel, Delivery, LadderStep, Preference
 
 
@@ -30,13 +32,19 @@ def recent_tests(*, tenant, limit: int = 10) -> list[Delivery]:
     )
 
 
-def ladder_positions(*, tenant, interaction_ids: list[int]) -> dict[int, LadderStep]:
-    """The last ladder step each interaction reached (by interaction pk)."""
-    latest: dict[int, LadderStep] = {}
-    for step in LadderStep.objects.filter(tenant=tenant, interaction_id__in=interaction_ids):
-        if step.interaction_id not in latest or step.step > latest[step.interaction_id].step:
-            latest[step.interaction_id] = step
-    return latest
+def ladder_position_columns() -> dict:
+    """The last ladder step an interaction reached, as two columns of a query of the
+    tenant's interactions (``ladder_action``, ``ladder_roles``; None before the first step):
+    the inbox reads them with its page rather than in a query of their own. Each is an
+    index lookup (notify_ladder_step_once: interaction, step) per row. The outer query names
+    the tenant; a tenant condition here too let PostgreSQL, on statistics older than the
+    table's rows, join the tenant's index in (a bitmap of every step of the tenant for each
+    row: 11 ms for one column at 20,000 steps, against 0.2 ms)."""
+    last = LadderStep.objects.filter(interaction_id=OuterRef("pk")).order_by("-step")
+    return {
+        "ladder_action": Subquery(last.values("action")[:1]),
+        "ladder_roles": Subquery(last.values("roles")[:1]),
+    }
 
 
 def ladder_steps_for(*, tenant, interaction) -> list[LadderStep]:

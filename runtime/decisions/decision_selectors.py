@@ -5,7 +5,7 @@ import contextlib
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runtime.decisions.answers import text_problem
@@ -21,7 +21,10 @@ from runtime.kernel.task_models import (
 def interactions_for_tenant(
     *, tenant, state: str | None = None, kind: str | None = None, agent_slug: str | None = None
 ):
-    """The tenant's interactions (a queryset, for the REST API's keyset pagination)."""
+    """The tenant's interactions (a queryset, for the REST API's keyset pagination), each
+    with its task's id and context id and its agent's slug as columns (``task_public_id``,
+    ``task_context_id``, ``agent_slug``): a Task and an Agent instance for each row of a
+    page cost more than its query."""
     rows = Interaction.objects.filter(tenant=tenant)
     if state:
         rows = rows.filter(state=state)
@@ -29,7 +32,11 @@ def interactions_for_tenant(
         rows = rows.filter(kind=kind)
     if agent_slug:
         rows = rows.filter(task__agent__slug=agent_slug)
-    return rows.select_related("task", "task__agent").only(*_INTERACTION_LIST_FIELDS)
+    return rows.only(*_INTERACTION_LIST_FIELDS).annotate(
+        task_public_id=F("task__public_id"),
+        task_context_id=F("task__wire_context_id"),
+        agent_slug=F("task__agent__slug"),
+    )
 
 
 def interactions_keyset_page(
@@ -194,11 +201,6 @@ _INTERACTION_LIST_FIELDS = (
     "created_at",
     "group_id",
     "group_position",
-    "task__public_id",
-    "task__wire_context_id",
-    "task__subject",
-    "task__agent__slug",
-    "task__agent__name",
 )
 
 

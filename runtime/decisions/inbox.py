@@ -4,7 +4,7 @@ runtime.decisions.audit_trail)."""
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
 from runtime.agents.agent_models import Agent
@@ -28,8 +28,9 @@ class InboxItem:
 
     kind: str  # approval | question | connection | uncertain
     public_id: str
-    agent: Agent
-    task: Task
+    # The task's and its agent's, read with the item (no Task or Agent instance per row).
+    agent_name: str
+    task_public_id: str
     prompt: str
     subject: str
     created_at: datetime
@@ -55,6 +56,8 @@ _INBOX_RANK = {"interaction": 1, "effect": 0}
 _INBOX_INTERACTION_FIELDS = (
     "public_id",
     "tenant",
+    "task",
+    "agent",
     "kind",
     "prompt",
     "summary",
@@ -65,12 +68,15 @@ _INBOX_INTERACTION_FIELDS = (
     "state",
     "expires_at",
     "created_at",
-    "task__public_id",
-    "task__subject",
-    "task__agent__slug",
-    "task__agent__name",
     "group_id",
 )
+# What a row shows of the item's task and agent, joined into the item's query as columns: a
+# Task and an Agent instance for each of a page's rows cost more than its query.
+_INBOX_TASK_COLUMNS = {
+    "task_public_id": F("task__public_id"),
+    "task_subject": F("task__subject"),
+    "agent_name": F("task__agent__name"),
+}
 # What an approval group's item shows of each of its calls (one more query for a page that
 # holds groups, none for one that does not).
 _GROUP_CALL_FIELDS = (
@@ -123,6 +129,8 @@ def inbox_page(
     caller: str = "",
     created_after: datetime | None = None,
     created_before: datetime | None = None,
+    any_uncertain: bool = True,
+    columns: dict | None = None,
 ) -> InboxPage:
     """A keyset page of what waits for a person in the tenant, newest first.
 
@@ -130,7 +138,11 @@ def inbox_page(
     (each reads at most ``page_size + 1`` rows through an index, see migration 0006).
     ``state`` "decided" or "expired" lists closed interactions instead (no effects);
     ``search`` matches prompt, agent, caller, task id and a held call's arguments (never
-    a redacted one: runtime.decisions.search); ``caller`` is a subject.
+    a redacted one: runtime.decisions.search); ``caller`` is a subject. ``any_uncertain``
+    False: the caller knows that no effect is uncertain (the navigation's counts,
+    agents_with_open_counts), so their query is not run. ``columns``: expressions over
+    each interaction that the caller's rows show beside it, read with the page (the inbox's:
+    where it stands on its reminder ladder, notifications' rows).
     """
     items: list[tuple[tuple, InboxItem]] = []
     if kind != "uncertain":
@@ -146,8 +158,8 @@ def inbox_page(
         )
         interactions = _keyset_after(interactions, cursor, rank=_INBOX_RANK["interaction"])
         rows = (
-            interactions.select_related("task", "task__agent")
-            .only(*_INBOX_INTERACTION_FIELDS)
+            interactions.only(*_INBOX_INTERACTION_FIELDS)
+            .annotate(**_INBOX_TASK_COLUMNS, **(columns or {}))
             .order_by("-created_at", "-pk")[: page_size + 1]
         )
         rows = list(rows)
@@ -158,10 +170,10 @@ def inbox_page(
             item = InboxItem(
                 kind=interaction.kind,
                 public_id=interaction.public_id,
-                agent=interaction.task.agent,
-                task=interaction.task,
+                agent_name=interaction.agent_name,
+                task_public_id=interaction.task_public_id,
                 prompt=interaction.prompt,
-                subject=interaction.task.subject,
+                subject=interaction.task_subject,
                 created_at=interaction.created_at,
                 expires_at=interaction.expires_at,
                 interaction=interaction,
@@ -172,7 +184,7 @@ def inbox_page(
             items.append(
                 ((interaction.created_at, _INBOX_RANK["interaction"], interaction.pk), item)
             )
-    if (not kind or kind == "uncertain") and state == "open":
+    if any_uncertain and (not kind or kind == "uncertain") and state == "open":
         effects = Effect.objects.filter(tenant=tenant, state=Effect.State.UNCERTAIN).annotate(
             inbox_at=Coalesce("sent_at", "created_at")
         )
@@ -196,30 +208,20 @@ def inbox_page(
             effects = effects.filter(inbox_at__lt=created_before)
         effects = _keyset_after(effects, cursor, rank=_INBOX_RANK["effect"], field="inbox_at")
         rows = (
-            effects.select_related("task", "task__agent")
-            .only(
-                "public_id",
-                "tenant",
-                "server",
-                "tool",
-                "state",
-                "created_at",
-                "sent_at",
-                "task__public_id",
-                "task__subject",
-                "task__agent__slug",
-                "task__agent__name",
+            effects.only(
+                "public_id", "tenant", "task", "server", "tool", "state", "created_at", "sent_at"
             )
+            .annotate(**_INBOX_TASK_COLUMNS)
             .order_by("-inbox_at", "-pk")[: page_size + 1]
         )
         for effect in rows:
             item = InboxItem(
                 kind="uncertain",
                 public_id=effect.public_id,
-                agent=effect.task.agent,
-                task=effect.task,
+                agent_name=effect.agent_name,
+                task_public_id=effect.task_public_id,
                 prompt=f"Did {effect.server} / {effect.tool} happen? Its outcome was lost.",
-                subject=effect.task.subject,
+                subject=effect.task_subject,
                 created_at=effect.inbox_at,
                 expires_at=None,
                 effect=effect,
@@ -264,7 +266,7 @@ def group_calls(tenant, group_ids: list[str]) -> dict[str, tuple[Interaction, ..
 
 
 def approvals_standing(*, tenant, interactions) -> dict[int, tuple[dict, ...]]:
-    """The approvals recorded on each of ``interactions`` (read with their tasks) that still
+    """The approvals recorded on each of ``interactions`` (read with their agent) that still
     count, by pk: those that approved the rule that holds the call now and its arguments, as
     approvers.approval_needs counts them for one decision; an approval a policy edit voided
     (its rule's version changed) is not one, so no list says "you approved" of it. Two
@@ -283,13 +285,13 @@ def approvals_standing(*, tenant, interactions) -> dict[int, tuple[dict, ...]]:
     agents = {
         agent.pk: agent
         for agent in Agent.objects.filter(
-            tenant=tenant, pk__in={i.task.agent_id for i in recorded}
+            tenant=tenant, pk__in={i.agent_id for i in recorded}
         ).only("pk", "tenant_id", "tool_policy")
     }
     found = {}
     for interaction in recorded:
         effect = effects.get((interaction.task_id, interaction.public_id))
-        agent = agents[interaction.task.agent_id]
+        agent = agents[interaction.agent_id]
         if effect is None:
             # No held call (none journalled): the one decision's own reading says.
             found[interaction.pk] = approval_needs(interaction, agent).approved
@@ -306,7 +308,7 @@ def group_calls_standing(*, tenant, group_id: str) -> tuple[list[Interaction], d
     calls = list(
         Interaction.objects.filter(tenant=tenant, group_id=group_id)
         .select_related("task")
-        .only(*_GROUP_CALL_FIELDS, "approvals", "approvals_required", "task__agent_id")
+        .only(*_GROUP_CALL_FIELDS, "approvals", "approvals_required", "agent", "task__agent_id")
         .order_by("group_position")
         if group_id
         else ()

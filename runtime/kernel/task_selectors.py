@@ -1,5 +1,6 @@
 """Reads of tasks the endpoint and the pages share; every one takes the tenant."""
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -78,18 +79,79 @@ def task_for_tenant(*, tenant, public_id: str) -> Task | None:
     return Task.objects.filter(tenant=tenant, public_id=public_id).select_related("agent").first()
 
 
-def tasks_for_tenant(*, tenant, state: str | None = None, agent_slug: str | None = None):
-    """The tenant's tasks, latest status change first (a queryset, for a paginator)."""
-    rows = (
-        Task.objects.filter(tenant=tenant)
-        .select_related("agent")
-        .defer("transcript", "history", "artifacts", "runs", "status_ext", "artifact_ext")
-    )
+@dataclass(frozen=True)
+class TenantTaskRow:
+    """What the tasks page shows of a task: no JSON column, no model instance."""
+
+    pk: int
+    public_id: str
+    agent_name: str
+    subject: str
+    state: str
+    status_timestamp: datetime
+
+
+@dataclass(frozen=True)
+class TenantTasksPage:
+    rows: list[TenantTaskRow]
+    # (status time, id) of the first row when newer tasks exist, of the last when older do.
+    newer: tuple[datetime, int] | None
+    older: tuple[datetime, int] | None
+
+
+def tenant_tasks_page(
+    *,
+    tenant,
+    state: str = "",
+    before: tuple[datetime, int] | None = None,
+    after: tuple[datetime, int] | None = None,
+    page_size: int = 50,
+) -> TenantTasksPage:
+    """A keyset page of the tenant's tasks, latest status change first: those older than
+    ``before`` or, walking back, newer than ``after`` (status time, id).
+
+    One query that reads ``page_size + 1`` rows through the index task_tenant_recent and
+    stops: no count (a paginator's COUNT(*) read every one of the tenant's tasks, 10-14 ms
+    at 110,000). The redundant ``<=`` / ``>=`` on the time keeps it an index condition;
+    the OR only filters ties.
+    """
+    rows = Task.objects.filter(tenant=tenant)
     if state:
         rows = rows.filter(state=state)
-    if agent_slug:
-        rows = rows.filter(agent__slug=agent_slug)
-    return rows.order_by("-status_timestamp", "-pk")
+    if after is not None:
+        ts, pk = after
+        rows = rows.filter(status_timestamp__gte=ts).filter(
+            Q(status_timestamp__gt=ts) | Q(status_timestamp=ts, pk__gt=pk)
+        )
+        rows = rows.order_by("status_timestamp", "pk")
+    else:
+        if before is not None:
+            ts, pk = before
+            rows = rows.filter(status_timestamp__lte=ts).filter(
+                Q(status_timestamp__lt=ts) | Q(status_timestamp=ts, pk__lt=pk)
+            )
+        rows = rows.order_by("-status_timestamp", "-pk")
+    found = [
+        TenantTaskRow(*values)
+        for values in rows.values_list(
+            "pk", "public_id", "agent__name", "subject", "state", "status_timestamp"
+        )[: page_size + 1]
+    ]
+    more = len(found) > page_size
+    found = found[:page_size]
+    if after is not None:
+        found.reverse()
+    if not found:
+        return TenantTasksPage(rows=[], newer=None, older=None)
+    first, last = found[0], found[-1]
+    # A cursor names a row of the page next to it, so across it there is one more page.
+    has_newer = more if after is not None else before is not None
+    has_older = after is not None or more
+    return TenantTasksPage(
+        rows=found,
+        newer=(first.status_timestamp, first.pk) if has_newer else None,
+        older=(last.status_timestamp, last.pk) if has_older else None,
+    )
 
 
 def task_events(*, task: Task) -> list[TaskEvent]:

@@ -119,7 +119,18 @@ query_string = st.lists(
     st.tuples(
         st.one_of(
             st.sampled_from(
-                ["state", "kind", "agent", "limit", "cursor", "page", "before", "code", "error"]
+                [
+                    "state",
+                    "kind",
+                    "agent",
+                    "limit",
+                    "cursor",
+                    "page",
+                    "before",
+                    "after",
+                    "code",
+                    "error",
+                ]
             ),
             hostile_param,
         ),

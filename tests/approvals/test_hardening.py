@@ -291,7 +291,7 @@ def test_nul_in_list_filters_is_never_500(agents):
     pages = [
         ("/inbox/", {"kind": nul, "agent": nul}),
         ("/inbox/fragment", {"kind": nul, "agent": nul}),
-        ("/tasks/", {"state": nul, "page": nul}),
+        ("/tasks/", {"state": nul, "before": nul, "after": f"{nul}~1"}),
         ("/audit/", {"before": f"{nul}~1~1"}),
         ("/connections/", {"app": nul}),
     ]

@@ -19,10 +19,15 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
-from approvals.api_serializers import InteractionDetailSerializer, InteractionSerializer
+from approvals.api_serializers import (
+    InteractionDetailSerializer,
+    InteractionRowSerializer,
+    InteractionSerializer,
+)
 from approvals.presenting import span_text
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction
+from runtime.decisions.decision_selectors import interactions_for_tenant
 from runtime.decisions.search import search_text
 from runtime.kernel.task_models import Context, Task, TaskState
 
@@ -467,6 +472,21 @@ def test_rest_rows_are_what_the_declared_fields_say(agents, bulk):
             assert list(fast) == list(slow)
 
 
+def test_rest_list_rows_read_with_their_tasks_columns_say_the_same(
+    agents, bulk, django_assert_num_queries
+):
+    """The list's rows take their task's id, context id and agent from columns of their own
+    query (interactions_for_tenant): the same row as from the interaction and its task."""
+    agents.a.extra["make"].approval()
+    listed = {r.pk: r for r in interactions_for_tenant(tenant=agents.a.tenant)}
+    rows = Interaction.objects.filter(tenant=agents.a.tenant).select_related("task__agent")
+    assert len(rows) == len(listed) > 0
+    for row in rows:
+        with django_assert_num_queries(0):  # nothing more is read for a row
+            written = InteractionRowSerializer(listed[row.pk]).data
+        assert written == InteractionSerializer(row).data
+
+
 def test_the_schema_describes_the_list_as_a_page(agents, client):
     schema = client.get("/api/schema", {"format": "json"}).json()
     ok = schema["paths"]["/api/v1/interactions"]["get"]["responses"]["200"]
@@ -475,3 +495,25 @@ def test_the_schema_describes_the_list_as_a_page(agents, client):
     assert set(page["properties"]) == {"next", "previous", "results"}
     params = {p["name"] for p in schema["paths"]["/api/v1/interactions"]["get"]["parameters"]}
     assert {"cursor", "limit"} <= params
+
+
+def test_the_effects_are_not_queried_while_the_counts_say_none_is_uncertain(agents):
+    """The navigation's counts are read first: with no uncertain effect in the tenant (or for
+    the agent filtered on) the page leaves the effects' query out, and runs it once one is."""
+    make = agents.a.extra["make"]
+    approval = make.approval()
+    client = agents.a.client_for(agents.a.operator)
+
+    def effect_reads(params: dict) -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(reverse("approvals:inbox"), params).content.decode()
+        return sum('"runtime_effect"."public_id"' in q["sql"] for q in queries), page
+
+    reads, page = effect_reads({})
+    assert reads == 0 and approval.public_id in page
+    effect = make.uncertain()
+    reads, page = effect_reads({})
+    assert reads == 1 and effect.public_id in page
+    # The agent filtered on has it; the other has none.
+    assert effect_reads({"agent": "deployer"})[0] == 1
+    assert effect_reads({"agent": "code-reviewer"})[0] == 0

@@ -1,5 +1,7 @@
 """The operator pages: the inbox, deciding on interactions and uncertain effects, tasks, audit."""
 
+import re
+from html import unescape
 from http import HTTPStatus
 
 import pytest
@@ -336,7 +338,7 @@ def test_raw_and_text_artifacts_download_as_themselves(agents):
     assert body == b""
 
 
-def test_tasks_are_paginated_newest_status_first(agents, monkeypatch):
+def test_tasks_are_paged_newest_status_first(agents, monkeypatch):
     import approvals.task_views
 
     monkeypatch.setattr(approvals.task_views, "TASKS_PAGE_SIZE", 2)
@@ -345,10 +347,15 @@ def test_tasks_are_paginated_newest_status_first(agents, monkeypatch):
     client = agents.a.client_for(agents.a.operator)
     first = client.get(reverse("approvals:tasks")).content.decode()
     assert first.index(newest.public_id) < first.index(middle.public_id)
-    assert oldest.public_id not in first and "Page 1 of 2" in first
-    second = client.get(reverse("approvals:tasks"), {"page": 2}).content.decode()
+    assert oldest.public_id not in first and "Page 1 of" not in first
+    assert 'rel="prev"' not in first
+    older = re.search(r'href="\?([^"]*)" rel="next">Older<', first)
+    assert older is not None
+    second = client.get(reverse("approvals:tasks") + "?" + unescape(older.group(1)))
+    second = second.content.decode()
     assert oldest.public_id in second and newest.public_id not in second
-    assert client.get(reverse("approvals:tasks"), {"page": "zzz"}).status_code == 200
+    assert 'rel="prev">Newer<' in second and 'rel="next"' not in second
+    assert client.get(reverse("approvals:tasks"), {"before": "zzz"}).status_code == 200
     filtered = client.get(reverse("approvals:tasks"), {"state": "TASK_STATE_COMPLETED"})
     assert newest.public_id not in filtered.content.decode()
 

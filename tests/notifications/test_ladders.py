@@ -4,6 +4,8 @@ from datetime import timedelta
 
 import pytest
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from notifications.digests import digests_send
 from notifications.models import Delivery, DigestItem, Ladder, LadderStep
@@ -74,8 +76,11 @@ def test_reminder_then_escalation_each_notified_and_audited(
         ("reminder", 1),
         ("escalation", 2),
     ]
-    page = agents.a.client_for(agents.a.operator).get("/inbox/")
+    with CaptureQueriesContext(connection) as queries:
+        page = agents.a.client_for(agents.a.operator).get("/inbox/")
     assert "escalated to admin" in page.content.decode()
+    # Read with the page's rows, not in a query of its own.
+    assert not [q for q in queries if q["sql"].startswith('SELECT "notifications_ladderstep"')]
     detail = agents.a.client_for(agents.a.operator).get(f"/inbox/{held.public_id}/")
     assert "Step 2: escalated to admin" in detail.content.decode()
 

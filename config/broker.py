@@ -81,11 +81,11 @@ class QoS(redis.QoS):
 
     def _turn_restore(self, message, leftmost: bool = False) -> None:
         delivery = message.delivery_info
-        with self.channel.conn_or_acquire() as client, client.pipeline() as pipe:
+        # The client itself takes the push kombu would put in a pipeline: one command.
+        with self.channel.conn_or_acquire() as client:
             self.channel._do_restore_message(
-                message._raw, delivery["exchange"], delivery["routing_key"], pipe, leftmost
+                message._raw, delivery["exchange"], delivery["routing_key"], client, leftmost
             )
-            pipe.execute()
 
 
 class Channel(redis.Channel):

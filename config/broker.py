@@ -26,6 +26,7 @@ from uuid import uuid4
 
 import orjson
 import redis as redis_client
+from django.conf import settings
 from kombu.transport import redis, virtual
 
 from config.celery import RUN_TURN
@@ -174,6 +175,24 @@ def turn_message(task_pk: int, queue: str, *, reply_to: str) -> bytes:
             },
         }
     )
+
+
+def turns_list(queue: str) -> str:
+    """The Redis list of the turns the workers of ``queue`` start (runtime.turn.consumer)."""
+    return f"{queue}.turns"
+
+
+def turn_push(broker_url: str, task_pk: int, queue: str, carrier: dict) -> bool:
+    """Push the turn's task key (and the trace's ``carrier``) for the workers' turn consumer
+    (runtime.turn.consumer): True once it is there; False where the turn must go as a Celery
+    message (``TURN_CONSUMER`` off, a broker other than ``redis://``, Redis refusing)."""
+    if not (settings.TURN_CONSUMER and broker_url.startswith("redis://")):
+        return False
+    try:
+        _client(broker_url).lpush(turns_list(queue), orjson.dumps([task_pk, carrier]))
+    except redis_client.RedisError:
+        return False
+    return True
 
 
 def turn_publish(broker_url: str, task_pk: int, queue: str, *, reply_to: str) -> bool:

@@ -245,6 +245,13 @@ GROUPS: tuple[Group, ...] = (
                 ("TURN_SWEEP_SECONDS",), "seconds between sweeps for turns whose lease ran out"
             ),
             Setting(
+                ("TURN_CONSUMER",),
+                "on a `redis://` broker, turns start from a Redis list each worker pops "
+                "instead of as Celery messages (a third less worker CPU per turn); web "
+                "processes and workers must agree "
+                "([Workers](../explanation/workers.md))",
+            ),
+            Setting(
                 ("TURN_MAX_ATTEMPTS",),
                 "how many runs of one turn may crash or lose their worker before the turn "
                 "fails, saying why on the task (an error that can never succeed, such as data "

@@ -469,6 +469,10 @@ warnings.filterwarnings(
 # sweep gives the turn to another worker, which continues from the stored transcript.
 TURN_LEASE_SECONDS = env_int("TURN_LEASE_SECONDS", 60)
 TURN_SWEEP_SECONDS = env_int("TURN_SWEEP_SECONDS", 15)
+# On a redis:// broker, a turn starts from a Redis list that each worker process pops
+# (runtime.turn.consumer), not as a Celery message: a third less worker CPU per turn. Web
+# processes and workers must agree (a turn pushed where no worker pops waits for the sweep).
+TURN_CONSUMER = env_bool("TURN_CONSUMER", True)
 # How long one wait on the network (a model or tool call) may keep its lease alive. The
 # threads pool cannot enforce Celery's time limits; past this the sweep takes the turn back.
 TURN_HOLD_MAX_SECONDS = env_int("TURN_HOLD_MAX_SECONDS", CELERY_TASK_TIME_LIMIT)

@@ -163,6 +163,23 @@ def context_for_later():
     return otel_context.get_current()
 
 
+def carrier_now() -> dict:
+    """The current trace context as message headers (``traceparent``), for work another
+    process starts; empty when tracing is off."""
+    carrier: dict = {}
+    if _state["provider"] is not None:
+        propagate.inject(carrier)
+    return carrier
+
+
+def context_from_carrier(carrier):
+    """The trace context ``carrier_now`` wrote, for context_attached; None when tracing is off
+    or the carrier is empty."""
+    if _state["provider"] is None or not carrier:
+        return None
+    return propagate.extract(carrier)
+
+
 @contextmanager
 def context_attached(context):
     """Run with ``context`` (context_for_later's) as the current one; None changes nothing."""

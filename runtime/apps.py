@@ -16,6 +16,7 @@ class RuntimeConfig(AppConfig):
         from django.db.backends.signals import connection_created
         from django.db.models.signals import post_save
 
+        from config.celery import app as celery_app
         from config.json_params import json_params_fast
         from connections.signals import app_connected
         from runtime.agents.agent_models import Agent
@@ -24,6 +25,7 @@ class RuntimeConfig(AppConfig):
         from runtime.decisions.decision_models import Interaction
         from runtime.kernel.signals import interaction_opened
         from runtime.receivers import app_connected_received, tenant_changed_received
+        from runtime.turn.consumer import TurnConsumer
         from tenants.signals import tenant_changed
 
         app_connected.connect(app_connected_received, dispatch_uid="runtime-app-connected")
@@ -33,6 +35,8 @@ class RuntimeConfig(AppConfig):
             summary_requested, sender=Interaction, dispatch_uid="runtime-call-summary"
         )
         connection_created.connect(json_params_fast, dispatch_uid="config-json-params")
+        # A worker pops the turns of its queue (runtime.turn.consumer); a web process ignores it.
+        celery_app.steps["worker"].add(TurnConsumer)
         observability_setup()
 
     def signing_key_rotate(self) -> str:

@@ -147,6 +147,7 @@ def test_a_turn_published_straight_to_redis_is_the_message_celery_would_send(set
 
     queue = f"broker-test-direct-{os.getpid()}"
     settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    settings.TURN_CONSUMER = False  # turns as Celery messages (runtime.turn.consumer is off)
     client = redis_client.Redis.from_url(BROKER)
     client.delete(queue)
     celery_sends: list = []

@@ -17,11 +17,11 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
-from config.broker import turn_publish
+from config.broker import turn_publish, turn_push
 from config.celery import RUN_TURN, task_enqueue
 from config.celery import app as celery_app
 from config.celery import queue as celery_queue
-from config.tracing import context_attached, context_for_later
+from config.tracing import carrier_now, context_attached, context_for_later
 from runtime.kernel import extensions as ext
 from runtime.kernel.event_store import task_events_insert
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
@@ -244,7 +244,10 @@ def _turn_message_send(task_pk: int) -> None:
         task_enqueue(RUN_TURN, (task_pk,))
         return
     queue = celery_queue()
-    if turn_publish(celery_app.conf.broker_url, task_pk, queue, reply_to=celery_app.thread_oid):
+    broker_url = celery_app.conf.broker_url
+    if turn_push(broker_url, task_pk, queue, carrier_now()):
+        return
+    if turn_publish(broker_url, task_pk, queue, reply_to=celery_app.thread_oid):
         return
     message = celery_app.amqp.create_task_message(
         uuid(), RUN_TURN, (task_pk,), {}, ignore_result=True, reply_to=celery_app.thread_oid

@@ -1,0 +1,116 @@
+"""runtime.turn.consumer: on a Redis broker a turn starts from the list ``<queue>.turns``, popped
+by the worker's turn consumer and run on its pool, not as a Celery message; with
+TURN_CONSUMER off it is a Celery message again."""
+
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+import redis
+
+from config.broker import turns_list
+from config.celery import app as celery_app
+from runtime.kernel.task_models import Task
+from runtime.turn.consumer import TurnConsumer
+from tests.core import send
+
+BROKER = os.environ.get("CELERY_BROKER_URL", "")
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not BROKER.startswith("redis://"), reason="needs a Redis broker (CELERY_BROKER_URL)"
+    ),
+]
+
+
+@pytest.fixture
+def queue(settings):
+    name = f"consumer-test-{os.getpid()}"
+    settings.CELERY_TASK_DEFAULT_QUEUE = name
+    settings.TURN_CONSUMER = True
+    client = redis.Redis.from_url(BROKER)
+    client.delete(name, turns_list(name))
+    yield SimpleNamespace(name=name, turns=turns_list(name), redis=client)
+    client.delete(name, turns_list(name))
+
+
+def settled(task: Task, timeout: float = 20) -> Task:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task.refresh_from_db()
+        if task.state == "TASK_STATE_COMPLETED":
+            return task
+        time.sleep(0.05)
+    raise AssertionError(f"the turn never ran: {task.state}")
+
+
+def test_a_sends_turn_is_pushed_to_the_list_and_the_workers_consumer_runs_it(agents, queue):
+    task = send(agents.a, "support", "hello")
+    # Committed and pushed: a key on the list, no Celery message.
+    assert queue.redis.llen(queue.turns) == 1
+    assert queue.redis.llen(queue.name) == 0
+    worker = SimpleNamespace(app=celery_app, concurrency=2)
+    consumer = TurnConsumer(worker)
+    consumer.start(worker)
+    try:
+        assert settled(task).state == "TASK_STATE_COMPLETED"
+        assert queue.redis.llen(queue.turns) == 0
+        # Its run's lease was this worker process's, as a Celery task's would be.
+        assert task.runs[-1]["worker"].split(":")[1] == str(os.getpid())
+    finally:
+        consumer.stop(worker)
+    assert consumer.thread is None and consumer.pool is None
+    # Stopped: nothing pops the list any more.
+    send(agents.a, "support", "later")
+    time.sleep(0.3)
+    assert queue.redis.llen(queue.turns) == 1
+
+
+def test_with_the_consumer_off_a_turn_is_a_celery_message(agents, queue, settings):
+    settings.TURN_CONSUMER = False
+    send(agents.a, "support", "hello")
+    assert queue.redis.llen(queue.turns) == 0
+    assert queue.redis.llen(queue.name) == 1
+    # A worker whose consumer is off leaves the list alone.
+    worker = SimpleNamespace(app=celery_app, concurrency=2)
+    consumer = TurnConsumer(worker)
+    consumer.start(worker)
+    assert consumer.thread is None
+    consumer.stop(worker)
+
+
+def test_a_key_is_popped_only_when_a_thread_is_free(agents, queue, monkeypatch):
+    """The consumer holds no turn it has not started: with its one thread busy, the next key
+    stays on the list (for another worker, or this one once it is free)."""
+    from runtime.turn import consumer as consumer_module
+
+    release = []
+    started = []
+
+    def slow_turn(*, task_pk, worker_id):
+        started.append(task_pk)
+        while not release:
+            time.sleep(0.02)
+
+    monkeypatch.setattr(consumer_module, "turn_run", slow_turn)
+    first = send(agents.a, "support", "one")
+    worker = SimpleNamespace(app=celery_app, concurrency=1)
+    consumer = TurnConsumer(worker)
+    consumer.start(worker)
+    try:
+        deadline = time.monotonic() + 10
+        while not started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert started == [first.pk]
+        second = send(agents.a, "support", "two")
+        time.sleep(0.5)
+        assert queue.redis.llen(queue.turns) == 1  # waiting for a free thread
+        release.append(True)
+        deadline = time.monotonic() + 10
+        while len(started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert started == [first.pk, second.pk]
+    finally:
+        release.append(True)
+        consumer.stop(worker)

@@ -114,3 +114,28 @@ def test_a_key_is_popped_only_when_a_thread_is_free(agents, queue, monkeypatch):
     finally:
         release.append(True)
         consumer.stop(worker)
+
+
+def test_the_turns_entry_carries_the_trace_of_whoever_started_it(agents, queue):
+    """With tracing on, the pushed key carries the enqueuing span's traceparent, and the
+    consumer's run continues that trace (config.tracing.context_from_carrier)."""
+    import orjson
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from config.tracing import context_from_carrier, provider_use
+
+    provider = TracerProvider()
+    provider_use(provider)
+    try:
+        with provider.get_tracer("test").start_as_current_span("send") as span:
+            send(agents.a, "support", "hello")
+            wanted = span.get_span_context().trace_id
+        task_pk, carrier = orjson.loads(queue.redis.lindex(queue.turns, 0))
+        assert carrier["traceparent"].split("-")[1] == f"{wanted:032x}"
+        context = context_from_carrier(carrier)
+        assert trace.get_current_span(context).get_span_context().trace_id == wanted
+    finally:
+        provider_use(None)
+    # Tracing off: an empty carrier, and no context to attach.
+    assert context_from_carrier({}) is None

@@ -182,11 +182,23 @@ def turns_list(queue: str) -> str:
     return f"{queue}.turns"
 
 
+def turn_consumer_on(broker_url: str) -> bool:
+    """Whether turns start from the workers' turn list (runtime.turn.consumer): with
+    ``TURN_CONSUMER``, on a ``redis://`` broker, and with the threads pool (a prefork worker's
+    turns run in its children, as Celery tasks). Web processes and workers read the same
+    settings, so they agree."""
+    return (
+        bool(settings.TURN_CONSUMER)
+        and broker_url.startswith("redis://")
+        and settings.CELERY_WORKER_POOL == "threads"
+    )
+
+
 def turn_push(broker_url: str, task_pk: int, queue: str, carrier: dict) -> bool:
     """Push the turn's task key (and the trace's ``carrier``) for the workers' turn consumer
     (runtime.turn.consumer): True once it is there; False where the turn must go as a Celery
-    message (``TURN_CONSUMER`` off, a broker other than ``redis://``, Redis refusing)."""
-    if not (settings.TURN_CONSUMER and broker_url.startswith("redis://")):
+    message (``turn_consumer_on`` says no, or Redis refuses)."""
+    if not turn_consumer_on(broker_url):
         return False
     try:
         _client(broker_url).lpush(turns_list(queue), orjson.dumps([task_pk, carrier]))

@@ -11,8 +11,9 @@ What Celery's message gave a turn, the turn has already: its lease is in the tas
 turn sweep (``runtime.tasks.sweep_turns``, through Celery) gives a turn that no worker started,
 or whose worker died, to a worker; a key is popped only when a thread is free to run it, so a
 worker holds none it has not started. A stopping worker stops popping and lets its running
-turns finish (a warm stop), or leaves them to the sweep (a cold one). ``TURN_CONSUMER=false``
-(or another broker) starts every turn as the Celery task ``runtime.tasks.run_turn``.
+turns finish (a warm stop), or leaves them to the sweep (a cold one). ``TURN_CONSUMER=false``,
+another broker or the prefork pool start every turn as the Celery task
+``runtime.tasks.run_turn`` (config.broker.turn_consumer_on).
 """
 
 import logging
@@ -25,10 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 import orjson
 import redis
 from celery import bootsteps
-from django.conf import settings
 from django.db import connections
 
-from config.broker import turns_list
+from config.broker import turn_consumer_on, turns_list
 from config.celery import queue as celery_queue
 from config.tracing import context_attached, context_from_carrier
 from runtime.turn.runner import turn_run
@@ -37,10 +37,6 @@ logger = logging.getLogger(__name__)
 
 # How long one pop waits for a key before the loop looks whether it should stop.
 POP_SECONDS = 1
-
-
-def consumer_enabled(broker_url: str) -> bool:
-    return bool(settings.TURN_CONSUMER) and broker_url.startswith("redis://")
 
 
 class TurnConsumer(bootsteps.StartStopStep):
@@ -57,7 +53,7 @@ class TurnConsumer(bootsteps.StartStopStep):
 
     def start(self, worker) -> None:
         broker_url = worker.app.conf.broker_url or ""
-        if not consumer_enabled(broker_url):
+        if not turn_consumer_on(broker_url):
             return
         size = max(1, int(worker.concurrency or 1))
         self.slots = threading.BoundedSemaphore(size)
@@ -96,19 +92,19 @@ class TurnConsumer(bootsteps.StartStopStep):
                 continue
             try:
                 popped = client.brpop([key], timeout=POP_SECONDS)
-            except redis.RedisError:
-                self.slots.release()
-                logger.warning("turn consumer: Redis refused; trying again", exc_info=True)
-                self.stopping.wait(POP_SECONDS)
-                continue
-            if popped is None:
-                self.slots.release()
-                continue
-            try:
+                if popped is None:
+                    self.slots.release()
+                    continue
                 self.pool.submit(self.run, popped[1])
-            except RuntimeError:  # the pool shut down meanwhile: the sweep starts the turn
+            except Exception:
+                # Redis refused, or the pool shut down meanwhile. The loop goes on (it must
+                # never end while the worker runs); a key taken and not started is the sweep's.
                 self.slots.release()
-                return
+                if not self.stopping.is_set():
+                    logger.warning(
+                        "turn consumer: could not take a turn; trying again", exc_info=True
+                    )
+                    self.stopping.wait(POP_SECONDS)
 
     def run(self, raw: bytes | str) -> None:
         assert self.slots is not None

@@ -139,3 +139,40 @@ def test_the_turns_entry_carries_the_trace_of_whoever_started_it(agents, queue):
         provider_use(None)
     # Tracing off: an empty carrier, and no context to attach.
     assert context_from_carrier({}) is None
+
+
+def test_a_prefork_worker_takes_its_turns_as_celery_messages(agents, queue, settings):
+    """Its turns run in its children, as Celery tasks: the web does not push them to the list
+    (the settings say the same to both) and the worker does not pop it."""
+    settings.CELERY_WORKER_POOL = "prefork"
+    send(agents.a, "support", "hello")
+    assert queue.redis.llen(queue.turns) == 0
+    assert queue.redis.llen(queue.name) == 1
+    worker = SimpleNamespace(app=celery_app, concurrency=2)
+    consumer = TurnConsumer(worker)
+    consumer.start(worker)
+    assert consumer.thread is None
+    consumer.stop(worker)
+
+
+def test_the_consumer_goes_on_after_redis_refuses(agents, queue, monkeypatch):
+    refused = []
+    brpop = redis.Redis.brpop
+
+    def refusing_once(self, *args, **kwargs):
+        if not refused:
+            refused.append(True)
+            raise redis.ConnectionError("Redis went away for a moment")
+        return brpop(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.Redis, "brpop", refusing_once)
+    task = send(agents.a, "support", "hello")
+    worker = SimpleNamespace(app=celery_app, concurrency=1)
+    consumer = TurnConsumer(worker)
+    consumer.start(worker)
+    try:
+        assert settled(task).state == "TASK_STATE_COMPLETED"
+        assert refused == [True]
+        assert consumer.thread is not None and consumer.thread.is_alive()
+    finally:
+        consumer.stop(worker)

@@ -4,6 +4,7 @@ TURN_CONSUMER off it is a Celery message again."""
 
 import os
 import time
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -35,6 +36,27 @@ def queue(settings):
     client.delete(name, turns_list(name))
 
 
+@contextmanager
+def consumer_running(concurrency: int = 2):
+    """A worker's turn consumer, started as its bootstep starts it, and stopped at the end."""
+    worker = SimpleNamespace(app=celery_app, concurrency=concurrency)
+    consumer = TurnConsumer(worker)
+    consumer.start(worker)
+    try:
+        yield consumer
+    finally:
+        consumer.stop(worker)
+
+
+def assert_sent_as_a_celery_message(agents, queue) -> None:
+    """A send's turn goes as a Celery message, and a worker's consumer leaves the list alone."""
+    send(agents.a, "support", "hello")
+    assert queue.redis.llen(queue.turns) == 0
+    assert queue.redis.llen(queue.name) == 1
+    with consumer_running() as consumer:
+        assert consumer.thread is None
+
+
 def settled(task: Task, timeout: float = 20) -> Task:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -50,16 +72,11 @@ def test_a_sends_turn_is_pushed_to_the_list_and_the_workers_consumer_runs_it(age
     # Committed and pushed: a key on the list, no Celery message.
     assert queue.redis.llen(queue.turns) == 1
     assert queue.redis.llen(queue.name) == 0
-    worker = SimpleNamespace(app=celery_app, concurrency=2)
-    consumer = TurnConsumer(worker)
-    consumer.start(worker)
-    try:
+    with consumer_running() as consumer:
         assert settled(task).state == "TASK_STATE_COMPLETED"
         assert queue.redis.llen(queue.turns) == 0
         # Its run's lease was this worker process's, as a Celery task's would be.
         assert task.runs[-1]["worker"].split(":")[1] == str(os.getpid())
-    finally:
-        consumer.stop(worker)
     assert consumer.thread is None and consumer.pool is None
     # Stopped: nothing pops the list any more.
     send(agents.a, "support", "later")
@@ -69,15 +86,7 @@ def test_a_sends_turn_is_pushed_to_the_list_and_the_workers_consumer_runs_it(age
 
 def test_with_the_consumer_off_a_turn_is_a_celery_message(agents, queue, settings):
     settings.TURN_CONSUMER = False
-    send(agents.a, "support", "hello")
-    assert queue.redis.llen(queue.turns) == 0
-    assert queue.redis.llen(queue.name) == 1
-    # A worker whose consumer is off leaves the list alone.
-    worker = SimpleNamespace(app=celery_app, concurrency=2)
-    consumer = TurnConsumer(worker)
-    consumer.start(worker)
-    assert consumer.thread is None
-    consumer.stop(worker)
+    assert_sent_as_a_celery_message(agents, queue)
 
 
 def test_a_key_is_popped_only_when_a_thread_is_free(agents, queue, monkeypatch):
@@ -95,25 +104,22 @@ def test_a_key_is_popped_only_when_a_thread_is_free(agents, queue, monkeypatch):
 
     monkeypatch.setattr(consumer_module, "turn_run", slow_turn)
     first = send(agents.a, "support", "one")
-    worker = SimpleNamespace(app=celery_app, concurrency=1)
-    consumer = TurnConsumer(worker)
-    consumer.start(worker)
-    try:
-        deadline = time.monotonic() + 10
-        while not started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert started == [first.pk]
-        second = send(agents.a, "support", "two")
-        time.sleep(0.5)
-        assert queue.redis.llen(queue.turns) == 1  # waiting for a free thread
-        release.append(True)
-        deadline = time.monotonic() + 10
-        while len(started) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert started == [first.pk, second.pk]
-    finally:
-        release.append(True)
-        consumer.stop(worker)
+    with consumer_running(concurrency=1):
+        try:
+            deadline = time.monotonic() + 10
+            while not started and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert started == [first.pk]
+            second = send(agents.a, "support", "two")
+            time.sleep(0.5)
+            assert queue.redis.llen(queue.turns) == 1  # waiting for a free thread
+            release.append(True)
+            deadline = time.monotonic() + 10
+            while len(started) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert started == [first.pk, second.pk]
+        finally:
+            release.append(True)  # before the stop, which waits for the turn
 
 
 def test_the_turns_entry_carries_the_trace_of_whoever_started_it(agents, queue):
@@ -145,14 +151,7 @@ def test_a_prefork_worker_takes_its_turns_as_celery_messages(agents, queue, sett
     """Its turns run in its children, as Celery tasks: the web does not push them to the list
     (the settings say the same to both) and the worker does not pop it."""
     settings.CELERY_WORKER_POOL = "prefork"
-    send(agents.a, "support", "hello")
-    assert queue.redis.llen(queue.turns) == 0
-    assert queue.redis.llen(queue.name) == 1
-    worker = SimpleNamespace(app=celery_app, concurrency=2)
-    consumer = TurnConsumer(worker)
-    consumer.start(worker)
-    assert consumer.thread is None
-    consumer.stop(worker)
+    assert_sent_as_a_celery_message(agents, queue)
 
 
 def test_the_consumer_goes_on_after_redis_refuses(agents, queue, monkeypatch):
@@ -167,12 +166,7 @@ def test_the_consumer_goes_on_after_redis_refuses(agents, queue, monkeypatch):
 
     monkeypatch.setattr(redis.Redis, "brpop", refusing_once)
     task = send(agents.a, "support", "hello")
-    worker = SimpleNamespace(app=celery_app, concurrency=1)
-    consumer = TurnConsumer(worker)
-    consumer.start(worker)
-    try:
+    with consumer_running(concurrency=1) as consumer:
         assert settled(task).state == "TASK_STATE_COMPLETED"
         assert refused == [True]
         assert consumer.thread is not None and consumer.thread.is_alive()
-    finally:
-        consumer.stop(worker)

@@ -159,13 +159,18 @@ def async_reads() -> bool:
         return False
 
 
+# Options of Django's backend, not connection parameters (this pool prepares its reads itself).
+_DJANGO_OPTIONS = frozenset(
+    ("pool", "server_side_binding", "isolation_level", "assume_role", "prepare_threshold")
+)
+
+
 def _conninfo() -> str:
     db_settings = settings.DATABASES["default"]
     options: dict[str, Any] = {
         k: v
         for k, v in (db_settings.get("OPTIONS") or {}).items()
-        if k not in ("pool", "server_side_binding", "isolation_level", "assume_role")
-        and isinstance(v, str | int)
+        if k not in _DJANGO_OPTIONS and isinstance(v, str | int)
     }
     # Timestamps come back in UTC, as Django's own connections read them.
     options["options"] = f"{options.get('options', '')} -c TimeZone=UTC".strip()

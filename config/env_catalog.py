@@ -203,6 +203,12 @@ GROUPS: tuple[Group, ...] = (
                 "for a connection)",
             ),
             Setting(
+                ("DATABASE_PREPARE_THRESHOLD",),
+                "PostgreSQL: a query run this many times on a connection becomes a server-side "
+                "prepared statement (default 5); `0` turns them off, for a pooler in transaction "
+                "mode that cannot keep them",
+            ),
+            Setting(
                 ("CONN_MAX_AGE",),
                 "seconds a database connection is reused when there is no pool (SQLite, or "
                 "`DATABASE_POOL=false`)",

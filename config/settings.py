@@ -156,6 +156,13 @@ elif DATABASE_URL:
     else:
         _db["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 60)
         _db["CONN_HEALTH_CHECKS"] = True
+    if _db["ENGINE"] == "django.db.backends.postgresql":
+        # Server-side prepared statements: a query run this many times on a connection is
+        # prepared, and from then on PostgreSQL neither parses nor (mostly) plans it again.
+        # Django turns them off for the sake of poolers in transaction mode; 0 does too.
+        _db.setdefault("OPTIONS", {})["prepare_threshold"] = (
+            env_int("DATABASE_PREPARE_THRESHOLD", 5) or None
+        )
 else:
     _db = {
         "ENGINE": "django.db.backends.sqlite3",

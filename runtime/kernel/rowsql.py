@@ -31,8 +31,10 @@ def cursor(using: str = "default"):
     text as Django's cursors do: a turn's parameters are mostly JSON (the task row's), and
     quoting them was a tenth of a turn's CPU. Wrapped as Django wraps its own cursors, so
     that query logging and execute wrappers (the statement counts of the tests and of
-    bench/turn_cost.py) see these statements too. Prepared statements stay off, as Django
-    leaves them (connection poolers)."""
+    bench/turn_cost.py) see these statements too. A statement a connection has run
+    ``DATABASE_PREPARE_THRESHOLD`` times (5) is prepared on the server from then on: no parse,
+    and mostly no plan (config/settings.py; Django's own cursors quote, and are never
+    prepared)."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         return connection.cursor()

@@ -1,20 +1,21 @@
 """A task's new events and their push deliveries, written by hand in one statement
 (runtime.kernel.store's kind: built once per database from the models' ``_meta``, run on
 rowsql's cursor): every batch of a turn writes its events here as it commits
-(runtime.kernel.task_state.events_write), and each event is queued for each of the task's
-push configs in the same statement. Like the store, it imports nothing but models and sits
-under every service of the core.
+(runtime.kernel.task_state.batch_write), and each event is queued for each of the task's
+push configs in the same statement; on PostgreSQL the task row's save, its announcement and
+the look for the context's next queued turn go in that statement too (``task_and_events_write``).
+Like the store, it imports nothing but models and sits under every service of the core.
 """
 
 import functools
 from collections.abc import Sequence
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from runtime.kernel import rowsql
 from runtime.kernel.push.push_models import PushConfig, PushDelivery
-from runtime.kernel.task_models import TaskEvent
+from runtime.kernel.task_models import Task, TaskEvent, TaskState
 
 # The columns of a PushDelivery the statement writes (the others are NULL until delivered).
 _DELIVERY_COLUMNS = (
@@ -57,10 +58,9 @@ def _deliveries_select(events: str, using: str) -> str:
     )
 
 
-@functools.cache
-def _events_with_deliveries_sql(rows: int, using: str) -> str:
-    """PostgreSQL: the events' INSERT and their deliveries' in one statement, which returns
-    each event's id (in seq order) and the configs that got deliveries."""
+def _events_ctes(rows: int, using: str) -> str:
+    """PostgreSQL: the events' INSERT (``ev``) and their deliveries' (``d``), as the CTEs of a
+    statement; their parameters: each event's values, then the deliveries'."""
     connection = connections[using]
     q = connection.ops.quote_name
     insert = rowsql.insert_of(TaskEvent, using=using)
@@ -72,11 +72,105 @@ def _events_with_deliveries_sql(rows: int, using: str) -> str:
     )
     deliveries = _deliveries_select(q("ev"), using)
     return (
-        f"WITH {q('ev')} AS ({events}), {q('d')} AS ({deliveries} "
-        f"RETURNING {rowsql.column(PushDelivery, 'config', using)} AS {q('config')}) "
+        f"{q('ev')} AS ({events}), {q('d')} AS ({deliveries} "
+        f"RETURNING {rowsql.column(PushDelivery, 'config', using)} AS {q('config')})"
+    )
+
+
+@functools.cache
+def _events_with_deliveries_sql(rows: int, using: str) -> str:
+    """PostgreSQL: the events' INSERT and their deliveries' in one statement, which returns
+    each event's id (in seq order) and the configs that got deliveries."""
+    q = connections[using].ops.quote_name
+    return (
+        f"WITH {_events_ctes(rows, using)} "
         f"SELECT {q('ev')}.{q('id')}, ARRAY(SELECT DISTINCT {q('config')} FROM {q('d')}) "
         f"FROM {q('ev')} ORDER BY {q('ev')}.{q('seq')}"
     )
+
+
+@functools.cache
+def next_turn_sql(using: str) -> str:
+    """The key of a context's next queued turn; its parameters: the context's id, the turn
+    after which to look, and SUBMITTED."""
+    q = connections[using].ops.quote_name
+    context, turn, state = (rowsql.column(Task, f, using) for f in ("context", "turn", "state"))
+    return (
+        f"SELECT {q(Task._meta.pk.column)} FROM {q(Task._meta.db_table)} "
+        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
+    )
+
+
+@functools.cache
+def _events_and_row_sql(rows: int, update: str, notify: bool, next_turn: bool, using: str) -> str:
+    """PostgreSQL: the events with their deliveries (none when ``rows`` is 0), the task row's
+    UPDATE (with its NOTIFY) and the look for the next queued turn, in one statement, which
+    returns the events' ids in seq order, the configs that got deliveries, how many rows the
+    UPDATE changed and the next turn's key."""
+    q = connections[using].ops.quote_name
+    returning = "1" + (", pg_notify(%s, %s)" if notify else "")
+    row = f"{q('t')} AS ({update} RETURNING {returning})"
+    ctes = f"{_events_ctes(rows, using)}, {row}" if rows else row
+    events = (
+        f"ARRAY(SELECT {q('id')} FROM {q('ev')} ORDER BY {q('seq')}), "
+        f"ARRAY(SELECT DISTINCT {q('config')} FROM {q('d')})"
+        if rows
+        else "ARRAY[]::bigint[], ARRAY[]::bigint[]"
+    )
+    following = f"({next_turn_sql(using)})" if next_turn else "NULL"
+    return f"WITH {ctes} SELECT {events}, (SELECT count(*) FROM {q('t')}), {following}"
+
+
+def task_and_events_write(
+    task: Task,
+    events: Sequence[TaskEvent],
+    fields: Sequence[str],
+    *,
+    notify: tuple[str, str] | None,
+    next_turn: bool,
+    using: str = "default",
+) -> tuple[list[int], int | None] | None:
+    """PostgreSQL: write the task's new ``events`` (and their deliveries), save ``fields`` of
+    its row (announced by ``notify``) and, with ``next_turn``, look for its context's next
+    queued turn, in one statement: one round trip where there were three. Return the configs
+    that got deliveries and the next turn's key; None where it cannot (another backend, a
+    value the ORM must write), and nothing was written: the caller writes them apart.
+
+    The caller holds the task's row lock, taken by an earlier statement, as for
+    ``task_events_insert``; the look for the next turn is made as the row is saved, later
+    than the end's own read was (runtime.turn.claim: a turn queued behind it waits for it)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    update = rowsql.update_of(task, fields, using=using)
+    insert = rowsql.insert_of(TaskEvent, using=using)
+    rows = [insert.values_of(event, connection) for event in events]
+    if update is None or any(values is None for values in rows):
+        return None
+    sql, row_params = update
+    params = [v for values in rows for v in values]
+    if events:
+        now = PushDelivery._meta.get_field("created_at").get_db_prep_save(
+            timezone.now(), connection
+        )
+        params += [PushDelivery.State.PENDING, now, now, task.tenant_id, task.pk]
+    params += row_params
+    if notify is not None:
+        params += list(notify)
+    if next_turn:
+        params += [task.context_id, task.turn, TaskState.SUBMITTED]
+    with rowsql.cursor(using) as cursor:
+        cursor.execute(
+            _events_and_row_sql(len(events), sql, notify is not None, next_turn, using), params
+        )
+        keys, configs, updated, following = cursor.fetchone()
+    if updated != 1:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
+    for event, pk in zip(events, keys, strict=True):
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = using
+    return sorted(configs), following
 
 
 @functools.cache

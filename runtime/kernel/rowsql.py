@@ -191,12 +191,10 @@ def row_update(
     it updates the row (one round trip for the save and the announcement of it)."""
     connection = connections[using]
     model = type(obj)
-    key = (model, tuple(fields), connection.vendor)
-    update = _updates.get(key)
-    if update is None:
-        update = _updates[key] = _Update(model, _fields(model, key[1]), connection)
-    values = _prepared(obj, update.fields, connection, add=False)
-    if values is None:
+    fields = tuple(fields)
+    statement = update_of(obj, fields, using=using)
+    if statement is None:
+        update = _updates[(model, fields, connection.vendor)]
         updated = (
             model._base_manager.using(using)
             .filter(pk=obj.pk)
@@ -206,14 +204,30 @@ def row_update(
             with cursor(using) as cur:
                 cur.execute("SELECT pg_notify(%s, %s)", list(notify))
         return updated
-    params = [*values, model._meta.pk.get_db_prep_save(obj.pk, connection)]
+    sql, params = statement
     with cursor(using) as cur:
         if notify is None:
-            cur.execute(update.sql, params)
+            cur.execute(sql, params)
         else:
             # RETURNING runs once per updated row: the NOTIFY goes only with the update.
-            cur.execute(f"{update.sql} RETURNING pg_notify(%s, %s)", [*params, *notify])
+            cur.execute(f"{sql} RETURNING pg_notify(%s, %s)", [*params, *notify])
         return cur.rowcount
+
+
+def update_of(obj: Model, fields: Iterable[str], *, using: str = "default") -> tuple | None:
+    """``row_update``'s statement and its parameters, for a caller that sends it as part of a
+    statement of its own (runtime.kernel.event_store); None when a field's value is an
+    expression (the ORM's to write)."""
+    connection = connections[using]
+    model = type(obj)
+    key = (model, tuple(fields), connection.vendor)
+    update = _updates.get(key)
+    if update is None:
+        update = _updates[key] = _Update(model, _fields(model, key[1]), connection)
+    values = _prepared(obj, update.fields, connection, add=False)
+    if values is None:
+        return None
+    return update.sql, [*values, model._meta.pk.get_db_prep_save(obj.pk, connection)]
 
 
 def column(model: type[Model], name: str, using: str = "default") -> str:

@@ -25,6 +25,7 @@ from django.db import connections
 from runtime.agents.agent_models import Agent
 from runtime.decisions.decision_models import Effect, Interaction, Receipt
 from runtime.kernel import rowsql
+from runtime.kernel.event_store import next_turn_sql
 from runtime.kernel.rowsql import Columns
 from runtime.kernel.task_models import (
     TERMINAL_STATES,
@@ -178,21 +179,10 @@ def task_lock_for_run(
     return None if row is None else _POLICY.build(row, using=using).tool_policy
 
 
-@functools.cache
-def _next_turn_sql(using: str) -> str:
-    connection = connections[using]
-    q = _q(connection)
-    context, turn, state = (_col(Task, f, connection) for f in ("context", "turn", "state"))
-    return (
-        f"SELECT {q(Task._meta.pk.column)} FROM {q(Task._meta.db_table)} "
-        f"WHERE {context} = %s AND {turn} > %s AND {state} = %s ORDER BY {turn} LIMIT 1"
-    )
-
-
 def context_next_turn(task: Task, *, using: str = "default") -> int | None:
     """The key of the task's context's next queued turn (SUBMITTED, after this one), if any."""
     with rowsql.cursor(using) as cursor:
-        cursor.execute(_next_turn_sql(using), [task.context_id, task.turn, TaskState.SUBMITTED])
+        cursor.execute(next_turn_sql(using), [task.context_id, task.turn, TaskState.SUBMITTED])
         row = cursor.fetchone()
     return None if row is None else row[0]
 

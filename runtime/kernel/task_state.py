@@ -11,7 +11,8 @@ The turn runner makes several steps in one transaction (runtime.turn.runner): it
 made once, when it commits (``task_save``; runtime.kernel.wakeups.task_changed).
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
@@ -23,7 +24,7 @@ from config.celery import app as celery_app
 from config.celery import queue as celery_queue
 from config.tracing import carrier_now, context_attached, context_for_later
 from runtime.kernel import extensions as ext
-from runtime.kernel.event_store import task_events_insert
+from runtime.kernel.event_store import task_and_events_write, task_events_insert
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
 from runtime.kernel.rowsql import row_update
 from runtime.kernel.shapes import status_payload
@@ -55,6 +56,51 @@ class TurnBatch:
         self.fields: set[str] = set()
         self.announce = False
         self.events: list[TaskEvent] = []
+        # The task ended: its context's next queued turn may start (task_end).
+        self.next_turn = False
+
+
+@contextmanager
+def batched(task: Task) -> Iterator[TurnBatch]:
+    """The batch open on ``task`` (a turn's), or one of its own that writes what the block
+    changed when it ends without an error (``batch_write``): a status change's event, row
+    and announcement in one statement."""
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is not None:
+        yield batch
+        return
+    batch = task.turn_batch = TurnBatch()
+    try:
+        yield batch
+    finally:
+        task.turn_batch = None
+    batch_write(task, batch)
+
+
+def batch_write(task: Task, batch: TurnBatch) -> None:
+    """Write what ``batch`` gathered: its events (with their push deliveries, scheduled once
+    this transaction commits), the task row's fields with their announcement, and, when the
+    task ended, the start of its context's next queued turn. One statement on PostgreSQL
+    (runtime.kernel.event_store.task_and_events_write)."""
+    fields = sorted(batch.fields)
+    written = None
+    if fields:
+        written = task_and_events_write(
+            task,
+            batch.events,
+            fields,
+            notify=announcement(task) if batch.announce else None,
+            next_turn=batch.next_turn,
+        )
+    if written is None:
+        configs = task_events_insert(batch.events)
+        task_write(task, fields, announce=batch.announce)
+        following = context_next_turn(task) if batch.next_turn else None
+    else:
+        configs, following = written
+    push_deliveries_schedule(config_pks=configs)
+    if following is not None:
+        _turn_enqueue_pk(following)
 
 
 def task_save(task: Task, fields: Iterable[str], *, announce: bool = False) -> None:
@@ -144,17 +190,20 @@ def task_status_set(
     The previous status message goes into the history first; ``history_append`` (a caller's
     answer) follows it there, after the prompt it answers.
     """
-    if task.status_message:
-        task.history.append(task.status_message)
-    task.state = state
-    task.status_message = message
-    task.status_ext = status_ext or {}
-    task.status_timestamp = timezone.now()
-    # Announced by the save: one statement writes the row and its NOTIFY.
-    event_emit(task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext, announce=False)
-    if history_append is not None:
-        task.history.append(history_append)
-    task_save(task, [*STATUS_FIELDS, *also], announce=True)
+    with batched(task):
+        if task.status_message:
+            task.history.append(task.status_message)
+        task.state = state
+        task.status_message = message
+        task.status_ext = status_ext or {}
+        task.status_timestamp = timezone.now()
+        # Announced by the save: one statement writes the event, the row and its NOTIFY.
+        event_emit(
+            task, TaskEvent.Kind.STATUS, status_payload(task), task.status_ext, announce=False
+        )
+        if history_append is not None:
+            task.history.append(history_append)
+        task_save(task, [*STATUS_FIELDS, *also], announce=True)
 
 
 def task_first_event(task: Task) -> TaskEvent:
@@ -211,9 +260,11 @@ def task_end(
     status_ext: dict | None = None,
     also: Iterable[str] = (),
 ) -> None:
-    """Move a locked task to a terminal state, free its lease, and let its context go on."""
-    task_pause(task, state, message, status_ext=status_ext, also=also)
-    context_next_start(task)
+    """Move a locked task to a terminal state, free its lease, and let its context go on (its
+    next queued turn is looked for as the row is saved: ``batch_write``)."""
+    with batched(task) as batch:
+        task_pause(task, state, message, status_ext=status_ext, also=also)
+        batch.next_turn = True
 
 
 def turn_enqueue(task: Task) -> None:
@@ -254,10 +305,3 @@ def _turn_message_send(task_pk: int) -> None:
     )
     with celery_app.producer_or_acquire() as producer:
         celery_app.amqp.send_task_message(producer, RUN_TURN, message, queue=queue)
-
-
-def context_next_start(task: Task) -> None:
-    """The task reached a terminal state: the context's next queued turn may start."""
-    following = context_next_turn(task)
-    if following is not None:
-        _turn_enqueue_pk(following)

@@ -26,8 +26,7 @@ from django.db import transaction
 
 from runtime.kernel.store import task_lock_for_run
 from runtime.kernel.task_models import Task
-from runtime.kernel.task_state import STATUS_FIELDS, TurnBatch, events_write, task_save, task_write
-from runtime.kernel.wakeups import task_changed
+from runtime.kernel.task_state import STATUS_FIELDS, TurnBatch, batch_write, task_save
 from runtime.turn.claim import LeaseLost, claim_locked, lease_expiry
 from runtime.turn.transcript import TURN_FIELDS
 
@@ -104,22 +103,17 @@ class RunBatch:
     def written(self, task: Task, writes: TurnBatch) -> Iterator[None]:
         """While a block runs, the task's saves and events wait in ``writes`` (task_save,
         event_emit); when it ends without an error they are written, once, before it
-        commits."""
+        commits (runtime.kernel.task_state.batch_write)."""
         task.turn_batch = writes
         try:
             yield
-            events_write(task, writes.events)
         finally:
             task.turn_batch = None
-        if writes.fields:
-            fields = set(writes.fields)
-            if task.lease_owner == self.worker_id:
-                task.lease_expires_at = lease_expiry()  # every commit renews the lease
-                fields.add("lease_expires_at")
-            # The row and its announcement (NOTIFY) in one statement.
-            task_write(task, fields, announce=writes.announce)
-        elif writes.announce:
-            task_changed(task)
+        if writes.fields and task.lease_owner == self.worker_id:
+            task.lease_expires_at = lease_expiry()  # every commit renews the lease
+            writes.fields.add("lease_expires_at")
+        # The events, the row and its announcement (NOTIFY) in one statement.
+        batch_write(task, writes)
 
 
 def turn_save(task: Task) -> None:

@@ -80,7 +80,7 @@ def claim_locked(*, task_pk: int, worker_id: str, batch: TurnBatch | None = None
         or task.lease_expires_at < now
         or task.lease_owner == worker_id
     )
-    # A turn that ends looks for its context's next queued turn (context_next_start) before
+    # A turn that ends looks for its context's next queued turn (task_end) before
     # it commits. A message that commits behind it in that moment still sees it open, is
     # queued, and is not found by it: its own claim (intake publishes a queued turn too)
     # waits for that end to commit (turn_earlier_open), and goes on.

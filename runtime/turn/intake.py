@@ -245,7 +245,7 @@ def _turn_start(
         event = task_first_event(task)
         turn_rows_insert(context if new_context else None, task, event)
         # A queued turn is published too: its claim waits for the turn before it to end
-        # (runtime.turn.claim), and that end starts it (context_next_start) unless it was
+        # (runtime.turn.claim), and that end starts it (task_end) unless it was
         # committing as this message came in, in which case the claim is what starts it.
         turn_enqueue(task)
     logger.info(

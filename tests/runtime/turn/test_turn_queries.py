@@ -53,7 +53,7 @@ def turn_cost(task) -> TurnCost:
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
 )
-def test_a_turn_that_answers_at_once_is_one_transaction_of_four_statements(agents, make_agent):
+def test_a_turn_that_answers_at_once_is_one_transaction_of_two_statements(agents, make_agent):
     make_agent("greeter", [{"reply": "Hello, {{ text }}."}])
     task = send(agents.a, "greeter", "world")
 
@@ -64,17 +64,17 @@ def test_a_turn_that_answers_at_once_is_one_transaction_of_four_statements(agent
     # An in-process model waits on nothing: claim, reply and finish commit together.
     assert cost.transactions == 1, cost
     # The claim (its locked read, which also asks whether an earlier turn of the context is
-    # still open), the context's next queued turn, the two status events (WORKING,
-    # COMPLETED; one INSERT as the transaction commits, which also queues their push
-    # deliveries: the task has no config, so none), one save of the row that also sends its
-    # NOTIFY. No statement reads push configs of its own.
-    assert len(cost.statements) == 4, cost
-    assert [s for s in cost.statements if '"a2a_endpoint_pushconfig"' in s] == [
-        s for s in cost.statements if s.startswith('WITH "ev" AS (INSERT INTO "runtime_taskevent"')
-    ], cost
-    assert cost.count("INSERT") == 0 and cost.count("WITH") == 1, cost
-    assert cost.count("UPDATE") == 1 and cost.count("SELECT pg_notify") == 0, cost
-    assert sum(1 for s in cost.statements if "RETURNING pg_notify(" in s) == 1, cost
+    # still open), then one statement as the transaction commits: the two status events
+    # (WORKING, COMPLETED) with their push deliveries (the task has no config, so none), the
+    # save of the row with its NOTIFY, and the look for the context's next queued turn. No
+    # statement reads push configs of its own.
+    assert len(cost.statements) == 2, cost
+    written = cost.statements[1]
+    assert written.startswith('WITH "ev" AS (INSERT INTO "runtime_taskevent"'), cost
+    assert '"a2a_endpoint_pushconfig"' in written and '"t" AS (UPDATE "runtime_task"' in written
+    assert "RETURNING 1, pg_notify(" in written and '"turn" > ' in written, cost
+    assert cost.count("INSERT") == 0 and cost.count("UPDATE") == 0, cost
+    assert cost.count("SELECT pg_notify") == 0, cost
 
 
 @pytest.mark.skipif(
@@ -111,13 +111,13 @@ def test_a_turn_on_a_hosted_model_commits_before_the_call_and_once_after(
     # The claim commits before the model is asked; the reply, its usage and the finish are
     # the second transaction.
     assert cost.transactions == 2, cost
-    # Claim: locked read, WORKING event (and its push deliveries: none), save with its
-    # NOTIFY. The model's credential (read while the turn's connection is given back).
-    # Finish: the row's lock (still this run's?), the model's price, COMPLETED event, the
-    # context's next queued turn, save with its NOTIFY.
-    assert len(cost.statements) == 9, cost
-    assert cost.count("UPDATE") == 2 and cost.count("SELECT pg_notify") == 0, cost
-    assert sum(1 for s in cost.statements if "RETURNING pg_notify(" in s) == 2, cost
+    # Claim: locked read; the WORKING event (and its push deliveries: none) with the save
+    # and its NOTIFY. The model's credential (read while the turn's connection is given
+    # back). Finish: the row's lock (still this run's?), the model's price; the COMPLETED
+    # event, the save with its NOTIFY and the context's next queued turn, in one statement.
+    assert len(cost.statements) == 6, cost
+    assert cost.count("UPDATE") == 0 and cost.count("SELECT pg_notify") == 0, cost
+    assert sum(1 for s in cost.statements if "RETURNING 1, pg_notify(" in s) == 2, cost
 
 
 @pytest.mark.skipif(
@@ -149,11 +149,11 @@ def test_a_later_turn_of_a_context_reads_its_earlier_turns_once(agents, settings
 
     second.refresh_from_db()
     assert (second.turn, second.state) == (2, TaskState.COMPLETED)
-    # Conversation memory: the first turn's 9 statements and one more, the read of
+    # Conversation memory: the first turn's 6 statements and one more, the read of
     # the context's earlier turns, in the claim's transaction (before the model is asked);
     # kept in the transcript, it is not read again for the turn's later steps.
     assert cost.transactions == 2, cost
-    assert len(cost.statements) == 10, cost
+    assert len(cost.statements) == 7, cost
     assert sum(1 for s in cost.statements if '"turn" >= ' in s) == 1, cost
 
 
@@ -180,10 +180,10 @@ def test_a_turn_resumed_by_an_approval_is_two_transactions(agents):
     # Take: locked read; the effect with its interaction and the approval's receipt (does it
     # still bind?) in one read (they were three, runtime.turn.calls._JournalRead);
     # the effect approved and sending in one write (they were two); save.
-    # Finish: the row's lock, effect closed, the context's next queued turn, three status
-    # events (one INSERT as the transaction commits, with their push deliveries: none), save
-    # with its NOTIFY.
-    assert len(cost.statements) - tool == 9, cost
+    # Finish: the row's lock, effect closed; then three status events (with their push
+    # deliveries: none), the save with its NOTIFY and the context's next queued turn, in
+    # one statement (they were three).
+    assert len(cost.statements) - tool == 7, cost
     effect_writes = [s for s in cost.statements if s.startswith('UPDATE "runtime_effect"')]
     assert len(effect_writes) == 2, cost  # held to sending, then sending to succeeded
 

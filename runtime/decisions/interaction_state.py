@@ -59,7 +59,13 @@ from runtime.kernel.errors import AlreadyDecided
 from runtime.kernel.rowsql import row_move
 from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
-from runtime.kernel.task_state import task_pause, task_status_set, turn_enqueue, with_plan
+from runtime.kernel.task_state import (
+    batched,
+    task_pause,
+    task_status_set,
+    turn_enqueue,
+    with_plan,
+)
 from runtime.policy.approver_syntax import ROLES
 from runtime.policy.lookup import Policy
 from runtime.policy.needs import Needs
@@ -269,6 +275,12 @@ def _changed(
     """Audit what ``answer`` did to ``interaction`` (``action``, with ``detail``, the kind of
     decider and who the channel knew them as) and tell those who hear of its changes
     (``event``: runtime.kernel.signals.interaction_changed)."""
+    audit = _audited(interaction, task, answer, action=action, detail=detail)
+    interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
+
+
+def _audited(interaction, task, answer: Answer, *, action, detail, batch=None) -> AuditEvent:
+    """``_changed``'s audit row, written now or with ``batch``'s statement (a TurnBatch)."""
     detail = {"kind": interaction.kind, "prompt": interaction.prompt, **detail}
     if answer.decider_kind:
         # A person, a program or the caller (runtime.decisions.approvers.Decider): what the
@@ -279,7 +291,7 @@ def _changed(
         detail["channelUser"] = answer.channel_user
     if answer.on_behalf_of:
         detail["onBehalfOf"] = answer.on_behalf_of  # "by <actor> for <onBehalfOf>"
-    audit = audit_record(
+    return audit_record(
         tenant_id=interaction.tenant_id,
         actor=answer.by,
         action=action,
@@ -287,8 +299,8 @@ def _changed(
         interaction=interaction,
         task=task,
         detail=detail,
+        batch=batch,
     )
-    interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
 
 
 # --- close ---------------------------------------------------------------------------------
@@ -340,15 +352,23 @@ def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -
         # (runtime.llm reads this entry beside the call's result).
         entry |= {"step": interaction.request.get("step"), "arguments": held.arguments}
     task.transcript.append(entry)
-    turn_resume(task=task, interaction=interaction, message=answer.message)
-    decision_receipt(task=task, interaction=interaction, answer=answer)
-    what: dict = {"answer": answer.value}
-    if interaction.kind == Interaction.Kind.APPROVAL:
-        # What was decided, as every list shows it (redacted): the audit row says it even
-        # once the item is gone.
-        what["summary"] = held_call_summary(interaction)
+    # The status change, the receipt and the audit row go in one statement when this close
+    # writes its own batch; under a caller's (a run's, an in-band answer's) the rows are
+    # written at once: their keys are known before anyone is told.
+    rows_here = getattr(task, "turn_batch", None) is None
+    with batched(task) as batch:
+        rows = batch if rows_here else None
+        turn_resume(task=task, interaction=interaction, message=answer.message)
+        decision_receipt(task=task, interaction=interaction, answer=answer, batch=rows)
+        what: dict = {"answer": answer.value}
+        if interaction.kind == Interaction.Kind.APPROVAL:
+            # What was decided, as every list shows it (redacted): the audit row says it even
+            # once the item is gone.
+            what["summary"] = held_call_summary(interaction)
+        action = decision_word(interaction)
+        audit = _audited(interaction, task, answer, action=action, detail=what, batch=rows)
     event = "expired" if expiry else "decided"
-    _changed(interaction, task, answer, event=event, action=decision_word(interaction), detail=what)
+    interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
     return interaction
 
 

@@ -26,9 +26,9 @@ from runtime.decisions.signing import receipt_sign
 from runtime.decisions.summaries import impact_render, redacted
 from runtime.kernel import extensions as ext
 from runtime.kernel.errors import InvalidParams
-from runtime.kernel.rowsql import row_insert
 from runtime.kernel.shapes import decider_public
 from runtime.kernel.task_models import Task
+from runtime.kernel.task_state import TurnBatch, row_add
 from runtime.policy.needs import Needs
 from runtime.policy.rules import PolicyRule, policy_rule_for
 from runtime.policy.title_syntax import call_terms
@@ -89,6 +89,7 @@ def receipt_record(
     redact: tuple[str, ...] = (),
     held: PolicyRule | None = None,
     decided_by: list[str] | None = None,
+    batch: TurnBatch | None = None,
 ) -> Receipt:
     """Write the receipt of one decision on ``effect`` in the caller's transaction.
 
@@ -100,7 +101,8 @@ def receipt_record(
     channel knew the decider as. The arguments shown (``shown_arguments``, else the
     effect's) and sent are kept, the fields of ``redact`` and of ``held`` as ``•••``.
     ``decided_by``: everyone whose approval made the decision (a quorum's), else the decider.
-    The rule's ``impact`` line is kept over the arguments shown. The receipt is signed (runtime.decisions.signing) as it is written."""
+    The rule's ``impact`` line is kept over the arguments shown. The receipt is signed (runtime.decisions.signing) as it is written, now or with ``batch``'s statement
+    (runtime.kernel.task_state.row_add)."""
     held = held or policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     hidden = receipt_redaction(held, redact)
     shown = redacted(shown_arguments if shown_arguments is not None else effect.arguments, hidden)
@@ -147,7 +149,7 @@ def receipt_record(
     )
     # Its INSERT written once per process (runtime.kernel.rowsql), as the audit row's: no receiver
     # listens for a receipt's save; the model's own save() only refuses updates.
-    row_insert(receipt)
+    row_add(receipt, batch)
     return receipt
 
 
@@ -285,11 +287,16 @@ def decision_edit_apply(
 
 
 def decision_receipt(
-    *, task: Task, interaction: Interaction, answer: Answer, reason: str | None = None
+    *,
+    task: Task,
+    interaction: Interaction,
+    answer: Answer,
+    reason: str | None = None,
+    batch: TurnBatch | None = None,
 ) -> Receipt | None:
     """The receipt of ``answer`` on ``interaction``'s held call (approvals only; questions
     bind no call): the decision that closed it, or one approval of several (``reason``: what
-    it says in place of the answer's reason)."""
+    it says in place of the answer's reason); written now or with ``batch``'s statement."""
     effect = held_call_of(interaction)
     if effect is None:
         return None
@@ -323,6 +330,7 @@ def decision_receipt(
         shown_arguments=shown if isinstance(shown, dict) else None,
         redact=tuple(call_terms(call).get("redact", ())),
         held=answer.rule,
+        batch=batch,
     )
 
 

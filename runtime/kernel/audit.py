@@ -13,9 +13,9 @@ link is made here, with the row.
 from django.db import connections
 
 from runtime.kernel.audit_hash import content_digest, link_hash
-from runtime.kernel.rowsql import row_insert
 from runtime.kernel.store import audit_chain_advance
 from runtime.kernel.task_models import AuditEvent
+from runtime.kernel.task_state import TurnBatch, row_add
 
 
 def audit_record(
@@ -27,7 +27,10 @@ def audit_record(
     interaction=None,
     task=None,
     detail=None,
+    batch: TurnBatch | None = None,
 ) -> AuditEvent:
+    """Write the audit row in the caller's transaction, now or with ``batch``'s statement
+    (runtime.kernel.task_state.row_add: its key is set when the batch is written)."""
     event = AuditEvent(
         tenant_id=tenant_id,
         actor=actor,
@@ -42,7 +45,7 @@ def audit_record(
         _link_here(event)
     # Its INSERT written once per process (runtime.kernel.rowsql): decisions write one each. No
     # receiver listens for an audit row's save; the model's own save() only refuses updates.
-    row_insert(event)
+    row_add(event, batch)
     return event
 
 

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Sequence
 
 from django.db import DatabaseError, connections
+from django.db.models import Model
 from django.utils import timezone
 
 from runtime.kernel import rowsql
@@ -102,15 +103,30 @@ def next_turn_sql(using: str) -> str:
 
 
 @functools.cache
-def _events_and_row_sql(rows: int, update: str, notify: bool, next_turn: bool, using: str) -> str:
-    """PostgreSQL: the events with their deliveries (none when ``rows`` is 0), the task row's
-    UPDATE (with its NOTIFY) and the look for the next queued turn, in one statement, which
-    returns the events' ids in seq order, the configs that got deliveries, how many rows the
-    UPDATE changed and the next turn's key."""
+def _events_and_row_sql(
+    rows: int,
+    update: str,
+    notify: bool,
+    next_turn: bool,
+    extra: tuple[type[Model], ...],
+    moves: tuple[str, ...],
+    using: str,
+) -> str:
+    """PostgreSQL: the events with their deliveries (none when ``rows`` is 0), one row of each
+    model of ``extra`` (a receipt, an audit row), the conditional UPDATEs of ``moves``, the
+    task row's UPDATE (with its NOTIFY) and
+    the look for the next queued turn, in one statement, which returns the events' ids in seq
+    order, the configs that got deliveries, how many rows the UPDATE changed, the next turn's
+    key and the extra rows' keys."""
     q = connections[using].ops.quote_name
+    ctes = [_events_ctes(rows, using)] if rows else []
+    for n, model in enumerate(extra):
+        insert = rowsql.insert_of(model, using=using)
+        ctes.append(f"{q(f'x{n}')} AS ({insert.sql})")
+    for n, move in enumerate(moves):
+        ctes.append(f"{q(f'm{n}')} AS ({move} RETURNING 1)")
     returning = "1" + (", pg_notify(%s, %s)" if notify else "")
-    row = f"{q('t')} AS ({update} RETURNING {returning})"
-    ctes = f"{_events_ctes(rows, using)}, {row}" if rows else row
+    ctes.append(f"{q('t')} AS ({update} RETURNING {returning})")
     events = (
         f"ARRAY(SELECT {q('id')} FROM {q('ev')} ORDER BY {q('seq')}), "
         f"ARRAY(SELECT DISTINCT {q('config')} FROM {q('d')})"
@@ -118,7 +134,11 @@ def _events_and_row_sql(rows: int, update: str, notify: bool, next_turn: bool, u
         else "ARRAY[]::bigint[], ARRAY[]::bigint[]"
     )
     following = f"({next_turn_sql(using)})" if next_turn else "NULL"
-    return f"WITH {ctes} SELECT {events}, (SELECT count(*) FROM {q('t')}), {following}"
+    keys = "".join(f", (SELECT * FROM {q(f'x{n}')})" for n in range(len(extra)))
+    return (
+        f"WITH {', '.join(ctes)} "
+        f"SELECT {events}, (SELECT count(*) FROM {q('t')}), {following}{keys}"
+    )
 
 
 def task_and_events_write(
@@ -128,13 +148,18 @@ def task_and_events_write(
     *,
     notify: tuple[str, str] | None,
     next_turn: bool,
+    extra: Sequence[Model] = (),
+    moves: Sequence[tuple[str, list]] = (),
     using: str = "default",
 ) -> tuple[list[int], int | None] | None:
-    """PostgreSQL: write the task's new ``events`` (and their deliveries), save ``fields`` of
-    its row (announced by ``notify``) and, with ``next_turn``, look for its context's next
-    queued turn, in one statement: one round trip where there were three. Return the configs
-    that got deliveries and the next turn's key; None where it cannot (another backend, a
-    value the ORM must write), and nothing was written: the caller writes them apart.
+    """PostgreSQL: write the task's new ``events`` (and their deliveries) and the ``extra``
+    rows (new, of models whose INSERT returns their key) and the conditional writes of
+    ``moves`` (rowsql.move_of's; their outcome is not looked at), save ``fields`` of the task's row
+    (announced by ``notify``) and, with ``next_turn``, look for its context's next queued
+    turn, in one statement: one round trip where there were three or more. Set the new rows'
+    keys; return the configs that got deliveries and the next turn's key; None where it
+    cannot (another backend, a value the ORM must write), and nothing was written: the
+    caller writes them apart.
 
     The caller holds the task's row lock, taken by an earlier statement, as for
     ``task_events_insert``; the look for the next turn is made as the row is saved, later
@@ -145,7 +170,12 @@ def task_and_events_write(
     update = rowsql.update_of(task, fields, using=using)
     insert = rowsql.insert_of(TaskEvent, using=using)
     rows = [insert.values_of(event, connection) for event in events]
-    if update is None or any(values is None for values in rows):
+    added = [rowsql.insert_of(type(obj), using=using).values_of(obj, connection) for obj in extra]
+    if (
+        update is None
+        or any(values is None for values in [*rows, *added])
+        or any(obj.pk is not None for obj in extra)
+    ):
         return None
     sql, row_params = update
     params = [v for values in rows for v in values]
@@ -154,22 +184,31 @@ def task_and_events_write(
             timezone.now(), connection
         )
         params += [PushDelivery.State.PENDING, now, now, task.tenant_id, task.pk]
+    params += [v for values in added for v in values]
+    params += [v for _, values in moves for v in values]
     params += row_params
     if notify is not None:
         params += list(notify)
     if next_turn:
         params += [task.context_id, task.turn, TaskState.SUBMITTED]
+    statement = _events_and_row_sql(
+        len(events),
+        sql,
+        notify is not None,
+        next_turn,
+        tuple(type(o) for o in extra),
+        tuple(move for move, _ in moves),
+        using,
+    )
     with rowsql.cursor(using) as cursor:
-        cursor.execute(
-            _events_and_row_sql(len(events), sql, notify is not None, next_turn, using), params
-        )
-        keys, configs, updated, following = cursor.fetchone()
+        cursor.execute(statement, params)
+        keys, configs, updated, following, *extra_keys = cursor.fetchone()
     if updated != 1:
         raise DatabaseError("Save with update_fields did not affect any rows.")
-    for event, pk in zip(events, keys, strict=True):
-        event.pk = pk
-        event._state.adding = False
-        event._state.db = using
+    for obj, pk in zip([*events, *extra], [*keys, *extra_keys], strict=True):
+        obj.pk = pk
+        obj._state.adding = False
+        obj._state.db = using
     return sorted(configs), following
 
 

@@ -324,6 +324,21 @@ def row_move(model: type[Model], pk, *, where: dict, values: dict, using: str = 
     claim: 1 when the row still was as ``where`` says, else 0) without compiling the UPDATE on
     every call. Plain values only, as the hot paths write them: no expressions, and ``where``
     compares each field for equality with a value that is not None."""
+    sql, params = move_of(model, pk, where=where, values=values, using=using)
+    with cursor(using) as cur:
+        cur.execute(sql, params)
+        return cur.rowcount
+
+
+def statement_run(sql: str, params: list, *, using: str = "default") -> None:
+    """Run a statement built here (``move_of``'s) on the hot cursor."""
+    with cursor(using) as cur:
+        cur.execute(sql, params)
+
+
+def move_of(model: type[Model], pk, *, where: dict, values: dict, using: str = "default") -> tuple:
+    """``row_move``'s statement and its parameters, for a caller that sends it as part of a
+    statement of its own (runtime.kernel.event_store)."""
     connection = connections[using]
     key = (model, tuple(values), tuple(where), connection.vendor)
     move = _moves.get(key)
@@ -341,6 +356,4 @@ def row_move(model: type[Model], pk, *, where: dict, values: dict, using: str = 
         if value is None or hasattr(value, "resolve_expression"):
             raise TypeError(f"row_move compares with plain values, not {value!r}")
         params.append(field.get_db_prep_value(value, connection))
-    with cursor(using) as cur:
-        cur.execute(move.sql, params)
-        return cur.rowcount
+    return move.sql, params

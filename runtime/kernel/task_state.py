@@ -8,13 +8,18 @@ its context's next queued turn start. Callers hold the task's row lock in their 
 
 The turn runner makes several steps in one transaction (runtime.turn.runner): it hangs a
 ``TurnBatch`` on the task, and the saves and wake-ups of those steps are then gathered and
-made once, when it commits (``task_save``; runtime.kernel.wakeups.task_changed).
+made once, when it commits (``task_save``; runtime.kernel.wakeups.task_changed). A status
+change outside a run, and a decision's close with its receipt and audit row, gather theirs
+in a batch of their own (``batched``). On PostgreSQL a batch is written in one statement:
+its events with their push deliveries, its new rows, the task row with its NOTIFY and, at a
+task's end, the look for the context's next queued turn (``batch_write``).
 """
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from django.db import DatabaseError, transaction
+from django.db.models import Model
 from django.utils import timezone
 from kombu.utils.uuid import uuid
 
@@ -26,7 +31,7 @@ from config.tracing import carrier_now, context_attached, context_for_later
 from runtime.kernel import extensions as ext
 from runtime.kernel.event_store import task_and_events_write, task_events_insert
 from runtime.kernel.push.push_delivery import push_deliveries_schedule
-from runtime.kernel.rowsql import row_update
+from runtime.kernel.rowsql import move_of, row_insert, row_move, row_update, statement_run
 from runtime.kernel.shapes import status_payload
 from runtime.kernel.store import context_next_turn
 from runtime.kernel.task_models import Task, TaskEvent
@@ -58,6 +63,12 @@ class TurnBatch:
         self.events: list[TaskEvent] = []
         # The task ended: its context's next queued turn may start (task_end).
         self.next_turn = False
+        # New rows written with the batch's statement (``row_add``: a decision's receipt and
+        # audit row, runtime.decisions.interaction_state.interaction_close).
+        self.rows: list[Model] = []
+        # Conditional writes (statement, parameters) whose outcome nobody waits for
+        # (``row_move_later``), made with the batch's statement.
+        self.moves: list[tuple[str, list]] = []
 
 
 @contextmanager
@@ -77,11 +88,30 @@ def batched(task: Task) -> Iterator[TurnBatch]:
     batch_write(task, batch)
 
 
+def row_add(obj: Model, batch: TurnBatch | None) -> None:
+    """INSERT ``obj`` now, or with ``batch``'s statement (its key is set then): for a caller
+    that writes the batch itself before anything reads the row or its key."""
+    if batch is None:
+        row_insert(obj)
+    else:
+        batch.rows.append(obj)
+
+
+def row_move_later(task: Task, model: type[Model], pk, *, where: dict, values: dict) -> None:
+    """``rowsql.row_move`` with the task's batch's statement (now when no batch is open), for
+    a write whose outcome the caller does not look at (a call's journal closed after it)."""
+    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    if batch is None:
+        row_move(model, pk, where=where, values=values)
+    else:
+        batch.moves.append(move_of(model, pk, where=where, values=values))
+
+
 def batch_write(task: Task, batch: TurnBatch) -> None:
     """Write what ``batch`` gathered: its events (with their push deliveries, scheduled once
-    this transaction commits), the task row's fields with their announcement, and, when the
-    task ended, the start of its context's next queued turn. One statement on PostgreSQL
-    (runtime.kernel.event_store.task_and_events_write)."""
+    this transaction commits), its new rows and conditional writes, the task row's fields with
+    their announcement, and, when the task ended, the start of its context's next queued
+    turn. One statement on PostgreSQL (runtime.kernel.event_store.task_and_events_write)."""
     fields = sorted(batch.fields)
     written = None
     if fields:
@@ -91,9 +121,15 @@ def batch_write(task: Task, batch: TurnBatch) -> None:
             fields,
             notify=announcement(task) if batch.announce else None,
             next_turn=batch.next_turn,
+            extra=batch.rows,
+            moves=batch.moves,
         )
     if written is None:
         configs = task_events_insert(batch.events)
+        for obj in batch.rows:
+            row_insert(obj)
+        for sql, params in batch.moves:
+            statement_run(sql, params)
         task_write(task, fields, announce=batch.announce)
         following = context_next_turn(task) if batch.next_turn else None
     else:

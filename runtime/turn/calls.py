@@ -25,7 +25,7 @@ from runtime.kernel.rowsql import row_move
 from runtime.kernel.shapes import agent_message
 from runtime.kernel.store import call_journal_read
 from runtime.kernel.task_models import Task, TaskState, new_key
-from runtime.kernel.task_state import task_pause, with_plan
+from runtime.kernel.task_state import row_move_later, task_pause, with_plan
 from runtime.llm.actions import CallTool
 from runtime.policy.lookup import Policy, policy_for
 from runtime.tools.catalog import (
@@ -373,7 +373,10 @@ def _sent(task: Task, effect: Effect, outcome: tuple[str, Any]) -> Step:
         shown, stored = result_capped(task=task, effect=effect, result=value)
     else:
         stored = {"error": value}
-    row_move(
+    # Written with the block's statement (the task row's): nothing in this block reads the
+    # call's journal state again.
+    row_move_later(
+        task,
         Effect,
         effect.pk,
         where={"state": Effect.State.SENDING},

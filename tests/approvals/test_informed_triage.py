@@ -206,12 +206,13 @@ def test_bulk_approval_shows_the_summaries_first_and_approves_only_those(agents)
 
 def test_bulk_approval_of_a_filter_lists_what_the_filter_holds(agents):
     make = agents.a.extra["make"]
-    wanted = [make.approval(build=f"f-{i}") for i in range(2)]
+    # A term no random id can hold by chance ("f-" matched a task id's "F-" now and then).
+    wanted = [make.approval(build=f"filtered-build-{i}") for i in range(2)]
     make.approval(build="other-1")
     client = agents.a.client_for(agents.a.operator)
     html = client.post(
         reverse("approvals:inbox_bulk"),
-        {"decision": "approve", "all": "1", "q": "f-", "state": "open"},
+        {"decision": "approve", "all": "1", "q": "filtered-build-", "state": "open"},
     ).content.decode()
     listed = re.findall(r'name="ids" value="([^"]+)"', html)
     assert sorted(listed) == sorted(a.public_id for a in wanted)

@@ -56,11 +56,12 @@ from runtime.decisions.summaries import held_call_summary
 from runtime.kernel import extensions as ext
 from runtime.kernel.audit import audit_record
 from runtime.kernel.errors import AlreadyDecided
-from runtime.kernel.rowsql import row_move
 from runtime.kernel.signals import interaction_changed, interaction_opened
 from runtime.kernel.task_models import AuditEvent, Task, TaskState
 from runtime.kernel.task_state import (
+    TurnBatch,
     batched,
+    row_move_with,
     task_pause,
     task_status_set,
     turn_enqueue,
@@ -326,17 +327,20 @@ def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -
         # The call's record, with the arguments sent (receipts.decision_edit_apply), and
         # what the item is found by with them.
         decision |= {"request": interaction.request, **listing_of(task, interaction)}
-    claimed = row_move(
-        Interaction, interaction.pk, where={"state": Interaction.State.OPEN}, values=decision
-    )
-    if claimed != 1:
+    # The status change, the receipt, the audit row and (but for a group's call, whose
+    # members are read again) the claim go in one statement when this close writes its own
+    # batch; under a caller's (a run's, an in-band answer's) the rows are written at once.
+    batch = TurnBatch() if getattr(task, "turn_batch", None) is None else None
+    open_ = {"state": Interaction.State.OPEN}
+    claimed_by = batch if not interaction.group_id else None
+    claim = row_move_with(claimed_by, Interaction, interaction.pk, where=open_, values=decision)
+    if claim is not None and claim != 1:
         interaction.refresh_from_db()
         raise AlreadyDecided(interaction)
     # What the row now says, without reading it back; and the (locked) task it belongs to.
     for name, value in decision.items():
         setattr(interaction, name, value)
     interaction.task = task
-    decision_observe(interaction)
     entry = {
         "type": "answer",
         "interactionId": interaction.public_id,
@@ -352,21 +356,22 @@ def interaction_close(*, task: Task, interaction: Interaction, answer: Answer) -
         # (runtime.llm reads this entry beside the call's result).
         entry |= {"step": interaction.request.get("step"), "arguments": held.arguments}
     task.transcript.append(entry)
-    # The status change, the receipt and the audit row go in one statement when this close
-    # writes its own batch; under a caller's (a run's, an in-band answer's) the rows are
-    # written at once: their keys are known before anyone is told.
-    rows_here = getattr(task, "turn_batch", None) is None
-    with batched(task) as batch:
-        rows = batch if rows_here else None
+    with batched(task, batch):
         turn_resume(task=task, interaction=interaction, message=answer.message)
-        decision_receipt(task=task, interaction=interaction, answer=answer, batch=rows)
+        decision_receipt(task=task, interaction=interaction, answer=answer, batch=batch)
         what: dict = {"answer": answer.value}
         if interaction.kind == Interaction.Kind.APPROVAL:
             # What was decided, as every list shows it (redacted): the audit row says it even
             # once the item is gone.
             what["summary"] = held_call_summary(interaction)
         action = decision_word(interaction)
-        audit = _audited(interaction, task, answer, action=action, detail=what, batch=rows)
+        audit = _audited(interaction, task, answer, action=action, detail=what, batch=batch)
+    if claimed_by is not None and claimed_by.moved[0] != 1:  # the batch's first move
+        # The claim, made with the batch: nothing of it stays (the caller's transaction
+        # ends with this error), and nobody was told.
+        interaction.refresh_from_db()
+        raise AlreadyDecided(interaction)
+    decision_observe(interaction)
     event = "expired" if expiry else "decided"
     interaction_changed.send(sender=Interaction, interaction=interaction, event=event, audit=audit)
     return interaction

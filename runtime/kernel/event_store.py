@@ -135,6 +135,7 @@ def _events_and_row_sql(
     )
     following = f"({next_turn_sql(using)})" if next_turn else "NULL"
     keys = "".join(f", (SELECT * FROM {q(f'x{n}')})" for n in range(len(extra)))
+    keys += "".join(f", (SELECT count(*) FROM {q(f'm{n}')})" for n in range(len(moves)))
     return (
         f"WITH {', '.join(ctes)} "
         f"SELECT {events}, (SELECT count(*) FROM {q('t')}), {following}{keys}"
@@ -151,13 +152,14 @@ def task_and_events_write(
     extra: Sequence[Model] = (),
     moves: Sequence[tuple[str, list]] = (),
     using: str = "default",
-) -> tuple[list[int], int | None] | None:
+) -> tuple[list[int], int | None, list[int]] | None:
     """PostgreSQL: write the task's new ``events`` (and their deliveries) and the ``extra``
     rows (new, of models whose INSERT returns their key) and the conditional writes of
-    ``moves`` (rowsql.move_of's; their outcome is not looked at), save ``fields`` of the task's row
+    ``moves`` (rowsql.move_of's), save ``fields`` of the task's row
     (announced by ``notify``) and, with ``next_turn``, look for its context's next queued
     turn, in one statement: one round trip where there were three or more. Set the new rows'
-    keys; return the configs that got deliveries and the next turn's key; None where it
+    keys; return the configs that got deliveries, the next turn's key and how many rows each
+    move wrote; None where it
     cannot (another backend, a value the ORM must write), and nothing was written: the
     caller writes them apart.
 
@@ -202,14 +204,15 @@ def task_and_events_write(
     )
     with rowsql.cursor(using) as cursor:
         cursor.execute(statement, params)
-        keys, configs, updated, following, *extra_keys = cursor.fetchone()
+        keys, configs, updated, following, *added_keys = cursor.fetchone()
+    extra_keys, moved = added_keys[: len(extra)], added_keys[len(extra) :]
     if updated != 1:
         raise DatabaseError("Save with update_fields did not affect any rows.")
     for obj, pk in zip([*events, *extra], [*keys, *extra_keys], strict=True):
         obj.pk = pk
         obj._state.adding = False
         obj._state.db = using
-    return sorted(configs), following
+    return sorted(configs), following, moved
 
 
 @functools.cache

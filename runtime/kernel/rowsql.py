@@ -330,10 +330,11 @@ def row_move(model: type[Model], pk, *, where: dict, values: dict, using: str = 
         return cur.rowcount
 
 
-def statement_run(sql: str, params: list, *, using: str = "default") -> None:
-    """Run a statement built here (``move_of``'s) on the hot cursor."""
+def statement_run(sql: str, params: list, *, using: str = "default") -> int:
+    """Run a statement built here (``move_of``'s) on the hot cursor: how many rows it wrote."""
     with cursor(using) as cur:
         cur.execute(sql, params)
+        return cur.rowcount
 
 
 def move_of(model: type[Model], pk, *, where: dict, values: dict, using: str = "default") -> tuple:

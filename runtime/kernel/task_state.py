@@ -66,21 +66,22 @@ class TurnBatch:
         # New rows written with the batch's statement (``row_add``: a decision's receipt and
         # audit row, runtime.decisions.interaction_state.interaction_close).
         self.rows: list[Model] = []
-        # Conditional writes (statement, parameters) whose outcome nobody waits for
-        # (``row_move_later``), made with the batch's statement.
+        # Conditional writes (statement, parameters) made with the batch's statement
+        # (``row_move_with``), and how many rows each wrote, once it is written.
         self.moves: list[tuple[str, list]] = []
+        self.moved: list[int] = []
 
 
 @contextmanager
-def batched(task: Task) -> Iterator[TurnBatch]:
-    """The batch open on ``task`` (a turn's), or one of its own that writes what the block
-    changed when it ends without an error (``batch_write``): a status change's event, row
-    and announcement in one statement."""
-    batch: TurnBatch | None = getattr(task, "turn_batch", None)
-    if batch is not None:
-        yield batch
+def batched(task: Task, batch: TurnBatch | None = None) -> Iterator[TurnBatch]:
+    """The batch open on ``task`` (a turn's), or one of its own (``batch``, else a new one)
+    that writes what the block changed when it ends without an error (``batch_write``): a
+    status change's event, row and announcement in one statement."""
+    opened: TurnBatch | None = getattr(task, "turn_batch", None)
+    if opened is not None:
+        yield opened
         return
-    batch = task.turn_batch = TurnBatch()
+    batch = task.turn_batch = batch or TurnBatch()
     try:
         yield batch
     finally:
@@ -100,11 +101,18 @@ def row_add(obj: Model, batch: TurnBatch | None) -> None:
 def row_move_later(task: Task, model: type[Model], pk, *, where: dict, values: dict) -> None:
     """``rowsql.row_move`` with the task's batch's statement (now when no batch is open), for
     a write whose outcome the caller does not look at (a call's journal closed after it)."""
-    batch: TurnBatch | None = getattr(task, "turn_batch", None)
+    row_move_with(getattr(task, "turn_batch", None), model, pk, where=where, values=values)
+
+
+def row_move_with(
+    batch: TurnBatch | None, model: type[Model], pk, *, where: dict, values: dict
+) -> int | None:
+    """``rowsql.row_move`` now (how many rows it wrote), or with ``batch``'s statement (None:
+    ``batch.moved`` says it once the batch is written)."""
     if batch is None:
-        row_move(model, pk, where=where, values=values)
-    else:
-        batch.moves.append(move_of(model, pk, where=where, values=values))
+        return row_move(model, pk, where=where, values=values)
+    batch.moves.append(move_of(model, pk, where=where, values=values))
+    return None
 
 
 def batch_write(task: Task, batch: TurnBatch) -> None:
@@ -128,12 +136,11 @@ def batch_write(task: Task, batch: TurnBatch) -> None:
         configs = task_events_insert(batch.events)
         for obj in batch.rows:
             row_insert(obj)
-        for sql, params in batch.moves:
-            statement_run(sql, params)
+        batch.moved = [statement_run(sql, params) for sql, params in batch.moves]
         task_write(task, fields, announce=batch.announce)
         following = context_next_turn(task) if batch.next_turn else None
     else:
-        configs, following = written
+        configs, following, batch.moved = written
     push_deliveries_schedule(config_pks=configs)
     if following is not None:
         _turn_enqueue_pk(following)

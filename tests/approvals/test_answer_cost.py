@@ -29,7 +29,7 @@ def answer(client, public_id: str, body, token: str):
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="counts PostgreSQL's statements (NOTIFY)"
 )
-def test_an_approval_over_rest_is_one_transaction_of_four_statements(agents, client):
+def test_an_approval_over_rest_is_one_transaction_of_three_statements(agents, client):
     approval = agents.a.extra["make"].approval()
     token = agents.a.extra["operator_token"]
     # The token's last use is written at most once a minute: not on this request; and its
@@ -53,18 +53,20 @@ def test_an_approval_over_rest_is_one_transaction_of_four_statements(agents, cli
     statements = [s for s in sql if not SAVEPOINT.match(s)]
     assert sum(1 for s in sql if s.startswith("SAVEPOINT")) == 1, statements
     # In the decision's transaction: the task's lock, the interaction with the call it holds
-    # (read once, under the lock: the body is checked against it there), the claim, then one
+    # (read once, under the lock: the body is checked against it there), then one
     # statement: the WORKING status event (which also queues its push deliveries: the task
-    # has no config, so none), the receipt, the audit row and the task's row with its
-    # NOTIFY. (It was 13: the view read the interaction before the service read it again,
-    # the held call was a read of its own, and the answer read it again; then 10, with a
-    # read of the token's row on every request, now cached as the A2A endpoint's; then 9,
-    # with a read of the task's push configs; then 8, with a NOTIFY of its own; then 7,
-    # with the event, the receipt, the audit row and the task's row apart.)
-    assert len(statements) == 4, "\n".join(statements)
-    written = statements[3]
+    # has no config, so none), the receipt, the audit row, the claim of the interaction and
+    # the task's row with its NOTIFY. (It was 13: the view read the interaction before the
+    # service read it again, the held call was a read of its own, and the answer read it
+    # again; then 10, with a read of the token's row on every request, now cached as the A2A
+    # endpoint's; then 9, with a read of the task's push configs; then 8, with a NOTIFY of
+    # its own; then 7, with the claim, the event, the receipt, the audit row and the task's
+    # row apart.)
+    assert len(statements) == 3, "\n".join(statements)
+    written = statements[2]
     for table in ("runtime_taskevent", "runtime_receipt", "runtime_auditevent"):
         assert f'INSERT INTO "{table}"' in written, written
+    assert '"m0" AS (UPDATE "runtime_interaction"' in written, written
     assert '"t" AS (UPDATE "runtime_task"' in written and "pg_notify(" in written, written
     assert sum(1 for s in statements if "pg_notify" in s) == 1, statements
     assert not any('"tenants_apitoken"' in s for s in statements), statements

@@ -234,10 +234,10 @@ def _prerun(task=None, **_kwargs):
         value = getattr(request, key, None) or (request.headers or {}).get(key)
         if value:
             carrier[key] = value
-    if not carrier:
+    context = context_from_carrier(carrier)
+    if context is None:
         return
-    token = otel_context.attach(propagate.extract(carrier))
-    setattr(request, _CELERY_TOKEN, token)
+    setattr(request, _CELERY_TOKEN, otel_context.attach(context))
 
 
 def _postrun(task=None, **_kwargs):

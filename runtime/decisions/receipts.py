@@ -101,7 +101,8 @@ def receipt_record(
     channel knew the decider as. The arguments shown (``shown_arguments``, else the
     effect's) and sent are kept, the fields of ``redact`` and of ``held`` as ``•••``.
     ``decided_by``: everyone whose approval made the decision (a quorum's), else the decider.
-    The rule's ``impact`` line is kept over the arguments shown. The receipt is signed (runtime.decisions.signing) as it is written, now or with ``batch``'s statement
+    The rule's ``impact`` line is kept over the arguments shown. The receipt is signed
+    (runtime.decisions.signing) as it is written, now or with ``batch``'s statement
     (runtime.kernel.task_state.row_add)."""
     held = held or policy_rule_for(agent, effect.server, effect.tool, effect.arguments)
     hidden = receipt_redaction(held, redact)

@@ -59,6 +59,12 @@ def _deliveries_select(events: str, using: str) -> str:
     )
 
 
+def _delivery_params(task: Task, connection) -> list:
+    """The parameters of ``_deliveries_select``: state, now, now, the tenant's id, the task's."""
+    now = PushDelivery._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
+    return [PushDelivery.State.PENDING, now, now, task.tenant_id, task.pk]
+
+
 def _events_ctes(rows: int, using: str) -> str:
     """PostgreSQL: the events' INSERT (``ev``) and their deliveries' (``d``), as the CTEs of a
     statement; their parameters: each event's values, then the deliveries'."""
@@ -114,10 +120,10 @@ def _events_and_row_sql(
 ) -> str:
     """PostgreSQL: the events with their deliveries (none when ``rows`` is 0), one row of each
     model of ``extra`` (a receipt, an audit row), the conditional UPDATEs of ``moves``, the
-    task row's UPDATE (with its NOTIFY) and
-    the look for the next queued turn, in one statement, which returns the events' ids in seq
-    order, the configs that got deliveries, how many rows the UPDATE changed, the next turn's
-    key and the extra rows' keys."""
+    task row's UPDATE (with its NOTIFY) and the look for the next queued turn, in one
+    statement, which returns the events' ids in seq order, the configs that got deliveries,
+    how many rows the UPDATE changed, the next turn's key, the extra rows' keys and how many
+    rows each move wrote."""
     q = connections[using].ops.quote_name
     ctes = [_events_ctes(rows, using)] if rows else []
     for n, model in enumerate(extra):
@@ -153,15 +159,14 @@ def task_and_events_write(
     moves: Sequence[tuple[str, list]] = (),
     using: str = "default",
 ) -> tuple[list[int], int | None, list[int]] | None:
-    """PostgreSQL: write the task's new ``events`` (and their deliveries) and the ``extra``
-    rows (new, of models whose INSERT returns their key) and the conditional writes of
-    ``moves`` (rowsql.move_of's), save ``fields`` of the task's row
-    (announced by ``notify``) and, with ``next_turn``, look for its context's next queued
-    turn, in one statement: one round trip where there were three or more. Set the new rows'
-    keys; return the configs that got deliveries, the next turn's key and how many rows each
-    move wrote; None where it
-    cannot (another backend, a value the ORM must write), and nothing was written: the
-    caller writes them apart.
+    """PostgreSQL: write the task's new ``events`` (and their deliveries), the ``extra`` rows
+    (new, of models whose INSERT returns their key) and the conditional writes of ``moves``
+    (rowsql.move_of's), save ``fields`` of the task's row (announced by ``notify``) and, with
+    ``next_turn``, look for its context's next queued turn, in one statement: one round trip
+    where there were three or more. Set the new rows' keys; return the configs that got
+    deliveries, the next turn's key and how many rows each move wrote; None where it cannot
+    (another backend, a value the ORM must write), and nothing was written: the caller
+    writes them apart.
 
     The caller holds the task's row lock, taken by an earlier statement, as for
     ``task_events_insert``; the look for the next turn is made as the row is saved, later
@@ -182,10 +187,7 @@ def task_and_events_write(
     sql, row_params = update
     params = [v for values in rows for v in values]
     if events:
-        now = PushDelivery._meta.get_field("created_at").get_db_prep_save(
-            timezone.now(), connection
-        )
-        params += [PushDelivery.State.PENDING, now, now, task.tenant_id, task.pk]
+        params += _delivery_params(task, connection)
     params += [v for values in added for v in values]
     params += [v for _, values in moves for v in values]
     params += row_params
@@ -209,9 +211,7 @@ def task_and_events_write(
     if updated != 1:
         raise DatabaseError("Save with update_fields did not affect any rows.")
     for obj, pk in zip([*events, *extra], [*keys, *extra_keys], strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = using
+        rowsql.saved(obj, pk, using)
     return sorted(configs), following, moved
 
 
@@ -250,8 +250,7 @@ def task_events_insert(events: Sequence[TaskEvent], *, using: str = "default") -
     task = events[0].task
     insert = rowsql.insert_of(TaskEvent, using=using)
     rows = [insert.values_of(event, connection) for event in events]
-    now = PushDelivery._meta.get_field("created_at").get_db_prep_save(timezone.now(), connection)
-    delivery = [PushDelivery.State.PENDING, now, now, task.tenant_id, task.pk]
+    delivery = _delivery_params(task, connection)
     if connection.vendor == "postgresql" and all(values is not None for values in rows):
         with rowsql.cursor(using) as cursor:
             cursor.execute(
@@ -260,9 +259,7 @@ def task_events_insert(events: Sequence[TaskEvent], *, using: str = "default") -
             )
             found = cursor.fetchall()
         for event, (pk, _) in zip(events, found, strict=True):
-            event.pk = pk
-            event._state.adding = False
-            event._state.db = using
+            rowsql.saved(event, pk, using)
         return sorted(found[0][1] or [])
     rowsql.rows_insert(list(events), using=using)
     with rowsql.cursor(using) as cursor:

@@ -128,6 +128,14 @@ def _prepared(obj: Model, fields: tuple, connection, *, add: bool) -> list | Non
     return values
 
 
+def saved(obj: Model, pk, using: str = "default") -> None:
+    """Mark ``obj`` as written with key ``pk``, as ``save()`` leaves it: for each statement here
+    (and the store's, the event store's) that inserts a row and reads its key back."""
+    obj.pk = pk
+    obj._state.adding = False
+    obj._state.db = using
+
+
 def row_insert(obj: Model, fields: Sequence[str] | None = None, *, using: str = "default") -> None:
     """INSERT ``obj`` (its ``fields``, by default all its concrete ones; the others take their
     column defaults) and set its primary key, as ``save(force_insert=True)`` does."""
@@ -140,12 +148,11 @@ def row_insert(obj: Model, fields: Sequence[str] | None = None, *, using: str = 
     with cursor(using) as cur:
         if obj.pk is None:
             cur.execute(insert.sql, values)
-            obj.pk = cur.fetchone()[0]
+            pk = cur.fetchone()[0]
         else:
-            pk = insert.pk.get_db_prep_save(obj.pk, connection)
-            cur.execute(insert.sql_with_pk, [pk, *values])
-    obj._state.adding = False
-    obj._state.db = using
+            pk = obj.pk
+            cur.execute(insert.sql_with_pk, [insert.pk.get_db_prep_save(pk, connection), *values])
+    saved(obj, pk, using)
 
 
 def rows_insert(objs: Sequence[Model], *, using: str = "default") -> None:
@@ -172,9 +179,7 @@ def rows_insert(objs: Sequence[Model], *, using: str = "default") -> None:
         # In the order of VALUES, as Django's bulk_create relies on.
         keys = [row[0] for row in cur.fetchall()]
     for obj, pk in zip(objs, keys, strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = using
+        saved(obj, pk, using)
 
 
 def row_update(
@@ -325,9 +330,7 @@ def row_move(model: type[Model], pk, *, where: dict, values: dict, using: str = 
     every call. Plain values only, as the hot paths write them: no expressions, and ``where``
     compares each field for equality with a value that is not None."""
     sql, params = move_of(model, pk, where=where, values=values, using=using)
-    with cursor(using) as cur:
-        cur.execute(sql, params)
-        return cur.rowcount
+    return statement_run(sql, params, using=using)
 
 
 def statement_run(sql: str, params: list, *, using: str = "default") -> int:

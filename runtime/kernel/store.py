@@ -256,11 +256,9 @@ def turn_rows_insert(
         cursor.execute(_turn_rows_sql(context is not None, using), values)
         ids = cursor.fetchone()
     for before, obj, pk in zip([None, *objs], objs, ids, strict=False):
-        obj.pk = pk
         if before is not None:
             setattr(obj, _LINKS[type(obj)], before)
-        obj._state.adding = False
-        obj._state.db = using
+        rowsql.saved(obj, pk, using)
 
 
 # --- a tool call's journal (runtime.turn.calls) ---------------------------------------------
